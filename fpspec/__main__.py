@@ -1,0 +1,3 @@
+from fpspec.cli import entry
+
+entry()

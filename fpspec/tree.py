@@ -1,0 +1,518 @@
+"""Summation trees: the order in which n terms meet.
+
+A tree is a leaf (an int, the term index) or a `Node` whose children are trees.
+A binary `Node` is one IEEE addition (an FMA when the arithmetic says so and a
+child is a product); a fused `Node` (`fused=True`, any number of children >= 2)
+is one multi-term fused summation, as Tensor Cores do.
+
+Every Node is canonical on construction: children ordered by their smallest
+leaf.  Equality, hashing and every traversal here are iterative, so trees of
+depth 10^6 (a sequential sum) need no recursion.
+
+Text form: binary nodes in parentheses, fused nodes in brackets, leaves as
+integers: ``((0 1) [2 3 4])``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+import numpy as np
+
+Tree = Union[int, "Node"]
+
+
+def _first(t: Tree) -> int:
+    return t if isinstance(t, int) else t.first
+
+
+def _size(t: Tree) -> int:
+    return 1 if isinstance(t, int) else t.size
+
+
+def _height(t: Tree) -> int:
+    return 0 if isinstance(t, int) else t.height
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Node:
+    children: tuple
+    fused: bool = False
+    size: int = field(init=False, repr=False)
+    first: int = field(init=False, repr=False)
+    height: int = field(init=False, repr=False)
+    _hash: int = field(init=False, repr=False)
+
+    def __post_init__(self):
+        kids = self.children
+        if len(kids) < 2:
+            what = "fused node" if self.fused else "node"
+            raise ValueError(f"a {what} needs at least 2 children, got {len(kids)}")
+        if not self.fused and len(kids) != 2:
+            raise ValueError(f"a binary node has exactly 2 children, got {len(kids)}")
+        if len(kids) == 2:
+            a, b = kids
+            if a.__class__ is Node and b.__class__ is Node:
+                fa, fb = a.first, b.first
+                sa, sb, ha, hb, xa, xb = a.size, b.size, a.height, b.height, a._hash, b._hash
+            elif a.__class__ is Node and b.__class__ is int:
+                fa, fb, sa, sb, ha, hb, xa, xb = a.first, b, a.size, 1, a.height, 0, a._hash, b
+            elif a.__class__ is int and b.__class__ is Node:
+                fa, fb, sa, sb, ha, hb, xa, xb = a, b.first, 1, b.size, 0, b.height, a, b._hash
+            elif a.__class__ is int and b.__class__ is int:
+                fa, fb, sa, sb, ha, hb, xa, xb = a, b, 1, 1, 0, 0, a, b
+            else:
+                fa = None
+            if fa is not None:
+                setattr_ = object.__setattr__
+                if fb < fa:
+                    setattr_(self, "children", (b, a))
+                    fa, fb, xa, xb = fb, fa, xb, xa
+                setattr_(self, "size", sa + sb)
+                setattr_(self, "first", fa)
+                setattr_(self, "height", 1 + (ha if ha > hb else hb))
+                setattr_(self, "_hash", hash((self.fused, xa, xb)))
+                return
+        firsts, sizes, heights, hashes = [], [], [], []
+        for k in kids:
+            if k.__class__ is Node:
+                firsts.append(k.first)
+                sizes.append(k.size)
+                heights.append(k.height)
+                hashes.append(k._hash)
+            elif k.__class__ is int or (isinstance(k, int) and not isinstance(k, bool)):
+                firsts.append(int(k))
+                sizes.append(1)
+                heights.append(0)
+                hashes.append(int(k))
+            else:
+                raise TypeError(f"tree children are ints or Nodes, got {type(k).__name__}")
+        if any(firsts[i] > firsts[i + 1] for i in range(len(firsts) - 1)):
+            order = sorted(range(len(kids)), key=firsts.__getitem__)
+            kids = tuple(kids[i] for i in order)
+            firsts = [firsts[i] for i in order]
+            hashes = [hashes[i] for i in order]
+            object.__setattr__(self, "children", kids)
+        setattr_ = object.__setattr__
+        setattr_(self, "size", sum(sizes))
+        setattr_(self, "first", firsts[0])
+        setattr_(self, "height", 1 + max(heights))
+        setattr_(self, "_hash", hash((self.fused, *hashes)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Node):
+            return NotImplemented
+        stack = [(self, other)]
+        while stack:
+            a, b = stack.pop()
+            if a is b:
+                continue
+            if isinstance(a, int) or isinstance(b, int):
+                if a != b:
+                    return False
+                continue
+            if (a._hash != b._hash or a.size != b.size or a.fused != b.fused
+                    or len(a.children) != len(b.children)):
+                return False
+            stack.extend(zip(a.children, b.children))
+        return True
+
+    def __str__(self) -> str:
+        return format_tree(self)
+
+    def __repr__(self) -> str:
+        text = format_tree(self)
+        return f"Node<{text if len(text) <= 200 else text[:200] + '...'}>"
+
+
+def node(*children: Tree) -> Node:
+    """A binary node."""
+    return Node(tuple(children))
+
+
+def fused(*children: Tree) -> Node:
+    """A fused (multiway) node."""
+    return Node(tuple(children), fused=True)
+
+
+# ---------------------------------------------------------------- traversal
+
+def postorder(t: Tree) -> Iterator[Tree]:
+    """Every subtree, children before parents, left to right."""
+    stack: list = [(t, False)]
+    while stack:
+        s, done = stack.pop()
+        if done or isinstance(s, int):
+            yield s
+            continue
+        stack.append((s, True))
+        stack.extend((c, False) for c in reversed(s.children))
+
+
+def leaves(t: Tree) -> list[int]:
+    """Leaf indices in canonical left-to-right order."""
+    return [s for s in postorder(t) if isinstance(s, int)]
+
+
+def size(t: Tree) -> int:
+    return _size(t)
+
+
+def check_leaves(t: Tree, n: int | None = None) -> None:
+    """Raise unless the leaves are exactly 0..n-1, each once."""
+    ls = leaves(t)
+    n = len(ls) if n is None else n
+    if sorted(ls) != list(range(n)):
+        seen = np.bincount(np.asarray(ls, dtype=np.int64), minlength=n) if ls else np.zeros(n, int)
+        dup = np.flatnonzero(seen > 1)
+        missing = np.flatnonzero(seen[:n] == 0)
+        raise ValueError(
+            f"tree leaves must be 0..{n - 1} once each"
+            + (f"; repeated: {dup[:5].tolist()}" if dup.size else "")
+            + (f"; missing: {missing[:5].tolist()}" if missing.size else "")
+        )
+
+
+def relabel(t: Tree, mapping) -> Tree:
+    """Replace leaf i by mapping[i] (an int or a subtree)."""
+    out: dict[int, Tree] = {}
+    for s in postorder(t):
+        if isinstance(s, int):
+            out[id(s)] = mapping[s]  # ints are interned only when small; key by position below
+    # ints cannot be keyed by id safely: rebuild with an explicit stack instead
+    return _rebuild(t, lambda leaf: mapping[leaf])
+
+
+def _rebuild(t: Tree, leaf_fn) -> Tree:
+    results: list = []
+    for s in postorder(t):
+        if isinstance(s, int):
+            results.append(leaf_fn(s))
+        else:
+            k = len(s.children)
+            kids = tuple(results[-k:])
+            del results[-k:]
+            results.append(Node(kids, s.fused))
+    return results[0]
+
+
+# ---------------------------------------------------------------- text form
+
+def format_tree(t: Tree) -> str:
+    parts: list[str] = []
+    stack: list = [t]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, str):
+            parts.append(s)
+        elif isinstance(s, int):
+            parts.append(str(s))
+        else:
+            open_, close = ("[", "]") if s.fused else ("(", ")")
+            stack.append(close)
+            for i, c in enumerate(reversed(s.children)):
+                stack.append(c)
+                if i < len(s.children) - 1:
+                    stack.append(" ")
+            stack.append(open_)
+    return "".join(parts)
+
+
+class TreeSyntaxError(ValueError):
+    def __init__(self, message: str, pos: int):
+        super().__init__(f"column {pos + 1}: {message}")
+        self.pos = pos
+
+
+def parse_tree(text: str) -> Tree:
+    """Parse the nested-bracket text form (inverse of `format_tree`)."""
+    stack: list[tuple[str, int, list]] = []
+    result: Tree | None = None
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch.isspace() or ch == ",":
+            i += 1
+        elif ch in "([":
+            if result is not None and not stack:
+                raise TreeSyntaxError("text after the end of the tree", i)
+            stack.append((ch, i, []))
+            i += 1
+        elif ch in ")]":
+            if not stack:
+                raise TreeSyntaxError(f"unmatched {ch!r}", i)
+            open_, pos, kids = stack.pop()
+            if (open_ == "(") != (ch == ")"):
+                raise TreeSyntaxError(f"{open_!r} at column {pos + 1} closed by {ch!r}", i)
+            try:
+                sub = Node(tuple(kids), fused=open_ == "[")
+            except ValueError as e:
+                raise TreeSyntaxError(str(e), pos) from None
+            if stack:
+                stack[-1][2].append(sub)
+            else:
+                result = sub
+            i += 1
+        elif ch.isdigit():
+            j = i
+            while j < n and text[j].isdigit():
+                j += 1
+            leaf = int(text[i:j])
+            if stack:
+                stack[-1][2].append(leaf)
+            elif result is None:
+                result = leaf
+            else:
+                raise TreeSyntaxError("text after the end of the tree", i)
+            i = j
+        else:
+            raise TreeSyntaxError(f"unexpected {ch!r}; expected '(', '[', ')', ']' or a leaf index", i)
+    if stack:
+        raise TreeSyntaxError(f"{stack[-1][0]!r} is never closed", stack[-1][1])
+    if result is None:
+        raise TreeSyntaxError("empty tree", 0)
+    check_leaves(result)
+    return result
+
+
+# ---------------------------------------------------------------- JSON
+
+def to_json(t: Tree):
+    """Leaves are ints, binary nodes lists, fused nodes {"fused": [...]}."""
+    results: list = []
+    for s in postorder(t):
+        if isinstance(s, int):
+            results.append(s)
+        else:
+            k = len(s.children)
+            kids = results[-k:]
+            del results[-k:]
+            results.append({"fused": kids} if s.fused else kids)
+    return results[0]
+
+
+def from_json(obj) -> Tree:
+    results: list = []
+    stack: list = [(obj, False)]
+    while stack:
+        o, done = stack.pop()
+        if isinstance(o, bool) or not isinstance(o, (int, list, dict)):
+            raise ValueError(f"not a tree: {o!r}")
+        if isinstance(o, int):
+            results.append(o)
+            continue
+        kids = o["fused"] if isinstance(o, dict) else o
+        if done:
+            k = len(kids)
+            sub = tuple(results[-k:]) if k else ()
+            del results[len(results) - k:]
+            results.append(Node(sub, fused=isinstance(o, dict)))
+        else:
+            stack.append((o, True))
+            stack.extend((c, False) for c in reversed(kids))
+    return results[0]
+
+
+def dumps(t: Tree) -> str:
+    return json.dumps(to_json(t), separators=(",", ":"))
+
+
+# ---------------------------------------------------------------- queries
+
+class LcaIndex:
+    """Answers l(i, j), the number of leaves under the lowest common ancestor."""
+
+    def __init__(self, t: Tree):
+        n = size(t)
+        self.n = n
+        parent: dict[int, int] = {}
+        sizes: list[int] = []
+        depth: list[int] = []
+        leaf_node = np.zeros(n, dtype=np.int64)
+        # preorder numbering of internal nodes, iterative
+        ids: dict[int, int] = {}
+        stack: list = [(t, -1)]
+        parents: list[int] = []
+        while stack:
+            s, par = stack.pop()
+            me = len(sizes)
+            sizes.append(_size(s))
+            depth.append(0 if par < 0 else depth[par] + 1)
+            parents.append(par)
+            if isinstance(s, int):
+                leaf_node[s] = me
+            else:
+                stack.extend((c, me) for c in s.children)
+        del parent, ids
+        self._parent = parents
+        self._size = sizes
+        self._depth = depth
+        self._leaf = leaf_node
+
+    def l(self, i: int, j: int) -> int:
+        a, b = int(self._leaf[i]), int(self._leaf[j])
+        p, d = self._parent, self._depth
+        while d[a] > d[b]:
+            a = p[a]
+        while d[b] > d[a]:
+            b = p[b]
+        while a != b:
+            a, b = p[a], p[b]
+        return self._size[a]
+
+
+def lca_size(t: Tree, i: int, j: int) -> int:
+    return LcaIndex(t).l(i, j)
+
+
+@dataclass(frozen=True)
+class Stats:
+    leaves: int
+    internal: int
+    fused: int
+    height: int
+    max_fanout: int
+
+    def __str__(self) -> str:
+        return (f"{self.leaves} leaves, {self.internal} nodes ({self.fused} fused), "
+                f"height {self.height}, max fan-in {self.max_fanout}")
+
+
+def stats(t: Tree) -> Stats:
+    internal = fused_n = fan = 0
+    for s in postorder(t):
+        if not isinstance(s, int):
+            internal += 1
+            fused_n += s.fused
+            fan = max(fan, len(s.children))
+    return Stats(size(t), internal, fused_n, _height(t), fan)
+
+
+# ---------------------------------------------------------------- diff
+
+@dataclass(frozen=True)
+class Difference:
+    path: tuple[int, ...]      # child indices from the root to the differing node
+    left: Tree
+    right: Tree
+
+    def __str__(self) -> str:
+        where = "root" if not self.path else "child " + ".".join(map(str, self.path))
+        return (f"first difference at {where} (leaves {min(leaves_of(self.left))}.."
+                f"{max(leaves_of(self.left))}):\n  left:  {_short(self.left)}\n  right: {_short(self.right)}")
+
+
+def leaves_of(t: Tree) -> list[int]:
+    return leaves(t)
+
+
+def _short(t: Tree, limit: int = 300) -> str:
+    s = format_tree(t)
+    return s if len(s) <= limit else s[:limit] + f"... ({size(t)} leaves)"
+
+
+def diff(a: Tree, b: Tree) -> Difference | None:
+    """None when equal, else the deepest node where the two trees stop agreeing.
+
+    Descends while both nodes split their leaves into the same groups; the
+    node where the grouping differs is the useful message.
+    """
+    path: tuple[int, ...] = ()
+    while True:
+        if a == b:
+            return None
+        if isinstance(a, int) or isinstance(b, int) or a.fused != b.fused:
+            return Difference(path, a, b)
+        if len(a.children) != len(b.children):
+            return Difference(path, a, b)
+        groups_a = [sorted(leaves(c)) for c in a.children]
+        groups_b = [sorted(leaves(c)) for c in b.children]
+        if groups_a != groups_b:
+            return Difference(path, a, b)
+        for k, (ca, cb) in enumerate(zip(a.children, b.children)):
+            if ca != cb:
+                a, b, path = ca, cb, path + (k,)
+                break
+
+
+# ---------------------------------------------------------------- evaluation
+
+def evaluate(t: Tree, terms, fmt="fp32", fused_sum=None) -> np.ndarray:
+    """Sum `terms` (shape (n,) or (n, m): m independent outputs) in tree order.
+
+    Binary nodes are one IEEE add in `fmt`, nearest-even.  Fused nodes call
+    `fused_sum(list_of_child_values, fmt)`, required when the tree has any.
+    Products, FMA and initial values are the arithmetic model's business
+    (fpspec.arith); this is the plain-sum evaluator the synthetic targets use.
+    """
+    from fpspec.formats import add, get_format
+
+    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    terms = np.asarray(terms, dtype=np.float64)
+    results: list = []
+    for s in postorder(t):
+        if isinstance(s, int):
+            results.append(terms[s])
+            continue
+        k = len(s.children)
+        vals = results[-k:]
+        del results[-k:]
+        if s.fused:
+            if fused_sum is None:
+                raise ValueError("tree has fused nodes: pass fused_sum")
+            results.append(fused_sum(vals, fmt))
+        else:
+            results.append(add(fmt, vals[0], vals[1]))
+    return results[0]
+
+
+# ---------------------------------------------------------------- builders (synthetic orders for tests)
+
+def sequential(idx) -> Tree:
+    idx = list(idx)
+    acc: Tree = idx[0]
+    for i in idx[1:]:
+        acc = Node((acc, i))
+    return acc
+
+
+def reversed_sequential(idx) -> Tree:
+    return sequential(list(idx)[::-1])
+
+
+def pairwise(idx) -> Tree:
+    """Halving: left half gets the floor."""
+    idx = list(idx)
+    level: list = [(0, len(idx))]
+    # iterative bottom-up via explicit recursion stack
+    def build(lo, hi):
+        if hi - lo == 1:
+            return idx[lo]
+        mid = lo + (hi - lo) // 2
+        return Node((build(lo, mid), build(mid, hi)))
+    del level
+    return build(0, len(idx))
+
+
+def random_tree(n: int, rng: np.random.Generator, fused_prob: float = 0.0, max_fan: int = 5) -> Tree:
+    """A uniformly-shaped random tree: repeatedly merge random pending subtrees."""
+    pending: list = list(range(n))
+    while len(pending) > 1:
+        if fused_prob and rng.random() < fused_prob and len(pending) > 2:
+            k = int(rng.integers(2, min(max_fan, len(pending)) + 1))
+            pick = rng.choice(len(pending), size=k, replace=False)
+            kids = [pending[p] for p in pick]
+            for p in sorted(pick, reverse=True):
+                pending.pop(p)
+            pending.append(Node(tuple(kids), fused=True))
+        else:
+            a, b = rng.choice(len(pending), size=2, replace=False)
+            x, y = pending[a], pending[b]
+            for p in sorted((a, b), reverse=True):
+                pending.pop(p)
+            pending.append(Node((x, y)))
+    return pending[0]
