@@ -49,7 +49,7 @@ def test_families_contain_what_they_promise():
     assert ((sub != 0) & (np.abs(sub) < 2.0 ** f.emin)).sum() > 100
     spec = np.concatenate(_all("specials"))
     assert np.isnan(spec).any() and np.isposinf(spec).any() and np.isneginf(spec).any()
-    bits = np.concatenate(_all("uniform_bits", count=10, n=4096))
+    bits = np.concatenate(_all("uniform_bits", fmt="fp16", count=10, n=4096))
     assert np.isnan(bits).any() and np.isinf(bits).any()
     assert np.isfinite(np.concatenate(_all("finite_bits"))).all()
     wide = np.concatenate(_all("wide_exponent", count=60))
