@@ -14,7 +14,10 @@ integers: ``((0 1) [2 3 4])``.
 """
 from __future__ import annotations
 
+import gc
 import json
+import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
@@ -24,7 +27,7 @@ Tree = Union[int, "Node"]
 
 
 def _first(t: Tree) -> int:
-    return t if isinstance(t, int) else t.first
+    return t if isinstance(t, int) else t._meta[1]
 
 
 def _size(t: Tree) -> int:
@@ -35,73 +38,78 @@ def _height(t: Tree) -> int:
     return 0 if isinstance(t, int) else t.height
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(frozen=True, eq=False, slots=True, init=False)
 class Node:
     children: tuple
     fused: bool = False
-    size: int = field(init=False, repr=False)
-    first: int = field(init=False, repr=False)
-    height: int = field(init=False, repr=False)
-    _hash: int = field(init=False, repr=False)
+    # (size, first leaf, height, hash): derived once at construction and kept
+    # in one slot; see note [fast construction]
+    _meta: tuple = field(default=(), repr=False)
 
-    def __post_init__(self):
-        kids = self.children
-        if len(kids) < 2:
-            what = "fused node" if self.fused else "node"
-            raise ValueError(f"a {what} needs at least 2 children, got {len(kids)}")
-        if not self.fused and len(kids) != 2:
-            raise ValueError(f"a binary node has exactly 2 children, got {len(kids)}")
+    # Note [fast construction]: a frozen dataclass sets each field through
+    # object.__setattr__, about 0.5 us apiece on a slow core; trees of 10^6
+    # leaves are routine, so __init__ writes the slots through their
+    # descriptors (_SET_*, bound below the class).  Instances stay immutable.
+    def __init__(self, children: tuple, fused: bool = False):
+        kids = children if children.__class__ is tuple else tuple(children)
         if len(kids) == 2:
             a, b = kids
-            if a.__class__ is Node and b.__class__ is Node:
-                fa, fb = a.first, b.first
-                sa, sb, ha, hb, xa, xb = a.size, b.size, a.height, b.height, a._hash, b._hash
-            elif a.__class__ is Node and b.__class__ is int:
-                fa, fb, sa, sb, ha, hb, xa, xb = a.first, b, a.size, 1, a.height, 0, a._hash, b
-            elif a.__class__ is int and b.__class__ is Node:
-                fa, fb, sa, sb, ha, hb, xa, xb = a, b.first, 1, b.size, 0, b.height, a, b._hash
-            elif a.__class__ is int and b.__class__ is int:
-                fa, fb, sa, sb, ha, hb, xa, xb = a, b, 1, 1, 0, 0, a, b
+            ca, cb = a.__class__, b.__class__
+            if ca is Node:
+                sa, fa, ha, xa = a._meta
+            elif ca is int:
+                sa, fa, ha, xa = 1, a, 0, a
             else:
-                fa = None
-            if fa is not None:
-                setattr_ = object.__setattr__
+                sa = None
+            if cb is Node:
+                sb, fb, hb, xb = b._meta
+            elif cb is int:
+                sb, fb, hb, xb = 1, b, 0, b
+            else:
+                sb = None
+            if sa is not None and sb is not None:
                 if fb < fa:
-                    setattr_(self, "children", (b, a))
+                    kids = (b, a)
                     fa, fb, xa, xb = fb, fa, xb, xa
-                setattr_(self, "size", sa + sb)
-                setattr_(self, "first", fa)
-                setattr_(self, "height", 1 + (ha if ha > hb else hb))
-                setattr_(self, "_hash", hash((self.fused, xa, xb)))
+                _SET_CHILDREN(self, kids)
+                _SET_FUSED(self, fused)
+                _SET_META(self, (sa + sb, fa, 1 + (ha if ha > hb else hb), hash((fused, xa, xb))))
                 return
-        firsts, sizes, heights, hashes = [], [], [], []
+        if len(kids) < 2:
+            what = "fused node" if fused else "node"
+            raise ValueError(f"a {what} needs at least 2 children, got {len(kids)}")
+        if not fused and len(kids) != 2:
+            raise ValueError(f"a binary node has exactly 2 children, got {len(kids)}")
+        metas = []
         for k in kids:
             if k.__class__ is Node:
-                firsts.append(k.first)
-                sizes.append(k.size)
-                heights.append(k.height)
-                hashes.append(k._hash)
-            elif k.__class__ is int or (isinstance(k, int) and not isinstance(k, bool)):
-                firsts.append(int(k))
-                sizes.append(1)
-                heights.append(0)
-                hashes.append(int(k))
+                metas.append(k._meta)
+            elif isinstance(k, int) and not isinstance(k, bool):
+                metas.append((1, int(k), 0, int(k)))
             else:
                 raise TypeError(f"tree children are ints or Nodes, got {type(k).__name__}")
-        if any(firsts[i] > firsts[i + 1] for i in range(len(firsts) - 1)):
-            order = sorted(range(len(kids)), key=firsts.__getitem__)
-            kids = tuple(kids[i] for i in order)
-            firsts = [firsts[i] for i in order]
-            hashes = [hashes[i] for i in order]
-            object.__setattr__(self, "children", kids)
-        setattr_ = object.__setattr__
-        setattr_(self, "size", sum(sizes))
-        setattr_(self, "first", firsts[0])
-        setattr_(self, "height", 1 + max(heights))
-        setattr_(self, "_hash", hash((self.fused, *hashes)))
+        order = sorted(range(len(kids)), key=lambda i: metas[i][1])
+        kids = tuple(kids[i] if kids[i].__class__ is Node else int(kids[i]) for i in order)
+        metas = [metas[i] for i in order]
+        _SET_CHILDREN(self, kids)
+        _SET_FUSED(self, bool(fused))
+        _SET_META(self, (sum(m[0] for m in metas), metas[0][1], 1 + max(m[2] for m in metas),
+                         hash((bool(fused), *(m[3] for m in metas)))))
+
+    @property
+    def size(self) -> int:
+        return self._meta[0]
+
+    @property
+    def first(self) -> int:
+        return self._meta[1]
+
+    @property
+    def height(self) -> int:
+        return self._meta[2]
 
     def __hash__(self) -> int:
-        return self._hash
+        return self._meta[3]
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, Node):
@@ -115,7 +123,7 @@ class Node:
                 if a != b:
                     return False
                 continue
-            if (a._hash != b._hash or a.size != b.size or a.fused != b.fused
+            if (a._meta != b._meta or a.fused != b.fused
                     or len(a.children) != len(b.children)):
                 return False
             stack.extend(zip(a.children, b.children))
@@ -127,6 +135,29 @@ class Node:
     def __repr__(self) -> str:
         text = format_tree(self)
         return f"Node<{text if len(text) <= 200 else text[:200] + '...'}>"
+
+
+_SET_CHILDREN = Node.__dict__["children"].__set__
+_SET_FUSED = Node.__dict__["fused"].__set__
+_SET_META = Node.__dict__["_meta"].__set__
+
+
+
+@contextmanager
+def building():
+    """Pause the cyclic garbage collector while building a large tree.
+
+    Nodes cannot form cycles, but each new container triggers generation
+    scans over every live node: building 10^6 nodes spends most of its time
+    there.  Wrap bulk construction (parse, expand, JSON) in `with building():`.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def node(*children: Tree) -> Node:
@@ -179,15 +210,15 @@ def check_leaves(t: Tree, n: int | None = None) -> None:
 
 def relabel(t: Tree, mapping) -> Tree:
     """Replace leaf i by mapping[i] (an int or a subtree)."""
-    out: dict[int, Tree] = {}
-    for s in postorder(t):
-        if isinstance(s, int):
-            out[id(s)] = mapping[s]  # ints are interned only when small; key by position below
-    # ints cannot be keyed by id safely: rebuild with an explicit stack instead
     return _rebuild(t, lambda leaf: mapping[leaf])
 
 
 def _rebuild(t: Tree, leaf_fn) -> Tree:
+    with building():
+        return _rebuild_now(t, leaf_fn)
+
+
+def _rebuild_now(t: Tree, leaf_fn) -> Tree:
     results: list = []
     for s in postorder(t):
         if isinstance(s, int):
@@ -230,46 +261,47 @@ class TreeSyntaxError(ValueError):
 
 def parse_tree(text: str) -> Tree:
     """Parse the nested-bracket text form (inverse of `format_tree`)."""
+    with building():
+        return _parse_tree(text)
+
+
+_TOKEN = re.compile(r"\d+|[()\[\]]|[\s,]+|.")
+
+
+def _parse_tree(text: str) -> Tree:
     stack: list[tuple[str, int, list]] = []
     result: Tree | None = None
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch.isspace() or ch == ",":
-            i += 1
-        elif ch in "([":
-            if result is not None and not stack:
-                raise TreeSyntaxError("text after the end of the tree", i)
-            stack.append((ch, i, []))
-            i += 1
-        elif ch in ")]":
-            if not stack:
-                raise TreeSyntaxError(f"unmatched {ch!r}", i)
-            open_, pos, kids = stack.pop()
-            if (open_ == "(") != (ch == ")"):
-                raise TreeSyntaxError(f"{open_!r} at column {pos + 1} closed by {ch!r}", i)
-            try:
-                sub = Node(tuple(kids), fused=open_ == "[")
-            except ValueError as e:
-                raise TreeSyntaxError(str(e), pos) from None
-            if stack:
-                stack[-1][2].append(sub)
-            else:
-                result = sub
-            i += 1
-        elif ch.isdigit():
-            j = i
-            while j < n and text[j].isdigit():
-                j += 1
-            leaf = int(text[i:j])
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        i = m.start()
+        ch = tok[0]
+        if ch.isdigit():
+            leaf = int(tok)
             if stack:
                 stack[-1][2].append(leaf)
             elif result is None:
                 result = leaf
             else:
                 raise TreeSyntaxError("text after the end of the tree", i)
-            i = j
-        else:
+        elif ch == "(" or ch == "[":
+            if result is not None and not stack:
+                raise TreeSyntaxError("text after the end of the tree", i)
+            stack.append((ch, i, []))
+        elif ch == ")" or ch == "]":
+            if not stack:
+                raise TreeSyntaxError(f"unmatched {ch!r}", i)
+            open_, pos, kids = stack.pop()
+            if (open_ == "(") != (ch == ")"):
+                raise TreeSyntaxError(f"{open_!r} at column {pos + 1} closed by {ch!r}", i)
+            try:
+                sub = Node(tuple(kids), open_ == "[")
+            except ValueError as e:
+                raise TreeSyntaxError(str(e), pos) from None
+            if stack:
+                stack[-1][2].append(sub)
+            else:
+                result = sub
+        elif not (ch.isspace() or ch == ","):
             raise TreeSyntaxError(f"unexpected {ch!r}; expected '(', '[', ')', ']' or a leaf index", i)
     if stack:
         raise TreeSyntaxError(f"{stack[-1][0]!r} is never closed", stack[-1][1])
@@ -296,6 +328,11 @@ def to_json(t: Tree):
 
 
 def from_json(obj) -> Tree:
+    with building():
+        return _from_json(obj)
+
+
+def _from_json(obj) -> Tree:
     results: list = []
     stack: list = [(obj, False)]
     while stack:
@@ -475,8 +512,9 @@ def evaluate(t: Tree, terms, fmt="fp32", fused_sum=None) -> np.ndarray:
 def sequential(idx) -> Tree:
     idx = list(idx)
     acc: Tree = idx[0]
-    for i in idx[1:]:
-        acc = Node((acc, i))
+    with building():
+        for i in idx[1:]:
+            acc = Node((acc, i))
     return acc
 
 
@@ -485,17 +523,23 @@ def reversed_sequential(idx) -> Tree:
 
 
 def pairwise(idx) -> Tree:
-    """Halving: left half gets the floor."""
+    """Recursive halving; the left half gets the floor of the split."""
     idx = list(idx)
-    level: list = [(0, len(idx))]
-    # iterative bottom-up via explicit recursion stack
-    def build(lo, hi):
-        if hi - lo == 1:
-            return idx[lo]
-        mid = lo + (hi - lo) // 2
-        return Node((build(lo, mid), build(mid, hi)))
-    del level
-    return build(0, len(idx))
+    # post-order over (lo, hi) ranges with an explicit stack
+    out: list = []
+    stack: list = [(0, len(idx), False)]
+    with building():
+        while stack:
+            lo, hi, done = stack.pop()
+            if hi - lo == 1:
+                out.append(idx[lo])
+            elif done:
+                right = out.pop()
+                out.append(Node((out.pop(), right)))
+            else:
+                mid = lo + (hi - lo) // 2
+                stack.extend(((lo, hi, True), (mid, hi, False), (lo, mid, False)))
+    return out[0]
 
 
 def random_tree(n: int, rng: np.random.Generator, fused_prob: float = 0.0, max_fan: int = 5) -> Tree:
