@@ -1,0 +1,402 @@
+"""Kernel IR: what a replica computes, between a .fps spec and a backend.
+
+A `Kernel` is one accumulation problem: an op (sum, dot, gemv, gemm), its
+`Numerics` (formats, products, FMA, fused nodes, init, output cast) and an
+order written as a `Reducer` applied to the n terms t_0..t_{n-1} of every
+output element.  Everything across output elements is free; the IR fixes only
+the order along the reduction, and backends vectorize over outputs.
+
+Reducers are the spec's combinators, not unrolled trees, so the size of the
+IR (and of a replica) does not grow with n.  A reducer maps an *operand list*
+(a list of m values: leaves or partial sums) to one value:
+
+- ``reduce(R, [o]) == o``: one operand is returned untouched (no addition).
+- An empty operand list never reaches a reducer (see `Segments`).
+- Integer parameters are `IntExpr`s over ``m`` (the length of the list the
+  reducer is applied to) and ``n`` (the kernel's reduction length).
+
+Binary additions happen in the accumulator format, round to nearest even
+(see note [leaf products] for where products and FMAs enter).  Fused nodes
+are one multi-term fused summation (`FusedNumerics`).
+
+Note [leaf products]: a leaf operand k is the *term* t_k: x_k for a sum, the
+product a_k*b_k for dot/gemv/gemm.  With ``product == "rounded"`` the product
+is rounded to the accumulator format when it enters an addition; with
+``"exact"`` it enters unrounded (backends compute it exactly: it fits the
+carrying format for inputs of <= 26 bits); with ``"fma"`` a binary node
+whose one child is a leaf and the other a partial sum is
+fma(a_k, b_k, partial); a binary node of two leaves rounds the product of the
+first (smaller index) and fuses the second.  In a fused node every leaf child
+gives an exact product to the fused sum and a partial-sum child (at most one)
+is its addend c.  Every value is converted to the accumulator format when it
+enters an addition (fp16 inputs summed in fp32: exact widening).
+
+Each reducer's docstring gives its semantics on operands o_0..o_{m-1};
+`fpspec.compile.trees.tree_of(kernel, n)` is their executable definition (the
+tree a kernel denotes), and the NumPy backend the executable definition of
+the numerics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from fpspec.errors import FpspecError
+
+
+class CompileError(FpspecError):
+    """A spec the compiler or a backend cannot express; one line, exit code 2."""
+
+
+# ---------------------------------------------------------------- integer expressions
+
+INT_OPS = ("+", "-", "*", "//", "%", "min", "max")
+CMP_OPS = ("<", "<=", "==", "!=", ">", ">=")
+BOOL_OPS = ("and", "or")
+VARIABLES = ("m", "n")
+
+
+@dataclass(frozen=True)
+class Const:
+    """An integer literal."""
+    value: int
+
+    def __post_init__(self):
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise TypeError(f"Const holds an int, got {self.value!r}")
+
+
+@dataclass(frozen=True)
+class Var:
+    """``m``: length of the current operand list; ``n``: the kernel's reduction length."""
+    name: str
+
+    def __post_init__(self):
+        if self.name not in VARIABLES:
+            raise ValueError(f"unknown variable {self.name!r}; expected one of {VARIABLES}")
+
+
+@dataclass(frozen=True)
+class BinOp:
+    """Integer arithmetic with Python semantics (``//`` and ``%`` floor)."""
+    op: str
+    a: "IntExpr"
+    b: "IntExpr"
+
+    def __post_init__(self):
+        if self.op not in INT_OPS:
+            raise ValueError(f"unknown integer operator {self.op!r}; expected one of {INT_OPS}")
+
+
+IntExpr = Union[Const, Var, BinOp]
+
+
+@dataclass(frozen=True)
+class Compare:
+    op: str
+    a: IntExpr
+    b: IntExpr
+
+    def __post_init__(self):
+        if self.op not in CMP_OPS:
+            raise ValueError(f"unknown comparison {self.op!r}; expected one of {CMP_OPS}")
+
+
+@dataclass(frozen=True)
+class BoolOp:
+    op: str
+    a: "Cond"
+    b: "Cond"
+
+    def __post_init__(self):
+        if self.op not in BOOL_OPS:
+            raise ValueError(f"unknown boolean operator {self.op!r}; expected one of {BOOL_OPS}")
+
+
+@dataclass(frozen=True)
+class Not:
+    a: "Cond"
+
+
+Cond = Union[Compare, BoolOp, Not]
+
+
+def int_value(e: IntExpr, m: int, n: int) -> int:
+    """Evaluate an IntExpr (the reference; backends render the same Python text)."""
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Var):
+        return m if e.name == "m" else n
+    a, b = int_value(e.a, m, n), int_value(e.b, m, n)
+    return {"+": a + b, "-": a - b, "*": a * b, "min": min(a, b), "max": max(a, b)}[e.op] if e.op not in ("//", "%") \
+        else _divide(e.op, a, b)
+
+
+def _divide(op: str, a: int, b: int) -> int:
+    if b == 0:
+        raise CompileError(f"division by zero in an integer parameter ({a} {op} 0)")
+    return a // b if op == "//" else a % b
+
+
+def cond_value(c: Cond, m: int, n: int) -> bool:
+    if isinstance(c, Not):
+        return not cond_value(c.a, m, n)
+    if isinstance(c, BoolOp):
+        a = cond_value(c.a, m, n)
+        return (a and cond_value(c.b, m, n)) if c.op == "and" else (a or cond_value(c.b, m, n))
+    a, b = int_value(c.a, m, n), int_value(c.b, m, n)
+    return {"<": a < b, "<=": a <= b, "==": a == b, "!=": a != b, ">": a > b, ">=": a >= b}[c.op]
+
+
+def uses_var(e, name: str) -> bool:
+    if isinstance(e, Var):
+        return e.name == name
+    if isinstance(e, (BinOp, Compare, BoolOp)):
+        return uses_var(e.a, name) or uses_var(e.b, name)
+    if isinstance(e, Not):
+        return uses_var(e.a, name)
+    return False
+
+
+# ---------------------------------------------------------------- reducers
+
+@dataclass(frozen=True)
+class Fold:
+    """Sequential fold: ((o_0 + o_1) + o_2) + ...; reverse: ((o_{m-1} + o_{m-2}) + ...).
+
+    A loop with one accumulator.
+    """
+    reverse: bool = False
+
+
+@dataclass(frozen=True)
+class Pairwise:
+    """Recursive halving: reduce(o[:h]) + reduce(o[h:]) with h = m // 2 (left gets the floor).
+
+    Rendered as levels, not recursion.
+    """
+
+
+@dataclass(frozen=True)
+class TreeReduce:
+    """GPU-style tree reduction by levels: while m > 1: h = (m + 1) // 2;
+    o_i <- o_i + o_{i+h} for i < m - h; m <- h.  (For m a power of two this is
+    "combine i with i + m/2".)  The left operand of each addition is o_i.
+    """
+
+
+@dataclass(frozen=True)
+class FusedChain:
+    """Chain of fused nodes of `width` operands: node_0 = fused(o_0..o_{w-1}),
+    node_j = fused(node_{j-1}, next w operands); the last node takes what is left
+    (at least one operand).  m <= w: one fused node (m == 1: the operand itself).
+    """
+    width: IntExpr
+
+
+@dataclass(frozen=True)
+class Table:
+    """A literal tree over exactly `size` operands, as a compact schedule.
+
+    Slots 0..size-1 are the operands; step s writes slot size + s.  Step s is
+    ``children[offsets[s]:offsets[s+1]]`` (slot numbers, canonical order) and
+    ``fused[s]``; the last step is the root.  Steps are in an order where
+    every child is computed before use (post-order).  Build one with
+    `fpspec.compile.trees.table_of(tree)`.
+    """
+    size: int
+    children: tuple[int, ...]
+    offsets: tuple[int, ...]
+    fused: tuple[bool, ...]
+
+    def __post_init__(self):
+        steps = len(self.fused)
+        if len(self.offsets) != steps + 1 or self.offsets[0] != 0 or self.offsets[-1] != len(self.children):
+            raise ValueError("Table offsets must run from 0 to len(children), one per step plus one")
+        if self.size < 1 or (self.size == 1) != (steps == 0):
+            raise ValueError(f"a Table over {self.size} operands needs steps, got {steps}")
+        for s in range(steps):
+            kids = self.children[self.offsets[s]:self.offsets[s + 1]]
+            if len(kids) < 2 or (not self.fused[s] and len(kids) != 2):
+                raise ValueError(f"Table step {s}: bad arity {len(kids)}")
+            if any(k < 0 or k >= self.size + s for k in kids):
+                raise ValueError(f"Table step {s} reads a slot not yet written")
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """k strided lanes: lane j holds o_j, o_{j+k}, o_{j+2k}, ... (the first m % k
+    lanes are one longer); each non-empty lane is reduced by `inner`, and the
+    lane results (in lane order) by `outer`.  k accumulators.
+    """
+    k: IntExpr
+    inner: "Reducer"
+    outer: "Reducer"
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Contiguous blocks of b: block j holds o_{jb}..o_{jb+b-1} (the last may be
+    shorter); each block is reduced by `inner`, and the block results (in
+    order) by `outer`.  Nested loops.
+    """
+    b: IntExpr
+    inner: "Reducer"
+    outer: "Reducer"
+
+
+@dataclass(frozen=True)
+class Part:
+    """`length` consecutive operands: reduced to one value by `reducer`, or, with
+    reducer None, passed through one by one to the enclosing `Segments` outer.
+    A part of length 0 contributes nothing.
+    """
+    length: IntExpr
+    reducer: "Reducer | None"
+
+
+@dataclass(frozen=True)
+class Segments:
+    """Splits and tails: cut the operand list into consecutive parts (lengths in
+    order; the last part's length must make them add up to m, checked at run
+    time), reduce each, and reduce the resulting list by `outer`.
+
+    numpy's "8 lanes, then the leftovers one by one" is
+    Segments((Part(m - m % 8, Lanes(...)), Part(m % 8, None)), Fold()).
+    """
+    parts: tuple[Part, ...]
+    outer: "Reducer"
+
+
+@dataclass(frozen=True)
+class Case:
+    cond: Cond
+    reducer: "Reducer"
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The first case whose condition holds (conditions over m and n) decides;
+    `otherwise` None means no case applies is an error at run time.
+    """
+    cases: tuple[Case, ...]
+    otherwise: "Reducer | None" = None
+
+
+@dataclass(frozen=True)
+class Call:
+    """A named order from `Kernel.orders`; calls may recurse (m must shrink)."""
+    name: str
+
+
+Reducer = Union[Fold, Pairwise, TreeReduce, FusedChain, Table, Lanes, Blocks, Segments, Guard, Call]
+
+
+# ---------------------------------------------------------------- numerics and kernel
+
+OPS = ("sum", "dot", "gemv", "gemm")
+PRODUCTS = ("none", "exact", "rounded", "fma")
+INITS = ("none", "+0.0")
+
+
+@dataclass(frozen=True)
+class FusedNumerics:
+    """One fused (Tensor Core) node, as in fpspec.arith's FusedParams.
+
+    The exact products (and the addend c, when ``c_in_alignment``) are aligned
+    to the largest exponent among them (floored at ``exponent_floor`` when set),
+    keeping ``23 + extra_bits`` fraction bits below it; the aligned terms are
+    rounded by ``aligned_rounding`` ("truncate": toward zero in sign-magnitude),
+    added exactly, and the sum rounded once by ``result_rounding`` ("rtz" or
+    "rne") to ``result_format``.  ``width`` is informational (the chain width
+    lives in the order).  ``subnormals``: "keep" or "flush" (inputs and output).
+    """
+    width: int
+    extra_bits: int
+    aligned_rounding: str = "truncate"
+    result_rounding: str = "rtz"
+    c_in_alignment: bool = True
+    exponent_floor: int | None = None
+    subnormals: str = "keep"
+    result_format: str = "fp32"
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """Formats by name (fpspec.formats): ``input`` of the arrays, ``accumulator``
+    of every partial sum, ``output`` of the returned value; ``product`` per
+    note [leaf products]; ``init`` "+0.0" adds +0.0 to the final sum (under
+    round-to-nearest this is an initial value of +0.0: it only turns -0.0 into
+    +0.0), then the result is cast (rounded) to ``output``.
+    """
+    input: str
+    accumulator: str
+    output: str
+    product: str = "none"
+    init: str = "none"
+    fused: FusedNumerics | None = None
+
+    def __post_init__(self):
+        if self.product not in PRODUCTS:
+            raise ValueError(f"product must be one of {PRODUCTS}, got {self.product!r}")
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One replica: ``root`` reduces the n terms of every output element.
+
+    ``n_min``/``n_max`` bound the n the spec is valid for (``n_max`` None: no
+    upper bound); the replica raises outside.  ``orders`` holds named reducers
+    (for `Call`, recursion included), in a fixed order so output is stable.
+    ``source`` is the spec text; ``name`` a label (the spec's file name).
+    """
+    op: str
+    numerics: Numerics
+    root: Reducer
+    n_min: int = 1
+    n_max: int | None = None
+    orders: tuple[tuple[str, Reducer], ...] = ()
+    source: str = ""
+    name: str = "spec"
+    sha256: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        if self.op not in OPS:
+            raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
+        if self.n_min < 1 or (self.n_max is not None and self.n_max < self.n_min):
+            raise ValueError(f"bad range of n: {self.n_min}..{self.n_max}")
+        if not self.sha256:
+            import hashlib
+
+            object.__setattr__(self, "sha256", hashlib.sha256(self.source.encode()).hexdigest())
+        names = [k for k, _ in self.orders]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate order names in {names}")
+
+    def order(self, name: str) -> Reducer:
+        for k, r in self.orders:
+            if k == name:
+                return r
+        raise CompileError(f"order {name!r} is not defined")
+
+
+def children(r: Reducer) -> tuple:
+    """The reducers directly inside `r` (for passes that walk the IR)."""
+    if isinstance(r, (Lanes, Blocks)):
+        return (r.inner, r.outer)
+    if isinstance(r, Segments):
+        return tuple(p.reducer for p in r.parts if p.reducer is not None) + (r.outer,)
+    if isinstance(r, Guard):
+        return tuple(c.reducer for c in r.cases) + ((r.otherwise,) if r.otherwise is not None else ())
+    return ()
+
+
+def walk(r: Reducer):
+    """Every reducer under `r` (pre-order; `Call`s are not followed)."""
+    stack = [r]
+    while stack:
+        s = stack.pop()
+        yield s
+        stack.extend(reversed(children(s)))

@@ -1,0 +1,186 @@
+"""Hand-written Triton device functions for the Triton backend.
+
+This file is the kernel library of every Triton replica: the render module
+(fpspec/compile/backends/triton.py) copies its source, verbatim, into the
+generated module, so a replica imports only triton and torch.  It holds no
+decisions about order: the K order comes from the spec through the rendered
+kernels; here are only the arithmetic building blocks.
+
+Everything works on raw bit patterns held in int32/int64 tensors so that the
+Triton interpreter (TRITON_INTERPRET=1, numpy underneath) and a GPU compute the
+same thing: no float16/bfloat16 loads, no clz, no inline asm.
+
+Note [fused node]: one Tensor Core block, d = c + sum_k a_k * b_k, is modelled
+as (FTTN; reproduces every row of the H100 vectors in
+shared/data/tensor-core-vectors):
+  - each product is exact: sign, significand ma*mb, exponent ea+eb (the
+    exponents of the inputs, subnormals at emin: the product is NOT
+    renormalised, so its significand lies in [1, 4));
+  - E = max(product exponents of the nonzero products, exponent of c when
+    c != 0, exponent floor);
+  - every term (c included) is truncated toward zero, in sign-magnitude, to a
+    multiple of 2^(E - F), F = 23 + extra bits;
+  - the integers are summed exactly (int64) and the sum is rounded once into
+    the output format (toward zero for fp32, nearest-even for fp16 output).
+Note [shift clamp]: shifts by >= the width are undefined on a GPU (poison in
+LLVM); every variable shift is clamped to [0, 62] first.
+"""
+import triton
+import triton.language as tl
+
+NEG_EXP = tl.constexpr(-100000)  # the "exponent" of a zero term: below any floor
+
+
+@triton.jit
+def fp_msb(x):
+    """Index of the leading one of x > 0 (int64; 0 for x == 0), by binary search.
+
+    No clz: the interpreter lacks it."""
+    e = tl.zeros_like(x)
+    t = x >> 32
+    c = t != 0
+    e = tl.where(c, e + 32, e)
+    x = tl.where(c, t, x)
+    t = x >> 16
+    c = t != 0
+    e = tl.where(c, e + 16, e)
+    x = tl.where(c, t, x)
+    t = x >> 8
+    c = t != 0
+    e = tl.where(c, e + 8, e)
+    x = tl.where(c, t, x)
+    t = x >> 4
+    c = t != 0
+    e = tl.where(c, e + 4, e)
+    x = tl.where(c, t, x)
+    t = x >> 2
+    c = t != 0
+    e = tl.where(c, e + 2, e)
+    x = tl.where(c, t, x)
+    t = x >> 1
+    c = t != 0
+    e = tl.where(c, e + 1, e)
+    return e
+
+
+@triton.jit
+def fp_shift(m, sh):
+    """m * 2^sh truncated toward zero, for m >= 0 (int64), sh any int64; see Note [shift clamp]."""
+    left = tl.minimum(tl.maximum(sh, 0), 62)
+    right = tl.minimum(tl.maximum(-sh, 0), 62)
+    return (m << left) >> right
+
+
+@triton.jit
+def fp_decode(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr):
+    """Split IEEE bit patterns (int32 holding the unsigned pattern) into parts.
+
+    Returns (neg, exp, sig, is_inf, is_nan), exp and sig as int64: value =
+    (-1)^neg * sig * 2^(exp - MAN_BITS); subnormals get exp = emin."""
+    b = bits.to(tl.int64) & ((1 << (EXP_BITS + MAN_BITS + 1)) - 1)
+    neg = ((b >> (EXP_BITS + MAN_BITS)) & 1) != 0
+    ebits = (b >> MAN_BITS) & ((1 << EXP_BITS) - 1)
+    frac = b & ((1 << MAN_BITS) - 1)
+    normal = ebits != 0
+    sig = tl.where(normal, frac | (1 << MAN_BITS), frac)
+    exp = tl.where(normal, ebits, 1) - ((1 << (EXP_BITS - 1)) - 1)
+    special = ebits == ((1 << EXP_BITS) - 1)
+    return neg, exp, sig, special & (frac == 0), special & (frac != 0)
+
+
+@triton.jit
+def fp_round_pack(neg, m, scale, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr,
+                  TO_ZERO: tl.constexpr):
+    """Bits (int64) of (-1)^neg * m * 2^scale rounded once into the format.
+
+    m >= 0 int64, scale int64.  TO_ZERO: truncate, overflow to the largest
+    finite; else nearest-even, overflow to inf.  Zero gets neg's sign."""
+    BIAS: tl.constexpr = (1 << (EXP_BITS - 1)) - 1
+    top = fp_msb(m)
+    # unit in the last place of the result: precision MAN_BITS + 1, subnormals at emin
+    ulp = tl.maximum(scale + top, 1 - BIAS) - MAN_BITS
+    drop = ulp - scale
+    r = fp_shift(m, -drop)
+    if not TO_ZERO:
+        d = tl.minimum(tl.maximum(drop, 0), 62)
+        rest = m - (r << d)
+        half = tl.where(d > 0, (rest * 0 + 1) << tl.maximum(d - 1, 0), 0)
+        up = (d > 0) & ((rest > half) | ((rest == half) & ((r & 1) == 1)))
+        r = tl.where(up, r + 1, r)
+    # one formula for normal and subnormal results; a carry out of the
+    # significand moves into the exponent field by itself
+    bits = ((ulp + MAN_BITS - 1 + BIAS) << MAN_BITS) + r
+    bits = tl.where(r == 0, 0, bits)
+    INF: tl.constexpr = ((1 << EXP_BITS) - 1) << MAN_BITS
+    if TO_ZERO:
+        bits = tl.where(bits >= INF, INF - 1, bits)
+    else:
+        bits = tl.where(bits >= INF, INF, bits)
+    return tl.where(neg, bits | (1 << (EXP_BITS + MAN_BITS)), bits)
+
+
+@triton.jit
+def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
+                  MAN_P: tl.constexpr, C_EXP: tl.constexpr, C_MAN: tl.constexpr,
+                  FRAC: tl.constexpr, FLOOR: tl.constexpr, TO_ZERO: tl.constexpr):
+    """One fused node over axis AXIS of the product parts, with c; see Note [fused node].
+
+    Products: value = (-1)^pneg * psig * 2^(pexp - MAN_P) (psig exact, int64).
+    c: bit patterns of the output format (C_EXP, C_MAN); the result comes back
+    as bits of the same format.  FRAC = fraction bits kept below the block's
+    largest exponent (23 + extra bits)."""
+    cneg, cexp, csig, cinf, cnan = fp_decode(c_bits, C_EXP, C_MAN)
+    pe = tl.where(psig != 0, pexp, NEG_EXP)
+    e_max = tl.maximum(tl.max(pe, axis=AXIS), tl.where(csig != 0, cexp, NEG_EXP))
+    e_max = tl.maximum(e_max, FLOOR)
+    unit = e_max - FRAC
+    pa = fp_shift(psig, pexp - MAN_P - tl.expand_dims(unit, AXIS))
+    total = tl.sum(tl.where(pneg, -pa, pa), axis=AXIS)
+    ca = fp_shift(csig, cexp - C_MAN - unit)
+    total += tl.where(cneg, -ca, ca)
+    # an exact zero sum is +0, except when every term is a zero of sign minus
+    all_neg = (tl.min(tl.where(pneg & (psig == 0), 1, 0), axis=AXIS) == 1) & cneg & (csig == 0)
+    rneg = (total < 0) | ((total == 0) & all_neg)
+    bits = fp_round_pack(rneg, tl.abs(total), unit, C_EXP, C_MAN, TO_ZERO)
+    # specials: nan if any nan or inf - inf, else the inf
+    pos_inf = (tl.max(tl.where(pinf & ~pneg, 1, 0), axis=AXIS) == 1) | (cinf & ~cneg)
+    neg_inf = (tl.max(tl.where(pinf & pneg, 1, 0), axis=AXIS) == 1) | (cinf & cneg)
+    nan = (tl.max(tl.where(pnan, 1, 0), axis=AXIS) == 1) | cnan | (pos_inf & neg_inf)
+    INF: tl.constexpr = ((1 << C_EXP) - 1) << C_MAN
+    bits = tl.where(pos_inf, INF, bits)
+    bits = tl.where(neg_inf, INF | (1 << (C_EXP + C_MAN)), bits)
+    bits = tl.where(nan, INF | (1 << (C_MAN - 1)), bits)
+    return bits
+
+
+@triton.jit
+def fp_product(a_bits, b_bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr):
+    """Exact products of broadcast-compatible a and b bit patterns, as parts for fp_fused_node.
+
+    Returns (neg, exp, sig, inf, nan); value = (-1)^neg * sig * 2^(exp - 2*MAN_BITS)."""
+    an, ae, asg, ainf, anan = fp_decode(a_bits, EXP_BITS, MAN_BITS)
+    bn, be, bsg, binf, bnan = fp_decode(b_bits, EXP_BITS, MAN_BITS)
+    azero = (asg == 0) & ~ainf & ~anan
+    bzero = (bsg == 0) & ~binf & ~bnan
+    nan = anan | bnan | (ainf & bzero) | (azero & binf)
+    inf = (ainf | binf) & ~nan
+    sig = tl.where(ainf | anan | binf | bnan, 0, asg * bsg)
+    return an != bn, ae + be, sig, inf, nan
+
+
+@triton.jit
+def fp_fused_rows(a_ptr, b_ptr, c_ptr, d_ptr, R, K: tl.constexpr, BLOCK_R: tl.constexpr,
+                  IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, C_EXP: tl.constexpr,
+                  C_MAN: tl.constexpr, FRAC: tl.constexpr, FLOOR: tl.constexpr,
+                  TO_ZERO: tl.constexpr):
+    """d[r] = fused(c[r] + sum_k a[r, k] * b[r, k]) for R independent rows (bits in, bits out)."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    ks = tl.arange(0, K)
+    live = rows < R
+    offs = rows[:, None] * K + ks[None, :]
+    a = tl.load(a_ptr + offs, mask=live[:, None], other=0)
+    b = tl.load(b_ptr + offs, mask=live[:, None], other=0)
+    c = tl.load(c_ptr + rows, mask=live, other=0)
+    pn, pe, ps, pi, pq = fp_product(a, b, IN_EXP, IN_MAN)
+    d = fp_fused_node(pn, pe, ps, pi, pq, c, 1, 2 * IN_MAN, C_EXP, C_MAN, FRAC, FLOOR, TO_ZERO)
+    tl.store(d_ptr + rows, d.to(tl.int32), mask=live)
