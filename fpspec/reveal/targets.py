@@ -1,0 +1,385 @@
+"""Targets: a library function seen as a black-box accumulation.
+
+A `Target` is a callable plus what the engine must know to feed it: the op kind
+(sum, dot, gemv, gemm), the reduction length n, the output shape, the input
+format and the device.  Every value fpspec hands a target is float64-held and
+exact in the input format; the target converts it to the library's dtype,
+calls the function and gives the outputs back as float64.
+
+    t = resolve_target("numpy.sum", n=32, dtype="float32")
+    t.run_sum(x)            # x: (n,) or (b, n) float64 -> float64 () or (b,)
+    t.run(a, b)             # dot: (n,), (n,); gemv: (m, n), (n,); gemm: (m, n), (n, ncols)
+
+The engine uses the lower-level trio `native` / `call` / `to_float64` with
+preallocated buffers, and `call_rows` (one library call summing many rows) where
+the library has one; it checks on a sample that batched rows give the same
+answers as single calls before trusting them.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from fpspec.errors import FpspecError
+from fpspec.formats import Format, get_format
+
+OPS = ("sum", "dot", "gemv", "gemm")
+
+# The widest accumulator a library plausibly uses for each input format.  The
+# masks must swamp partial sums in *that* precision, so guessing wide is safe
+# (numpy and torch sum fp16 in fp32; a user callable may sum fp32 in fp64).
+WIDEST_ACCUMULATOR = {
+    "fp64": "fp64", "fp32": "fp64", "tf32": "fp32",
+    "fp16": "fp32", "bf16": "fp32", "fp8e4m3": "fp32", "fp8e5m2": "fp32",
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A black-box accumulation: `fn` applied to operands of the op's shapes."""
+
+    name: str                   # as the user wrote it, e.g. "numpy.sum"
+    op: str                     # sum | dot | gemv | gemm
+    n: int                      # reduction length (K for matrix products)
+    fmt: str                    # input format name (fpspec.formats)
+    device: str = "cpu"
+    m: int = 1                  # output rows (gemv, gemm)
+    ncols: int = 1              # output columns (gemm)
+    library: str = "python"     # numpy | torch | jax | python
+    out_fmt: str = ""           # output format; "" means the input format
+    fn: Callable = field(default=None, compare=False, repr=False)
+    native: Callable = field(default=None, compare=False, repr=False)      # float64 ndarray -> library array
+    to_float64: Callable = field(default=None, compare=False, repr=False)  # library output -> float64 ndarray
+    call_rows: Callable | None = field(default=None, compare=False, repr=False)  # (b, n) -> (b,) in one call
+    versions: tuple = field(default=(), compare=False)  # ((package, version), ...)
+
+    def __post_init__(self):
+        if self.op not in OPS:
+            raise FpspecError(f"unknown op {self.op!r}; expected one of {', '.join(OPS)}")
+        if not isinstance(self.n, (int, np.integer)) or self.n < 2:
+            raise FpspecError(f"n must be an integer >= 2, got {self.n!r}")
+        if self.m < 1 or self.ncols < 1:
+            raise FpspecError(f"output shape must be positive, got m={self.m}, ncols={self.ncols}")
+        if not self.out_fmt:
+            object.__setattr__(self, "out_fmt", self.fmt)
+
+    # ------------------------------------------------------------ formats
+    @property
+    def format(self) -> Format:
+        return get_format(self.fmt)
+
+    @property
+    def output_format(self) -> Format:
+        return get_format(self.out_fmt)
+
+    @property
+    def accumulator(self) -> Format:
+        """The widest accumulator assumed when choosing masks (see WIDEST_ACCUMULATOR)."""
+        return get_format(WIDEST_ACCUMULATOR.get(self.fmt, "fp64"))
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return {"sum": (), "dot": (), "gemv": (self.m,), "gemm": (self.m, self.ncols)}[self.op]
+
+    @property
+    def operand_shapes(self) -> tuple[tuple[int, ...], ...]:
+        n = self.n
+        return {
+            "sum": ((n,),),
+            "dot": ((n,), (n,)),
+            "gemv": ((self.m, n), (n,)),
+            "gemm": ((self.m, n), (n, self.ncols)),
+        }[self.op]
+
+    # ------------------------------------------------------------ evaluation
+    def call(self, *native_operands):
+        return self.fn(*native_operands)
+
+    def run(self, *operands) -> np.ndarray:
+        """Evaluate on float64-held operands (exact in `fmt`); float64 output of the op's shape."""
+        shapes = self.operand_shapes
+        if len(operands) != len(shapes):
+            raise FpspecError(f"{self.op} takes {len(shapes)} operand(s), got {len(operands)}")
+        conv = []
+        for x, shape in zip(operands, shapes):
+            x = np.asarray(x, dtype=np.float64)
+            if x.shape != shape:
+                raise FpspecError(f"{self.name} ({self.op}) expects an operand of shape {shape}, got {x.shape}")
+            conv.append(self.native(x))
+        out = self.to_float64(self.fn(*conv))
+        return out.reshape(self.output_shape)
+
+    def run_sum(self, x) -> np.ndarray:
+        """Sum each row of x ((n,) or (b, n)) with one library call per row, as the library sees it."""
+        x = np.asarray(x, dtype=np.float64)
+        if self.op == "sum":
+            rows = x.reshape(-1, self.n)
+            out = np.array([float(self.to_float64(self.fn(self.native(r)))) for r in rows])
+        elif self.op == "dot":
+            ones = self.native(np.ones(self.n))
+            rows = x.reshape(-1, self.n)
+            out = np.array([float(self.to_float64(self.fn(self.native(r), ones))) for r in rows])
+        else:
+            raise FpspecError(f"run_sum needs a sum or dot target, {self.name} is {self.op}")
+        return out.reshape(x.shape[:-1])
+
+    def run_dot(self, x, y) -> np.ndarray:
+        """dot(x, y) per row of x, y ((n,) or (b, n)); for sum targets, the sum of x*y is not defined."""
+        if self.op != "dot":
+            raise FpspecError(f"run_dot needs a dot target, {self.name} is {self.op}")
+        x = np.asarray(x, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        xs, ys = np.broadcast_arrays(x.reshape(-1, self.n), y.reshape(-1, self.n))
+        out = np.array([float(self.to_float64(self.fn(self.native(a), self.native(b)))) for a, b in zip(xs, ys)])
+        return out.reshape(np.broadcast_shapes(x.shape, y.shape)[:-1])
+
+    def describe(self) -> str:
+        shape = {"sum": f"n={self.n}", "dot": f"n={self.n}", "gemv": f"m={self.m} k={self.n}",
+                 "gemm": f"m={self.m} n={self.ncols} k={self.n}"}[self.op]
+        return f"{self.name} ({self.op}, {shape}, {self.fmt}, {self.device})"
+
+
+# ================================================================ adapters
+
+def _numpy_dtype(fmt: str, what: str):
+    table = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16}
+    if fmt not in table:
+        raise FpspecError(f"{what} has no {fmt} dtype (numpy offers fp64, fp32, fp16)")
+    return table[fmt]
+
+
+def _numpy_adapters(fmt: str, what: str):
+    dt = _numpy_dtype(fmt, what)
+
+    def native(x):
+        return np.asarray(x, dtype=np.float64).astype(dt)
+
+    def to_float64(out):
+        return np.asarray(out, dtype=np.float64)
+
+    return native, to_float64
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise FpspecError("torch is not installed (pip install 'fpspec[torch]')") from None
+    return torch
+
+
+def _torch_adapters(fmt: str, device: str):
+    torch = _torch()
+    table = {"fp64": torch.float64, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    for name, attr in (("fp8e4m3", "float8_e4m3fn"), ("fp8e5m2", "float8_e5m2")):
+        if hasattr(torch, attr):
+            table[name] = getattr(torch, attr)
+    if fmt not in table:
+        raise FpspecError(f"torch has no {fmt} dtype")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise FpspecError("--device cuda asked for, but torch sees no CUDA device")
+    dt = table[fmt]
+
+    def native(x):
+        # float64 -> target dtype on the host rounds to nearest (exact for values already in the format)
+        return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64)).to(dt).to(device)
+
+    def to_float64(out):
+        return out.detach().to("cpu", torch.float64).numpy()
+
+    return native, to_float64
+
+
+def _versions(*packages: str) -> tuple:
+    out = []
+    for p in packages:
+        try:
+            mod = importlib.import_module(p)
+            out.append((p, str(getattr(mod, "__version__", "?"))))
+        except ImportError:
+            pass
+    return tuple(out)
+
+
+def _check_op(name: str, op: str, allowed: tuple[str, ...]) -> None:
+    if op not in allowed:
+        raise FpspecError(f"{name} computes {' or '.join(allowed)}, not {op}")
+
+
+def _shape_args(op: str, m, ncols) -> tuple[int, int]:
+    # gemv/gemm default to a square output of 4 rows/cols: enough for a sample check
+    if op == "gemv":
+        return int(m or 4), 1
+    if op == "gemm":
+        return int(m or 4), int(ncols or 4)
+    return 1, 1
+
+
+def _numpy_target(name, func, op, n, fmt, m, ncols) -> Target:
+    native, to64 = _numpy_adapters(fmt, name)
+    call_rows = None
+    if func == "sum":
+        _check_op(name, op, ("sum",))
+        fn = np.sum
+        call_rows = lambda X: np.sum(X, axis=-1)  # noqa: E731  (verified against single calls by the engine)
+    elif func == "dot":
+        _check_op(name, op, ("dot",))
+        fn = np.dot
+    elif func in ("matmul", "dot_matrix"):
+        _check_op(name, op, ("gemv", "gemm"))
+        fn = np.matmul
+    else:
+        raise FpspecError(f"unknown numpy target {name!r}; expected numpy.sum, numpy.dot or numpy.matmul")
+    m, ncols = _shape_args(op, m, ncols)
+    return Target(name, op, n, fmt, "cpu", m, ncols, "numpy", fn=fn, native=native, to_float64=to64,
+                  call_rows=call_rows, versions=_versions("numpy"))
+
+
+def _torch_target(name, func, op, n, fmt, m, ncols, device) -> Target:
+    torch = _torch()
+    native, to64 = _torch_adapters(fmt, device)
+    call_rows = None
+    if func == "sum":
+        _check_op(name, op, ("sum",))
+        fn = torch.sum
+        call_rows = lambda X: torch.sum(X, dim=-1)  # noqa: E731
+    elif func == "dot":
+        _check_op(name, op, ("dot",))
+        fn = torch.dot
+    elif func == "mv":
+        _check_op(name, op, ("gemv",))
+        fn = torch.mv
+    elif func == "matmul":
+        _check_op(name, op, ("gemv", "gemm"))
+        fn = torch.matmul
+    else:
+        raise FpspecError(f"unknown torch target {name!r}; expected torch.sum, torch.dot, torch.mv or torch.matmul")
+    if device.startswith("cuda"):
+        inner = fn
+
+        def fn(*args, _inner=inner):
+            out = _inner(*args)
+            torch.cuda.synchronize()
+            return out
+    m, ncols = _shape_args(op, m, ncols)
+    return Target(name, op, n, fmt, device, m, ncols, "torch", fn=fn, native=native, to_float64=to64,
+                  call_rows=call_rows, versions=_versions("numpy", "torch"))
+
+
+def _jax_target(name, func, op, n, fmt, m, ncols, device) -> Target:
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        raise FpspecError("jax is not installed") from None
+    table = {"fp64": jnp.float64, "fp32": jnp.float32, "fp16": jnp.float16, "bf16": jnp.bfloat16}
+    if fmt not in table:
+        raise FpspecError(f"jax has no {fmt} dtype here")
+    if fmt == "fp64":
+        jax.config.update("jax_enable_x64", True)
+    dt = table[fmt]
+    funcs = {"sum": ("sum",), "dot": ("dot",), "matmul": ("gemv", "gemm")}
+    if func not in funcs:
+        raise FpspecError(f"unknown jax target {name!r}; expected jax.numpy.sum, dot or matmul")
+    _check_op(name, op, funcs[func])
+    raw = getattr(jnp, func)
+
+    def fn(*args):
+        return raw(*args).block_until_ready()
+
+    def native(x):
+        return jnp.asarray(np.asarray(x, np.float64)).astype(dt)
+
+    def to64(out):
+        return np.asarray(out.astype(jnp.float32 if fmt != "fp64" else jnp.float64), dtype=np.float64)
+
+    m, ncols = _shape_args(op, m, ncols)
+    return Target(name, op, n, fmt, device, m, ncols, "jax", fn=fn, native=native, to_float64=to64,
+                  versions=_versions("numpy", "jax"))
+
+
+def _import_callable(spec: str) -> tuple[Callable, str]:
+    if ":" in spec:
+        mod, attr = spec.split(":", 1)
+    elif "." in spec:
+        mod, attr = spec.rsplit(".", 1)
+    else:
+        raise FpspecError(f"cannot find {spec!r}: name a callable as package.module:function")
+    try:
+        obj: Any = importlib.import_module(mod)
+    except ImportError as e:
+        raise FpspecError(f"cannot import {mod!r} for target {spec!r}: {e}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise FpspecError(f"{mod!r} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise FpspecError(f"{spec!r} is not callable")
+    return obj, mod.split(".")[0]
+
+
+_ALIASES = {
+    "np.sum": "numpy.sum", "np.dot": "numpy.dot", "np.matmul": "numpy.matmul",
+    "jnp.sum": "jax.numpy.sum", "jnp.dot": "jax.numpy.dot", "jnp.matmul": "jax.numpy.matmul",
+}
+_DEFAULT_OPS = {"sum": "sum", "dot": "dot", "mv": "gemv", "matmul": "gemm"}
+
+
+def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "float32",
+                   m: int | None = None, ncols: int | None = None, device: str = "cpu") -> Target:
+    """Build a Target from a name: numpy.*, torch.*, jax.numpy.*, or any `pkg.mod:func` with `op`."""
+    try:
+        fmt = get_format(dtype).name
+    except ValueError as e:
+        raise FpspecError(str(e)) from None
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+        raise FpspecError(f"n must be an integer >= 2, got {n!r}")
+    n = int(n)
+    if op is not None and op not in OPS:
+        raise FpspecError(f"unknown op {op!r}; expected one of {', '.join(OPS)}")
+    key = _ALIASES.get(name, name)
+    if op is None and ncols is None and key.endswith("matmul") and m is not None:
+        op = "gemv"
+    for prefix, lib in (("numpy.", "numpy"), ("torch.", "torch"), ("jax.numpy.", "jax")):
+        if key.startswith(prefix) and ":" not in key and key[len(prefix):].isidentifier():
+            func = key[len(prefix):]
+            op = op or _DEFAULT_OPS.get(func)
+            if op is None:
+                raise FpspecError(f"unknown {lib} target {name!r}")
+            if lib == "numpy":
+                if device != "cpu":
+                    raise FpspecError("numpy runs on the cpu only")
+                return _numpy_target(name, func, op, n, fmt, m, ncols)
+            if lib == "torch":
+                return _torch_target(name, func, op, n, fmt, m, ncols, device)
+            return _jax_target(name, func, op, n, fmt, m, ncols, device)
+    if op is None:
+        raise FpspecError(f"target {name!r} is a user callable: give its op kind (--op sum|dot|gemv|gemm)")
+    fn, package = _import_callable(key)
+    if fmt == "bf16" or fmt.startswith("fp8"):
+        native, to64 = _torch_adapters(fmt, device)
+        versions = _versions("numpy", "torch", package)
+    else:
+        native, to64 = _numpy_adapters(fmt, name)
+        versions = _versions("numpy", package)
+    m, ncols = _shape_args(op, m, ncols)
+    return Target(name, op, n, fmt, device, m, ncols, package, fn=fn, native=native, to_float64=to64,
+                  versions=versions)
+
+
+def from_callable(fn: Callable, *, op: str, n: int, dtype: str = "float64", m: int = 1, ncols: int = 1,
+                  name: str | None = None, call_rows: Callable | None = None) -> Target:
+    """A Target around a Python callable taking numpy arrays (synthetic black boxes, replicas)."""
+    fmt = get_format(dtype).name
+    if fmt in ("fp64", "fp32", "fp16"):
+        native, to64 = _numpy_adapters(fmt, name or "callable")
+    else:
+        # narrow formats without a numpy dtype travel as float64-held values
+        native = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
+        to64 = lambda out: np.asarray(out, dtype=np.float64)  # noqa: E731
+    return Target(name or getattr(fn, "__name__", "callable"), op, n, fmt, "cpu", m, ncols, "python",
+                  fn=fn, native=native, to_float64=to64, call_rows=call_rows)
