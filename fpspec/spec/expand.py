@@ -1,0 +1,226 @@
+"""Spec, n -> tree: every order applied to its list of operands, exactly as
+the docstrings in fpspec.spec.ast define it.
+
+Trees are built bottom-up straight into fpspec.tree.Node (no intermediate
+objects), with the cyclic GC paused (`tree.building`): a 10^6-leaf tree is
+about 10^6 Node constructions and little else.
+"""
+from __future__ import annotations
+
+import sys
+
+from fpspec.errors import SpecError
+from fpspec.spec import ast as A
+from fpspec.tree import Node, Tree, building
+
+# ---------------------------------------------------------------- expressions
+
+
+def eval_expr(e, n: int) -> int:
+    """Value of an integer expression with n bound; SpecError on x // 0."""
+    cls = type(e)
+    if cls is A.Num:
+        return e.value
+    if cls is A.Var:
+        return n
+    if cls is A.BinOp:
+        a, b = eval_expr(e.left, n), eval_expr(e.right, n)
+        op = e.op
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if b == 0:
+            raise SpecError(f"{e} divides by zero at n = {n}; expected a non-zero divisor", e.loc)
+        return a // b if op == "//" else a % b
+    if cls is A.Call:
+        vals = [eval_expr(x, n) for x in e.args]
+        return min(vals) if e.func == "min" else max(vals)
+    raise TypeError(f"not an expression: {e!r}")
+
+
+def eval_cond(c, n: int) -> bool:
+    if type(c) is A.Compare:
+        a, b = eval_expr(c.left, n), eval_expr(c.right, n)
+        op = c.op
+        return (a < b if op == "<" else a <= b if op == "<=" else a > b if op == ">"
+                else a >= b if op == ">=" else a == b if op == "==" else a != b)
+    if c.op == "and":
+        return eval_cond(c.left, n) and eval_cond(c.right, n)
+    return eval_cond(c.left, n) or eval_cond(c.right, n)
+
+
+def _size_param(e, n: int, what: str, lo: int = 1) -> int:
+    v = eval_expr(e, n)
+    if v < lo:
+        raise SpecError(f"{what} {e} = {v} at n = {n}; expected an integer >= {lo}", e.loc)
+    return v
+
+
+# ---------------------------------------------------------------- orders
+
+
+class _Expander:
+    def __init__(self, lets: dict):
+        self.lets = lets
+        self.active: set = set()  # (name, n) pairs on the call stack: a repeat never terminates
+
+    def apply(self, o, ops: list) -> Tree:
+        n = len(ops)
+        if n == 1:
+            return ops[0]
+        cls = type(o)
+        if cls is A.Seq:
+            acc = ops[0]
+            for x in ops[1:]:
+                acc = Node((acc, x))
+            return acc
+        if cls is A.Rev:
+            acc = ops[-1]
+            for x in reversed(ops[:-1]):
+                acc = Node((x, acc))
+            return acc
+        if cls is A.Lanes:
+            k = _size_param(o.k, n, "lanes count")
+            inner, apply = o.inner, self.apply
+            return apply(o.outer, [apply(inner, ops[j::k]) for j in range(min(k, n))])
+        if cls is A.Blocks:
+            b = _size_param(o.b, n, "block size")
+            inner, apply = o.inner, self.apply
+            return apply(o.outer, [apply(inner, ops[i:i + b]) for i in range(0, n, b)])
+        if cls is A.Tail:
+            k = _size_param(o.k, n, "tail multiple")
+            p = n - n % k
+            if p == 0:
+                return self.apply(o.outer, ops)
+            return self.apply(o.outer, [self.apply(o.body, ops[:p])] + ops[p:])
+        if cls is A.Split:
+            at = eval_expr(o.at, n)
+            if not 1 <= at <= n - 1:
+                raise SpecError(f"split point {o.at} = {at} at n = {n}; expected 1 <= split <= {n - 1}",
+                                o.at.loc or o.loc)
+            return Node((self.apply(o.first, ops[:at]), self.apply(o.rest, ops[at:])))
+        if cls is A.Ref:
+            return self._ref(o, ops)
+        if cls is A.Guard:
+            for case in o.cases:
+                if eval_cond(case.cond, n):
+                    return self.apply(case.order, ops)
+            return self.apply(o.otherwise, ops)
+        if cls is A.Pairwise:
+            return self._pairwise(o, ops)
+        if cls is A.GpuTree:
+            vals = list(ops)
+            m = n
+            while m > 1:
+                half = (m + 1) // 2
+                for i in range(m - half):
+                    vals[i] = Node((vals[i], vals[i + half]))
+                m = half
+            return vals[0]
+        if cls is A.Fused:
+            return Node(tuple(ops), True)
+        if cls is A.Chain:
+            w = _size_param(o.w, n, "chain width")
+            acc = ops[0] if w == 1 else Node(tuple(ops[:w]), True)
+            for i in range(w, n, w):
+                acc = Node((acc, *ops[i:i + w]), True)
+            return acc
+        if cls is A.Literal:
+            return self._literal(o, ops)
+        raise TypeError(f"not an order: {o!r}")
+
+    def _ref(self, o: A.Ref, ops: list) -> Tree:
+        d = self.lets.get(o.name)
+        if d is None:
+            raise SpecError(f"unknown order '{o.name}'; expected a builtin order or one of: "
+                            f"{', '.join(self.lets) or '(no named orders)'}", o.loc)
+        key = (o.name, len(ops))
+        if key in self.active:
+            raise SpecError(f"order '{o.name}' calls itself on all {len(ops)} of its operands: "
+                            "the recursion does not terminate; expected a sub-range", o.loc)
+        self.active.add(key)
+        try:
+            return self.apply(d.order, ops)
+        finally:
+            self.active.discard(key)
+
+    def _pairwise(self, o: A.Pairwise, ops: list) -> Tree:
+        split = o.split
+        out: list = []
+        stack = [(0, len(ops), False)]
+        while stack:
+            lo, hi, done = stack.pop()
+            m = hi - lo
+            if m == 1:
+                out.append(ops[lo])
+            elif done:
+                right = out.pop()
+                out.append(Node((out.pop(), right)))
+            else:
+                h = m // 2 if split is None else eval_expr(split, m)
+                if not 1 <= h <= m - 1:
+                    raise SpecError(f"pairwise split {split} = {h} at n = {m}; expected 1 <= split <= {m - 1}",
+                                    split.loc or o.loc)
+                stack.extend(((lo, hi, True), (lo + h, hi, False), (lo, lo + h, False)))
+        return out[0]
+
+    def _literal(self, o: A.Literal, ops: list) -> Tree:
+        t = o.tree
+        size = 1 if isinstance(t, int) else t.size
+        if size != len(ops):
+            raise SpecError(f"literal tree of {size} leaves applied to {len(ops)} operands; "
+                            f"expected a tree of {len(ops)} leaves", o.loc)
+        out: list = []
+        stack: list = [(t, False)]
+        while stack:
+            s, done = stack.pop()
+            if s.__class__ is int:
+                out.append(ops[s])
+            elif done:
+                k = len(s.children)
+                kids = tuple(out[-k:])
+                del out[-k:]
+                out.append(Node(kids, s.fused))
+            else:
+                stack.append((s, True))
+                stack.extend((c, False) for c in reversed(s.children))
+        return out[0]
+
+
+def lets_of(spec: A.Spec) -> dict:
+    return {d.name: d for d in spec.lets}
+
+
+def apply_order(order, operands, lets=None) -> Tree:
+    """`order` applied to `operands` (leaves or subtrees); lets: name -> Let."""
+    ops = list(operands)
+    if not ops:
+        raise SpecError("an order was applied to no operands; expected at least one", getattr(order, "loc", None))
+    ex = _Expander(lets or {})
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20000))
+    try:
+        with building():
+            return ex.apply(order, ops)
+    except RecursionError:
+        raise SpecError("orders nest too deeply (over ~20000 levels); expected recursion on sub-ranges "
+                        "that shrink geometrically", getattr(order, "loc", None)) from None
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def check_n(spec: A.Spec, n: int) -> None:
+    r = spec.header.n
+    if n < 1:
+        raise SpecError(f"n = {n}; expected n >= 1", r.loc if r else None)
+    if r is not None and n not in r:
+        raise SpecError(f"n = {n} is outside the stated range {str(r)[5:]}; expected n in that range", r.loc)
+
+
+def expand(spec: A.Spec, n: int) -> Tree:
+    """The tree of `spec` at reduction length n, over leaves 0..n-1."""
+    check_n(spec, n)
+    return apply_order(spec.order, range(n), lets_of(spec))
