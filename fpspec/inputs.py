@@ -138,7 +138,8 @@ def hex_bits(values, fmt) -> list[str]:
     if fmt.name in ("fp64", "fp32", "tf32", "fp16", "bf16"):
         from fpspec.formats import to_bits
 
-        return [f"0x{int(b):0{width}x}" for b in to_bits(fmt, values)]
+        with np.errstate(over="ignore", invalid="ignore"):
+            return [f"0x{int(b):0{width}x}" for b in to_bits(fmt, values)]
     return [float(v).hex() for v in values]
 
 
