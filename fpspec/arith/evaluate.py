@@ -1,0 +1,142 @@
+"""The reference value of a whole accumulation: a tree under an arithmetic.
+
+`evaluate(tree, x, y, arithmetic)` is the executable definition every replica
+is checked against.  Terms: for a sum (product = none) term k is x[k]; for
+dot / gemv / gemm it is the product x[k] * y[k], formed as the arithmetic
+says.  x has shape (n,) or (n, m): m independent accumulations, vectorized.
+
+Note [which child is fused]: with product = fma, a binary node whose child is
+a leaf computes fma(x_k, y_k, v), v the value of the other child.  When both
+children are leaves i < j, the later one is fused: fma(x_j, y_j, round(x_i *
+y_i)); this is `acc = x[i]*y[i]; acc = fma(x[j], y[j], acc)`, the loop every
+BLAS kernel runs per lane.  A node of two subtrees is a plain addition.
+
+Note [exact products]: with product = exact, a leaf is the exact product and
+a binary node rounds the exact sum of its children once (for a leaf and a
+subtree this is the FMA; for two leaves it is round(x_i*y_i + x_j*y_j)).
+Products are exact in float64 for inputs of at most 26 bits (fp32 and
+narrower); an fp64 input with product = exact is refused.
+
+Note [fused nodes]: a fused node's leaf children are its products (always
+exact, decoded as the input format); a non-leaf child is its c, a value in the
+accumulator format.  At most one non-leaf child: that is what the hardware
+adds.  For a sum, the leaf x[k] enters as the product x[k] * 1.
+
+Note [init and output]: init = +0.0 adds +0.0 to the result in the accumulator
+(fpspec.arith.model note [init +0.0]); then the result is cast to the output
+format, nearest even.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fpspec.arith.fused import fused_node
+from fpspec.arith.model import Arithmetic
+from fpspec.errors import FpspecError
+from fpspec.formats import add, fma, get_format, round_to, round_to_odd_sum
+from fpspec.tree import Node, postorder
+
+
+def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None) -> np.ndarray:
+    """Result of the accumulation `tree` over terms from x (and y), under `arithmetic`.
+
+    x: (n,) or (n, m); y: None for a sum, else (n,) or (n, m).  Returns
+    float64 values of the output format, shape () or (m,).
+    """
+    ar = arithmetic or Arithmetic()
+    acc = get_format(ar.accumulator)
+    X = np.asarray(x, np.float64)
+    if ar.product == "none":
+        Y = np.ones_like(X)
+    else:
+        if y is None:
+            raise FpspecError(f"product = {ar.product} needs y (a dot, gemv or gemm)")
+        Y = np.asarray(y, np.float64)
+        if Y.ndim == 1 and X.ndim == 2:
+            Y = Y[:, None]                # one y for every accumulation
+        Y = np.broadcast_to(Y, X.shape)
+        if get_format(ar.input).precision > 26 and ar.product == "exact":
+            raise FpspecError("product = exact is not defined for fp64 inputs (products do not fit float64)")
+
+    def product(k):        # exact in float64 (note [exact products])
+        return X[k] * Y[k]
+
+    def leaf_value(k):     # a leaf used as an ordinary addend: rounded to the accumulator
+        if ar.product == "none":
+            return X[k]
+        if acc.precision == 53 and get_format(ar.input).precision == 53:
+            return X[k] * Y[k]      # native fp64 product, rounded once
+        return round_to(acc, product(k))
+
+    results: list = []
+    for s in postorder(tree):
+        if isinstance(s, int):
+            results.append(s)         # leaves stay symbolic until their parent decides
+            continue
+        k = len(s.children)
+        kids = results[-k:]
+        del results[-k:]
+        if s.fused:
+            results.append(_fused(kids, X, Y, ar))
+        else:
+            results.append(_binary(kids[0], kids[1], ar, acc, product, leaf_value, X, Y))
+    out = results[0]
+    if isinstance(out, (int, np.integer)) and not isinstance(out, np.ndarray):
+        out = leaf_value(out)
+    if ar.init == "+0.0":
+        out = add(acc, out, 0.0)
+    return round_to(get_format(ar.output), out)
+
+
+def _is_leaf(v) -> bool:
+    return isinstance(v, int)
+
+
+def _binary(a, b, ar, acc, product, leaf_value, X, Y):
+    """One binary node; a holds the smaller first leaf (canonical order)."""
+    if ar.product in ("none", "rounded"):
+        va = leaf_value(a) if _is_leaf(a) else a
+        vb = leaf_value(b) if _is_leaf(b) else b
+        return add(acc, va, vb)
+    if ar.product == "fma":
+        if _is_leaf(b):                       # note [which child is fused]: the later leaf
+            other = leaf_value(a) if _is_leaf(a) else a
+            return _fma(acc, ar, X[b], Y[b], other)
+        if _is_leaf(a):
+            return _fma(acc, ar, X[a], Y[a], b)
+        return add(acc, a, b)
+    # exact: round the exact sum once (note [exact products])
+    va = product(a) if _is_leaf(a) else a
+    vb = product(b) if _is_leaf(b) else b
+    if _is_leaf(a) and _is_leaf(b):
+        return round_to(acc, round_to_odd_sum(va, vb))
+    if _is_leaf(a) or _is_leaf(b):
+        leaf = a if _is_leaf(a) else b
+        other = b if leaf is a else a
+        return _fma(acc, ar, X[leaf], Y[leaf], other)
+    return add(acc, va, vb)
+
+
+def _fma(acc, ar, x, y, c):
+    """round_acc(x*y + c) once; fp64 accumulators of <= 26-bit inputs add the exact product natively."""
+    if acc.precision == 53 and get_format(ar.input).precision <= 26:
+        return np.add(x * y, c)
+    return fma(acc, x, y, c)
+
+
+def _fused(kids, X, Y, ar):
+    if ar.fused is None:
+        raise FpspecError("the tree has fused nodes but the arithmetic has no fused parameters")
+    leaves = [k for k in kids if _is_leaf(k)]
+    partial = [k for k in kids if not _is_leaf(k)]
+    if len(partial) > 1:
+        raise FpspecError(f"a fused node adds at most one partial result (c); this one has {len(partial)}")
+    if len(leaves) > ar.fused.w:
+        raise FpspecError(f"a fused node of {len(leaves)} products exceeds w = {ar.fused.w}")
+    a = np.stack([X[k] for k in leaves], axis=-1)
+    b = np.stack([Y[k] for k in leaves], axis=-1)
+    c = partial[0] if partial else np.zeros(a.shape[:-1])
+    return fused_node(a, b, c, ar.fused).reshape(a.shape[:-1])
+
+
+__all__ = ["evaluate", "Node"]

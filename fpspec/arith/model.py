@@ -1,0 +1,199 @@
+"""The arithmetic of an accumulation: everything besides the order that fixes the bits.
+
+An `Arithmetic` says how the terms of a tree are formed and added:
+
+    input        format of x (and y)                     fp32, fp16, bf16, ...
+    product      how a term x_k * y_k is formed          exact | rounded | fma | none (sums)
+    accumulator  format of every binary node's result    fp32, fp64, fp16, ...
+    init         an initial value in the accumulation    none | +0.0
+    output       format of the returned result           fp32, fp16, ...
+    fused        FusedParams of the fused nodes, if any
+
+In a spec it is the `arithmetic { ... }` section, ordered key = value entries
+(`to_entries` / `from_entries`).
+
+Note [init +0.0]: under round-to-nearest, x + (+0.0) == x for every x except
+-0.0 (which becomes +0.0).  So a +0.0 initial value, wherever the library
+adds it, changes the result only when every term is -0.0, and is the same as
+adding +0.0 to the final result: the model applies it there.
+
+Note [product modes]: "rounded": each product is rounded to the accumulator
+format before it is added.  "fma": a binary node with a product leaf child is
+one FMA, round(x_k*y_k + other); see fpspec.arith.evaluate for which child.
+"exact": the product enters the node exactly, and the node rounds once (for
+fp16/bf16 inputs in an fp32 accumulator the three modes agree, because the
+product is representable).  "none": a sum; the terms are x itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from fpspec.arith.fused import ALIGNED, ROUNDINGS, FusedParams
+from fpspec.errors import SpecError
+from fpspec.formats import FORMATS, get_format
+
+PRODUCTS = ("exact", "rounded", "fma", "none")
+INITS = ("none", "+0.0")
+
+# fused-block entries, in the order they are written: (key, FusedParams field, kind)
+_FUSED_KEYS = (
+    ("w", "w", int),
+    ("extra_bits", "extra_bits", int),
+    ("aligned", "aligned", ALIGNED),
+    ("result", "result", ROUNDINGS),
+    ("c_aligned", "c_aligned", bool),
+    ("exponent_floor", "exponent_floor", "int-or-none"),
+    ("subnormal_inputs", "subnormal_inputs", bool),
+    ("subnormal_outputs", "subnormal_outputs", bool),
+)
+_KEYS = ("input", "product", "accumulator", "init", "output", "fused")
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    input: str = "fp32"
+    product: str = "none"
+    accumulator: str = "fp32"
+    init: str = "none"
+    output: str = "fp32"
+    fused: FusedParams | None = None
+
+    def __post_init__(self):
+        for key in ("input", "accumulator", "output"):
+            name = getattr(self, key)
+            try:
+                object.__setattr__(self, key, get_format(name).name)
+            except ValueError:
+                raise SpecError(f"arithmetic: {key} = {name}: unknown format; "
+                                f"expected one of {', '.join(FORMATS)}") from None
+        if self.product not in PRODUCTS:
+            raise SpecError(f"arithmetic: product = {self.product}: expected one of {' | '.join(PRODUCTS)}")
+        if self.init not in INITS:
+            raise SpecError(f"arithmetic: init = {self.init}: expected one of {' | '.join(INITS)}")
+        if self.fused is not None:
+            if self.fused.input != self.input and self.product != "none":
+                raise SpecError(f"arithmetic: fused input {self.fused.input} differs from input = {self.input}")
+            if self.fused.output != self.accumulator:
+                raise SpecError(f"arithmetic: fused nodes write {self.fused.output}, "
+                                f"but accumulator = {self.accumulator}")
+
+    # ------------------------------------------------------------ spec entries
+
+    def to_entries(self) -> tuple:
+        """The spec's arithmetic section: a tuple of fpspec.spec.ast.Entry."""
+        from fpspec.spec.ast import Block, Entry, Float, Ident   # spec is a later stage: import lazily
+
+        out = [Entry("input", Ident(self.input)), Entry("product", Ident(self.product)),
+               Entry("accumulator", Ident(self.accumulator)),
+               Entry("init", Float("+0.0") if self.init == "+0.0" else Ident("none")),
+               Entry("output", Ident(self.output))]
+        if self.fused is not None:
+            inner = []
+            for key, attr, kind in _FUSED_KEYS:
+                v = getattr(self.fused, attr)
+                if kind == "int-or-none":
+                    v = Ident("none") if v is None else v
+                elif isinstance(kind, tuple):
+                    v = Ident(v)
+                inner.append(Entry(key, v))
+            out.append(Entry("fused", Block("fused", tuple(inner))))
+        return tuple(out)
+
+    @classmethod
+    def from_entries(cls, entries) -> "Arithmetic":
+        """Inverse of `to_entries`; accepts Entry objects or (key, value) pairs.
+
+        Unknown keys, repeated keys and bad values raise SpecError naming the key.
+        """
+        given = _collect(entries, _KEYS, "arithmetic")
+        kwargs = {}
+        for key in ("input", "accumulator", "output", "product"):
+            if key in given:
+                kwargs[key] = _word(given[key], "arithmetic", key)
+        if "init" in given:
+            kwargs["init"] = _init(given["init"])
+        loc = given.get("__loc__")
+        try:
+            base = cls(**kwargs)
+            if "fused" in given:
+                fused = _fused_from(given["fused"], base)
+                return cls(**kwargs, fused=fused)
+            return base
+        except SpecError as e:
+            raise SpecError(e.message, loc) from None
+
+
+def _value(v):
+    """Plain Python value of an AST value (Ident -> str, Float -> float)."""
+    if hasattr(v, "entries"):
+        return v
+    if hasattr(v, "name") and type(v).__name__ == "Ident":
+        return v.name
+    if type(v).__name__ == "Float":
+        return v.text
+    return v
+
+
+def _collect(entries, allowed, where) -> dict:
+    given: dict = {}
+    for e in entries:
+        key, value = (e.key, e.value) if hasattr(e, "key") else e
+        loc = getattr(e, "loc", None)
+        if key not in allowed:
+            raise SpecError(f"{where}: unknown key {key!r}; expected one of {', '.join(allowed)}", loc)
+        if key in given:
+            raise SpecError(f"{where}: {key} given twice", loc)
+        given[key] = _value(value)
+        given.setdefault("__loc__", loc)
+    return given
+
+
+def _word(v, where, key) -> str:
+    if isinstance(v, bool) or not isinstance(v, str):
+        raise SpecError(f"{where}: {key} = {v!r}: expected a name")
+    return v
+
+
+def _init(v) -> str:
+    if isinstance(v, float) and v == 0.0 and str(v)[0] != "-":
+        return "+0.0"
+    text = str(v)
+    if text in ("+0.0", "0.0", "none"):
+        return "+0.0" if text != "none" else "none"
+    raise SpecError(f"arithmetic: init = {text}: expected none or +0.0")
+
+
+def _fused_from(block, arith: Arithmetic) -> FusedParams:
+    entries = block.entries if hasattr(block, "entries") else block
+    given = _collect(entries, tuple(k for k, _, _ in _FUSED_KEYS), "arithmetic.fused")
+    given.pop("__loc__", None)
+    kwargs = {}
+    for key, attr, kind in _FUSED_KEYS:
+        if key not in given:
+            if key in ("w", "extra_bits"):
+                raise SpecError(f"arithmetic.fused: {key} is required")
+            continue
+        v = given[key]
+        if kind is int:
+            ok = isinstance(v, int) and not isinstance(v, bool)
+        elif kind is bool:
+            ok = isinstance(v, bool)
+        elif kind == "int-or-none":
+            ok = (isinstance(v, int) and not isinstance(v, bool)) or v == "none"
+            v = None if v == "none" else v
+        else:
+            ok = v in kind
+        if not ok:
+            expected = {int: "an integer", bool: "true or false", "int-or-none": "an integer or none"}.get(
+                kind, " | ".join(kind) if isinstance(kind, tuple) else str(kind))
+            raise SpecError(f"arithmetic.fused: {key} = {v!r}: expected {expected}")
+        kwargs[attr] = v
+    fused_input = arith.input if arith.input in ("fp16", "bf16", "tf32", "fp8e4m3", "fp8e5m2", "fp32") else "fp32"
+    try:
+        return FusedParams(input=fused_input, output=arith.accumulator, **kwargs)
+    except ValueError as e:
+        raise SpecError(f"arithmetic.fused: {e}") from None
+
+
+def fused_field_names() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(FusedParams))

@@ -1,0 +1,37 @@
+"""Load the measured Tensor Core vectors (data/tensor-core-vectors)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+VECTORS = Path(os.environ.get("FPSPEC_TC_VECTORS", "/work/shared/data/tensor-core-vectors"))
+
+# (gpu, input, output): file stem pieces
+CASES = [
+    ("H100", "fp16", "fp32"), ("H100", "fp16", "fp16"), ("H100", "bf16", "fp32"), ("H100", "tf32", "fp32"),
+    ("A100", "fp16", "fp32"), ("A100", "fp16", "fp16"), ("A100", "bf16", "fp32"), ("A100", "tf32", "fp32"),
+]
+
+
+def _hex(path: Path) -> np.ndarray:
+    rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
+    return np.array([[int(v, 16) for v in r] for r in rows], dtype=np.uint32).view(np.float32).astype(np.float64)
+
+
+def _binary(path: Path) -> np.ndarray:
+    rows = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    return np.array([int(r, 2) for r in rows], dtype=np.uint32).view(np.float32).astype(np.float64)
+
+
+def load(gpu: str, fmt: str, out: str):
+    """a, b (rows, K), c (rows,), d (rows,) as float64 values."""
+    stem = f"{gpu}__{fmt}__"
+    a = _hex(VECTORS / f"{stem}a_{gpu}_{fmt}.txt")
+    b = _hex(VECTORS / f"{stem}b_{gpu}_{fmt}.txt")
+    c = _binary(VECTORS / f"{stem}c_{gpu}_fp32.txt")
+    d = _binary(VECTORS / f"{stem}d_{gpu}_{out}.txt")
+    if out == "fp16":   # for fp16 output c was first rounded to fp16
+        c = c.astype(np.float16).astype(np.float64)
+    return a, b, c, d
