@@ -1,7 +1,7 @@
 """Kernel IR: what a replica computes, between a .fps spec and a backend.
 
 A `Kernel` is one accumulation problem: an op (sum, dot, gemv, gemm), its
-`Numerics` (formats, products, FMA, fused nodes, init, output cast) and an
+`Arithmetic` (formats, products, FMA, fused nodes, init, output cast) and an
 order written as a `Reducer` applied to the n terms t_0..t_{n-1} of every
 output element.  Everything across output elements is free; the IR fixes only
 the order along the reduction, and backends vectorize over outputs.
@@ -17,7 +17,8 @@ IR (and of a replica) does not grow with n.  A reducer maps an *operand list*
 
 Binary additions happen in the accumulator format, round to nearest even
 (see note [leaf products] for where products and FMAs enter).  Fused nodes
-are one multi-term fused summation (`FusedNumerics`).
+are one multi-term fused summation (fpspec.arith.fused.fused_node with the
+arithmetic's `FusedParams`).
 
 Note [leaf products]: a leaf operand k is the *term* t_k: x_k for a sum, the
 product a_k*b_k for dot/gemv/gemm.  With ``product == "rounded"`` the product
@@ -28,7 +29,8 @@ whose one child is a leaf and the other a partial sum is
 fma(a_k, b_k, partial); a binary node of two leaves rounds the product of the
 first (smaller index) and fuses the second.  In a fused node every leaf child
 gives an exact product to the fused sum and a partial-sum child (at most one)
-is its addend c.  Every value is converted to the accumulator format when it
+is its addend c (the first node of a chain gets c = +0.0, which changes
+nothing: a zero never sets the alignment).  Every value is converted to the accumulator format when it
 enters an addition (fp16 inputs summed in fp32: exact widening).
 
 Each reducer's docstring gives its semantics on operands o_0..o_{m-1};
@@ -41,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from fpspec.arith.model import Arithmetic
 from fpspec.errors import FpspecError
 
 
@@ -171,10 +174,11 @@ class Fold:
 
 @dataclass(frozen=True)
 class Pairwise:
-    """Recursive halving: reduce(o[:h]) + reduce(o[h:]) with h = m // 2 (left gets the floor).
-
-    Rendered as levels, not recursion.
+    """Recursive halving: reduce(o[:h]) + reduce(o[h:]) with h = `split` evaluated
+    at the current length m (default m // 2: the left half gets the floor),
+    1 <= h <= m - 1.
     """
+    split: "IntExpr | None" = None
 
 
 @dataclass(frozen=True)
@@ -292,60 +296,18 @@ class Call:
 Reducer = Union[Fold, Pairwise, TreeReduce, FusedChain, Table, Lanes, Blocks, Segments, Guard, Call]
 
 
-# ---------------------------------------------------------------- numerics and kernel
+# ---------------------------------------------------------------- kernel
 
 OPS = ("sum", "dot", "gemv", "gemm")
-PRODUCTS = ("none", "exact", "rounded", "fma")
-INITS = ("none", "+0.0")
-
-
-@dataclass(frozen=True)
-class FusedNumerics:
-    """One fused (Tensor Core) node, as in fpspec.arith's FusedParams.
-
-    The exact products (and the addend c, when ``c_in_alignment``) are aligned
-    to the largest exponent among them (floored at ``exponent_floor`` when set),
-    keeping ``23 + extra_bits`` fraction bits below it; the aligned terms are
-    rounded by ``aligned_rounding`` ("truncate": toward zero in sign-magnitude),
-    added exactly, and the sum rounded once by ``result_rounding`` ("rtz" or
-    "rne") to ``result_format``.  ``width`` is informational (the chain width
-    lives in the order).  ``subnormals``: "keep" or "flush" (inputs and output).
-    """
-    width: int
-    extra_bits: int
-    aligned_rounding: str = "truncate"
-    result_rounding: str = "rtz"
-    c_in_alignment: bool = True
-    exponent_floor: int | None = None
-    subnormals: str = "keep"
-    result_format: str = "fp32"
-
-
-@dataclass(frozen=True)
-class Numerics:
-    """Formats by name (fpspec.formats): ``input`` of the arrays, ``accumulator``
-    of every partial sum, ``output`` of the returned value; ``product`` per
-    note [leaf products]; ``init`` "+0.0" adds +0.0 to the final sum (under
-    round-to-nearest this is an initial value of +0.0: it only turns -0.0 into
-    +0.0), then the result is cast (rounded) to ``output``.
-    """
-    input: str
-    accumulator: str
-    output: str
-    product: str = "none"
-    init: str = "none"
-    fused: FusedNumerics | None = None
-
-    def __post_init__(self):
-        if self.product not in PRODUCTS:
-            raise ValueError(f"product must be one of {PRODUCTS}, got {self.product!r}")
-        if self.init not in INITS:
-            raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
 
 
 @dataclass(frozen=True)
 class Kernel:
     """One replica: ``root`` reduces the n terms of every output element.
+
+    ``arithmetic`` is fpspec.arith's `Arithmetic` (formats by name, product
+    handling per note [leaf products], init, output cast, `FusedParams` of
+    the fused nodes): used as is, so every stage reads one definition.
 
     ``n_min``/``n_max`` bound the n the spec is valid for (``n_max`` None: no
     upper bound); the replica raises outside.  ``orders`` holds named reducers
@@ -353,7 +315,7 @@ class Kernel:
     ``source`` is the spec text; ``name`` a label (the spec's file name).
     """
     op: str
-    numerics: Numerics
+    arithmetic: Arithmetic
     root: Reducer
     n_min: int = 1
     n_max: int | None = None

@@ -40,7 +40,9 @@ def reduce_list(kernel: Kernel, r: Reducer, ops: list, n: int) -> Tree:
             acc = Node((acc, o))
         return acc
     if isinstance(r, Pairwise):
-        h = m // 2
+        h = m // 2 if r.split is None else int_value(r.split, m, n)
+        if not 1 <= h <= m - 1:
+            raise CompileError(f"pairwise split {h} is outside 1..{m - 1}")
         return Node((reduce_list(kernel, r, ops[:h], n), reduce_list(kernel, r, ops[h:], n)))
     if isinstance(r, TreeReduce):
         vals = list(ops)

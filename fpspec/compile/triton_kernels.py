@@ -21,7 +21,9 @@ shared/data/tensor-core-vectors):
   - every term (c included) is truncated toward zero, in sign-magnitude, to a
     multiple of 2^(E - F), F = 23 + extra bits;
   - the integers are summed exactly (int64) and the sum is rounded once into
-    the output format (toward zero for fp32, nearest-even for fp16 output).
+    the output format (toward zero for fp32, nearest-even for fp16 output);
+  - an exact zero is +0; NaN and inf follow from the inputs alone.
+fpspec.arith.fused is the reference this must equal bit for bit.
 Note [shift clamp]: shifts by >= the width are undefined on a GPU (poison in
 LLVM); every variable shift is clamped to [0, 62] first.
 """
@@ -111,11 +113,10 @@ def fp_round_pack(neg, m, scale, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr,
     # significand moves into the exponent field by itself
     bits = ((ulp + MAN_BITS - 1 + BIAS) << MAN_BITS) + r
     bits = tl.where(r == 0, 0, bits)
+    # overflow is inf for both roundings: the hardware's rz result at or
+    # above 2^(emax+1) is inf (fpspec.arith.fused, note [result rounding])
     INF: tl.constexpr = ((1 << EXP_BITS) - 1) << MAN_BITS
-    if TO_ZERO:
-        bits = tl.where(bits >= INF, INF - 1, bits)
-    else:
-        bits = tl.where(bits >= INF, INF, bits)
+    bits = tl.where(bits >= INF, INF, bits)
     return tl.where(neg, bits | (1 << (EXP_BITS + MAN_BITS)), bits)
 
 
@@ -130,18 +131,19 @@ def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
     as bits of the same format.  FRAC = fraction bits kept below the block's
     largest exponent (23 + extra bits)."""
     cneg, cexp, csig, cinf, cnan = fp_decode(c_bits, C_EXP, C_MAN)
+    # c's exponent is that of its fp32 view (an fp16 subnormal c is normal in
+    # fp32); its significand keeps its own scale, so only the alignment moves
+    c_top = tl.maximum(cexp + fp_msb(csig) - C_MAN, -126)
     pe = tl.where(psig != 0, pexp, NEG_EXP)
-    e_max = tl.maximum(tl.max(pe, axis=AXIS), tl.where(csig != 0, cexp, NEG_EXP))
+    e_max = tl.maximum(tl.max(pe, axis=AXIS), tl.where(csig != 0, c_top, NEG_EXP))
     e_max = tl.maximum(e_max, FLOOR)
     unit = e_max - FRAC
     pa = fp_shift(psig, pexp - MAN_P - tl.expand_dims(unit, AXIS))
     total = tl.sum(tl.where(pneg, -pa, pa), axis=AXIS)
     ca = fp_shift(csig, cexp - C_MAN - unit)
     total += tl.where(cneg, -ca, ca)
-    # an exact zero sum is +0, except when every term is a zero of sign minus
-    all_neg = (tl.min(tl.where(pneg & (psig == 0), 1, 0), axis=AXIS) == 1) & cneg & (csig == 0)
-    rneg = (total < 0) | ((total == 0) & all_neg)
-    bits = fp_round_pack(rneg, tl.abs(total), unit, C_EXP, C_MAN, TO_ZERO)
+    # an exact zero sum is +0, even from zeros of sign minus (as measured)
+    bits = fp_round_pack(total < 0, tl.abs(total), unit, C_EXP, C_MAN, TO_ZERO)
     # specials: nan if any nan or inf - inf, else the inf
     pos_inf = (tl.max(tl.where(pinf & ~pneg, 1, 0), axis=AXIS) == 1) | (cinf & ~cneg)
     neg_inf = (tl.max(tl.where(pinf & pneg, 1, 0), axis=AXIS) == 1) | (cinf & cneg)

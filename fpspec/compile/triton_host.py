@@ -1,0 +1,324 @@
+"""Host side of every Triton replica: the spec's order at one n, as a launch plan.
+
+Copied verbatim into each generated module (a replica imports only triton
+and torch).  The render module writes the spec's reducers as calls of the
+classes below (one class per fpspec.compile.ir reducer, same names and
+fields; integer parameters become `lambda m, n: ...`), and `plan(root, n)`
+turns them, at call time, into what the kernels run:
+
+- segments: runs of terms t_start, t_start+stride, ... (count of them), each
+  reduced by one kernel loop: kind FOLD (a sequential fold of binary adds, an
+  FMA per term where the spec says so) or CHAIN (a chain of fused nodes of
+  `width` products).  Every segment's value lands in one slot.
+- steps: binary additions slot[dst] = slot[a] + slot[b], grouped into levels
+  (a step's level is its height above the segments) so each level is one
+  launch vectorized over its steps.
+
+Plans are built per (reducer, m, stride) once and shifted, never re-derived:
+numpy's pairwise sum at n = 10^8 has a handful of distinct sub-lengths per
+level, so planning stays fast; tensors do the shifting.
+"""
+import torch
+
+FOLD = 0
+CHAIN = 1
+
+
+class PlanError(ValueError):
+    """The order uses a construct the Triton kernels cannot run."""
+
+
+class Fold:
+    def __init__(self, reverse=False):
+        self.reverse = reverse
+
+
+class Pairwise:
+    pass
+
+
+class TreeReduce:
+    pass
+
+
+class FusedChain:
+    def __init__(self, width):
+        self.width = width
+
+
+class Table:
+    def __init__(self, size, children, offsets, fused):
+        self.size, self.children, self.offsets, self.fused = size, children, offsets, fused
+
+
+class Lanes:
+    def __init__(self, k, inner, outer):
+        self.k, self.inner, self.outer = k, inner, outer
+
+
+class Blocks:
+    def __init__(self, b, inner, outer):
+        self.b, self.inner, self.outer = b, inner, outer
+
+
+class Part:
+    def __init__(self, length, reducer):
+        self.length, self.reducer = length, reducer
+
+
+class Segments:
+    def __init__(self, parts, outer):
+        self.parts, self.outer = parts, outer
+
+
+class Case:
+    def __init__(self, cond, reducer):
+        self.cond, self.reducer = cond, reducer
+
+
+class Guard:
+    def __init__(self, cases, otherwise=None):
+        self.cases, self.otherwise = cases, otherwise
+
+
+class Call:
+    def __init__(self, name):
+        self.name = name
+
+
+class SubPlan:
+    """Segments (start relative to the run's first term) and steps over local slots.
+
+    segs: int64 [S, 5] (start, count, stride, kind, width); steps: int64
+    [T, 2] (a, b), step t writing slot S + t; root: the result's slot.
+    """
+
+    __slots__ = ("segs", "steps", "root")
+
+    def __init__(self, segs, steps, root):
+        self.segs, self.steps, self.root = segs, steps, root
+
+
+_NO_STEPS = torch.zeros((0, 2), dtype=torch.int64)
+
+
+def _leaf_run(start, count, stride, kind, width):
+    seg = torch.tensor([[start, count, stride, kind, width]], dtype=torch.int64)
+    return SubPlan(seg, _NO_STEPS, 0)
+
+
+class Planner:
+    """Plans one reducer tree (`root`, named `orders`) for reduction length n."""
+
+    def __init__(self, root, orders, n):
+        self.root, self.orders, self.n = root, orders, n
+        self.memo = {}
+
+    def _resolve(self, r, m):
+        while True:
+            if isinstance(r, Call):
+                if r.name not in self.orders:
+                    raise PlanError(f"order {r.name!r} is not defined")
+                r = self.orders[r.name]
+            elif isinstance(r, Guard):
+                for case in r.cases:
+                    if case.cond(m, self.n):
+                        r = case.reducer
+                        break
+                else:
+                    if r.otherwise is None:
+                        raise PlanError(f"no case of a guard applies at m = {m}, n = {self.n}")
+                    r = r.otherwise
+            else:
+                return r
+
+    # ------------------------------------------------------------ runs of terms
+
+    def run(self, r, m, stride):
+        """SubPlan reducing m terms 0, stride, 2*stride, ... by reducer r."""
+        key = (id(r), m, stride)
+        got = self.memo.get(key)
+        if got is None:
+            got = self.memo[key] = self._run(r, m, stride)
+        return got
+
+    def _run(self, r, m, stride):
+        r = self._resolve(r, m)
+        if m == 1:
+            return _leaf_run(0, 1, stride, FOLD, 0)
+        if isinstance(r, Fold):
+            if r.reverse:
+                return _leaf_run((m - 1) * stride, m, -stride, FOLD, 0)
+            return _leaf_run(0, m, stride, FOLD, 0)
+        if isinstance(r, FusedChain):
+            w = r.width(m, self.n)
+            if w < 2:
+                raise PlanError(f"fused chain width must be >= 2, got {w}")
+            return _leaf_run(0, m, stride, CHAIN, w)
+        if isinstance(r, Lanes):
+            k = _positive(r.k(m, self.n), "lane count")
+            parts = [(self.run(r.inner, (m - j + k - 1) // k, stride * k), j * stride)
+                     for j in range(min(k, m))]
+            return self._outer(parts, r.outer)
+        if isinstance(r, Blocks):
+            b = _positive(r.b(m, self.n), "block size")
+            parts = [(self.run(r.inner, min(b, m - s), stride), s * stride) for s in range(0, m, b)]
+            return self._outer(parts, r.outer)
+        if isinstance(r, Segments):
+            parts, start = [], 0
+            for i, part in enumerate(r.parts):
+                length = part.length(m, self.n)
+                if length < 0 or start + length > m or (i == len(r.parts) - 1 and start + length != m):
+                    raise PlanError(f"segment lengths do not add up to m = {m} (part {i}: {length})")
+                if part.reducer is None:
+                    parts.extend((self.run(_SINGLE, 1, stride), (start + j) * stride) for j in range(length))
+                elif length:
+                    parts.append((self.run(part.reducer, length, stride), start * stride))
+                start += length
+            return self._outer(parts, r.outer)
+        # Pairwise, TreeReduce, Table: operands one term each, then additions
+        parts = [(self.run(_SINGLE, 1, stride), j * stride) for j in range(m)]
+        return self._outer(parts, r)
+
+    def _outer(self, parts, outer):
+        """Concatenate sub-plans (shifted), then reduce their roots by `outer`."""
+        S = sum(p.segs.shape[0] for p, _ in parts)
+        T = sum(p.steps.shape[0] for p, _ in parts)
+        segs, steps, roots = [], [], []
+        seg_base = step_base = 0
+        for p, offset in parts:
+            s, t = p.segs.shape[0], p.steps.shape[0]
+            seg = p.segs.clone()
+            seg[:, 0] += offset
+            segs.append(seg)
+            if t:
+                st = p.steps.clone()
+                ab = st[:, :2]
+                st[:, :2] = torch.where(ab < s, ab + seg_base, ab - s + S + step_base)
+                steps.append(st)
+            roots.append(p.root + seg_base if p.root < s else p.root - s + S + step_base)
+            seg_base += s
+            step_base += t
+        out = _Steps(S + T)
+        root = self.slots(outer, roots, out)
+        new = torch.tensor(out.rows, dtype=torch.int64).reshape(-1, 2)
+        return SubPlan(torch.cat(segs), torch.cat(steps + [new]), root)
+
+    # ------------------------------------------------------------ lists of partial values
+
+    def slots(self, r, ops, out):
+        """Reduce a list of slots by additions appended to `out`; the result's slot."""
+        m = len(ops)
+        if m == 0:
+            raise PlanError("a reducer was applied to an empty operand list")
+        r = self._resolve(r, m)
+        if m == 1:
+            return ops[0]
+        if isinstance(r, Fold):
+            seq = ops[::-1] if r.reverse else ops
+            acc = seq[0]
+            for o in seq[1:]:
+                acc = out.add(acc, o)
+            return acc
+        if isinstance(r, Pairwise):
+            h = m // 2
+            return out.add(self.slots(r, ops[:h], out), self.slots(r, ops[h:], out))
+        if isinstance(r, TreeReduce):
+            vals = list(ops)
+            while len(vals) > 1:
+                h = (len(vals) + 1) // 2
+                vals = [out.add(vals[i], vals[i + h]) if i + h < len(vals) else vals[i] for i in range(h)]
+            return vals[0]
+        if isinstance(r, Table):
+            if r.size != m:
+                raise PlanError(f"a literal tree over {r.size} operands was applied to {m}")
+            table = list(ops)
+            for s, f in enumerate(r.fused):
+                kids = [table[c] for c in r.children[r.offsets[s]:r.offsets[s + 1]]]
+                if f or len(kids) != 2:
+                    raise PlanError("a fused node over partial sums is not supported by the triton kernels")
+                table.append(out.add(kids[0], kids[1]))
+            return table[-1]
+        if isinstance(r, Lanes):
+            k = _positive(r.k(m, self.n), "lane count")
+            return self.slots(r.outer, [self.slots(r.inner, ops[j::k], out) for j in range(min(k, m))], out)
+        if isinstance(r, Blocks):
+            b = _positive(r.b(m, self.n), "block size")
+            return self.slots(r.outer, [self.slots(r.inner, ops[s:s + b], out) for s in range(0, m, b)], out)
+        if isinstance(r, Segments):
+            res, start = [], 0
+            for i, part in enumerate(r.parts):
+                length = part.length(m, self.n)
+                if length < 0 or start + length > m or (i == len(r.parts) - 1 and start + length != m):
+                    raise PlanError(f"segment lengths do not add up to m = {m} (part {i}: {length})")
+                chunk = ops[start:start + length]
+                start += length
+                if chunk:
+                    res.extend(chunk if part.reducer is None else [self.slots(part.reducer, chunk, out)])
+            return self.slots(r.outer, res, out)
+        raise PlanError(f"{type(r).__name__} over partial sums is not supported by the triton kernels")
+
+
+class _Steps:
+    """Additions appended after the first `first` slots."""
+
+    def __init__(self, first):
+        self.first, self.rows = first, []
+
+    def add(self, a, b):
+        slot = self.first + len(self.rows) // 2
+        self.rows += [a, b]
+        return slot
+
+
+_SINGLE = Fold()   # one term on its own (a fixed object: plans are memoized by id)
+
+
+def _positive(v, what):
+    if v < 1:
+        raise PlanError(f"{what} must be >= 1, got {v}")
+    return v
+
+
+class Plan:
+    """A whole plan: segments, steps sorted into levels, the root slot."""
+
+    def __init__(self, sub):
+        self.segs = sub.segs
+        S = sub.segs.shape[0]
+        steps = sub.steps
+        T = steps.shape[0]
+        self.num_slots = S + T
+        self.root = sub.root
+        self.levels = []
+        if T:
+            heights = self._heights(S, steps)
+            order = torch.argsort(heights, stable=True)
+            dst = torch.arange(S, S + T, dtype=torch.int64)
+            self.steps = torch.stack([dst[order], steps[order, 0], steps[order, 1]], 1).contiguous()
+            counts = torch.bincount(heights)
+            lo = 0
+            for c in counts.tolist():
+                if c:
+                    self.levels.append((lo, c))
+                    lo += c
+        else:
+            self.steps = _NO_STEPS
+
+    @staticmethod
+    def _heights(S, steps):
+        """Height of every step above the segments (steps come after their children)."""
+        T = steps.shape[0]
+        h = torch.zeros(S + T, dtype=torch.int64)
+        # steps are appended in dependency order, but sub-plans merged side by
+        # side interleave: sweep until nothing changes (height <= depth of tree)
+        a, b = steps[:, 0], steps[:, 1]
+        while True:
+            new = 1 + torch.maximum(h[a], h[b])
+            if torch.equal(new, h[S:]):
+                return new
+            h[S:] = new
+
+
+def plan(root, orders, n):
+    return Plan(Planner(root, orders, n).run(root, n, 1))
