@@ -1,0 +1,168 @@
+"""Static and dry-run checks of a spec, separate from parsing.
+
+`check(spec)` raises the first SpecError found:
+- every named order referred to exists (and builtin names are not redefined);
+- the header states a range of n and a known op;
+- literal trees have leaves 0..size-1;
+- for the n of the stated range, every order gives a tree: each size
+  parameter is an integer >= 1, split points lie inside their list, and
+  recursion terminates (never re-enters a named order on the same n).
+
+The dry run follows sizes only, never builds a tree, and memoizes on
+(order, n), so checking every n up to a few thousand is cheap.  For a range
+longer than EXHAUSTIVE the n checked are: the first EXHAUSTIVE, every power
+of two and its neighbours, 3 * 2^k, and the upper end (up to 2^24 when the
+range is unbounded).  Recursion is always on strictly shorter sub-ranges
+between those checks, so each checked n covers its whole call tree.
+"""
+from __future__ import annotations
+
+from fpspec.errors import Location, SpecError
+from fpspec.spec import ast as A
+from fpspec.spec.expand import eval_cond, eval_expr
+from fpspec.tree import check_leaves
+
+OPS = ("sum", "dot", "gemv", "gemm")
+BUILTIN_ORDERS = ("seq", "rev", "pairwise", "gpu_tree", "fused", "chain", "lanes", "blocks", "split", "tail")
+EXHAUSTIVE = 4096
+UNBOUNDED_CHECK = 1 << 24
+
+
+def check(spec: A.Spec) -> None:
+    h = spec.header
+    if h.op is not None and h.op not in OPS:
+        raise SpecError(f"unknown op '{h.op}'; expected one of {', '.join(OPS)}", h.loc)
+    if h.n is None:
+        raise SpecError("the spec states no range of n; expected a line like `n in 1..4096`",
+                        spec.loc or Location("<spec>", 1, 1))
+    lets = {d.name: d for d in spec.lets}
+    for d in spec.lets:
+        if d.name in BUILTIN_ORDERS:
+            raise SpecError(f"'{d.name}' is a builtin order; expected another name", d.loc)
+        _check_static(d.order, lets)
+    _check_static(spec.order, lets)
+    dry = _DryRun(lets)
+    for n in sample_ns(h.n):
+        dry.run(spec.order, n)
+
+
+def sample_ns(r: A.Range) -> list[int]:
+    hi = UNBOUNDED_CHECK if r.hi is None else r.hi
+    if hi - r.lo < EXHAUSTIVE:
+        return list(range(r.lo, hi + 1))
+    ns = set(range(r.lo, r.lo + EXHAUSTIVE))
+    k = 1
+    while k <= 2 * hi:
+        ns.update((k - 1, k, k + 1, 3 * k))
+        k *= 2
+    ns.add(hi)
+    return sorted(x for x in ns if r.lo <= x <= hi)
+
+
+def _children(o):
+    if isinstance(o, (A.Lanes, A.Blocks)):
+        return (o.inner, o.outer)
+    if isinstance(o, A.Split):
+        return (o.first, o.rest)
+    if isinstance(o, A.Tail):
+        return (o.body, o.outer)
+    if isinstance(o, A.Guard):
+        return tuple(c.order for c in o.cases) + (o.otherwise,)
+    return ()
+
+
+def _check_static(o, lets: dict) -> None:
+    stack = [o]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, A.Ref) and x.name not in lets:
+            known = ", ".join(BUILTIN_ORDERS + tuple(lets))
+            raise SpecError(f"unknown order '{x.name}'; expected one of {known}", x.loc)
+        if isinstance(x, A.Literal):
+            try:
+                check_leaves(x.tree)
+            except ValueError as e:
+                raise SpecError(f"literal {e}", x.loc) from None
+        stack.extend(_children(x))
+
+
+def _positive(e, n: int, what: str) -> int:
+    v = eval_expr(e, n)
+    if v < 1:
+        raise SpecError(f"{what} {e} = {v} at n = {n}; expected an integer >= 1", e.loc)
+    return v
+
+
+class _DryRun:
+    """Follows the sizes an expansion would see; raises what expand would."""
+
+    def __init__(self, lets: dict):
+        self.lets = lets
+        self.done: set = set()
+        self.active: set = set()
+
+    def run(self, o, n: int) -> None:
+        if n <= 1:
+            return
+        key = (id(o), n)
+        if key in self.done:
+            return
+        if isinstance(o, A.Ref):
+            rkey = (o.name, n)
+            if rkey in self.active:
+                raise SpecError(f"order '{o.name}' calls itself on all {n} of its operands: the recursion "
+                                "does not terminate; expected a sub-range", o.loc)
+            self.active.add(rkey)
+            try:
+                self.run(self.lets[o.name].order, n)
+            finally:
+                self.active.discard(rkey)
+        elif isinstance(o, A.Lanes):
+            k = _positive(o.k, n, "lanes count")
+            lanes = min(k, n)
+            for size in {(n - j + k - 1) // k for j in (0, lanes - 1)}:
+                self.run(o.inner, size)
+            self.run(o.outer, lanes)
+        elif isinstance(o, A.Blocks):
+            b = _positive(o.b, n, "block size")
+            for size in {min(b, n), n - (n - 1) // b * b}:
+                self.run(o.inner, size)
+            self.run(o.outer, (n + b - 1) // b)
+        elif isinstance(o, A.Tail):
+            k = _positive(o.k, n, "tail multiple")
+            p = n - n % k
+            if p == 0:
+                self.run(o.outer, n)
+            else:
+                self.run(o.body, p)
+                self.run(o.outer, n - p + 1)
+        elif isinstance(o, A.Split):
+            at = eval_expr(o.at, n)
+            if not 1 <= at <= n - 1:
+                raise SpecError(f"split point {o.at} = {at} at n = {n}; expected 1 <= split <= {n - 1}",
+                                o.at.loc or o.loc)
+            self.run(o.first, at)
+            self.run(o.rest, n - at)
+        elif isinstance(o, A.Guard):
+            for case in o.cases:
+                if eval_cond(case.cond, n):
+                    self.run(case.order, n)
+                    break
+            else:
+                self.run(o.otherwise, n)
+        elif isinstance(o, A.Pairwise):
+            if o.split is not None:
+                h = eval_expr(o.split, n)
+                if not 1 <= h <= n - 1:
+                    raise SpecError(f"pairwise split {o.split} = {h} at n = {n}; expected 1 <= split <= {n - 1}",
+                                    o.split.loc or o.loc)
+                self.run(o, h)
+                self.run(o, n - h)
+        elif isinstance(o, A.Chain):
+            _positive(o.w, n, "chain width")
+        elif isinstance(o, A.Literal):
+            size = 1 if isinstance(o.tree, int) else o.tree.size
+            if size != n:
+                raise SpecError(f"literal tree of {size} leaves applied to {n} operands; "
+                                f"expected a tree of {n} leaves", o.loc)
+        self.done.add(key)
