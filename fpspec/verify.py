@@ -502,3 +502,299 @@ def default_n_values(lo: int, hi: int, boundaries: Sequence[int] = (), *, random
     if top > lo:
         want.update(int(v) for v in rng.integers(lo, top + 1, size=random_count))
     return tuple(sorted(v for v in want if lo <= v <= top))
+
+
+# ================================================================ sides from specs, targets and replicas
+# Everything below talks to the earlier stages (spec, arith, reveal, compile)
+# through their published entry points only; the engine above needs none of it.
+
+DEFAULT_TARGET_N = (7, 8, 9, 16, 32, 33, 128, 129, 1000)   # diff of two live targets, no spec to guide
+
+
+def spec_arithmetic(spec):
+    """The spec's arithmetic section as fpspec.arith.Arithmetic (None when it has none)."""
+    block = spec.header.arithmetic
+    if block is None:
+        return None
+    from fpspec.arith import Arithmetic
+
+    return Arithmetic.from_entries(block.entries)
+
+
+def spec_format(spec) -> tuple[str, str]:
+    """(input format, output format) named by the spec; fp32 when it names none."""
+    arith = spec_arithmetic(spec)
+    if arith is not None:
+        return arith.input, arith.output
+    formats = spec.header.formats
+    fmt = "fp32"
+    if formats is not None and formats.get("input") is not None:
+        fmt = get_format(str(getattr(formats.get("input"), "name", formats.get("input")))).name
+    return fmt, fmt
+
+
+def spec_boundaries(spec) -> tuple[int, ...]:
+    """Every integer constant compared against in a guard, with its small
+    multiples: the n at which a branch (or a recursive sub-range's branch) flips."""
+    from fpspec.spec import ast as A
+
+    found: set[int] = set()
+    stack = [spec]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, A.Compare):
+            for side in (node.left, node.right):
+                for sub in _walk(side):
+                    if isinstance(sub, A.Num):
+                        found.update((sub.value, 2 * sub.value, 2 * sub.value + 1))
+        if dataclasses.is_dataclass(node):
+            for f in dataclasses.fields(node):
+                stack.append(getattr(node, f.name))
+        elif isinstance(node, tuple):
+            stack.extend(node)
+    # sizes inside orders (lanes(8, ...), blocks(b, ...)) also mark where tails appear
+    for sub in _walk(spec):
+        if isinstance(sub, A.Num) and sub.value > 1:
+            found.update((sub.value, sub.value + 1))
+    return tuple(sorted(v for v in found if v > 0))
+
+
+def _walk(node):
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        yield x
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            stack.extend(getattr(x, f.name) for f in dataclasses.fields(x))
+        elif isinstance(x, tuple):
+            stack.extend(x)
+
+
+def spec_n_values(spec, *, max_n: int = 4096, random_count: int = 4, seed: int = 0) -> tuple[int, ...]:
+    rng_ = spec.header.n
+    lo = max(2, rng_.lo if rng_ is not None else 2)
+    hi = rng_.hi if rng_ is not None and rng_.hi is not None else max_n
+    return default_n_values(lo, hi, spec_boundaries(spec), random_count=random_count, max_n=max_n, seed=seed)
+
+
+def make_spec_side(spec, name: str, *, m: int | None = None, ncols: int | None = None) -> Side:
+    """The spec as a side: trees by expansion, outputs by the arithmetic model."""
+    from fpspec.spec import expand
+
+    op = spec.header.op or "sum"
+    fmt, out_fmt = spec_format(spec)
+    arith = spec_arithmetic(spec)
+    m, ncols = _shape(op, m, ncols)
+    trees: dict[int, Tree] = {}
+
+    def tree_at(n: int) -> Tree:
+        if n not in trees:
+            trees[n] = expand(spec, n)
+        return trees[n]
+
+    def outputs(n: int, samples) -> list:
+        if arith is None:
+            raise SideFailure("the spec has no arithmetic section: nothing defines its outputs")
+        return reference_outputs(tree_at(n), arith, op, samples)
+
+    return Side(name, "spec", op, fmt, tree_at=tree_at,
+                arithmetic_at=(lambda n, t: arith), outputs=outputs, out_fmt=out_fmt, m=m, ncols=ncols)
+
+
+def _shape(op: str, m, ncols) -> tuple[int | None, int | None]:
+    # the same defaults as fpspec.reveal's targets: 4 rows, 4 columns
+    if op == "gemv":
+        return int(m or 4), None
+    if op == "gemm":
+        return int(m or 4), int(ncols or 4)
+    return None, None
+
+
+def reference_outputs(tree: Tree, arith, op: str, samples) -> list:
+    """The arithmetic model's result for each sample, all samples in one tree walk."""
+    from fpspec.arith import evaluate
+
+    if not samples:
+        return []
+    xs, ys, shapes = [], [], []
+    for s in samples:
+        a = np.asarray(s.args[0], np.float64)
+        b = np.asarray(s.args[1], np.float64) if len(s.args) > 1 else None
+        if op == "sum":
+            cols_x, cols_y = a[:, None], None
+        elif op == "dot":
+            cols_x, cols_y = a[:, None], b[:, None]
+        elif op == "gemv":
+            cols_x, cols_y = a.T, np.repeat(b[:, None], a.shape[0], axis=1)
+        else:   # gemm: output (i, j) is row i of A against column j of B, row-major
+            mm, nc = a.shape[0], b.shape[1]
+            cols_x = np.repeat(a.T, nc, axis=1)
+            cols_y = np.tile(b, (1, mm))
+        xs.append(cols_x)
+        ys.append(cols_y)
+        shapes.append(() if op in ("sum", "dot") else (a.shape[0],) if op == "gemv" else (a.shape[0], b.shape[1]))
+    x = np.concatenate(xs, axis=1)
+    y = None if op == "sum" else np.concatenate(ys, axis=1)
+    with np.errstate(all="ignore"):
+        flat = np.asarray(evaluate(tree, x, y, arith), np.float64).reshape(-1)
+    out, k = [], 0
+    for shape in shapes:
+        size_ = int(np.prod(shape)) if shape else 1
+        out.append(flat[k:k + size_].reshape(shape))
+        k += size_
+    return out
+
+
+def make_live_side(name: str, role: str, op: str, fmt: str, target_at: Callable[[int], object], *,
+                   out_fmt: str | None = None, m: int | None = None, ncols: int | None = None,
+                   reveal_options: dict | None = None) -> Side:
+    """A live implementation as a side: trees revealed, arithmetic probed, outputs called.
+
+    target_at(n) builds the fpspec.reveal.Target at reduction length n.
+    """
+    targets: dict[int, object] = {}
+
+    def target(n: int):
+        if n not in targets:
+            targets[n] = target_at(n)
+        return targets[n]
+
+    def tree_at(n: int) -> Tree:
+        from fpspec.reveal import reveal
+
+        return reveal(target(n), **(reveal_options or {})).tree
+
+    def arithmetic_at(n: int, tree: Tree):
+        from fpspec.arith import probe_arithmetic
+
+        return probe_arithmetic(target(n), tree)
+
+    shape = fpinputs.output_shape(op, m, ncols)
+
+    def outputs(n: int, samples) -> list:
+        t = target(n)
+        out = []
+        for s in samples:
+            try:
+                with np.errstate(all="ignore"):
+                    value = t.to_float64(t.fn(*(t.native(np.asarray(a, np.float64)) for a in s.args)))
+            except Exception as e:   # the target's own failure is a finding, not a crash
+                raise SideFailure(f"{name} raised {type(e).__name__}: {_one_line(e)} on n={n} "
+                                  f"{s.describe()}") from None
+            out.append(normalize_output(value, shape, f"{name} on n={n} {s.describe()}"))
+        return out
+
+    return Side(name, role, op, fmt, tree_at=tree_at, arithmetic_at=arithmetic_at, outputs=outputs,
+                out_fmt=out_fmt, m=m, ncols=ncols)
+
+
+def load_replica(source: str, label: str):
+    """Import replica source as a module (from a file, so that numba can see it)."""
+    import importlib.util
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import hashlib
+
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / "fpspec-replicas"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"replica_{digest}.py"
+    if not path.exists():
+        from fpspec.io import write_atomic
+
+        write_atomic(path, source)
+    modname = f"fpspec_replica_{digest}"
+    if modname in sys.modules:
+        return sys.modules[modname]
+    spec = importlib.util.spec_from_file_location(modname, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        raise FpspecError(f"replica {label} does not import: {type(e).__name__}: {_one_line(e)}") from None
+    sys.modules[modname] = module
+    return module
+
+
+def replica_callable(module, op: str, label: str) -> Callable:
+    fn = getattr(module, op, None)
+    if not callable(fn):
+        raise FpspecError(f"replica {label} has no function {op}(); a replica exposes sum, dot, gemv or gemm")
+    return fn
+
+
+def make_replica_side(fn: Callable, label: str, op: str, fmt: str, *, out_fmt: str | None = None,
+                      m: int | None = None, ncols: int | None = None, role: str = "replica") -> Side:
+    from fpspec.reveal.targets import from_callable
+
+    def target_at(n: int):
+        return from_callable(fn, op=op, n=n, dtype=fmt, m=m or 1, ncols=ncols or 1, name=label)
+
+    return make_live_side(label, role, op, fmt, target_at, out_fmt=out_fmt, m=m, ncols=ncols)
+
+
+def make_target_side(name: str, op: str | None, fmt: str, *, role: str = "original", m: int | None = None,
+                     ncols: int | None = None, device: str = "cpu") -> Side:
+    """A library function named on the command line (numpy.sum, torch.matmul, pkg.mod:fn)."""
+    from fpspec.reveal import resolve_target
+
+    base, _, dev = name.partition("@")     # torch.sum@cuda names a device
+    device = dev or device
+    first = resolve_target(base, op=op, n=8, dtype=fmt, m=m, ncols=ncols, device=device)
+    op = first.op
+    m, ncols = (first.m if op in ("gemv", "gemm") else None), (first.ncols if op == "gemm" else None)
+
+    def target_at(n: int):
+        return resolve_target(base, op=op, n=n, dtype=fmt, m=m, ncols=ncols, device=device)
+
+    return make_live_side(name, role, op, first.fmt, target_at, out_fmt=first.out_fmt, m=m, ncols=ncols)
+
+
+# ================================================================ the two commands as functions
+
+def verify_spec(spec, *, spec_name: str = "spec", backend: str = "numpy", replica_source: str | None = None,
+                replica_label: str | None = None, against: str | None = None, n_values=None,
+                samples: int = 10000, seed: int = 0, max_n: int = 4096, m: int | None = None,
+                ncols: int | None = None, device: str = "cpu", replica_fn: Callable | None = None) -> Report:
+    """Compile (or take) a replica of `spec` and check it, and `against`, against the spec."""
+    ref = make_spec_side(spec, spec_name, m=m, ncols=ncols)
+    notes = []
+    if replica_fn is None:
+        if replica_source is None:
+            from fpspec.compile import compile_spec
+
+            replica_source = compile_spec(spec, target=backend)
+            replica_label = replica_label or f"replica ({backend})"
+        module = load_replica(replica_source, replica_label or "replica")
+        replica_fn = replica_callable(module, ref.op, replica_label or "replica")
+    label = replica_label or "replica"
+    rep = make_replica_side(replica_fn, label, ref.op, ref.fmt, out_fmt=ref.out_fmt, m=ref.m, ncols=ref.ncols)
+    sides = [rep]
+    pairs = [(ref, rep)]
+    if against:
+        orig = make_target_side(against, ref.op, ref.fmt, role="original", m=ref.m, ncols=ref.ncols,
+                                device=device)
+        sides.append(orig)
+        pairs.insert(0, (orig, rep))
+    if not n_values:
+        n_values = spec_n_values(spec, max_n=max_n, seed=seed)
+        notes.append(f"n values chosen from the spec's guards and range (at most {max_n}; -n to add more)")
+    else:
+        from fpspec.spec.expand import check_n
+
+        for n in n_values:
+            check_n(spec, n)
+    return compare(ref, sides, n_values, samples=samples, seed=seed, sample_pairs=pairs,
+                   command="verify", notes=notes)
+
+
+def diff_sides(a: Side, b: Side, n_values, *, samples: int = 0, seed: int = 0, notes=()) -> Report:
+    """`fpspec diff`: the first differing subtree at each n, the arithmetic
+    differences, and (with samples) the first input on which they disagree."""
+    if a.op != b.op:
+        raise FpspecError(f"{a.name} is a {a.op} and {b.name} a {b.op}: nothing to compare")
+    pairs = [(a, b)] if samples and a.outputs is not None and b.outputs is not None else []
+    return compare(a, [b], n_values, samples=samples, seed=seed, sample_pairs=pairs,
+                   command="diff", notes=notes)

@@ -1,0 +1,128 @@
+"""`fpspec verify` and `fpspec diff`: the evidence that two orders are the same.
+
+Exit codes: 0 equivalent (verify) / same (diff), 1 not, 2 bad input (raised as
+FpspecError and printed as one line by fpspec.cli.main), 3 a refusal.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from fpspec.cli import app
+from fpspec.errors import FpspecError
+
+
+def _load_spec(path: str):
+    from fpspec.spec import check, load
+
+    p = Path(path)
+    if not p.is_file():
+        raise FpspecError(f"{path}: no such spec file")
+    spec = load(p)
+    check(spec)
+    return spec
+
+
+def _is_spec(arg: str) -> bool:
+    return arg.endswith(".fps") or Path(arg).is_file()
+
+
+def _emit(report, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        typer.echo(report.text())
+    if not report.equivalent:
+        raise typer.Exit(1)
+
+
+def _positive(values, what: str):
+    for v in values or ():
+        if v < 2:
+            raise FpspecError(f"{what} {v}: expected an integer >= 2")
+    return list(values or ())
+
+
+@app.command()
+def verify(
+    spec_path: str = typer.Argument(..., metavar="SPEC", help="the .fps spec to verify against"),
+    target: str = typer.Option("numpy", "--target", "-t", help="backend to compile the replica for: numpy, numba, triton"),
+    replica: Optional[Path] = typer.Option(None, "--replica", help="verify this replica source instead of compiling one"),
+    against: Optional[str] = typer.Option(None, "--against", help="the original library function (e.g. numpy.sum)"),
+    n: Optional[List[int]] = typer.Option(None, "-n", "--n", help="reduction length to check (repeatable); default: every branch of the spec"),
+    samples: int = typer.Option(10000, "--samples", help="random and adversarial inputs, spread over the n values"),
+    seed: int = typer.Option(0, "--seed", help="seed of the inputs and of the random n"),
+    max_n: int = typer.Option(4096, "--max-n", help="largest n chosen when -n is not given"),
+    m: Optional[int] = typer.Option(None, "-m", help="output rows for gemv/gemm (default 4)"),
+    ncols: Optional[int] = typer.Option(None, "--ncols", help="output columns for gemm (default 4)"),
+    device: str = typer.Option("cpu", "--device", help="device of the --against target"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+) -> None:
+    """Prove a replica equivalent to its spec (and to the original): trees, arithmetic, bits."""
+    from fpspec.verify import verify_spec
+
+    if samples < 0:
+        raise FpspecError(f"--samples {samples}: expected a count >= 0")
+    spec = _load_spec(spec_path)
+    source = label = None
+    if replica is not None:
+        if not replica.is_file():
+            raise FpspecError(f"{replica}: no such replica file")
+        source, label = replica.read_text(), str(replica)
+    report = verify_spec(spec, spec_name=spec_path, backend=target, replica_source=source,
+                         replica_label=label, against=against, n_values=_positive(n, "-n"),
+                         samples=samples, seed=seed, max_n=max_n, m=m, ncols=ncols, device=device)
+    _emit(report, as_json)
+
+
+@app.command()
+def diff(
+    a: str = typer.Argument(..., help="a .fps spec or a live target (numpy.sum, torch.sum@cuda, pkg.mod:fn)"),
+    b: str = typer.Argument(..., help="the same, to compare with A"),
+    n: Optional[List[int]] = typer.Option(None, "-n", "--n", help="reduction length to compare (repeatable)"),
+    op: Optional[str] = typer.Option(None, "--op", help="op kind of live targets: sum, dot, gemv, gemm"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="input format of live targets (default: the spec's, else float32)"),
+    m: Optional[int] = typer.Option(None, "-m", help="output rows for gemv/gemm"),
+    ncols: Optional[int] = typer.Option(None, "--ncols", help="output columns for gemm"),
+    device: str = typer.Option("cpu", "--device", help="device of live targets without an @device suffix"),
+    samples: int = typer.Option(0, "--samples", help="also compare outputs on this many inputs"),
+    seed: int = typer.Option(0, "--seed"),
+    max_n: int = typer.Option(4096, "--max-n", help="largest n chosen from a spec when -n is not given"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+) -> None:
+    """Compare two orders: spec vs spec, spec vs target, or target vs target."""
+    from fpspec import verify as V
+
+    specs = {arg: _load_spec(arg) for arg in (a, b) if _is_spec(arg)}
+    first_spec = next(iter(specs.values()), None)
+    if first_spec is not None:
+        op = op or first_spec.header.op or "sum"
+        fmt = dtype or V.spec_format(first_spec)[0]
+    else:
+        fmt = dtype or "fp32"
+
+    def side(arg: str):
+        if arg in specs:
+            return V.make_spec_side(specs[arg], arg, m=m, ncols=ncols)
+        return V.make_target_side(arg, op, fmt, role="target", m=m, ncols=ncols, device=device)
+
+    left, right = side(a), side(b)
+    notes = []
+    ns = _positive(n, "-n")
+    if not ns:
+        if specs:
+            for s in specs.values():
+                ns.extend(V.spec_n_values(s, max_n=max_n, seed=seed))
+            notes.append(f"n values chosen from the spec's guards and range (at most {max_n})")
+        for s in specs.values():   # only n that every spec covers
+            r = s.header.n
+            ns = [k for k in ns if r is None or k in r]
+        if not ns:
+            raise FpspecError("the specs' ranges of n do not overlap: nothing to compare")
+        else:
+            ns = list(V.DEFAULT_TARGET_N)
+            notes.append("n values: a default set (give -n to choose)")
+    _emit(V.diff_sides(left, right, ns, samples=samples, seed=seed, notes=notes), as_json)
