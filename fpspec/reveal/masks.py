@@ -1,0 +1,117 @@
+"""Mask value M and unit u for a target, derived from its formats.
+
+A query puts +M at leaf i, -M at leaf j and the unit u on a set of other leaves
+(zero elsewhere).  The output is u times the number of units not swamped by
+the masks, so three facts must hold in the formats involved:
+
+1. swamping: M + s == M in the accumulator for every partial sum s of units,
+   i.e. W*u stays below half an ulp of M in the widest plausible accumulator
+   (we keep 4 bits of margin for Tensor Core alignment, which keeps a few
+   extra bits before truncating);
+2. exact counts: c*u is exact in the output format for every count c <= W,
+   i.e. W < 2^p_out and u >= the output's smallest subnormal;
+3. representable operands: M and u exist in the input format (for products:
+   M = a*b and u = a'*b' with a, b, a', b' in the input format, which is the
+   "split" of seed 000 section 8.1 that widens the range for fp16/fp8).
+
+W ("window") is the most units one query may carry.  When n - 2 > W the
+modified algorithm counts in windows of at most W units (seed 000 section
+8.1.2, generalized: zeros outside the window).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fpspec.errors import RevealRefused
+from fpspec.formats import Format, get_format
+
+SWAMP_MARGIN_BITS = 4
+
+
+@dataclass(frozen=True)
+class MaskPlan:
+    fmt: str            # input format
+    acc: str            # widest accumulator assumed
+    out: str            # output format
+    M: float            # the mask as a term (a product for dot/gemv/gemm)
+    u: float            # the unit as a term
+    a_mask: float       # operand values: first operand at a mask position ...
+    b_mask: float       # ... second operand at a mask position (1 unless split)
+    a_unit: float
+    b_unit: float
+    split: bool
+    window: int         # most units one query may carry with an exact count
+
+    def __str__(self) -> str:
+        how = f"split {self.a_mask:g}*{self.b_mask:g}" if self.split else "unsplit"
+        return (f"M = 2^{int(math.log2(self.M))}, u = 2^{int(math.log2(self.u))} ({how}), "
+                f"window {self.window} units, accumulator assumed {self.acc}")
+
+
+def _pow2_floor(x: float) -> float:
+    return 2.0 ** math.floor(math.log2(x))
+
+
+def _largest_pow2(f: Format) -> int:
+    return int(math.floor(math.log2(f.largest)))
+
+
+def _smallest_pow2(f: Format) -> int:
+    return int(round(math.log2(f.smallest_subnormal)))
+
+
+def _plan(fin: Format, acc: Format, out: Format, need: int, split: bool) -> tuple[float, float, float, float, int] | None:
+    """(a_mask, b_mask, a_unit, b_unit, window) or None when no unit works."""
+    count_limit = min(2 ** out.precision, 2 ** acc.precision) - 1
+    if split:
+        e = min(_largest_pow2(fin), _largest_pow2(acc) // 2)
+        a_mask = b_mask = 2.0 ** e
+        u_lo_exp = max(2 * _smallest_pow2(fin), _smallest_pow2(out), _smallest_pow2(acc))
+    else:
+        e = min(_largest_pow2(fin), _largest_pow2(acc))
+        a_mask, b_mask = 2.0 ** e, 1.0
+        u_lo_exp = max(_smallest_pow2(fin), _smallest_pow2(out), _smallest_pow2(acc))
+    M = a_mask * b_mask
+    want = max(2, min(count_limit, need))
+    # largest u (at most 1, kept away from subnormals when possible) swamped at `want` units
+    u = min(1.0, _pow2_floor(M / (want * 2.0 ** (acc.precision + SWAMP_MARGIN_BITS))))
+    u = max(u, 2.0 ** u_lo_exp)
+    window = min(count_limit, int(M / (u * 2.0 ** (acc.precision + SWAMP_MARGIN_BITS))))
+    if window < 1:
+        return None
+    ue = int(round(math.log2(u)))
+    if split:
+        ea = ue // 2
+        a_unit, b_unit = 2.0 ** ea, 2.0 ** (ue - ea)
+        if ea < _smallest_pow2(fin) or ue - ea < _smallest_pow2(fin):
+            return None
+    else:
+        a_unit, b_unit = u, 1.0
+    return a_mask, b_mask, a_unit, b_unit, window
+
+
+def plan_masks(target, *, split: bool | None = None) -> MaskPlan:
+    """Derive M, u and the window for `target` (see the module note); refuse when no choice works."""
+    fin, acc, out = target.format, target.accumulator, target.output_format
+    need = target.n - 2
+    product = target.op != "sum"
+    options = []
+    if split is not True:
+        options.append(False)
+    if product and split is not False:
+        options.append(True)
+    best = None
+    for s in options:
+        got = _plan(fin, acc, out, need, s)
+        if got is not None and (best is None or got[4] > best[1][4]):
+            best = (s, got)
+        if got is not None and got[4] >= need:
+            break  # prefer unsplit: it batches one query per row
+    if best is None or best[1][4] < 1:
+        raise RevealRefused(
+            f"{fin.name} has too little range for masks that swamp a {acc.name} accumulator "
+            f"(no M, u with M + n*u == M); n = {target.n} is too large for the format")
+    s, (a_mask, b_mask, a_unit, b_unit, window) = best
+    return MaskPlan(fin.name, acc.name, out.name, a_mask * b_mask, a_unit * b_unit,
+                    a_mask, b_mask, a_unit, b_unit, s, window)
