@@ -54,11 +54,11 @@ def _pow2_floor(x: float) -> float:
 
 
 def _largest_pow2(f: Format) -> int:
-    return int(math.floor(math.log2(f.largest)))
+    return math.frexp(f.largest)[1] - 1   # log2 rounds up to 1024 for fp64
 
 
 def _smallest_pow2(f: Format) -> int:
-    return int(round(math.log2(f.smallest_subnormal)))
+    return math.frexp(f.smallest_subnormal)[1] - 1
 
 
 def _plan(fin: Format, acc: Format, out: Format, need: int, split: bool) -> tuple[float, float, float, float, int] | None:
