@@ -34,7 +34,8 @@ class Fold:
 
 
 class Pairwise:
-    pass
+    def __init__(self, split=None):
+        self.split = split
 
 
 class TreeReduce:
@@ -221,7 +222,9 @@ class Planner:
                 acc = out.add(acc, o)
             return acc
         if isinstance(r, Pairwise):
-            h = m // 2
+            h = m // 2 if r.split is None else r.split(m, self.n)
+            if not 1 <= h <= m - 1:
+                raise PlanError(f"pairwise split {h} of {m} operands is outside 1..{m - 1}")
             return out.add(self.slots(r, ops[:h], out), self.slots(r, ops[h:], out))
         if isinstance(r, TreeReduce):
             vals = list(ops)

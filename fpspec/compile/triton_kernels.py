@@ -186,3 +186,223 @@ def fp_fused_rows(a_ptr, b_ptr, c_ptr, d_ptr, R, K: tl.constexpr, BLOCK_R: tl.co
     pn, pe, ps, pi, pq = fp_product(a, b, IN_EXP, IN_MAN)
     d = fp_fused_node(pn, pe, ps, pi, pq, c, 1, 2 * IN_MAN, C_EXP, C_MAN, FRAC, FLOOR, TO_ZERO)
     tl.store(d_ptr + rows, d.to(tl.int32), mask=live)
+
+
+@triton.jit
+def fp_widen(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr):
+    """fp32 bit patterns (int64) of values of a format with <= 8 exponent bits (exact)."""
+    if MAN_BITS == 23:
+        return bits.to(tl.int64) & 0xFFFFFFFF
+    else:
+        neg, exp, sig, inf, nan = fp_decode(bits, EXP_BITS, MAN_BITS)
+        out = fp_round_pack(neg, sig, exp - MAN_BITS, 8, 23, False)
+        out = tl.where(inf, 0x7F800000, out)
+        out = tl.where(nan, 0x7FC00000, out)
+        return tl.where(neg, out | 0x80000000, out)
+
+
+@triton.jit
+def fp_narrow(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr):
+    """fp32 bit patterns rounded to nearest even into a format (its bits, int64)."""
+    if MAN_BITS == 23:
+        return bits.to(tl.int64) & 0xFFFFFFFF
+    else:
+        neg, exp, sig, inf, nan = fp_decode(bits, 8, 23)
+        out = fp_round_pack(neg, sig, exp - 23, EXP_BITS, MAN_BITS, False)
+        INF: tl.constexpr = ((1 << EXP_BITS) - 1) << MAN_BITS
+        out = tl.where(inf, INF, out)
+        out = tl.where(nan, INF | (1 << (MAN_BITS - 1)), out)
+        return tl.where(neg, out | (1 << (EXP_BITS + MAN_BITS)), out)
+
+
+@triton.jit
+def fp_as_f32(bits):
+    return (bits & 0xFFFFFFFF).to(tl.uint32).to(tl.int32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def fp_f32_bits(x):
+    return x.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
+
+
+@triton.jit
+def fp_finish(acc, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    """The output's bits from an fp32 accumulator value: + init, then the cast."""
+    if INIT:
+        acc = acc + 0.0   # an initial +0.0: turns -0.0 into +0.0, nothing else
+    return fp_narrow(fp_f32_bits(acc), OUT_EXP, OUT_MAN)
+
+
+@triton.jit
+def fp_store_slot(dst_ptr, offs, mask, acc, DIRECT: tl.constexpr, INIT: tl.constexpr,
+                  OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    """A segment's value: into its fp32 slot, or (DIRECT) finished into the output."""
+    if DIRECT:
+        bits = fp_finish(acc, INIT, OUT_EXP, OUT_MAN)
+        tl.store(dst_ptr + offs, bits.to(dst_ptr.dtype.element_ty), mask=mask)
+    else:
+        tl.store(dst_ptr + offs, acc, mask=mask)
+
+
+@triton.jit
+def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
+                      s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
+                      BM: tl.constexpr, BN: tl.constexpr, WIDTH: tl.constexpr, W: tl.constexpr,
+                      IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC: tl.constexpr,
+                      FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
+                      INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    """A chain of fused nodes of WIDTH products over one segment, for a BM x BN tile (emulated).
+
+    W: WIDTH rounded up to a power of two (tl.arange needs one); the extra
+    lanes load zeros, which a fused node ignores."""
+    sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
+    start = tl.load(segs_ptr + sid * 5)
+    count = tl.load(segs_ptr + sid * 5 + 1)
+    stride = tl.load(segs_ptr + sid * 5 + 2)
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mm, mn = rm < M, rn < N
+    acc = tl.zeros((BM, BN), dtype=tl.int64)   # c of the first node: +0, changes nothing
+    for j in range(0, count, WIDTH):
+        ks = j + tl.arange(0, W)
+        live = (ks < count) & (tl.arange(0, W) < WIDTH)
+        kk = start + ks.to(tl.int64) * stride
+        a = tl.load(a_ptr + rm[:, None] * s_am + kk[None, :] * s_ak, mask=mm[:, None] & live[None, :], other=0)
+        b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
+        pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN)
+        acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO)
+    offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
+    fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)
+
+
+@triton.jit
+def mm_fold(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
+            s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
+            BM: tl.constexpr, BN: tl.constexpr, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr,
+            FMA: tl.constexpr, DIRECT: tl.constexpr, INIT: tl.constexpr,
+            OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    """A sequential fold of products over one segment (binary adds, or FMAs), for a tile.
+
+    The first product is rounded; with FMA each later one is fused into the
+    partial sum.  Launched with enable_fp_fusion=False: no other contraction."""
+    sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
+    start = tl.load(segs_ptr + sid * 5)
+    count = tl.load(segs_ptr + sid * 5 + 1)
+    stride = tl.load(segs_ptr + sid * 5 + 2)
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mm, mn = rm < M, rn < N
+    # fpspec.arith.evaluate, note [which child is fused]: of the first two
+    # leaves the later index is the fused one, also when the fold runs backwards
+    swap = FMA & (stride < 0) & (count > 1)
+    k0 = tl.where(swap, start + stride, start)
+    a = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k0 * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))
+    b = fp_as_f32(fp_widen(tl.load(b_ptr + k0 * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))
+    acc = a[:, None] * b[None, :]
+    for i in range(1, count):
+        k = start + i * stride
+        k = tl.where(swap & (i == 1), start, k)
+        a = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))
+        b = fp_as_f32(fp_widen(tl.load(b_ptr + k * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))
+        if FMA:
+            acc = tl.fma(a[:, None], b[None, :], acc)
+        else:
+            acc = acc + a[:, None] * b[None, :]
+    offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
+    fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
+
+
+@triton.jit
+def mm_chain_native(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
+                    s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
+                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                    DIRECT: tl.constexpr, INIT: tl.constexpr,
+                    OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, GROUP: tl.constexpr):
+    """The same chain on the Tensor Cores: tl.dot over BK-wide blocks (BK a multiple of 16).
+
+    Valid only where the GPU's fused node is the spec's (H100/H200, fp16/bf16,
+    w = 16): each 16-wide MMA step takes the running accumulator as its c, so
+    a BK block is BK/16 fused nodes of the chain, in order.  The tail block is
+    padded with zeros, which a fused node ignores."""
+    sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
+    start = tl.load(segs_ptr + sid * 5)
+    count = tl.load(segs_ptr + sid * 5 + 1)
+    # grouped tile order: neighbouring programs share A rows in L2
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BM)
+    tiles_n = tl.cdiv(N, BN)
+    group = pid // (GROUP * tiles_n)
+    first_m = group * GROUP
+    size_m = tl.minimum(tiles_m - first_m, GROUP)
+    pm = first_m + (pid % size_m)
+    pn = (pid % (GROUP * tiles_n)) // size_m
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    mm, mn = rm < M, rn < N
+    rk = tl.arange(0, BK)
+    a_ptrs = a_ptr + rm[:, None] * s_am + (start + rk[None, :]) * s_ak
+    b_ptrs = b_ptr + (start + rk[:, None]) * s_bk + rn[None, :] * s_bn
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for j in range(0, count, BK):
+        live = (j + rk) < count
+        a = tl.load(a_ptrs, mask=mm[:, None] & live[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=live[:, None] & mn[None, :], other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BK * s_ak
+        b_ptrs += BK * s_bk
+    offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
+    fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
+
+
+@triton.jit
+def sum_fold(x_ptr, dst_ptr, segs_ptr, S, max_count, BS: tl.constexpr,
+             IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLOAT_IN: tl.constexpr,
+             DIRECT: tl.constexpr, INIT: tl.constexpr,
+             OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    """Sequential folds of a sum's terms, BS segments side by side (one lane each)."""
+    sid = tl.program_id(0) * BS + tl.arange(0, BS)
+    live = sid < S
+    row = sid.to(tl.int64) * 5
+    start = tl.load(segs_ptr + row, mask=live, other=0)
+    count = tl.load(segs_ptr + row + 1, mask=live, other=0)
+    stride = tl.load(segs_ptr + row + 2, mask=live, other=0)
+    if FLOAT_IN:
+        acc = tl.load(x_ptr + start, mask=live, other=0.0)
+    else:
+        acc = fp_as_f32(fp_widen(tl.load(x_ptr + start, mask=live, other=0), IN_EXP, IN_MAN))
+    for i in range(1, max_count):
+        on = live & (i < count)
+        if FLOAT_IN:
+            x = tl.load(x_ptr + start + i * stride, mask=on, other=0.0)
+        else:
+            x = fp_as_f32(fp_widen(tl.load(x_ptr + start + i * stride, mask=on, other=0), IN_EXP, IN_MAN))
+        acc = tl.where(on, acc + x, acc)
+    if DIRECT:
+        fp_store_slot(dst_ptr, sid, live, acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
+    else:
+        tl.store(dst_ptr + sid, acc, mask=live)
+
+
+@triton.jit
+def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr):
+    """One level of additions: vals[dst] = vals[a] + vals[b], BS steps x BO outputs a program."""
+    s = tl.program_id(0) * BS + tl.arange(0, BS)
+    live = s < cnt
+    row = (lo + s).to(tl.int64) * 3
+    dst = tl.load(steps_ptr + row, mask=live, other=0)
+    a = tl.load(steps_ptr + row + 1, mask=live, other=0)
+    b = tl.load(steps_ptr + row + 2, mask=live, other=0)
+    o = tl.program_id(1) * BO + tl.arange(0, BO)
+    on = live[:, None] & (o < R)[None, :]
+    va = tl.load(vals_ptr + a[:, None] * R + o[None, :], mask=on)
+    vb = tl.load(vals_ptr + b[:, None] * R + o[None, :], mask=on)
+    tl.store(vals_ptr + dst[:, None] * R + o[None, :], va + vb, mask=on)
+
+
+@triton.jit
+def finish(vals_ptr, out_ptr, root, R, BO: tl.constexpr, INIT: tl.constexpr,
+           OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    o = tl.program_id(0) * BO + tl.arange(0, BO)
+    on = o < R
+    acc = tl.load(vals_ptr + root * R + o, mask=on)
+    fp_store_slot(out_ptr, o, on, acc, True, INIT, OUT_EXP, OUT_MAN)

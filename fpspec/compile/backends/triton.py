@@ -1,0 +1,165 @@
+"""Triton backend: a replica module that runs the spec's order on a GPU (or the interpreter).
+
+The replica is one self-contained module importing only triton and torch:
+the kernel library (fpspec/compile/triton_kernels.py), the host planner
+(triton_host.py) and the driver (triton_run.py) are copied in verbatim, and
+this module writes the spec's reducers as calls of the planner's classes.
+Which kernels run is decided at call time, once n is known:
+
+- emulated path: fused nodes computed with integers inside the kernel
+  (bit-exact anywhere); binary nodes as IEEE fp32 adds (FMA where the spec
+  says so, no other contraction);
+- native path: chains of 16-wide fused nodes on the Tensor Cores (tl.dot),
+  chosen only where the GPU's fused node is the spec's (H100/H200, fp16 or
+  bf16, 2 extra bits); `path="auto"` picks it when it applies.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+
+from fpspec.compile.backends import Backend, header, py_cond, py_int, render_template
+from fpspec.compile.ir import (Blocks, Call, CompileError, Fold, FusedChain, Guard, Kernel, Lanes, Pairwise,
+                               Segments, Table, TreeReduce, walk)
+
+PATHS = ("auto", "native", "emulated")
+_FORMATS = ("fp16", "bf16", "fp32")
+_ENTRY = {"sum": "sum(x)", "dot": "dot(x, y, path=PATH)", "gemv": "gemv(A, x, path=PATH)",
+          "gemm": "gemm(A, B, path=PATH)"}
+
+
+class TritonBackend(Backend):
+    name = "triton"
+    template = "triton.py.j2"
+    requires = ("triton", "torch")
+
+    def check(self, kernel: Kernel) -> None:
+        ar = kernel.arithmetic
+        for key in ("input", "output"):
+            if getattr(ar, key) not in _FORMATS:
+                raise CompileError(f"triton: {key} format {getattr(ar, key)} is not supported "
+                                   f"(expected one of {', '.join(_FORMATS)})")
+        if ar.accumulator != "fp32":
+            raise CompileError(f"triton: accumulator {ar.accumulator} is not supported (only fp32)")
+        if kernel.op == "sum" and ar.product != "none":
+            raise CompileError("triton: a sum has no products (product = none)")
+        if ar.product == "exact" and ar.input == "fp32":
+            has_binary = any(isinstance(r, (Fold, Pairwise, TreeReduce, Lanes, Blocks, Segments, Table))
+                             for r in _reducers(kernel))
+            if has_binary:
+                raise CompileError("triton: exact fp32 products entering binary additions are not supported "
+                                   "(write product = fma or rounded)")
+        f = ar.fused
+        if f is not None:
+            if f.aligned != "truncate" or not f.c_aligned:
+                raise CompileError("triton: fused nodes must truncate aligned terms with c in the alignment")
+            if not (f.subnormal_inputs and f.subnormal_outputs):
+                raise CompileError("triton: fused nodes that flush subnormals are not supported")
+            if f.extra_bits < 0 or f.output != "fp32" or f.input not in ("fp16", "bf16", "fp32"):
+                raise CompileError(f"triton: fused nodes {f.input} -> {f.output} with {f.extra_bits} extra bits "
+                                   "are not supported")
+            if f.exponent_floor is None:
+                raise CompileError("triton: fused nodes need an exponent floor")
+        if any(isinstance(r, FusedChain) for r in _reducers(kernel)) and f is None:
+            raise CompileError("triton: the order has fused chains but the arithmetic has no fused section")
+        for r in _reducers(kernel):
+            _ReducerPrinter().print(r)   # raises on anything the printer cannot write
+
+    def render(self, kernel: Kernel, path: str = "auto") -> str:
+        if path not in PATHS:
+            raise CompileError(f"triton: path must be one of {', '.join(PATHS)}, got {path!r}")
+        self.check(kernel)
+        ar = kernel.arithmetic
+        f = ar.fused
+        fused = ("None" if f is None else
+                 f"Fused(width={f.w}, extra_bits={f.extra_bits}, floor={f.exponent_floor}, "
+                 f"to_zero={f.result == 'rz'})")
+        printer = _ReducerPrinter()
+        return render_template(
+            self.template,
+            header=header(kernel, "triton"),
+            spec=kernel.source.replace('"""', "'''"),
+            library=library_source(),
+            op=kernel.op,
+            entry=_ENTRY[kernel.op],
+            path=path,
+            numerics=(f"Numerics(input={ar.input!r}, accumulator={ar.accumulator!r}, output={ar.output!r}, "
+                      f"product={ar.product!r}, init={ar.init!r}, fused={fused})"),
+            root=printer.print(kernel.root),
+            orders=[(name, printer.print(r)) for name, r in kernel.orders],
+            n_min=kernel.n_min,
+            n_max=kernel.n_max,
+        )
+
+
+def _reducers(kernel: Kernel):
+    yield from walk(kernel.root)
+    for _, r in kernel.orders:
+        yield from walk(r)
+
+
+class _ReducerPrinter:
+    """A reducer as a Python expression over the planner's classes (one method per class)."""
+
+    def print(self, r) -> str:
+        method = getattr(self, f"_print_{type(r).__name__}", None)
+        if method is None:
+            raise CompileError(f"triton: reducer {type(r).__name__} is not supported")
+        return method(r)
+
+    @staticmethod
+    def _int(e) -> str:
+        return f"lambda m, n: {py_int(e)}"
+
+    def _print_Fold(self, r: Fold) -> str:
+        return f"Fold(reverse={r.reverse})"
+
+    def _print_Pairwise(self, r: Pairwise) -> str:
+        return "Pairwise()" if r.split is None else f"Pairwise(split={self._int(r.split)})"
+
+    def _print_TreeReduce(self, r: TreeReduce) -> str:
+        return "TreeReduce()"
+
+    def _print_FusedChain(self, r: FusedChain) -> str:
+        return f"FusedChain(width={self._int(r.width)})"
+
+    def _print_Table(self, r: Table) -> str:
+        return f"Table({r.size}, {r.children!r}, {r.offsets!r}, {r.fused!r})"
+
+    def _print_Lanes(self, r: Lanes) -> str:
+        return f"Lanes({self._int(r.k)}, {self.print(r.inner)}, {self.print(r.outer)})"
+
+    def _print_Blocks(self, r: Blocks) -> str:
+        return f"Blocks({self._int(r.b)}, {self.print(r.inner)}, {self.print(r.outer)})"
+
+    def _print_Segments(self, r: Segments) -> str:
+        parts = ", ".join(f"Part({self._int(p.length)}, {'None' if p.reducer is None else self.print(p.reducer)})"
+                          for p in r.parts)
+        return f"Segments([{parts}], {self.print(r.outer)})"
+
+    def _print_Guard(self, r: Guard) -> str:
+        cases = ", ".join(f"Case(lambda m, n: {py_cond(c.cond)}, {self.print(c.reducer)})" for c in r.cases)
+        other = "None" if r.otherwise is None else self.print(r.otherwise)
+        return f"Guard([{cases}], {other})"
+
+    def _print_Call(self, r: Call) -> str:
+        return f"Call({r.name!r})"
+
+
+_IMPORTS = re.compile(r"^# -- imports: dropped in replicas\n.*?^# -- end imports\n", re.S | re.M)
+
+
+def library_source() -> str:
+    """The kernel library, planner and driver, as they go into every replica (imports dropped)."""
+    from fpspec.compile import triton_host, triton_kernels, triton_run
+
+    parts = []
+    for mod in (triton_kernels, triton_host, triton_run):
+        text = inspect.getsource(mod)
+        text = _IMPORTS.sub("", text)
+        text = re.sub(r"^(import triton|import triton\.language as tl|import torch)\n", "", text, flags=re.M)
+        parts.append(f"# ---- from fpspec/compile/{mod.__name__.rsplit('.', 1)[1]}.py\n{text.strip()}\n")
+    return "\n\n".join(parts)
+
+
+BACKEND = TritonBackend()

@@ -1,0 +1,203 @@
+"""Host driver of every Triton replica: plan, pick the path, launch the kernels.
+
+Copied verbatim into each generated module after triton_kernels.py and
+triton_host.py (the import block below is dropped there: in a replica those
+names are already defined in the same module).
+"""
+# -- imports: dropped in replicas
+import torch
+import triton
+
+from fpspec.compile.triton_host import CHAIN, FOLD, PlanError, plan
+from fpspec.compile.triton_kernels import (combine, finish, mm_chain_emulated, mm_chain_native, mm_fold,
+                                           sum_fold)
+# -- end imports
+
+# name: (exponent bits, fraction bits, torch dtype, torch int dtype of the same width)
+FORMATS = {
+    "fp16": (5, 10, torch.float16, torch.int16),
+    "bf16": (8, 7, torch.bfloat16, torch.int16),
+    "fp32": (8, 23, torch.float32, torch.int32),
+}
+
+# GPUs whose Tensor Core fused node is (w=16, 2 extra bits, truncation, rz,
+# floor -133) for fp16 and bf16: Hopper, compute capability 9.0 (H100, H200)
+NATIVE_CAPABILITY = (9, 0)
+NATIVE_FUSED = dict(width=16, extra_bits=2, floor=-133, to_zero=True)
+
+
+class Numerics:
+    """What the replica's kernels need of the spec's arithmetic section."""
+
+    def __init__(self, input, accumulator, output, product, init, fused=None):
+        self.input, self.accumulator, self.output = input, accumulator, output
+        self.product, self.init, self.fused = product, init, fused
+
+
+class Fused:
+    def __init__(self, width, extra_bits, floor, to_zero):
+        self.width, self.extra_bits, self.floor, self.to_zero = width, extra_bits, floor, to_zero
+
+
+class Replica:
+    """The spec's order and numerics, runnable on any tensor device (CPU via the interpreter)."""
+
+    def __init__(self, op, numerics, root, orders, n_min, n_max):
+        self.op, self.numerics, self.root, self.orders = op, numerics, root, orders
+        self.n_min, self.n_max = n_min, n_max
+        self.plans = {}
+        self.last_path = None   # "native" or "emulated": which the last call used
+
+    def plan(self, n):
+        if n < self.n_min or (self.n_max is not None and n > self.n_max):
+            raise ValueError(f"n = {n} is outside the spec's range {self.n_min}..{self.n_max or ''}")
+        got = self.plans.get(n)
+        if got is None:
+            got = self.plans[n] = plan(self.root, self.orders, n)
+        return got
+
+    # ------------------------------------------------------------ paths
+
+    def native_reason(self, device, p):
+        """None when the native path reproduces the spec on `device`, else why not."""
+        nm = self.numerics
+        f = nm.fused
+        if device.type != "cuda":
+            return "not on a CUDA device"
+        if torch.cuda.get_device_capability(device) != NATIVE_CAPABILITY:
+            return f"the GPU ({torch.cuda.get_device_name(device)}) is not an H100/H200"
+        if nm.input not in ("fp16", "bf16") or f is None:
+            return "the spec has no fp16/bf16 fused nodes"
+        if (f.width, f.extra_bits, f.floor, f.to_zero) != tuple(NATIVE_FUSED.values()):
+            return "the spec's fused nodes are not the H100's"
+        segs = p.segs
+        if not bool(((segs[:, 3] == CHAIN) & (segs[:, 2] == 1) & (segs[:, 4] == 16)).all()):
+            return "the order has terms outside contiguous chains of 16"
+        return None
+
+    def pick(self, path, device, p):
+        if path not in ("auto", "native", "emulated"):
+            raise ValueError(f"path must be auto, native or emulated, got {path!r}")
+        if path == "emulated":
+            return "emulated"
+        why = self.native_reason(device, p)
+        if why is None:
+            return "native"
+        if path == "native":
+            raise ValueError(f"the native path cannot run this spec here: {why}")
+        return "emulated"
+
+    # ------------------------------------------------------------ matrix ops
+
+    def matmul(self, A, B, path="auto"):
+        """C = A @ B (2-D), every element reduced over K in the spec's order."""
+        nm = self.numerics
+        M, K = A.shape
+        K2, N = B.shape
+        if K != K2:
+            raise ValueError(f"inner dimensions differ: {K} and {K2}")
+        exp_in, man_in, dt_in, it_in = FORMATS[nm.input]
+        exp_out, man_out, dt_out, it_out = FORMATS[nm.output]
+        if A.dtype != dt_in or B.dtype != dt_in:
+            raise ValueError(f"inputs must be {dt_in}, got {A.dtype} and {B.dtype}")
+        p = self.plan(K)
+        if nm.input == "fp32" and nm.product in ("fma", "exact") and p.steps.shape[0]:
+            # an addition of a lone product and a partial sum would be an FMA;
+            # the combine kernel only adds (fp16/bf16 products are exact in fp32: no issue)
+            lone = p.segs[:, 1] == 1
+            if bool(lone[p.steps[:, 1:][p.steps[:, 1:] < p.segs.shape[0]]].any()):
+                raise PlanError("a lone fp32 product meets a partial sum outside a fold: "
+                                "that FMA is not supported by the triton kernels")
+        chosen = self.pick(path, A.device, p)
+        self.last_path = chosen
+        out = torch.empty((M, N), dtype=dt_out, device=A.device)
+        S = p.segs.shape[0]
+        direct = p.num_slots == 1
+        segs = p.segs.to(A.device)
+        if direct:
+            dst, s_slot, s_m, s_n = out.view(it_out), 0, out.stride(0), out.stride(1)
+        else:
+            vals = torch.empty((p.num_slots, M, N), dtype=torch.float32, device=A.device)
+            dst, s_slot, s_m, s_n = vals, M * N, N, 1
+        init = nm.init == "+0.0"
+        kinds = p.segs[:, 3]
+        if chosen == "native":
+            ids = torch.arange(S, dtype=torch.int64, device=A.device)
+            BM, BN, BK = 128, 128, 64
+            grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN), 1, S)
+            mm_chain_native[grid](A, B, dst, segs, ids, M, N, A.stride(0), A.stride(1), B.stride(0), B.stride(1),
+                                  s_slot, s_m, s_n, BM=BM, BN=BN, BK=BK, DIRECT=direct, INIT=init,
+                                  OUT_EXP=exp_out, OUT_MAN=man_out, GROUP=8, num_warps=8, num_stages=3)
+        else:
+            Ab, Bb = A.view(it_in), B.view(it_in)
+            common = (M, N, Ab.stride(0), Ab.stride(1), Bb.stride(0), Bb.stride(1), s_slot, s_m, s_n)
+            chains = torch.nonzero(kinds == CHAIN).flatten()
+            folds = torch.nonzero(kinds == FOLD).flatten()
+            if chains.numel():
+                f = nm.fused
+                if f is None:
+                    raise PlanError("the order has fused chains but the spec's arithmetic has no fused section")
+                widths = set(p.segs[chains, 4].tolist())
+                if len(widths) != 1:
+                    raise PlanError(f"fused chains of widths {sorted(widths)}: the kernels take one width")
+                width = widths.pop()
+                if width > f.width:
+                    raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
+                BM, BN = 16, 16
+                grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), chains.numel())
+                mm_chain_emulated[grid](Ab, Bb, dst, segs, chains.to(A.device), *common, BM=BM, BN=BN,
+                                        WIDTH=width, W=triton.next_power_of_2(width), IN_EXP=exp_in, IN_MAN=man_in, FRAC=23 + f.extra_bits,
+                                        FLOOR=f.floor, TO_ZERO=f.to_zero, DIRECT=direct, INIT=init,
+                                        OUT_EXP=exp_out, OUT_MAN=man_out)
+            if folds.numel():
+                BM, BN = 32, 32
+                grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), folds.numel())
+                mm_fold[grid](Ab, Bb, dst, segs, folds.to(A.device), *common, BM=BM, BN=BN,
+                              IN_EXP=exp_in, IN_MAN=man_in, FMA=nm.product in ("fma", "exact"),
+                              DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
+                              enable_fp_fusion=False)
+        if not direct:
+            self._combine(p, vals, M * N)
+            finish[(triton.cdiv(M * N, 1024),)](vals, out.view(it_out), p.root, M * N, BO=1024, INIT=init,
+                                                OUT_EXP=exp_out, OUT_MAN=man_out)
+        return out
+
+    def _combine(self, p, vals, R):
+        steps = p.steps.to(vals.device)
+        BO = 1 if R == 1 else min(1024, triton.next_power_of_2(R))
+        BS = max(1, 1024 // BO)
+        for lo, cnt in p.levels:
+            combine[(triton.cdiv(cnt, BS), triton.cdiv(R, BO))](vals, steps, lo, cnt, R, BS=BS, BO=BO,
+                                                                 enable_fp_fusion=False)
+
+    # ------------------------------------------------------------ sum
+
+    def sum(self, x):
+        nm = self.numerics
+        n = x.numel()
+        exp_in, man_in, dt_in, it_in = FORMATS[nm.input]
+        exp_out, man_out, dt_out, it_out = FORMATS[nm.output]
+        if x.dtype != dt_in:
+            raise ValueError(f"input must be {dt_in}, got {x.dtype}")
+        x = x.reshape(-1)
+        p = self.plan(n)
+        self.last_path = "emulated"
+        if bool((p.segs[:, 3] == CHAIN).any()):
+            raise PlanError("fused nodes in a sum are not supported by the triton kernels")
+        out = torch.empty((), dtype=dt_out, device=x.device)
+        S = p.segs.shape[0]
+        direct = p.num_slots == 1
+        float_in = nm.input == "fp32"
+        xin = x if float_in else x.view(it_in)
+        vals = out.view(it_out) if direct else torch.empty(p.num_slots, dtype=torch.float32, device=x.device)
+        max_count = int(p.segs[:, 1].max())
+        BS = 256
+        sum_fold[(triton.cdiv(S, BS),)](xin, vals, p.segs.to(x.device), S, max_count, BS=BS,
+                                        IN_EXP=exp_in, IN_MAN=man_in, FLOAT_IN=float_in, DIRECT=direct,
+                                        INIT=nm.init == "+0.0", OUT_EXP=exp_out, OUT_MAN=man_out,
+                                        enable_fp_fusion=False)
+        if not direct:
+            self._combine(p, vals, 1)
+            finish[(1,)](vals, out.view(it_out).reshape(1), p.root, 1, BO=1, INIT=nm.init == "+0.0",
+                         OUT_EXP=exp_out, OUT_MAN=man_out)
+        return out

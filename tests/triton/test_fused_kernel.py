@@ -1,0 +1,152 @@
+"""The emulated fused node (fpspec.compile.triton_kernels) against measured GPU outputs
+and against the exact model fpspec.arith.fused, bit for bit."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import triton
+
+from fpspec.arith import fused_node, get_params
+from fpspec.compile.triton_kernels import fp_fused_rows
+
+VECTORS = Path(__file__).resolve().parents[3] / "shared" / "data" / "tensor-core-vectors"
+BITS = {"fp16": (5, 10), "bf16": (8, 7), "fp32": (8, 23)}
+
+
+def to_bits(values, fmt):
+    """Bit patterns (int32) of float32-held values of `fmt` (exact)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        v = np.asarray(values, np.float32)
+    if fmt == "fp16":
+        return v.astype(np.float16).view(np.uint16).astype(np.int32)
+    if fmt == "bf16":
+        return (v.view(np.uint32) >> 16).astype(np.int32)
+    return v.view(np.int32)
+
+
+def from_bits(bits, fmt):
+    b = np.asarray(bits, np.int64)
+    if fmt == "fp16":
+        return b.astype(np.uint16).view(np.float16).astype(np.float64)
+    if fmt == "bf16":
+        return (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return b.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def run_rows(a, b, c, params):
+    """The Triton kernel on rows a[r, :], b[r, :], c[r]; returns output-format bits."""
+    rows, k = a.shape
+    width = triton.next_power_of_2(k)
+    pad = np.zeros((rows, width - k))
+    a_bits = to_bits(np.hstack([a, pad]), params.input)
+    b_bits = to_bits(np.hstack([b, pad]), params.input)
+    c_bits = to_bits(c, params.output)
+    out = torch.zeros(rows, dtype=torch.int32)
+    block = 256
+    fp_fused_rows[(triton.cdiv(rows, block),)](
+        torch.from_numpy(a_bits.copy()), torch.from_numpy(b_bits.copy()), torch.from_numpy(c_bits.copy()),
+        out, rows, width, block, *BITS[params.input], *BITS[params.output],
+        23 + params.extra_bits, params.exponent_floor, params.result == "rz")
+    return out.numpy()
+
+
+def same(bits, ref_bits, fmt):
+    """Equal bits, NaN equal to NaN."""
+    got, want = from_bits(bits, fmt), from_bits(ref_bits, fmt)
+    return (bits == ref_bits) | (np.isnan(got) & np.isnan(want))
+
+
+def load_vectors(fmt, out):
+    def hexrows(name):
+        rows = [line.split() for line in (VECTORS / name).read_text().splitlines() if line.strip()]
+        return np.array([[int(t, 16) for t in r] for r in rows], np.uint32).view(np.float32)
+
+    def binrows(name):
+        return np.array([int(line, 2) for line in (VECTORS / name).read_text().split()], np.uint32).view(np.float32)
+
+    a = hexrows(f"H100__{fmt}__a_H100_{fmt}.txt")
+    b = hexrows(f"H100__{fmt}__b_H100_{fmt}.txt")
+    c = binrows(f"H100__{fmt}__c_H100_fp32.txt")
+    d = binrows(f"H100__{fmt}__d_H100_{out}.txt")
+    return a, b, c, d
+
+
+@pytest.mark.skipif(not VECTORS.is_dir(), reason="tensor-core vectors not present")
+@pytest.mark.parametrize("fmt,out,name", [("fp16", "fp32", "h100-fp16"), ("bf16", "fp32", "h100-bf16"),
+                                          ("fp16", "fp16", "h100-fp16-to-fp16")])
+def test_every_h100_vector_row(fmt, out, name):
+    """All 5000 measured rows of each file (about a second each on the interpreter)."""
+    a, b, c, d = load_vectors(fmt, out)
+    params = get_params(name)
+    if out == "fp16":
+        c = c.astype(np.float16).astype(np.float32)   # the GPU read c as fp16 (README)
+    got = run_rows(a, b, c, params)
+    want = to_bits(d, out)
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, f"{bad.size} rows differ, first {bad[0]}: got {got[bad[0]]:#x}, want {want[bad[0]]:#x}"
+
+
+def random_values(rng, fmt, shape):
+    """Values of `fmt` from uniformly random bit patterns: specials and subnormals included."""
+    if fmt == "fp16":
+        return rng.integers(0, 1 << 16, shape).astype(np.uint16).view(np.float16).astype(np.float64)
+    if fmt == "bf16":
+        with np.errstate(invalid="ignore"):
+            return (rng.integers(0, 1 << 16, shape).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return rng.integers(0, 1 << 32, shape, dtype=np.uint64).astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def narrow_values(rng, fmt, shape, span):
+    """Finite values with exponents within `span` of each other: alignment and cancellation matter."""
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-span, span + 1, shape))
+    if fmt == "fp16":
+        return x.astype(np.float16).astype(np.float64)
+    if fmt == "bf16":
+        return (x.astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32).astype(np.float64)
+    return x.astype(np.float32).astype(np.float64)
+
+
+@pytest.mark.parametrize("name", ["h100-fp16", "h100-bf16", "a100-fp16", "a100-bf16", "h100-fp16-to-fp16"])
+@pytest.mark.parametrize("kind", ["bits", "narrow", "tiny"])
+def test_matches_fused_model(name, kind):
+    params = get_params(name)
+    rng = np.random.default_rng([7, len(name), len(kind)])
+    rows, k = 2000, params.w
+    if kind == "bits":
+        a, b = random_values(rng, params.input, (rows, k)), random_values(rng, params.input, (rows, k))
+        c = random_values(rng, params.output, rows)
+    elif kind == "narrow":
+        a, b = narrow_values(rng, params.input, (rows, k), 6), narrow_values(rng, params.input, (rows, k), 6)
+        c = narrow_values(rng, params.output, rows, 12)
+        c[::3] = -np.sum(a[::3] * b[::3], axis=1)   # near-total cancellation
+        c = c.astype(np.float32).astype(np.float64)
+        if params.output == "fp16":
+            c = c.astype(np.float16).astype(np.float64)
+    else:   # around the exponent floor and the subnormal range
+        scale = 2.0 ** -70 if params.input == "bf16" else 2.0 ** -10
+        a = narrow_values(rng, params.input, (rows, k), 4) * scale
+        b = narrow_values(rng, params.input, (rows, k), 4) * scale
+        a = from_bits(to_bits(a.astype(np.float32), params.input), params.input)
+        b = from_bits(to_bits(b.astype(np.float32), params.input), params.input)
+        c = from_bits(to_bits((rng.standard_normal(rows) * 2.0 ** -130).astype(np.float32), "fp32"), "fp32")
+        if params.output == "fp16":
+            c = c.astype(np.float16).astype(np.float64)
+    with np.errstate(all="ignore"):
+        want = to_bits(fused_node(a, b, c, params).astype(np.float32), params.output)
+    got = run_rows(a, b, c, params)
+    ok = same(got, want, params.output)
+    bad = np.flatnonzero(~ok)
+    assert bad.size == 0, (f"{bad.size} rows differ; first: a={a[bad[0]]}, b={b[bad[0]]}, c={c[bad[0]]}: "
+                           f"got {got[bad[0]]:#x}, want {want[bad[0]]:#x}")
+
+
+def test_chain_shorter_than_width_pads_with_zeros():
+    """A node of fewer products than w (a chain's tail) is padded: zeros never set the alignment."""
+    params = get_params("h100-fp16")
+    rng = np.random.default_rng(3)
+    a = narrow_values(rng, "fp16", (500, 5), 8)
+    b = narrow_values(rng, "fp16", (500, 5), 8)
+    c = narrow_values(rng, "fp32", 500, 8)
+    want = to_bits(fused_node(a, b, c, params).astype(np.float32), "fp32")
+    assert np.array_equal(run_rows(a, b, c, params), want)
