@@ -1,0 +1,138 @@
+"""`fpspec reveal TARGET -n N`: print (or write) the summation tree of a library function."""
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import shlex
+import sys
+from typing import Optional
+
+import typer
+
+from fpspec.cli import app
+from fpspec.errors import FpspecError
+
+
+def provenance(target, argv: list[str] | None = None) -> dict:
+    """Where a revealed tree came from: the header of any file written from it."""
+    import fpspec
+
+    device = target.device
+    if device.startswith("cuda"):
+        try:
+            import torch
+
+            device = f"{device} ({torch.cuda.get_device_name(0)})"
+        except Exception:
+            pass
+    else:
+        device = f"{device} ({platform.machine()} {platform.processor() or platform.system()})"
+    return {
+        "target": target.name,
+        "op": target.op,
+        "n": target.n,
+        "shape": {"m": target.m, "ncols": target.ncols} if target.op in ("gemv", "gemm") else None,
+        "input_format": target.fmt,
+        "output_format": target.out_fmt,
+        "device": device,
+        "versions": dict(target.versions),
+        "fpspec": fpspec.__version__,
+        "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": "fpspec " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
+    }
+
+
+def tree_file_text(tree, prov: dict, revelation=None, arithmetic_lines=()) -> str:
+    """Nested-bracket tree with a '#' provenance header (until the .fps writer takes over)."""
+    from fpspec.tree import format_tree
+
+    head = [f"# {k}: {json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in prov.items() if v is not None]
+    if revelation is not None:
+        head.append(f"# revealed: {revelation.queries} queries, {revelation.calls} calls, "
+                    f"{revelation.seconds:.3f} s, algorithm {revelation.algorithm}")
+        head += [f"# note: {x}" for x in revelation.notes]
+    head += [f"# arithmetic: {x}" for x in arithmetic_lines]
+    return "\n".join(head) + "\n" + format_tree(tree) + "\n"
+
+
+def _parse_n(text: str) -> tuple[int, int | None]:
+    """'32' -> (32, None); '1..65536' -> (1, 65536)."""
+    try:
+        if ".." in text:
+            lo, hi = text.split("..", 1)
+            lo_i, hi_i = int(lo), int(hi)
+            if lo_i < 1 or hi_i < lo_i:
+                raise ValueError
+            return lo_i, hi_i
+        return int(text), None
+    except ValueError:
+        raise FpspecError(f"-n must be an integer or a range like 1..65536, got {text!r}") from None
+
+
+@app.command()
+def reveal(
+    target: str = typer.Argument(..., help="numpy.sum, torch.matmul, jax.numpy.dot, or package.module:function"),
+    n: str = typer.Option(..., "-n", help="reduction length (K for matrix products), or a range LO..HI"),
+    dtype: str = typer.Option("float32", "--dtype", help="input format: float64, float32, float16, bfloat16, ..."),
+    op: Optional[str] = typer.Option(None, "--op", help="sum | dot | gemv | gemm (required for user callables)"),
+    m: Optional[int] = typer.Option(None, "--m", help="rows of the output (gemv, gemm)"),
+    ncols: Optional[int] = typer.Option(None, "--ncols", help="columns of the output (gemm)"),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda"),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="write the tree (with provenance) here"),
+    as_json: bool = typer.Option(False, "--json", help="print a JSON summary instead of the tree"),
+    no_probe: bool = typer.Option(False, "--no-probe", help="skip the arithmetic probes"),
+    algorithm: str = typer.Option("auto", "--algorithm", help="basic | fprev | modified | auto"),
+    seed: int = typer.Option(0, "--seed", help="seed for the random pivots"),
+    tf32: bool = typer.Option(False, "--tf32", help="torch on cuda: allow TF32 for fp32 matmul"),
+) -> None:
+    """Reveal the accumulation order of TARGET at length n and print it as a tree."""
+    from fpspec.reveal.engine import reveal as run_reveal
+    from fpspec.reveal.targets import resolve_target
+    from fpspec.tree import format_tree
+
+    lo, hi = _parse_n(n)
+    if hi is not None:
+        try:
+            from fpspec.infer import infer_spec
+        except ImportError:
+            raise FpspecError("parametric revelation needs fpspec.infer") from None
+        result = infer_spec(target, n_range=(lo, hi), dtype=dtype, op=op, m=m, ncols=ncols, device=device)
+        typer.echo(str(result))
+        return
+    if tf32:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    tgt = resolve_target(target, op=op, n=lo, dtype=dtype, m=m, ncols=ncols, device=device)
+    rev = run_reveal(tgt, algorithm=algorithm, seed=seed, progress=sys.stderr.isatty())
+    lines: list[str] = []
+    if not no_probe:
+        try:
+            from fpspec.arith.probe import probe_arithmetic
+        except ImportError:
+            raise FpspecError("arithmetic probes need fpspec.arith.probe (not installed); pass --no-probe") from None
+        lines = list(probe_arithmetic(tgt, rev.tree).lines)
+    prov = provenance(tgt, None)
+    if tf32:
+        prov["tf32"] = True
+    if output:
+        from fpspec.io import write_atomic
+
+        write_atomic(output, tree_file_text(rev.tree, prov, rev, lines))
+    if as_json:
+        summary = rev.summary()
+        summary["provenance"] = prov
+        summary["tree"] = format_tree(rev.tree)
+        if lines:
+            summary["arithmetic"] = lines
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    typer.echo(format_tree(rev.tree))
+    for note in rev.notes:
+        typer.echo(f"note: {note}", err=True)
+    for line in lines:
+        typer.echo(line)
+    typer.echo(f"{rev.queries} queries, {rev.calls} calls, {rev.seconds:.3f} s ({rev.algorithm})", err=True)
