@@ -45,10 +45,9 @@ def assert_order(fn: Callable | str, spec: str | Path, n: int | Iterable[int] | 
     Returns the fpspec.verify.Report when the order matches.
     """
     from fpspec import verify as V
-    from fpspec.spec import load
 
     path = _find_spec(spec, base if base is not None else _caller_folder())
-    parsed = load(path)
+    parsed = V.load_spec(path)
     ref = V.make_spec_side(parsed, str(spec), m=m, ncols=ncols)
     op = op or ref.op
     fmt = dtype or ref.fmt

@@ -511,6 +511,26 @@ def default_n_values(lo: int, hi: int, boundaries: Sequence[int] = (), *, random
 DEFAULT_TARGET_N = (7, 8, 9, 16, 32, 33, 128, 129, 1000)   # diff of two live targets, no spec to guide
 
 
+def load_spec(path) -> object:
+    """Parse and check a .fps file; FpspecError when it is missing.
+
+    Imports the spec stage's functions from their own modules: the package's
+    lazy wrappers are shadowed by the submodules of the same names once those
+    are imported.
+    """
+    from pathlib import Path
+
+    from fpspec.spec.check import check
+    from fpspec.spec.parse import parse
+
+    p = Path(path)
+    if not p.is_file():
+        raise FpspecError(f"{path}: no such spec file")
+    spec = parse(p.read_text(), str(path))
+    check(spec)
+    return spec
+
+
 def spec_arithmetic(spec):
     """The spec's arithmetic section as fpspec.arith.Arithmetic (None when it has none)."""
     block = spec.header.arithmetic
@@ -579,7 +599,7 @@ def spec_n_values(spec, *, max_n: int = 4096, random_count: int = 4, seed: int =
 
 def make_spec_side(spec, name: str, *, m: int | None = None, ncols: int | None = None) -> Side:
     """The spec as a side: trees by expansion, outputs by the arithmetic model."""
-    from fpspec.spec import expand
+    from fpspec.spec.expand import expand
 
     op = spec.header.op or "sum"
     fmt, out_fmt = spec_format(spec)
@@ -660,9 +680,7 @@ def make_live_side(name: str, role: str, op: str, fmt: str, target_at: Callable[
         return targets[n]
 
     def tree_at(n: int) -> Tree:
-        from fpspec.reveal import reveal
-
-        return reveal(target(n), **(reveal_options or {})).tree
+        return _reveal()(target(n), **(reveal_options or {})).tree
 
     def arithmetic_at(n: int, tree: Tree):
         from fpspec.arith import probe_arithmetic
@@ -686,6 +704,22 @@ def make_live_side(name: str, role: str, op: str, fmt: str, target_at: Callable[
 
     return Side(name, role, op, fmt, tree_at=tree_at, arithmetic_at=arithmetic_at, outputs=outputs,
                 out_fmt=out_fmt, m=m, ncols=ncols)
+
+
+def _reveal():
+    try:
+        from fpspec.reveal import reveal
+    except ImportError:
+        from fpspec.reveal.engine import reveal
+    return reveal
+
+
+def _resolve_target():
+    try:
+        from fpspec.reveal import resolve_target
+    except ImportError:
+        from fpspec.reveal.targets import resolve_target
+    return resolve_target
 
 
 def load_replica(source: str, label: str):
@@ -738,8 +772,7 @@ def make_replica_side(fn: Callable, label: str, op: str, fmt: str, *, out_fmt: s
 def make_target_side(name: str, op: str | None, fmt: str, *, role: str = "original", m: int | None = None,
                      ncols: int | None = None, device: str = "cpu") -> Side:
     """A library function named on the command line (numpy.sum, torch.matmul, pkg.mod:fn)."""
-    from fpspec.reveal import resolve_target
-
+    resolve_target = _resolve_target()
     base, _, dev = name.partition("@")     # torch.sum@cuda names a device
     device = dev or device
     first = resolve_target(base, op=op, n=8, dtype=fmt, m=m, ncols=ncols, device=device)

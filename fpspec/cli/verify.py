@@ -16,18 +16,19 @@ from fpspec.errors import FpspecError
 
 
 def _load_spec(path: str):
-    from fpspec.spec import check, load
+    from fpspec.verify import load_spec
 
-    p = Path(path)
-    if not p.is_file():
-        raise FpspecError(f"{path}: no such spec file")
-    spec = load(p)
-    check(spec)
-    return spec
+    return load_spec(path)
 
 
 def _is_spec(arg: str) -> bool:
     return arg.endswith(".fps") or Path(arg).is_file()
+
+
+class NotEquivalent(FpspecError):
+    """The verdict, not an error in the input: exit code 1."""
+
+    exit_code = 1
 
 
 def _emit(report, as_json: bool) -> None:
@@ -36,7 +37,10 @@ def _emit(report, as_json: bool) -> None:
     else:
         typer.echo(report.text())
     if not report.equivalent:
-        raise typer.Exit(1)
+        # an exception, not typer.Exit: fpspec.cli.main returns the exit code of
+        # FpspecError subclasses, while click swallows Exit's code in library mode
+        what = "not equivalent" if report.command == "verify" else "different"
+        raise NotEquivalent(f"{what} (see the report above)")
 
 
 def _positive(values, what: str):
