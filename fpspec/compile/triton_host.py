@@ -183,8 +183,11 @@ class Planner:
 
     def _outer(self, parts, outer):
         """Concatenate sub-plans (shifted), then reduce their roots by `outer`."""
-        S = sum(p.segs.shape[0] for p, _ in parts)
-        T = sum(p.steps.shape[0] for p, _ in parts)
+        # (no builtin sum here: a replica of a sum defines its own `sum`)
+        S = T = 0
+        for p, _ in parts:
+            S += p.segs.shape[0]
+            T += p.steps.shape[0]
         segs, steps, roots = [], [], []
         seg_base = step_base = 0
         for p, offset in parts:

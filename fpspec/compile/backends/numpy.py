@@ -1,0 +1,82 @@
+"""NumPy backend: the executable reference every other backend is checked against.
+
+Partial sums are arrays over all output elements (whole arrays per step of
+every loop); the loops come from fpspec.compile.loops, the helpers from
+fpspec.compile.runtime.numpy_rt (embedded, so the replica imports only numpy).
+"""
+from __future__ import annotations
+
+from fpspec.compile.backends import Backend, header, render_template
+from fpspec.compile.ir import CompileError, Kernel
+from fpspec.compile.loops import emit_program
+from fpspec.compile.numerics import helper_names, plan, settings
+from fpspec.compile.runtime import embed
+from fpspec.compile.runtime import numpy_rt
+
+# public names per op: the op's function, plus a batched form for sum and dot
+PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("gemm",)}
+
+
+def spec_literal(kernel: Kernel) -> str:
+    return repr(kernel.source)
+
+
+class NumpyBackend(Backend):
+    name = "numpy"
+    template = "numpy.py.j2"
+    requires = ("numpy",)
+
+    def check(self, kernel: Kernel) -> None:
+        p = plan(kernel)
+        if p.fma and kernel.arithmetic.input == "fp64":
+            raise CompileError("the numpy target cannot express an fp64 FMA (no exact fp64 fma in NumPy); "
+                               "use --target numba")
+
+    def render(self, kernel: Kernel) -> str:
+        p = plan(kernel)
+        program = emit_program(kernel)
+        names, rename = helper_names(p, program, fma="_add_leaf_fma")
+        if p.fma:
+            names.insert(names.index("_vals"), "_round_odd_sum")
+        fused_src = fused_model(kernel) if program.uses_fused else ""
+        if program.uses_fused:
+            names.insert(names.index("_fused_range"), "_fused")
+        public = PUBLIC[kernel.op]
+        api_names = [f"api_{name}" for name in public]
+        runtime = "\n\n".join(filter(None, [
+            embed(numpy_rt, ["round_value"]) if fused_src == "" else "",
+            fused_src,
+            embed(numpy_rt, names, rename),
+        ]))
+        return render_template(
+            self.template,
+            header=header(kernel, self.name),
+            name=kernel.name,
+            op=kernel.op,
+            public=", ".join(public),
+            spec_literal=spec_literal(kernel),
+            settings=settings(kernel, p),
+            runtime=runtime,
+            constants=[c.source() for c in program.constants],
+            functions=[f.source() for f in program.functions],
+            api=embed(numpy_rt, api_names, {f"api_{n}": n for n in public}),
+        )
+
+
+def fused_model(kernel: Kernel) -> str:
+    """fpspec.arith.fused's node model, embedded, with the spec's parameters as `_FUSED`."""
+    from fpspec.arith import fused as model
+
+    params = kernel.arithmetic.fused
+    attrs = {name: getattr(params, name) for name in params.__dataclass_fields__}
+    attrs["fraction_bits"] = params.fraction_bits
+    attrs["result_precision"] = params.result_precision
+    lines = ["class _FusedParams:", '    """fpspec.arith.fused.FusedParams of this spec, as constants."""']
+    lines += [f"    {k} = {v!r}" for k, v in attrs.items()]
+    lines += ["", "", "_FUSED = _FusedParams()", f"_FORMATS = {model._FORMATS!r}", f"_ZERO_EXP = {model._ZERO_EXP!r}"]
+    code = embed(model, ["decode", "products", "addend", "shift_right", "align", "largest_exponent",
+                         "round_value", "specials", "fused_node", "_sum_round_to_odd"])
+    return "\n".join(lines) + "\n\n\n" + code
+
+
+BACKEND = NumpyBackend()

@@ -1,0 +1,506 @@
+"""Kernel IR -> Python loop code shared by the NumPy and Numba backends.
+
+Both backends run the same loops; they differ only in what a value is (an
+array over all output elements for NumPy, one scalar per output for Numba)
+and in the runtime helpers they embed (fpspec.compile.runtime).  So the loop
+code is built once, here, and each backend wraps it in its own template.
+
+An operand list at run time is one of
+- `Leaves(lo, step, m)`: the leaves lo, lo + step, ... (m of them), read
+  through the terms arrays a and b;
+- `Values(vals, m)`: m partial sums in an indexable `vals`;
+- a mixed list (`Segments` with pass-through parts): handled where it occurs.
+Every reducer becomes straight-line code or a loop over one of these; only
+named orders and `Pairwise` become functions of their own (they recurse).
+
+The helpers the generated code calls (each backend's runtime provides them):
+_term(a, b, k), _add(u, v), _add_leaf(acc, a, b, k), _add_leaves(a, b, i, j),
+_vals(m), _fused_range(a, b, lo, step, cnt, c), _table_step(...),
+_table_step_values(...), _ZERO.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fpspec.compile.backends import py_cond, py_int
+from fpspec.compile.ir import (Blocks, Call, CompileError, Fold, FusedChain, Guard, Kernel, Lanes,
+                               Pairwise, Reducer, Segments, Table, TreeReduce, walk)
+
+
+@dataclass(frozen=True)
+class Leaves:
+    lo: str
+    step: str
+    m: str
+
+
+@dataclass(frozen=True)
+class Values:
+    vals: str
+    m: str
+
+
+@dataclass(frozen=True)
+class Function:
+    """One generated function: `def name(params):` + body lines (4-space indented)."""
+    name: str
+    params: tuple[str, ...]
+    body: tuple[str, ...]
+    doc: str
+
+    def source(self) -> str:
+        lines = [f"def {self.name}({', '.join(self.params)}):", f'    """{self.doc}"""']
+        lines += ["    " + b if b else "" for b in self.body]
+        return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A module-level constant: a schedule table as an int64 / bool array."""
+    name: str
+    values: tuple
+    dtype: str
+
+    def source(self, np_name: str = "np") -> str:
+        return f"{self.name} = {np_name}.array({list(self.values)!r}, dtype={np_name}.{self.dtype})"
+
+
+@dataclass(frozen=True)
+class LoopProgram:
+    """Everything the loop code of a kernel needs: functions (entry `_reduce(a, b, n)`
+    last), table constants, and which runtime features it uses."""
+    functions: tuple[Function, ...]
+    constants: tuple[Constant, ...]
+    uses_fused: bool
+    uses_tables: bool
+
+
+class _Code:
+    def __init__(self):
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def __call__(self, line: str) -> None:
+        self.lines.append("    " * self.depth + line)
+
+    def indent(self):
+        code = self
+
+        class _Block:
+            def __enter__(self):
+                code.depth += 1
+
+            def __exit__(self, *exc):
+                code.depth -= 1
+        return _Block()
+
+
+class LoopEmitter:
+    """Builds the loop program of one kernel (see `emit_program`)."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.counter = 0
+        self.functions: dict[str, Function] = {}
+        self.pending: list[tuple[str, Reducer, str]] = []
+        self.tables: dict[int, tuple[str, Table]] = {}
+        self.ids: dict[int, int] = {}
+        self.uses_fused = False
+
+    # ------------------------------------------------------------ helpers
+
+    def fresh(self, base: str) -> str:
+        self.counter += 1
+        return f"{base}{self.counter}"
+
+    def node_id(self, r: Reducer) -> int:
+        # stable numbering by first visit: deterministic output
+        key = id(r)
+        if key not in self.ids:
+            self.ids[key] = len(self.ids)
+        return self.ids[key]
+
+    def let(self, code: _Code, base: str, expr: str) -> str:
+        name = self.fresh(base)
+        code(f"{name} = {expr}")
+        return name
+
+    # ------------------------------------------------------------ functions
+
+    def function_for(self, r: Reducer, kind: str, label: str) -> str:
+        """Name of the function applying `r` to a list of `kind` ("L" or "V")."""
+        name = f"_{label}_{kind}"
+        if name not in self.functions:
+            self.functions[name] = None  # reserve: recursion refers to itself
+            code = _Code()
+            lst = Leaves("lo", "step", "m") if kind == "L" else Values("vals", "m")
+            if isinstance(r, Pairwise):
+                res = self.pairwise_body(r, lst, code, name)
+            else:
+                res = self.emit(r, lst, code)
+            code(f"return {res}")
+            params = ("a", "b", "lo", "step", "m") if kind == "L" else ("vals", "m")
+            what = "the leaves lo, lo + step, ... (m of them)" if kind == "L" else "vals[0:m]"
+            self.functions[name] = Function(name, params, tuple(code.lines), f"{label}: reduce {what}.")
+        return name
+
+    def call(self, r: Reducer, lst, code: _Code, label: str) -> str:
+        fn = self.function_for(r, "L" if isinstance(lst, Leaves) else "V", label)
+        args = f"a, b, {lst.lo}, {lst.step}, {lst.m}" if isinstance(lst, Leaves) else f"{lst.vals}, {lst.m}"
+        return self.let(code, "r", f"{fn}({args})")
+
+    # ------------------------------------------------------------ reducers
+
+    def emit(self, r: Reducer, lst, code: _Code) -> str:
+        """Append code reducing `lst` by `r`; return the variable holding the result."""
+        method = getattr(self, "emit_" + type(r).__name__.lower(), None)
+        if method is None:
+            raise CompileError(f"the loop backends cannot express {type(r).__name__}")
+        return method(r, lst, code)
+
+    def emit_call(self, r: Call, lst, code):
+        return self.call(self.kernel.order(r.name), lst, code, f"order_{r.name}")
+
+    def emit_guard(self, r: Guard, lst, code):
+        res = self.fresh("r")
+        for i, case in enumerate(r.cases):
+            code(f"{'if' if i == 0 else 'elif'} {py_cond(case.cond, m=lst.m)}:")
+            with code.indent():
+                code(f"{res} = {self.emit(case.reducer, lst, code)}")
+        code("else:")
+        with code.indent():
+            if r.otherwise is None:
+                code(f"raise ValueError('no case of the spec applies to this length')")
+            else:
+                code(f"{res} = {self.emit(r.otherwise, lst, code)}")
+        return res
+
+    def emit_fold(self, r: Fold, lst, code):
+        acc = self.fresh("acc")
+        i = self.fresh("i")
+        if isinstance(lst, Values):
+            first, rng = (f"{lst.m} - 1", f"range({lst.m} - 2, -1, -1)") if r.reverse else ("0", f"range(1, {lst.m})")
+            code(f"{acc} = {lst.vals}[{first}]")
+            code(f"for {i} in {rng}:")
+            with code.indent():
+                code(f"{acc} = _add({acc}, {lst.vals}[{i}])")
+            return acc
+        lo, step, m = lst.lo, lst.step, lst.m
+        if not r.reverse:
+            code(f"{acc} = _term(a, b, {lo})")
+            code(f"for {i} in range(1, {m}):")
+            with code.indent():
+                code(f"{acc} = _add_leaf({acc}, a, b, {_plus(lo, _times(i, step))})")
+            return acc
+        # the first node joins the last two leaves; note [leaf products] fixes
+        # which of two leaf products is rounded, so it is written out
+        code(f"if {m} == 1:")
+        with code.indent():
+            code(f"{acc} = _term(a, b, {lo})")
+        code("else:")
+        with code.indent():
+            code(f"{acc} = _add_leaves(a, b, {lo} + ({m} - 2) * {step}, {lo} + ({m} - 1) * {step})")
+            code(f"for {i} in range({m} - 3, -1, -1):")
+            with code.indent():
+                code(f"{acc} = _add_leaf({acc}, a, b, {_plus(lo, _times(i, step))})")
+        return acc
+
+    def emit_pairwise(self, r: Pairwise, lst, code):
+        return self.call(r, lst, code, f"pairwise{self.node_id(r)}")
+
+    def pairwise_body(self, r: Pairwise, lst, code: _Code, name: str) -> str:
+        h = self.fresh("h")
+        split = "m // 2" if r.split is None else py_int(r.split, m="m")
+        if isinstance(lst, Values):
+            code("if m == 1:")
+            with code.indent():
+                code("return vals[0]")
+            code(f"{h} = {split}")
+            _check_split(code, h)
+            return self.let(code, "r", f"_add({name}(vals[:{h}], {h}), {name}(vals[{h}:], m - {h}))")
+        code("if m == 1:")
+        with code.indent():
+            code("return _term(a, b, lo)")
+        code(f"{h} = {split}")
+        _check_split(code, h)
+        code("if m == 2:")
+        with code.indent():
+            code("return _add_leaves(a, b, lo, lo + step)")
+        code(f"if {h} == 1:")
+        with code.indent():
+            code(f"return _add_leaf({name}(a, b, lo + step, step, m - 1), a, b, lo)")
+        code(f"if {h} == m - 1:")
+        with code.indent():
+            code(f"return _add_leaf({name}(a, b, lo, step, {h}), a, b, lo + {h} * step)")
+        return self.let(code, "r", f"_add({name}(a, b, lo, step, {h}), {name}(a, b, lo + {h} * step, step, m - {h}))")
+
+    def materialize(self, lst: Leaves, code: _Code) -> Values:
+        """Leaves as values (each term rounded into the accumulator)."""
+        vals, i = self.fresh("v"), self.fresh("i")
+        code(f"{vals} = _vals({lst.m})")
+        code(f"for {i} in range({lst.m}):")
+        with code.indent():
+            code(f"{vals}[{i}] = _term(a, b, {_plus(lst.lo, _times(i, lst.step))})")
+        return Values(vals, lst.m)
+
+    def emit_treereduce(self, r: TreeReduce, lst, code):
+        if isinstance(lst, Leaves):
+            self.require_plain_leaves("gpu_tree over leaves")
+            lst = self.materialize(lst, code)
+        else:
+            w, i = self.fresh("w"), self.fresh("i")
+            code(f"{w} = _vals({lst.m})")
+            code(f"for {i} in range({lst.m}):")
+            with code.indent():
+                code(f"{w}[{i}] = {lst.vals}[{i}]")
+            lst = Values(w, lst.m)
+        cnt, h, i = self.fresh("cnt"), self.fresh("h"), self.fresh("i")
+        code(f"{cnt} = {lst.m}")
+        code(f"while {cnt} > 1:")
+        with code.indent():
+            code(f"{h} = ({cnt} + 1) // 2")
+            code(f"for {i} in range({cnt} - {h}):")
+            with code.indent():
+                code(f"{lst.vals}[{i}] = _add({lst.vals}[{i}], {lst.vals}[{i} + {h}])")
+            code(f"{cnt} = {h}")
+        return self.let(code, "r", f"{lst.vals}[0]")
+
+    def emit_fusedchain(self, r: FusedChain, lst, code):
+        if isinstance(lst, Values):
+            raise CompileError("a fused chain over partial sums (not leaves) cannot be expressed: "
+                               "a fused node takes at most one partial sum")
+        self.require_fused()
+        res, w, s = self.fresh("r"), self.fresh("w"), self.fresh("s")
+        code(f"if {lst.m} == 1:")
+        with code.indent():
+            code(f"{res} = _term(a, b, {lst.lo})")
+        code("else:")
+        with code.indent():
+            code(f"{w} = {py_int(r.width, m=lst.m)}")
+            code(f"{res} = _fused_range(a, b, {lst.lo}, {lst.step}, min({w}, {lst.m}), _ZERO)")
+            code(f"{s} = {w}")
+            code(f"while {s} < {lst.m}:")
+            with code.indent():
+                code(f"{res} = _fused_range(a, b, {_plus(lst.lo, _times(s, lst.step))}, {lst.step}, "
+                     f"min({w}, {lst.m} - {s}), {res})")
+                code(f"{s} += {w}")
+        return res
+
+    def emit_table(self, r: Table, lst, code):
+        prefix = self.table_constants(r)
+        steps = len(r.fused)
+        res = self.fresh("r")
+        code(f"if {lst.m} != {r.size}:")
+        with code.indent():
+            code(f"raise ValueError('a literal tree over {r.size} operands met a different count')")
+        if steps == 0:
+            code(f"{res} = " + (f"_term(a, b, {lst.lo})" if isinstance(lst, Leaves) else f"{lst.vals}[0]"))
+            return res
+        slots, s = self.fresh("slots"), self.fresh("s")
+        code(f"{slots} = _vals({r.size + steps})")
+        if isinstance(lst, Values):
+            if any(r.fused):
+                raise CompileError("a literal tree with fused nodes over partial sums cannot be expressed")
+            i = self.fresh("i")
+            code(f"for {i} in range({r.size}):")
+            with code.indent():
+                code(f"{slots}[{i}] = {lst.vals}[{i}]")
+            step_call = f"_table_step_values({slots}, {prefix}_KIDS, {prefix}_OFFS, {s})"
+        else:
+            if any(r.fused):
+                self.require_fused()
+                _check_fused_table(r)
+            step_call = (f"_table_step(a, b, {lst.lo}, {lst.step}, {r.size}, {slots}, "
+                         f"{prefix}_KIDS, {prefix}_OFFS, {prefix}_FUSED, {s})")
+        code(f"for {s} in range({steps}):")
+        with code.indent():
+            code(f"{slots}[{r.size} + {s}] = {step_call}")
+        code(f"{res} = {slots}[{r.size + steps - 1}]")
+        return res
+
+    def table_constants(self, r: Table) -> str:
+        key = id(r)
+        if key not in self.tables:
+            self.tables[key] = (f"_T{len(self.tables)}", r)
+        return self.tables[key][0]
+
+    def emit_lanes(self, r: Lanes, lst, code):
+        k, nl = self.fresh("k"), self.fresh("nl")
+        code(f"{k} = {py_int(r.k, m=lst.m)}")
+        code(f"{nl} = min({k}, {lst.m})")
+        lanes, j = self.fresh("lanes"), self.fresh("j")
+        code(f"{lanes} = _vals({nl})")
+        if isinstance(lst, Leaves) and r.inner == Fold():
+            # k accumulators side by side: the inner loop runs across lanes,
+            # which vectorizes without reassociating any lane
+            rows, row, base = self.fresh("rows"), self.fresh("row"), self.fresh("base")
+            lo, step, m = lst.lo, lst.step, lst.m
+            code(f"for {j} in range({nl}):")
+            with code.indent():
+                code(f"{lanes}[{j}] = _term(a, b, {_plus(lo, _times(j, step))})")
+            code(f"{rows} = {m} // {k}")
+            code(f"for {row} in range(1, {rows} + (1 if {m} % {k} > 0 else 0)):")
+            with code.indent():
+                code(f"{base} = {_plus(lo, _times(_times(row, k), step))}")
+                code(f"for {j} in range(min({k}, {m} - {row} * {k})):")
+                with code.indent():
+                    code(f"{lanes}[{j}] = _add_leaf({lanes}[{j}], a, b, {_plus(base, _times(j, step))})")
+        else:
+            lm = self.fresh("lm")
+            code(f"for {j} in range({nl}):")
+            with code.indent():
+                code(f"{lm} = ({lst.m} - {j} + {k} - 1) // {k}")
+                if isinstance(lst, Leaves):
+                    sub = Leaves(_plus(lst.lo, _times(j, lst.step)), _times(lst.step, k), lm)
+                else:
+                    sub = Values(self.let(code, "lane", f"{lst.vals}[{j}::{k}]"), lm)
+                code(f"{lanes}[{j}] = {self.emit(r.inner, sub, code)}")
+        return self.emit(r.outer, Values(lanes, nl), code)
+
+    def emit_blocks(self, r: Blocks, lst, code):
+        bs, nb, j, bm = self.fresh("bs"), self.fresh("nb"), self.fresh("j"), self.fresh("bm")
+        code(f"{bs} = {py_int(r.b, m=lst.m)}")
+        code(f"{nb} = ({lst.m} + {bs} - 1) // {bs}")
+        blocks = self.fresh("blocks")
+        code(f"{blocks} = _vals({nb})")
+        code(f"for {j} in range({nb}):")
+        with code.indent():
+            code(f"{bm} = min({bs}, {lst.m} - {j} * {bs})")
+            if isinstance(lst, Leaves):
+                sub = Leaves(_plus(lst.lo, _times(_times(j, bs), lst.step)), lst.step, bm)
+            else:
+                sub = Values(self.let(code, "blk", f"{lst.vals}[{j} * {bs}:{j} * {bs} + {bm}]"), bm)
+            code(f"{blocks}[{j}] = {self.emit(r.inner, sub, code)}")
+        return self.emit(r.outer, Values(blocks, nb), code)
+
+    def emit_segments(self, r: Segments, lst, code):
+        starts, lengths = [], []
+        start = "0"
+        for part in r.parts:
+            length = self.let(code, "p", py_int(part.length, m=lst.m))
+            starts.append(start)
+            lengths.append(length)
+            start = self.let(code, "at", _plus(start, length))
+        code(f"if {start} != {lst.m}:")
+        with code.indent():
+            code("raise ValueError('the parts of a split do not add up to its length')")
+        passthrough = any(p.reducer is None for p in r.parts)
+        if passthrough and isinstance(lst, Leaves) and isinstance(r.outer, Fold):
+            return self.segments_fold(r, lst, starts, lengths, code)
+        if passthrough and isinstance(lst, Leaves):
+            self.require_plain_leaves("a split whose leftovers meet a non-sequential order")
+        # every part becomes values, then the outer order runs over them
+        count = self.fresh("cnt")
+        seg = self.fresh("seg")
+        total = " + ".join(f"(1 if {ln} > 0 else 0)" if p.reducer is not None else ln
+                           for p, ln in zip(r.parts, lengths))
+        code(f"{seg} = _vals({total})")
+        code(f"{count} = 0")
+        for part, st, ln in zip(r.parts, starts, lengths):
+            sub = _sublist(lst, st, ln)
+            if part.reducer is None:
+                i = self.fresh("i")
+                code(f"for {i} in range({ln}):")
+                with code.indent():
+                    value = (f"_term(a, b, {_plus(sub.lo, _times(i, sub.step))})" if isinstance(sub, Leaves)
+                             else f"{sub.vals}[{i}]")
+                    code(f"{seg}[{count}] = {value}")
+                    code(f"{count} += 1")
+            else:
+                code(f"if {ln} > 0:")
+                with code.indent():
+                    if isinstance(sub, Values):
+                        sub = Values(self.let(code, "part", sub.vals), sub.m)
+                    code(f"{seg}[{count}] = {self.emit(part.reducer, sub, code)}")
+                    code(f"{count} += 1")
+        return self.emit(r.outer, Values(seg, count), code)
+
+    def segments_fold(self, r: Segments, lst: Leaves, starts, lengths, code):
+        """A sequential fold over parts and pass-through leaves: one running sum."""
+        if r.outer.reverse and self.kernel.arithmetic.product == "fma":
+            raise CompileError("a reverse fold over leftover leaves with product = fma cannot be expressed")
+        acc, have = self.fresh("acc"), self.fresh("have")
+        code(f"{acc} = _ZERO")
+        code(f"{have} = False")
+        order = list(zip(r.parts, starts, lengths))
+        for part, st, ln in (reversed(order) if r.outer.reverse else order):
+            sub = _sublist(lst, st, ln)
+            if part.reducer is None:
+                i = self.fresh("i")
+                rng = f"range({ln} - 1, -1, -1)" if r.outer.reverse else f"range({ln})"
+                code(f"for {i} in {rng}:")
+                with code.indent():
+                    k = _plus(sub.lo, _times(i, sub.step))
+                    code(f"if {have}:")
+                    with code.indent():
+                        code(f"{acc} = _add_leaf({acc}, a, b, {k})")
+                    code("else:")
+                    with code.indent():
+                        code(f"{acc} = _term(a, b, {k})")
+                        code(f"{have} = True")
+            else:
+                code(f"if {ln} > 0:")
+                with code.indent():
+                    val = self.emit(part.reducer, sub, code)
+                    code(f"{acc} = _add({acc}, {val}) if {have} else {val}")
+                    code(f"{have} = True")
+        return acc
+
+    # ------------------------------------------------------------ checks
+
+    def require_plain_leaves(self, what: str) -> None:
+        a = self.kernel.arithmetic
+        if a.product == "fma" or a.fused is not None:
+            raise CompileError(f"{what} with product = {a.product}"
+                               f"{' and fused nodes' if a.fused is not None else ''} cannot be expressed")
+
+    def require_fused(self) -> None:
+        self.uses_fused = True
+        if self.kernel.arithmetic.fused is None:
+            raise CompileError("the order has fused nodes but the arithmetic has no `fused` section")
+
+
+def _plus(a: str, b: str) -> str:
+    """a + b as source, dropping a literal 0 (keeps generated index code short)."""
+    return b if a == "0" else a if b == "0" else f"({a} + {b})"
+
+
+def _times(a: str, b: str) -> str:
+    return "0" if "0" in (a, b) else b if a == "1" else a if b == "1" else f"{a} * {b}"
+
+
+def _sublist(lst, start: str, length: str):
+    if isinstance(lst, Leaves):
+        return Leaves(_plus(lst.lo, _times(start, lst.step)), lst.step, length)
+    return Values(f"{lst.vals}[{start}:{start} + {length}]", length)
+
+
+def _check_split(code: _Code, h: str) -> None:
+    code(f"if {h} < 1 or {h} > m - 1:")
+    with code.indent():
+        code("raise ValueError('a pairwise split falls outside the list')")
+
+
+def _check_fused_table(r: Table) -> None:
+    for s, f in enumerate(r.fused):
+        if f:
+            kids = r.children[r.offsets[s]:r.offsets[s + 1]]
+            if sum(k >= r.size for k in kids) > 1:
+                raise CompileError("a literal fused node with more than one partial-sum child cannot be expressed")
+
+
+def emit_program(kernel: Kernel) -> LoopProgram:
+    """The loop program of `kernel`: helper functions, then `_reduce(a, b, n)`."""
+    em = LoopEmitter(kernel)
+    code = _Code()
+    res = em.emit(kernel.root, Leaves("0", "1", "n"), code)
+    code(f"return {res}")
+    entry = Function("_reduce", ("a", "b", "n"), tuple(code.lines),
+                     "The spec's order over the n terms (a[k], b[k]) of each output element.")
+    constants = []
+    for prefix, table in em.tables.values():
+        constants += [Constant(f"{prefix}_KIDS", table.children, "int64"),
+                      Constant(f"{prefix}_OFFS", table.offsets, "int64"),
+                      Constant(f"{prefix}_FUSED", table.fused, "bool_")]
+    uses_fused = em.uses_fused or any(isinstance(r, FusedChain) for r in walk(kernel.root))
+    return LoopProgram(tuple(em.functions.values()) + (entry,), tuple(constants), uses_fused, bool(em.tables))

@@ -1,0 +1,116 @@
+"""What the NumPy and Numba replicas need to know about a kernel's arithmetic.
+
+Decisions about formats live here, once: which formats run natively (fp32,
+fp64: IEEE operations of the machine, nearest even) and which are emulated
+on float64 with one rounding after each operation (fp16, bf16, tf32, fp8:
+the exact float64 sum of two such values rounds correctly, note [double
+rounding] in fpspec.formats), which input dtypes a replica accepts, and
+which product/FMA variant applies.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fpspec.compile.ir import CompileError, Kernel
+from fpspec.formats import get_format
+
+NATIVE = {"fp32": "float32", "fp64": "float64"}
+# input format -> dtype of the arrays the replica accepts
+INPUT_DTYPES = {"fp32": "float32", "fp64": "float64", "fp16": "float16",
+                "bf16": "float32", "tf32": "float32", "fp8e4m3": "float32", "fp8e5m2": "float32"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Per-kernel choices shared by the loop backends."""
+    acc_dtype: str                 # carrier of partial sums
+    acc_fmt: tuple | None          # (precision, emin, emax) when emulated
+    out_dtype: str                 # dtype the replica returns
+    out_fmt: tuple | None          # (precision, emin, emax) when the output is emulated
+    out_carry: str                 # carrier of the output before the final cast
+    in_dtype: str                  # dtype the replica accepts
+    in_grid: tuple | None          # inputs held in a wider dtype: their format's grid
+    in_carry: str                  # dtype the numba kernels read (float16 is widened)
+    term: str                      # "sum" | "product"
+    fma: bool
+    init_zero: bool
+
+
+def _grid(name: str) -> tuple:
+    f = get_format(name)
+    return (f.precision, f.emin, f.emax)
+
+
+def plan(kernel: Kernel) -> Plan:
+    a = kernel.arithmetic
+    if kernel.op == "sum":
+        term = "sum"
+    elif a.product == "none":
+        raise CompileError(f"op {kernel.op} needs products, but the arithmetic says product = none")
+    else:
+        term = "product"
+    p_in = get_format(a.input).precision
+    p_acc = get_format(a.accumulator).precision
+    if term == "product" and p_in > 26:
+        if a.product == "exact" or (a.product == "rounded" and a.accumulator != a.input):
+            raise CompileError(f"product = {a.product} of {a.input} inputs in a {a.accumulator} accumulator "
+                               "cannot be expressed")
+    if term == "product" and a.product == "exact" and 2 * p_in > p_acc:
+        raise CompileError(f"product = exact: a product of two {a.input} values is not representable in "
+                           f"{a.accumulator}; say product = fma or rounded")
+    if a.fused is not None and a.fused.output != a.accumulator:
+        raise CompileError(f"fused nodes write {a.fused.output} but the accumulator is {a.accumulator}")
+    native_acc = a.accumulator in NATIVE
+    native_out = a.output in NATIVE
+    out_dtype = {"fp16": "float16", "fp64": "float64"}.get(a.output, "float32")
+    return Plan(
+        acc_dtype=NATIVE.get(a.accumulator, "float64"),
+        acc_fmt=None if native_acc else _grid(a.accumulator),
+        out_dtype=out_dtype,
+        out_fmt=None if native_out else _grid(a.output),
+        out_carry=NATIVE.get(a.output, "float64"),
+        in_dtype=INPUT_DTYPES[a.input],
+        in_grid=None if INPUT_DTYPES[a.input] == NATIVE.get(a.input, "float16") else _grid(a.input),
+        in_carry="float64" if a.input == "fp64" else "float32",
+        term=term,
+        fma=term == "product" and a.product == "fma",
+        init_zero=a.init == "+0.0",
+    )
+
+
+def settings(kernel: Kernel, p: Plan) -> list[str]:
+    """Module constants both loop backends define (read by the runtime helpers)."""
+    a = kernel.arithmetic
+    return [
+        f"_NAME = {kernel.name!r}",
+        f"N_MIN, N_MAX = {kernel.n_min}, {kernel.n_max}",
+        f"_IN_DTYPE = np.{p.in_dtype}",
+        f"_IN_NAME = {a.input!r}",
+        f"_IN_GRID = {p.in_grid}",
+        f"_ACC = np.{p.acc_dtype}  # carrier of partial sums ({a.accumulator})",
+        f"_ACC_FMT = {p.acc_fmt}",
+        f"_OUT_DTYPE = np.{p.out_dtype}  # output format {a.output}",
+        f"_OUT_FMT = {p.out_fmt}",
+        f"_INIT_ZERO = {p.init_zero}  # init {a.init}",
+        "_ZERO = _ACC(0.0)",
+    ]
+
+
+def helper_names(p: Plan, program, fma: str) -> tuple[list[str], dict[str, str]]:
+    """Runtime helpers a replica embeds, in order, and the variant -> name renames.
+
+    `fma` names the backend's FMA variant of _add_leaf.
+    """
+    chosen = {
+        "_round_acc": "_round_native" if p.acc_fmt is None else "_round_emulated",
+        "_term": "_term_sum" if p.term == "sum" else "_term_product",
+        "_add": "_add_plain",
+        "_add_leaf": fma if p.fma else "_add_leaf_plain",
+    }
+    names = list(chosen.values()) + ["_add_leaves", "_vals"]
+    if program.uses_fused:
+        names.append("_fused_range")
+    if program.uses_tables:
+        names += ["_table_step", "_table_step_values"]
+    names += ["_final", "_input", "_length", "_shape"]
+    return names, {v: k for k, v in chosen.items()}

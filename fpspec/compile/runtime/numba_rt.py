@@ -1,0 +1,375 @@
+"""Numba replica runtime: one output element per call, scalars, no fastmath.
+
+Every function here is compiled with fastmath off, so LLVM may neither
+reassociate nor contract a*b+c into an FMA; the only FMA is `_fma`, an
+explicit llvm.fma call, used only when the spec says product = fma.
+
+Globals the template defines: _ACC (carrier dtype), _ACC_FMT ((precision,
+emin, emax) when the accumulator is emulated on float64), _OUT_FMT, _INIT_ZERO,
+_ZERO, and for fused nodes the _FP_* constants (see `_fused_core`).
+"""
+import math
+
+import numpy as np
+from numba.extending import intrinsic
+
+_ACC = np.float32
+_ACC_FMT = (24, -126, 127)
+_OUT_FMT = (24, -126, 127)
+_INIT_ZERO = False
+_ZERO = np.float32(0.0)
+_ZERO_EXP = -(1 << 20)
+_FP_F, _FP_EMIN_IN, _FP_FLOOR, _FP_ALIGNED, _FP_C_ALIGNED = 25, -14, -133, 0, True
+_FP_RZ, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_SUB_IN, _FP_SUB_OUT = True, 24, -126, 127, True, True
+
+
+@intrinsic
+def _fma(typingctx, x, y, z):
+    """llvm.fma: x*y + z with one rounding, in the type of x (all three alike)."""
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return x(x, y, z), codegen
+
+
+def _round_dir(v, precision, emin, emax, rz, subnormals):
+    """Round a float64 to `precision` bits (toward zero or nearest even) with
+    the exponent range emin..emax (fpspec.arith.fused.round_value, scalar)."""
+    if v != v or v == 0.0 or math.isinf(v):
+        return v
+    e = math.frexp(v)[1]
+    shift = precision - 1 - max(e - 1, emin)
+    scaled = math.ldexp(v, shift)
+    r = math.ldexp(np.trunc(scaled) if rz else np.rint(scaled), -shift)
+    if rz:
+        over = abs(v) >= 2.0 ** (emax + 1)
+    else:
+        over = abs(r) > (2.0 - 2.0 ** (1 - precision)) * 2.0 ** emax
+    if over:
+        r = math.copysign(math.inf, v)
+    if not subnormals and abs(r) < 2.0 ** emin:
+        r = 0.0
+    return r
+
+
+def _round_native(v):
+    return _ACC(v)
+
+
+def _round_emulated(v):
+    return _round_dir(np.float64(v), _ACC_FMT[0], _ACC_FMT[1], _ACC_FMT[2], False, True)
+
+
+def _term_sum(a, b, k):
+    return _round_acc(a[k])
+
+
+def _term_product(a, b, k):
+    # inputs of <= 26 bits: the float64 product is exact, rounded once here
+    return _round_acc(np.float64(a[k]) * np.float64(b[k]))
+
+
+def _add_plain(u, v):
+    return _round_acc(u + v)
+
+
+def _add_leaf_plain(acc, a, b, k):
+    return _add(acc, _term(a, b, k))
+
+
+def _add_leaf_fma_native(acc, a, b, k):
+    return _fma(_ACC(a[k]), _ACC(b[k]), acc)
+
+
+def _add_leaf_fma_emulated(acc, a, b, k):
+    # an fp64 FMA then one rounding to the narrow accumulator (53 >= 2p + 2 bits)
+    return _round_acc(_fma(np.float64(a[k]), np.float64(b[k]), np.float64(acc)))
+
+
+def _add_leaves(a, b, i, j):
+    return _add_leaf(_term(a, b, i), a, b, j)
+
+
+def _vals(m):
+    return np.empty(m, _ACC)
+
+
+def _decode(x, emin):
+    """(negative, exponent, significand with 23 fraction bits) of a finite value
+    of an fp32 subset, the exponent clamped at emin (arith.fused.decode)."""
+    negative = math.copysign(1.0, x) < 0.0
+    ax = abs(x)
+    if ax == 0.0:
+        return negative, emin, 0
+    exp = max(math.frexp(ax)[1] - 1, emin)
+    return negative, exp, int(math.ldexp(ax, 23 - exp))
+
+
+def _shift(sig, shift, negative):
+    """arith.fused.shift_right for one term (shifts clamped to 62)."""
+    left = min(max(-shift, 0), 62)
+    right = min(max(shift, 0), 62)
+    kept = sig >> right
+    if _FP_ALIGNED != 0:
+        lost = sig - (kept << right)
+        if _FP_ALIGNED == 1:
+            if lost != 0 and negative:
+                kept += 1
+        else:
+            half = (1 << (right - 1)) if right > 0 else (1 << 62)
+            if lost > half or (lost == half and (kept & 1) == 1):
+                kept += 1
+    return kept << left
+
+
+def _leaf_index(ks, lo, step, i):
+    return ks[i] if ks.shape[0] > 0 else lo + i * step
+
+
+def _fused_core(a, b, ks, lo, step, cnt, c):
+    """One fused node: d = c + sum of the cnt products a[k]*b[k] (k = ks[i], or
+    lo + i*step when ks is empty), exactly as fpspec.arith.fused.fused_node."""
+    cf = np.float64(c)
+    nan = cf != cf
+    pinf = cf == math.inf
+    ninf = cf == -math.inf
+    for i in range(cnt):
+        k = _leaf_index(ks, lo, step, i)
+        p = np.float64(a[k]) * np.float64(b[k])
+        nan = nan or p != p
+        pinf = pinf or p == math.inf
+        ninf = ninf or p == -math.inf
+    if nan or (pinf and ninf):
+        return math.nan
+    if pinf:
+        return math.inf
+    if ninf:
+        return -math.inf
+    tiny_in = 2.0 ** _FP_EMIN_IN
+    emax = _ZERO_EXP
+    nonzero = False
+    for i in range(cnt):
+        k = _leaf_index(ks, lo, step, i)
+        x, y = np.float64(a[k]), np.float64(b[k])
+        if not _FP_SUB_IN and (abs(x) < tiny_in or abs(y) < tiny_in):
+            continue
+        ea, ma = _decode(x, _FP_EMIN_IN)[1:]
+        eb, mb = _decode(y, _FP_EMIN_IN)[1:]
+        if ma * mb != 0:
+            nonzero = True
+            emax = max(emax, ea + eb)
+    if not _FP_SUB_OUT and abs(cf) < 2.0 ** _FP_OUT_EMIN:
+        cf = 0.0
+    cneg, cexp, csig = _decode(cf, -126)
+    if csig != 0 and _FP_C_ALIGNED:
+        emax = max(emax, cexp)
+    if not nonzero and csig == 0:
+        return 0.0                      # the hardware writes +0.0
+    emax = max(emax, _FP_FLOOR)
+    grid = emax - _FP_F
+    total = 0
+    for i in range(cnt):
+        k = _leaf_index(ks, lo, step, i)
+        x, y = np.float64(a[k]), np.float64(b[k])
+        if not _FP_SUB_IN and (abs(x) < tiny_in or abs(y) < tiny_in):
+            continue
+        na, ea, ma = _decode(x, _FP_EMIN_IN)
+        nb, eb, mb = _decode(y, _FP_EMIN_IN)
+        mag = _shift(ma * mb, grid - (ea + eb - 46), na != nb)
+        total += -mag if na != nb else mag
+    if _FP_C_ALIGNED:
+        mag = _shift(csig, grid - (cexp - 23), cneg)
+        total += -mag if cneg else mag
+        exact = math.ldexp(np.float64(total), grid)
+    else:
+        exact = _round_odd_sum(math.ldexp(np.float64(total), grid), cf)
+    return _round_dir(exact, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_RZ, _FP_SUB_OUT)
+
+
+def _round_odd_sum(x, y):
+    """x + y rounded to odd (exact for one later rounding to <= 51 bits)."""
+    s = x + y
+    bb = s - x
+    err = (x - (s - bb)) + (y - bb)
+    if err != 0.0 and math.isfinite(s):
+        m, e = math.frexp(s)
+        if int(math.ldexp(abs(m), 53)) % 2 == 0:
+            s = np.nextafter(s, math.inf if err > 0 else -math.inf)
+    return s
+
+
+_NO_KS = np.empty(0, np.int64)
+
+
+def _fused_range(a, b, lo, step, cnt, c):
+    return _ACC(_fused_core(a, b, _NO_KS, lo, step, cnt, c))
+
+
+def _table_step(a, b, lo, step, size, slots, kids, offs, fused, s):
+    """Step s of a literal tree over leaves: slot i < size is leaf lo + i*step."""
+    first, last = offs[s], offs[s + 1]
+    if fused[s]:
+        ks = np.empty(last - first, np.int64)
+        cnt = 0
+        c = _ZERO
+        for i in range(first, last):
+            if kids[i] < size:
+                ks[cnt] = lo + kids[i] * step
+                cnt += 1
+            else:
+                c = slots[kids[i]]
+        return _ACC(_fused_core(a, b, ks[:cnt], lo, step, cnt, c)) if cnt > 0 else c
+    i, j = kids[first], kids[first + 1]
+    if i >= size and j >= size:
+        return _add(slots[i], slots[j])
+    if i < size and j < size:
+        return _add_leaves(a, b, lo + i * step, lo + j * step)
+    if i < size:
+        return _add_leaf(slots[j], a, b, lo + i * step)
+    return _add_leaf(slots[i], a, b, lo + j * step)
+
+
+def _table_step_values(slots, kids, offs, s):
+    """Step s of a literal tree over values (binary steps only)."""
+    return _add(slots[kids[offs[s]]], slots[kids[offs[s] + 1]])
+
+
+def _final(acc):
+    if _INIT_ZERO:     # note [init +0.0]: -0.0 becomes +0.0
+        acc = _add(acc, _ZERO)
+    return _round_out(acc)
+
+
+def _round_out_native(v):
+    return _OUT_CARRY(v)
+
+
+def _round_out_emulated(v):
+    return _round_dir(np.float64(v), _OUT_FMT[0], _OUT_FMT[1], _OUT_FMT[2], False, True)
+
+
+# stand-ins so this module imports; the template binds the chosen variants
+_round_acc = _round_native
+_term = _term_sum
+_add = _add_plain
+_add_leaf = _add_leaf_plain
+_round_out = _round_out_native
+
+
+# ---------------------------------------------------------------- the public functions
+# Plain Python: check the arguments, then call a compiled kernel that runs one
+# output element per iteration of a parallel loop.
+
+_NAME = "spec"
+N_MIN, N_MAX = 1, None
+_IN_DTYPE = np.float32
+_IN_NAME = "fp32"
+_IN_GRID = None
+_IN_CARRY = np.float32
+_OUT_DTYPE = np.float32
+_OUT_CARRY = np.float32
+
+
+def _input(x, what):
+    """x as an array of the spec's input dtype (no silent conversion), widened
+    exactly to the dtype the kernels read (float16 -> float32)."""
+    x = np.asarray(x)
+    if x.dtype != _IN_DTYPE:
+        raise TypeError(f"{what} has dtype {x.dtype}, but this replica of {_NAME} takes "
+                        f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
+    if _IN_GRID is not None:
+        finite = x[np.isfinite(x)].astype(np.float64)
+        rounded = np.array([_round_dir(v, _IN_GRID[0], _IN_GRID[1], _IN_GRID[2], False, True) for v in finite])
+        if not np.array_equal(rounded, finite):
+            raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
+    return np.ascontiguousarray(x, dtype=_IN_CARRY)
+
+
+def _length(n):
+    if n < N_MIN or (N_MAX is not None and n > N_MAX):
+        raise ValueError(f"length {n} is outside the range {N_MIN}..{'' if N_MAX is None else N_MAX} "
+                         f"this replica of {_NAME} is valid for")
+    return n
+
+
+def _shape(what, arr, ndim):
+    if arr.ndim != ndim:
+        raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
+
+
+def _one_kernel(x, y):
+    return _final(_reduce(x, y, x.shape[0]))
+
+
+def _rows_kernel(A, x, out):
+    for i in prange(A.shape[0]):
+        out[i] = _final(_reduce(A[i], x, x.shape[0]))
+
+
+def _columns_kernel(XT, out):
+    for i in prange(XT.shape[0]):
+        out[i] = _final(_reduce(XT[i], XT[i], XT.shape[1]))
+
+
+def _gemm_kernel(A, BT, out):
+    p = BT.shape[0]
+    for t in prange(A.shape[0] * p):
+        i, j = t // p, t % p
+        out[i, j] = _final(_reduce(A[i], BT[j], A.shape[1]))
+
+
+def api_sum(x):
+    """The spec's sum of the 1-D array x."""
+    x = _input(x, "x")
+    _shape("x", x, 1)
+    _length(x.shape[0])
+    return _OUT_DTYPE(_one_kernel(x, x))
+
+
+def api_sums(X):
+    """The spec's sum of every column of X (each its own accumulation)."""
+    X = _input(X, "X")
+    _shape("X", X, 2)
+    _length(X.shape[0])
+    out = np.empty(X.shape[1], _OUT_CARRY)
+    _columns_kernel(np.ascontiguousarray(X.T), out)
+    return out.astype(_OUT_DTYPE)
+
+
+def api_dot(x, y):
+    """The spec's dot product of the 1-D arrays x and y."""
+    x, y = _input(x, "x"), _input(y, "y")
+    _shape("x", x, 1)
+    _shape("y", y, 1)
+    if x.shape != y.shape:
+        raise ValueError(f"dot: x has {x.shape[0]} elements, y has {y.shape[0]}")
+    _length(x.shape[0])
+    return _OUT_DTYPE(_one_kernel(x, y))
+
+
+def api_gemv(A, x):
+    """A @ x, each output element in the spec's order over the columns of A."""
+    A, x = _input(A, "A"), _input(x, "x")
+    _shape("A", A, 2)
+    _shape("x", x, 1)
+    if A.shape[1] != x.shape[0]:
+        raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
+    _length(x.shape[0])
+    out = np.empty(A.shape[0], _OUT_CARRY)
+    _rows_kernel(A, x, out)
+    return out.astype(_OUT_DTYPE)
+
+
+def api_gemm(A, B):
+    """A @ B, each output element in the spec's order over the inner dimension."""
+    A, B = _input(A, "A"), _input(B, "B")
+    _shape("A", A, 2)
+    _shape("B", B, 2)
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
+    _length(A.shape[1])
+    out = np.empty((A.shape[0], B.shape[1]), _OUT_CARRY)
+    _gemm_kernel(A, np.ascontiguousarray(B.T), out)
+    return out.astype(_OUT_DTYPE)
+
+
+prange = range   # the template imports numba's prange

@@ -1,0 +1,203 @@
+"""NumPy replica runtime: partial sums are arrays over the output elements.
+
+Globals the template defines: _ACC (carrier dtype of partial sums), _ACC_FMT
+((precision, emin, emax) when the accumulator is emulated on float64, else
+None), _OUT_DTYPE, _OUT_FMT (like _ACC_FMT, for the output cast), _INIT_ZERO,
+_FUSED (FusedParams or None), _ZERO, and the embedded fused-node model.
+Terms: a[k] (and b[k]) are arrays over outputs, float64 for products so that
+a[k] * b[k] is exact for inputs of <= 26 bits (note [leaf products]).
+"""
+import numpy as np
+
+from fpspec.arith.fused import round_value
+
+_ACC = np.float32
+_ACC_FMT = None
+_OUT_DTYPE = np.float32
+_OUT_FMT = None
+_INIT_ZERO = False
+_FUSED = None
+_ZERO = np.float32(0.0)
+
+
+def _round_native(v):
+    return _ACC(v)
+
+
+def _round_emulated(v):
+    return round_value(v, *_ACC_FMT, "rne")
+
+
+def _term_sum(a, b, k):
+    return _round_acc(a[k])
+
+
+def _term_product(a, b, k):
+    return _round_acc(a[k] * b[k])
+
+
+def _add_plain(u, v):
+    return _round_acc(u + v)
+
+
+def _add_leaf_plain(acc, a, b, k):
+    return _add(acc, _term(a, b, k))
+
+
+def _add_leaf_fma(acc, a, b, k):
+    # note [leaf products]: one rounding of the exact a*b + acc
+    return _round_acc(_round_odd_sum(a[k] * b[k], np.asarray(acc, np.float64)))
+
+
+def _add_leaves(a, b, i, j):
+    return _add_leaf(_term(a, b, i), a, b, j)
+
+
+def _round_odd_sum(x, y):
+    """x + y in float64 rounded to odd, so one more rounding to <= 51 bits is exact."""
+    s = x + y
+    bb = s - x
+    err = (x - (s - bb)) + (y - bb)
+    odd_fix = (err != 0) & ((s.view(np.int64) & 1) == 0)
+    return np.where(odd_fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+
+
+def _vals(m):
+    return [None] * m
+
+
+def _fused(a, b, ks, c):
+    """One fused node over the leaves ks (and addend c), for every output at once."""
+    ks = np.asarray(ks, np.int64)
+    shape = np.broadcast_shapes(a.shape[1:], b.shape[1:])
+    av = np.moveaxis(np.broadcast_to(a[ks], (len(ks),) + shape), 0, -1)
+    bv = np.moveaxis(np.broadcast_to(b[ks], (len(ks),) + shape), 0, -1)
+    d = fused_node(av.reshape(-1, len(ks)), bv.reshape(-1, len(ks)),
+                   np.broadcast_to(np.asarray(c, np.float64), shape).reshape(-1), _FUSED)
+    return _round_acc(d.reshape(shape))
+
+
+def _fused_range(a, b, lo, step, cnt, c):
+    return _fused(a, b, lo + step * np.arange(cnt), c)
+
+
+def _table_step(a, b, lo, step, size, slots, kids, offs, fused, s):
+    """Step s of a literal tree over leaves: slot i < size is leaf lo + i*step."""
+    first, last = offs[s], offs[s + 1]
+    if fused[s]:
+        leaves = [lo + kids[i] * step for i in range(first, last) if kids[i] < size]
+        inner = [slots[kids[i]] for i in range(first, last) if kids[i] >= size]
+        return _fused(a, b, leaves, inner[0] if inner else _ZERO)
+    i, j = kids[first], kids[first + 1]
+    if i >= size and j >= size:
+        return _add(slots[i], slots[j])
+    if i < size and j < size:
+        return _add_leaves(a, b, lo + i * step, lo + j * step)
+    if i < size:
+        return _add_leaf(slots[j], a, b, lo + i * step)
+    return _add_leaf(slots[i], a, b, lo + j * step)
+
+
+def _table_step_values(slots, kids, offs, s):
+    """Step s of a literal tree over values (binary steps only)."""
+    return _add(slots[kids[offs[s]]], slots[kids[offs[s] + 1]])
+
+
+def _final(acc):
+    if _INIT_ZERO:     # note [init +0.0]: -0.0 becomes +0.0
+        acc = _add(acc, _ZERO)
+    if _OUT_FMT is not None:
+        acc = round_value(acc, *_OUT_FMT, "rne")
+    return np.asarray(acc).astype(_OUT_DTYPE)
+
+
+# stand-ins so this module imports; the template binds the chosen variants
+_round_acc = _round_native
+_term = _term_sum
+_add = _add_plain
+_add_leaf = _add_leaf_plain
+fused_node = None
+
+
+# ---------------------------------------------------------------- the public functions
+
+_NAME = "spec"
+N_MIN, N_MAX = 1, None
+_IN_DTYPE = np.float32
+_IN_NAME = "fp32"
+_IN_GRID = None
+
+
+def _input(x, what):
+    """x as an array of the spec's input dtype (no silent conversion)."""
+    x = np.asarray(x)
+    if x.dtype != _IN_DTYPE:
+        raise TypeError(f"{what} has dtype {x.dtype}, but this replica of {_NAME} takes "
+                        f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
+    if _IN_GRID is not None:
+        finite = x[np.isfinite(x)].astype(np.float64)
+        if not np.array_equal(round_value(finite, *_IN_GRID, "rne"), finite):
+            raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
+    return x
+
+
+def _length(n):
+    if n < N_MIN or (N_MAX is not None and n > N_MAX):
+        raise ValueError(f"length {n} is outside the range {N_MIN}..{'' if N_MAX is None else N_MAX} "
+                         f"this replica of {_NAME} is valid for")
+    return n
+
+
+def _shape(what, arr, ndim):
+    if arr.ndim != ndim:
+        raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
+
+
+def api_sum(x):
+    """The spec's sum of the 1-D array x."""
+    x = _input(x, "x")
+    _shape("x", x, 1)
+    a = x.astype(np.float64)[:, None]
+    return _final(_reduce(a, a, _length(x.shape[0])))[0]
+
+
+def api_sums(X):
+    """The spec's sum of every column of X (each its own accumulation)."""
+    X = _input(X, "X")
+    _shape("X", X, 2)
+    a = X.astype(np.float64)
+    return _final(_reduce(a, a, _length(X.shape[0])))
+
+
+def api_dot(x, y):
+    """The spec's dot product of the 1-D arrays x and y."""
+    x, y = _input(x, "x"), _input(y, "y")
+    _shape("x", x, 1)
+    _shape("y", y, 1)
+    if x.shape != y.shape:
+        raise ValueError(f"dot: x has {x.shape[0]} elements, y has {y.shape[0]}")
+    a, b = x.astype(np.float64)[:, None], y.astype(np.float64)[:, None]
+    return _final(_reduce(a, b, _length(x.shape[0])))[0]
+
+
+def api_gemv(A, x):
+    """A @ x, each output element in the spec's order over the columns of A."""
+    A, x = _input(A, "A"), _input(x, "x")
+    _shape("A", A, 2)
+    _shape("x", x, 1)
+    if A.shape[1] != x.shape[0]:
+        raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
+    a, b = A.astype(np.float64).T, x.astype(np.float64)[:, None]
+    return _final(_reduce(a, b, _length(x.shape[0])))
+
+
+def api_gemm(A, B):
+    """A @ B, each output element in the spec's order over the inner dimension."""
+    A, B = _input(A, "A"), _input(B, "B")
+    _shape("A", A, 2)
+    _shape("B", B, 2)
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
+    a = A.astype(np.float64).T[:, :, None]
+    b = B.astype(np.float64)[:, None, :]
+    return _final(_reduce(a, b, _length(A.shape[1])))
