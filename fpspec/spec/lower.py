@@ -201,6 +201,20 @@ def _zero_path(t) -> list:
     return path
 
 
+def _nice_threshold(lo: int, hi: int) -> int:
+    """The largest power of two in [lo, hi] (a threshold a person would
+    write, and the one that holds for other n too), else lo."""
+    k = 1
+    while k * 2 <= hi:
+        k *= 2
+    return k if lo <= k <= hi else lo
+
+
+def _pow2_tails(p: int, r: int, limit: int = 128) -> list:
+    """Powers of two K <= limit with p % K == 0 and K > r, largest first."""
+    return [k for k in (128, 64, 32, 16, 8, 4, 2) if k <= limit and k > r and p % k == 0]
+
+
 def _divisors_above(p: int, r: int) -> list:
     return [k for k in range(r + 1, p + 1) if p % k == 0]
 
@@ -318,21 +332,28 @@ class _Lowerer:
         return [_candidate(A.Split(A.Num(at), a.order, b.order), _merge_lets(a, b))]
 
     def _tail(self, t, m: int, maxes) -> list:
-        out = []
+        """Bodies: contiguous prefixes on the path to position 0.  Preferred:
+        those whose size a small power of two K > leftovers divides (NumPy's
+        "n - n % 8"); else the first ones with any valid K."""
         bodies = [x for x in _zero_path(t)[1:-1] if _max(x, maxes) == _size(x) - 1]
-        for body in bodies[:TAILS_TRIED]:
+        nice = [x for x in bodies if _pow2_tails(_size(x), m - _size(x))]
+        out = []
+        for body in (nice or bodies)[:TAILS_TRIED]:
             p = _size(body)
             r = m - p
-            ks = _divisors_above(p, r)
+            ks = _pow2_tails(p, r) or _divisors_above(p, r)[:1]
             if not ks:
                 continue
             b = self.best(body)
-            counts = [int(x.k.value) for x in (b.order,) if isinstance(x, (A.Lanes, A.Blocks, A.Tail))
-                      and isinstance(getattr(x, "k", None), A.Num)]
-            k = counts[0] if counts and counts[0] in ks else ks[0]
+            if isinstance(b.order, (A.Lanes, A.Blocks)) and isinstance(b.order.k if isinstance(b.order, A.Lanes)
+                                                                       else b.order.b, A.Num):
+                count = (b.order.k if isinstance(b.order, A.Lanes) else b.order.b).value
+                if count in ks:
+                    ks = [count] + [k for k in ks if k != count]
             rest = _contract(t, {body: 0}, lambda i: i - p + 1)
             o = self.best(rest)
-            out.append(_candidate(A.Tail(A.Num(k), b.order, o.order), _merge_lets(b, o)))
+            for k in ks:
+                out.append(_candidate(A.Tail(A.Num(k), b.order, o.order), _merge_lets(b, o)))
         return out
 
     def _blocks(self, t, m: int, maxes, index) -> list:
@@ -399,6 +420,7 @@ class _Lowerer:
             if found is None:
                 continue
             threshold, frontier, min_inner = found
+            threshold = _nice_threshold(threshold, min_inner - 1)
             shape = (threshold, tuple(sorted(id(x) for x in frontier)))
             if shape in seen:  # a simpler rule already splits this tree the same way
                 continue
