@@ -1,0 +1,170 @@
+"""Rendered Triton replicas against the reference (fpspec.arith.evaluate on the
+tree the IR denotes, fpspec.compile.trees.tree_of), bit for bit, on the interpreter."""
+import numpy as np
+import pytest
+import torch
+
+from fpspec.arith import Arithmetic, evaluate, get_params
+from fpspec.compile.ir import (BinOp, Blocks, Call, Case, Compare, CompileError, Const, Fold, FusedChain, Guard,
+                               Kernel, Lanes, Pairwise, Part, Segments, TreeReduce, Var)
+from fpspec.compile.trees import table_of, tree_of
+from fpspec.tree import parse_tree
+
+m, n = Var("m"), Var("n")
+TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def c(v):
+    return Const(v)
+
+
+def numpy_pairwise():
+    """numpy's pairwise sum (float32, contiguous): 8 lanes under 129, halves at a multiple of 8 above."""
+    half = BinOp("-", BinOp("//", m, c(2)), BinOp("%", BinOp("//", m, c(2)), c(8)))
+    block = Segments((Part(BinOp("-", m, BinOp("%", m, c(8))), Lanes(c(8), Fold(), Pairwise())),
+                      Part(BinOp("%", m, c(8)), None)), Fold())
+    split = Segments((Part(half, Call("pw")), Part(BinOp("-", m, half), Call("pw"))), Fold())
+    return Guard((Case(Compare("<", m, c(8)), Fold()), Case(Compare("<=", m, c(128)), block)), split)
+
+
+def values(rng, fmt, shape, span=6):
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-span, span + 1, shape))
+    return torch.from_numpy(x.astype(np.float32)).to(TORCH[fmt])
+
+
+def as_f64(t):
+    return t.float().numpy().astype(np.float64)
+
+
+def bits_equal(got, want):
+    g = got.float().numpy().astype(np.float64)
+    return np.array_equal(g, want, equal_nan=True) and np.array_equal(np.signbit(g), np.signbit(want))
+
+
+def reference_matmul(kernel, A, B):
+    """evaluate() on the kernel's tree for every output element at once."""
+    M, K = A.shape
+    N = B.shape[1]
+    X = np.repeat(as_f64(A).T[:, :, None], N, axis=2).reshape(K, M * N)
+    Y = np.repeat(as_f64(B)[:, None, :], M, axis=1).reshape(K, M * N)
+    with np.errstate(all="ignore"):
+        return evaluate(tree_of(kernel, K), X, Y, kernel.arithmetic).reshape(M, N)
+
+
+H100_FP16 = Arithmetic(input="fp16", product="exact", accumulator="fp32", init="+0.0", output="fp16",
+                       fused=get_params("h100-fp16"))
+H100_BF16 = Arithmetic(input="bf16", product="exact", accumulator="fp32", init="+0.0", output="bf16",
+                       fused=get_params("h100-bf16"))
+A100_FP16 = Arithmetic(input="fp16", product="exact", accumulator="fp32", init="none", output="fp32",
+                       fused=get_params("a100-fp16"))
+FP32_FMA = Arithmetic(input="fp32", product="fma", accumulator="fp32", output="fp32")
+FP32_ROUNDED = Arithmetic(input="fp32", product="rounded", accumulator="fp32", output="fp32")
+CHAIN16 = FusedChain(c(16))
+
+MATRIX_CASES = [
+    # (label, arithmetic, root, shapes (M, N, K))
+    ("h100 fp16 chain", H100_FP16, CHAIN16, [(5, 7, 37), (16, 16, 16), (3, 2, 1), (17, 33, 48)]),
+    ("h100 bf16 chain", H100_BF16, CHAIN16, [(9, 4, 50)]),
+    ("split-K blocks of 32, pairwise", H100_FP16, Blocks(c(32), CHAIN16, Pairwise()), [(4, 6, 100), (3, 3, 32)]),
+    ("split-K halves, tree", H100_FP16,
+     Segments((Part(BinOp("//", m, c(2)), CHAIN16), Part(BinOp("-", m, BinOp("//", m, c(2))), CHAIN16)), Fold()),
+     [(6, 5, 70)]),
+    ("chain then a fold tail", H100_FP16,
+     Segments((Part(BinOp("-", m, BinOp("%", m, c(16))), CHAIN16), Part(BinOp("%", m, c(16)), None)), Fold()),
+     [(4, 3, 53)]),
+    ("a100 fp16 chain of 8", A100_FP16, FusedChain(c(8)), [(5, 6, 29)]),
+    ("fp32 fma fold", FP32_FMA, Fold(), [(3, 9, 21)]),
+    ("fp32 fma reverse fold", FP32_FMA, Fold(reverse=True), [(3, 4, 11)]),
+    ("fp32 4 lanes, tree", FP32_ROUNDED, Lanes(c(4), Fold(), TreeReduce()), [(5, 3, 30)]),
+    ("fp32 8 lanes fma, pairwise", FP32_FMA, Lanes(c(8), Fold(), Pairwise()), [(2, 2, 67)]),
+    ("fp32 pairwise", FP32_ROUNDED, Pairwise(split=BinOp("-", m, c(1))), [(3, 3, 9)]),
+]
+
+
+@pytest.mark.parametrize("label,ar,root,shapes", MATRIX_CASES, ids=[c[0] for c in MATRIX_CASES])
+def test_gemm_matches_reference(load_replica, label, ar, root, shapes):
+    kernel = Kernel("gemm", ar, root, source=f"# {label}", name=label)
+    rep = load_replica(kernel)
+    rng = np.random.default_rng(len(label))
+    for M, N, K in shapes:
+        A, B = values(rng, ar.input, (M, K)), values(rng, ar.input, (K, N))
+        got = rep.gemm(A, B)
+        assert rep.last_path() == "emulated"
+        assert got.dtype == TORCH[ar.output]
+        assert bits_equal(got, reference_matmul(kernel, A, B)), (label, M, N, K)
+
+
+def test_literal_tree_table(load_replica):
+    tree = parse_tree("(((0 1) (2 3)) ((4 (5 6)) 7))")
+    kernel = Kernel("dot", FP32_ROUNDED, table_of(tree), n_min=8, n_max=8)
+    rep = load_replica(kernel)
+    rng = np.random.default_rng(5)
+    x, y = values(rng, "fp32", 8, 20), values(rng, "fp32", 8, 20)
+    want = evaluate(tree, as_f64(x), as_f64(y), FP32_ROUNDED)
+    assert bits_equal(rep.dot(x, y).reshape(1), np.asarray([want]))
+    with pytest.raises(ValueError, match="outside the spec's range"):
+        rep.dot(x[:7], y[:7])
+
+
+def test_gemv_and_dot_share_the_order(load_replica):
+    kernel = Kernel("gemv", H100_FP16, Blocks(c(64), CHAIN16, Fold()))
+    rep = load_replica(kernel)
+    rng = np.random.default_rng(9)
+    A, x = values(rng, "fp16", (7, 150)), values(rng, "fp16", 150)
+    got = rep.gemv(A, x)
+    assert got.shape == (7,)
+    assert bits_equal(got, reference_matmul(kernel, A, x.reshape(-1, 1)).reshape(-1))
+    dot = load_replica(Kernel("dot", H100_FP16, Blocks(c(64), CHAIN16, Fold())))
+    assert bits_equal(dot.dot(A[3], x).reshape(1), reference_matmul(kernel, A[3:4], x.reshape(-1, 1)).reshape(-1))
+
+
+def test_signed_zeros_and_specials(load_replica):
+    kernel = Kernel("gemm", Arithmetic(input="fp16", product="exact", accumulator="fp32", init="none",
+                                       output="fp32", fused=get_params("h100-fp16")), CHAIN16)
+    rep = load_replica(kernel)
+    A = torch.tensor([[-0.0] * 20, [65504.0] * 20, [float("inf")] + [1.0] * 19, [float("nan")] + [0.0] * 19],
+                     dtype=torch.float16)
+    B = torch.tensor([[0.0, 65504.0, -1.0]] * 20, dtype=torch.float16)
+    B[0, 2] = 0.0   # inf * 0
+    assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B))
+
+
+@pytest.mark.parametrize("count", [1, 5, 8, 9, 32, 129, 1000, 4099])
+def test_numpy_sum_order(load_replica, count):
+    kernel = Kernel("sum", Arithmetic(input="fp32", product="none", accumulator="fp32", output="fp32"),
+                    Call("pw"), orders=(("pw", numpy_pairwise()),))
+    rep = load_replica(kernel)
+    rng = np.random.default_rng(count)
+    x = values(rng, "fp32", count, 12)
+    got = rep.sum(x)
+    assert got.numpy().view(np.uint32) == np.sum(x.numpy()).view(np.uint32)
+    assert bits_equal(got.reshape(1), np.asarray([evaluate(tree_of(kernel, count), as_f64(x),
+                                                           arithmetic=kernel.arithmetic)]))
+
+
+def test_sum_of_half_inputs(load_replica):
+    ar = Arithmetic(input="fp16", product="none", accumulator="fp32", init="+0.0", output="fp16")
+    kernel = Kernel("sum", ar, Lanes(c(4), Fold(), TreeReduce()))
+    rep = load_replica(kernel)
+    x = values(np.random.default_rng(2), "fp16", 301)
+    want = evaluate(tree_of(kernel, 301), as_f64(x), arithmetic=ar)
+    assert bits_equal(rep.sum(x).reshape(1), np.asarray([want]))
+
+
+def test_native_path_refused_off_gpu(load_replica):
+    rep = load_replica(Kernel("gemm", H100_FP16, CHAIN16), path="native")
+    A = torch.ones((2, 16), dtype=torch.float16)
+    with pytest.raises(ValueError, match="native path cannot run this spec here: not on a CUDA device"):
+        rep.gemm(A, A.T.contiguous())
+    assert rep.gemm(A, A.T.contiguous(), path="emulated").float().sum().item() == 64.0
+
+
+def test_unsupported_specs_raise_one_line():
+    from fpspec.compile.backends.triton import BACKEND
+
+    with pytest.raises(CompileError, match="accumulator fp64"):
+        BACKEND.render(Kernel("sum", Arithmetic(input="fp32", accumulator="fp64", output="fp32"), Fold()))
+    with pytest.raises(CompileError, match="no fused section"):
+        BACKEND.render(Kernel("gemm", FP32_FMA, CHAIN16))
+    with pytest.raises(CompileError, match="path must be one of"):
+        BACKEND.render(Kernel("gemm", H100_FP16, CHAIN16), path="fast")
