@@ -1,0 +1,124 @@
+"""`fpspec show`, `fpspec check`, `fpspec fmt`: reading and writing .fps specs.
+
+(`fpspec diff` lives in cli/verify.py and calls fpspec.spec.diff_specs.)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from fpspec.cli import app
+from fpspec.errors import FpspecError
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as e:
+        raise FpspecError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def _is_tree_text(text: str) -> bool:
+    """A bracket tree file: '#' comment lines, then a tree (a '(' '[' or a leaf)."""
+    for line in text.splitlines():
+        s = line.strip()
+        if s and not s.startswith("#"):
+            return s[0] in "([" or s[0].isdigit()
+    return False
+
+
+def load_spec_or_tree(path: Path):
+    """(spec, tree or None): a .fps file parses; a bracket tree file is lowered."""
+    from fpspec.spec import lower, parse
+    from fpspec.tree import TreeSyntaxError, parse_tree
+
+    text = _read(path)
+    if _is_tree_text(text):
+        body = "\n".join(line for line in text.splitlines() if not line.strip().startswith("#"))
+        try:
+            tree = parse_tree(body)
+        except (TreeSyntaxError, ValueError) as e:
+            raise FpspecError(f"{path}: not a tree: {e}") from None
+        return lower(tree), tree
+    return parse(text, str(path)), None
+
+
+@app.command()
+def show(
+    file: Path = typer.Argument(..., help="a .fps spec or a bracket tree file"),
+    n: Optional[int] = typer.Option(None, "-n", help="reduction length to expand (default: the spec's single n)"),
+    svg: Optional[Path] = typer.Option(None, "--svg", help="also draw the tree to this SVG file"),
+    png: Optional[Path] = typer.Option(None, "--png", help="also draw the tree to this PNG file"),
+) -> None:
+    """Print a spec (canonical form) and the tree it gives at n."""
+    from fpspec.spec import check, expand
+    from fpspec.tree import format_tree, stats
+
+    spec, tree = load_spec_or_tree(file)
+    if tree is None:
+        check(spec)
+        r = spec.header.n
+        if n is None:
+            if r is None or r.lo != r.hi:
+                raise FpspecError(f"{file}: the spec holds for n in {str(r)[5:] if r else 'any range'}; "
+                                  "give the n to expand with -n N")
+            n = r.lo
+        tree = expand(spec, n)
+    elif n is not None and n != stats(tree).leaves:
+        raise FpspecError(f"{file}: the tree has {stats(tree).leaves} leaves; expected -n to match or no -n")
+    typer.echo(str(spec), nl=False)
+    typer.echo(f"\n# tree at n = {stats(tree).leaves}: {stats(tree)}")
+    typer.echo(format_tree(tree))
+    for path, fmt in ((svg, "svg"), (png, "png")):
+        if path is not None:
+            from fpspec.draw import render
+
+            render(tree, path, fmt, title=f"{file.name} n={stats(tree).leaves}")
+            typer.echo(f"wrote {path}")
+
+
+@app.command("check")
+def check_cmd(file: Path = typer.Argument(..., help="a .fps spec")) -> None:
+    """Validate a spec: syntax, names, the range of n, sizes, termination."""
+    from fpspec.spec import check, parse
+    from fpspec.spec.check import sample_ns
+
+    spec = parse(_read(file), str(file))
+    check(spec)
+    r = spec.header.n
+    checked = sample_ns(r)
+    typer.echo(f"{file}: ok ({str(r)}; {len(spec.lets)} named orders; "
+               f"{len(checked)} values of n checked, {checked[0]}..{checked[-1]})")
+
+
+@app.command()
+def fmt(
+    file: Path = typer.Argument(..., help="a .fps spec"),
+    check_only: bool = typer.Option(False, "--check", help="exit 1 if the file is not in canonical form"),
+    in_place: bool = typer.Option(False, "-i", "--in-place", help="rewrite the file in canonical form"),
+) -> None:
+    """Print a spec in canonical form (or check it, or rewrite it with -i)."""
+    from fpspec.io import write_atomic
+    from fpspec.spec import parse
+
+    text = _read(file)
+    canonical = str(parse(text, str(file)))
+    if check_only:
+        if text != canonical:
+            raise NotCanonical(f"{file}: not in canonical form (run: fpspec fmt -i {file})")
+        typer.echo(f"{file}: canonical")
+        return
+    if in_place:
+        if text != canonical:
+            write_atomic(file, canonical)
+            typer.echo(f"reformatted {file}")
+        return
+    typer.echo(canonical, nl=False)
+
+
+class NotCanonical(FpspecError):
+    """`fmt --check` found a difference: a verdict, exit code 1."""
+
+    exit_code = 1
