@@ -72,16 +72,22 @@ class Revelation:
 
 
 @dataclass
-class _Frame:
-    """One leaf group being built: pivot p's path splits it into groups by l."""
+class _Learned:
+    """What FPRev learned: per frame (a leaf group) its pivot and unit set; per level of the
+    pivot's path its l, its child (a frame id, or ~leaf for a single leaf), whether it exceeds
+    the group (the group hangs under a fused parent) and one member leaf (for cross-checks)."""
 
-    leaves: np.ndarray
-    ctx: int                                    # a leaf beside the group (modified mode), -1 at the root
-    pivot: int = -1
-    levels: list = field(default_factory=list)  # [(l, child frame index)] in ascending l
-    top_fused: bool = False                     # the group's top node also covers the context side
-    top_exceeds: bool = False                   # last level's l exceeds the group (fused with the parent)
-    result: Tree | None = None
+    pivot: list = field(default_factory=list)
+    units: list = field(default_factory=list)           # leaf array, or None for every leaf
+    span: list = field(default_factory=list)            # (first level, end) per frame
+    lev_l: list = field(default_factory=list)           # per wave: arrays over that wave's levels
+    lev_child: list = field(default_factory=list)
+    lev_exceeds: list = field(default_factory=list)
+    lev_rep: list = field(default_factory=list)
+
+    def levels(self):
+        cat = np.concatenate
+        return cat(self.lev_l), cat(self.lev_child), cat(self.lev_exceeds), cat(self.lev_rep)
 
 
 def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = False,
@@ -115,17 +121,20 @@ def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = F
             if n > BASIC_MAX_N:
                 raise FpspecError(f"FPRev-basic asks n(n-1)/2 queries; use it for n <= {BASIC_MAX_N}")
             tree = _basic(oracle, n)
+            checks = sharing = _checks_from_tree(tree, rng, 24)
         else:
-            tree = _fprev(oracle, n, rng, restricted=algorithm == "modified", pivot=pivot, bar=bar)
+            tree, learned = _fprev(oracle, n, rng, restricted=algorithm == "modified", pivot=pivot, bar=bar)
+            checks = _checks_from_learned(learned, rng, 32)
+            sharing = _checks_from_learned(learned, rng, 12, root_only=True)
     finally:
         bar.close()
     check_leaves(tree, n)
     differing: tuple = ()
     checked = 0
     if check:
-        _validate(tree, target, plan, rng, oracle)
+        _validate(checks, target, plan, oracle)
         if target.op in ("gemv", "gemm"):
-            differing, checked = _sharing_check(tree, oracle, rng)
+            differing, checked = _sharing_check(sharing, oracle)
             if differing:
                 notes.append(f"{len(differing)} of {checked} output elements do not share the revealed order")
     return Revelation(tree, n, oracle.queries, oracle.calls, time.perf_counter() - start, algorithm,
@@ -134,89 +143,134 @@ def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = F
 
 # ---------------------------------------------------------------- FPRev (Algorithm 4 / modified)
 
-def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar) -> Tree:
-    frames: list[_Frame] = [_Frame(np.arange(n), -1)]
-    wave = [0]
-    while wave:
-        asking = [f for f in wave if len(frames[f].leaves) > 1]
-        for f in wave:
-            if len(frames[f].leaves) == 1:
-                frames[f].result = int(frames[f].leaves[0])
-                bar.advance(1)
-        if not asking:
-            break
-        pairs, groups, units = [], [], []
-        for g, f in enumerate(asking):
-            fr = frames[f]
-            k = int(rng.integers(len(fr.leaves))) if pivot == "random" else 0
-            fr.pivot = int(fr.leaves[k])
-            others = np.delete(fr.leaves, k)
-            pairs.append(np.stack([np.full(len(others), fr.pivot), others], 1))
-            groups.append(np.full(len(others), g))
-            if restricted:
-                units.append(fr.leaves if fr.ctx < 0 else np.append(fr.leaves, fr.ctx))
-            bar.advance(1)
-        P = np.concatenate(pairs)
-        G = np.concatenate(groups)
-        L = oracle.l_many(P, units if restricted else None, G if restricted else None)
-        next_wave = []
-        offset = 0
-        for g, f in enumerate(asking):
-            fr = frames[f]
-            k = len(fr.leaves) - 1
-            ls, js = L[offset:offset + k], P[offset:offset + k, 1]
-            offset += k
-            order = np.argsort(ls, kind="stable")
-            ls, js = ls[order], js[order]
-            cut = np.flatnonzero(np.diff(ls)) + 1
-            starts = np.concatenate([[0], cut])
-            ends = np.concatenate([cut, [k]])
-            if fr.ctx < 0 and n > 2 and ls[-1] == 2 and len(fr.leaves) == n:
-                raise RevealRefused(
-                    "order-independent: every pair of masks cancels first (an exact or compensated sum); "
-                    "there is no order to reveal")
-            covered = 1
-            for t, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
-                covered += b - a
-                lv = int(ls[a])
-                last = t == len(starts) - 1
-                # a group's top level may exceed it only when the group hangs under a fused
-                # parent: by exactly the context leaf (modified) or by the parent's other leaves
-                exceeds_ok = last and fr.ctx >= 0 and (lv == covered + 1 if restricted else lv > covered)
-                if lv != covered and not exceeds_ok:
-                    raise RevealRefused(
-                        f"answers inconsistent with any tree: the path from leaf {fr.pivot} has a level of "
-                        f"l = {lv} holding {covered} leaves")
-                if lv != covered:
-                    fr.top_exceeds = True
-                child = _Frame(np.sort(js[a:b]), fr.pivot)
-                frames.append(child)
-                fr.levels.append((lv, len(frames) - 1))
-                next_wave.append(len(frames) - 1)
-        wave = next_wave
-    return _assemble(frames)
+def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar) -> tuple[Tree, _Learned]:
+    """Algorithm 4 over waves: every frame pending at one depth is asked in one batch."""
+    learned = _Learned()
+    wave_leaves = [np.arange(n)]
+    wave_ctx = [-1]
+    frame_base = 0
+    level_base = 0
+    while wave_leaves:
+        F = len(wave_leaves)
+        sizes = np.fromiter((len(x) for x in wave_leaves), np.int64, F)
+        cat = np.concatenate(wave_leaves)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        local = np.repeat(np.arange(F), sizes)
+        pick = starts + (rng.integers(0, sizes) if pivot == "random" else 0)
+        pivots = cat[pick]
+        keep = np.ones(len(cat), bool)
+        keep[pick] = False
+        js, gl = cat[keep], local[keep]
+        pairs = np.stack([pivots[gl], js], 1)
+        units = None
+        if restricted:
+            units = [x if c < 0 else np.append(x, c) for x, c in zip(wave_leaves, wave_ctx)]
+        L = oracle.l_many(pairs, units, gl if restricted else None)
+        bar.advance(F)
+        if frame_base == 0 and n > 2 and np.all(L == 2):
+            raise RevealRefused("order-independent: every pair of masks cancels first (an exact or "
+                                "compensated sum); there is no order to reveal")
+        order = np.lexsort((L, gl))
+        L, js, gl = L[order], js[order], gl[order]
+        new = np.ones(len(L), bool)
+        new[1:] = (gl[1:] != gl[:-1]) | (L[1:] != L[:-1])
+        g0 = np.flatnonzero(new)
+        g1 = np.append(g0[1:], len(L))
+        gsize = g1 - g0
+        gframe, gl_val = gl[g0], L[g0]
+        csum = np.cumsum(gsize)
+        first_of_frame = np.ones(len(g0), bool)
+        first_of_frame[1:] = gframe[1:] != gframe[:-1]
+        frame_start_csum = (csum - gsize)[first_of_frame]           # per local frame
+        covered = 1 + csum - frame_start_csum[gframe]
+        last = np.ones(len(g0), bool)
+        last[:-1] = gframe[1:] != gframe[:-1]
+        has_ctx = np.asarray(wave_ctx)[gframe] >= 0
+        exceeds = gl_val != covered
+        # a group's top level may exceed it only when the group hangs under a fused parent:
+        # by exactly the context leaf (modified) or by the parent's other leaves (fprev)
+        allowed = last & has_ctx & ((gl_val == covered + 1) if restricted else (gl_val > covered))
+        bad = np.flatnonzero(exceeds & ~allowed)
+        if bad.size:
+            k = bad[0]
+            raise RevealRefused(
+                f"answers inconsistent with any tree: the path from leaf {pivots[gframe[k]]} has a level "
+                f"of l = {gl_val[k]} holding {covered[k]} leaves")
+        # children: single leaves directly, larger groups become frames of the next wave
+        big = gsize > 1
+        child = np.where(big, 0, ~js[g0])
+        next_ids = frame_base + F + np.arange(int(big.sum()))
+        child[big] = next_ids
+        next_leaves = [np.sort(js[a:b]) for a, b in zip(g0[big].tolist(), g1[big].tolist())]
+        next_ctx = pivots[gframe[big]].tolist()
+        # book-keeping for assembly and cross-checks
+        learned.pivot.extend(pivots.tolist())
+        learned.units.extend(units if restricted else [None] * F)
+        fs = np.flatnonzero(first_of_frame)
+        fe = np.append(fs[1:], len(g0))
+        learned.span.extend(zip((level_base + fs).tolist(), (level_base + fe).tolist()))
+        learned.lev_l.append(gl_val)
+        learned.lev_child.append(child)
+        learned.lev_exceeds.append(exceeds)
+        learned.lev_rep.append(js[g0])
+        level_base += len(g0)
+        frame_base += F
+        wave_leaves, wave_ctx = next_leaves, next_ctx
+    return _assemble(learned), learned
 
 
-def _assemble(frames: list[_Frame]) -> Tree:
-    """Children were appended after their parents: build in reverse creation order."""
-    for fr in reversed(frames):
-        if fr.result is not None:
-            continue
-        r: Tree = fr.pivot
-        for t, (lv, ci) in enumerate(fr.levels):
-            child = frames[ci]
-            sub = child.result
-            top = t == len(fr.levels) - 1 and fr.top_exceeds
-            if child.top_fused:
-                # the child's top node is a fused node that also takes r as a child
+def _assemble(learned: _Learned) -> Tree:
+    """Frames were numbered parents first: build children first, in reverse order."""
+    _, child, exceeds, _ = learned.levels()
+    child, exceeds = child.tolist(), exceeds.tolist()
+    F = len(learned.pivot)
+    result: list = [None] * F
+    top_fused = [False] * F
+    for f in range(F - 1, -1, -1):
+        r: Tree = learned.pivot[f]
+        a, b = learned.span[f]
+        for k in range(a, b):
+            c = child[k]
+            if c < 0:
+                sub, sub_fused = ~c, False
+            else:
+                sub, sub_fused = result[c], top_fused[c]
+                result[c] = None
+            if sub_fused:
+                # the child's top is a fused node that also takes r as a child
                 r = Node(sub.children + (r,), fused=True)
-            elif top:
+            elif exceeds[k]:
                 r = Node((r, sub), fused=True)
             else:
                 r = Node((r, sub))
-        fr.result = r
-        fr.top_fused = fr.top_exceeds
-    return frames[0].result
+        result[f] = r
+        top_fused[f] = exceeds[b - 1]
+    return result[0]
+
+
+def _checks_from_learned(learned: _Learned, rng, k: int, root_only: bool = False) -> list:
+    """(units, a, b, expected l_S) for pairs the construction never asked: a in level t1, b in t2 > t1
+    of one frame; their lca is the level-t2 node, so l_S is the recorded l of level t2."""
+    L, _, _, rep = learned.levels()
+    frames = [0] if root_only else range(len(learned.pivot))
+    frames = [f for f in frames if learned.span[f][1] - learned.span[f][0] >= 2]
+    out = []
+    if not frames:
+        return out
+    for f in rng.choice(frames, size=min(k, len(frames) * 4), replace=True).tolist():
+        a0, b0 = learned.span[f]
+        t1, t2 = sorted(rng.choice(np.arange(a0, b0), size=2, replace=False).tolist())
+        out.append((learned.units[f], int(rep[t1]), int(rep[t2]), int(L[t2])))
+    return out
+
+
+def _checks_from_tree(tree: Tree, rng, k: int) -> list:
+    iv = _Intervals(tree)
+    out = []
+    for a, b in _tree_pairs(tree, rng, k).tolist():
+        node = iv.lca(a, b)
+        out.append((None, a, b, iv.hi[node] - iv.lo[node]))
+    return out
 
 
 # ---------------------------------------------------------------- FPRev-basic (Algorithm 2)
@@ -349,36 +403,21 @@ class _Intervals:
             x, y = p[x], p[y]
         return x
 
-    def l_restricted(self, a: int, b: int, S) -> int:
-        """Leaves of S u {a, b} under lca(a, b)."""
-        node = self.lca(a, b)
-        ps = self.pos[np.union1d(S, [a, b])]
-        return int(np.count_nonzero((ps >= self.lo[node]) & (ps < self.hi[node])))
 
-
-def _validate(tree: Tree, target, plan, rng, oracle: LcaOracle) -> None:
+def _validate(checks: list, target, plan, oracle: LcaOracle) -> None:
     """Fresh single-call queries must agree with the tree (catches batching, nondeterminism, garbage)."""
     single = LcaOracle(target, plan, batch=False)
     single.rows = oracle.rows[:1] if len(oracle.rows) else np.zeros(1, np.int64)
-    pairs = _tree_pairs(tree, rng, 24)
-    iv = _Intervals(tree)
-    if target.n - 2 <= plan.window:
-        S = None
-        expect = np.array([iv.hi[iv.lca(a, b)] - iv.lo[iv.lca(a, b)] for a, b in pairs.tolist()])
-        got = single.l_many(pairs)
-    else:
-        # windowed: units on a random window of leaves; expected l_S from the tree
-        S = np.sort(rng.permutation(target.n)[:plan.window])
-        expect = np.array([iv.l_restricted(a, b, S) for a, b in pairs.tolist()])
-        got = single.l_many(pairs, S)
-    oracle.queries += single.queries
-    oracle.calls += single.calls
-    bad = np.flatnonzero(got != expect)
-    if bad.size:
-        a, b = pairs[bad[0]]
-        raise RevealRefused(
-            f"answers inconsistent with any tree: l({a}, {b}) = {got[bad[0]]} on a fresh call, the revealed "
-            f"tree says {expect[bad[0]]} (nondeterministic or value-dependent order?)")
+    try:
+        for units, a, b, expect in checks:
+            got = single.l(a, b, units)
+            if got != expect:
+                raise RevealRefused(
+                    f"answers inconsistent with any tree: l({a}, {b}) = {got} on a fresh call, the revealed "
+                    f"tree says {expect} (nondeterministic or value-dependent order?)")
+    finally:
+        oracle.queries += single.queries
+        oracle.calls += single.calls
 
 
 def _rows_sharing_row0(oracle: LcaOracle, rng) -> np.ndarray:
@@ -395,15 +434,11 @@ def _rows_sharing_row0(oracle: LcaOracle, rng) -> np.ndarray:
     return np.flatnonzero(agree)
 
 
-def _sharing_check(tree: Tree, oracle: LcaOracle, rng) -> tuple[tuple, int]:
+def _sharing_check(checks: list, oracle: LcaOracle) -> tuple[tuple, int]:
     """Every output element must show the revealed l on a sample of pairs; list those that do not."""
-    iv = _Intervals(tree)
-    pairs = _tree_pairs(tree, rng, 12)
     bad = np.zeros(oracle.target.output_shape, bool)
-    for a, b in pairs.tolist():
-        got = oracle.l_everywhere(a, b)
-        node = iv.lca(a, b)
-        bad |= got != iv.hi[node] - iv.lo[node]
+    for _, a, b, expect in checks:
+        bad |= oracle.l_everywhere(a, b) != expect
     where = np.argwhere(bad.reshape(oracle.target.m, -1))
     return tuple((int(r), int(c)) for r, c in where), int(bad.size)
 

@@ -19,7 +19,7 @@ import numpy as np
 from fpspec.errors import RevealRefused
 from fpspec.reveal.masks import MaskPlan, plan_masks
 
-ROW_BUDGET = 1 << 20        # elements per batched call (keeps the matrix in cache-sized chunks)
+ROW_BUDGET = 1 << 19        # elements per batched call (keeps the matrix in cache-sized chunks)
 
 
 class LcaOracle:
@@ -43,6 +43,7 @@ class LcaOracle:
         self._is_numpy = isinstance(probe, np.ndarray)
         self._is_torch = type(probe).__module__.startswith("torch")
         self._b_cache = None
+        self._tiled = None
 
     # ------------------------------------------------------------ public
     def l(self, i: int, j: int, units=None) -> int:
@@ -87,7 +88,7 @@ class LcaOracle:
             row_pair = np.repeat(np.arange(q), counts_per_set[groups])
             row_base = np.concatenate([base_of_set[g] for g in groups.tolist()])
         ri, rj = pairs[row_pair, 0], pairs[row_pair, 1]
-        units_in_row = in_set[row_base].sum(1) - in_set[row_base, ri] - in_set[row_base, rj]
+        units_in_row = in_set.sum(1)[row_base] - in_set[row_base, ri] - in_set[row_base, rj]
         out = self._run(ri, rj, in_set, row_base)
         c = out / self.plan.u
         ok = np.isfinite(c) & (c == np.round(c)) & (c >= 0) & (c <= units_in_row)
@@ -168,10 +169,31 @@ class LcaOracle:
 
     def _batched(self, ri, rj, in_set, row_base, call_rows, mask, unit) -> np.ndarray:
         t = self.target
-        stack = self._native_stack(in_set, unit)
         q = len(ri)
         per_call = max(1, ROW_BUDGET // self.n)
         out = np.empty(q)
+        if len(in_set) == 1:
+            # one base for every row: keep a tiled buffer, set the masks, call, put the units back
+            key = (in_set[0].tobytes(), unit)
+            if self._tiled is None or self._tiled[0] != key:
+                self._tiled = (key, self._tile(t.native(in_set[0] * unit), min(q, per_call)))
+            X = self._tiled[1]
+            if len(X) < min(q, per_call):
+                X = self._tile(t.native(in_set[0] * unit), min(q, per_call))
+                self._tiled = (key, X)
+            bi = in_set[0][ri] * unit
+            bj = in_set[0][rj] * unit
+            for lo in range(0, q, per_call):
+                hi = min(q, lo + per_call)
+                r = np.arange(hi - lo)
+                self._put(X, r, ri[lo:hi], mask)
+                self._put(X, r, rj[lo:hi], -mask)
+                out[lo:hi] = t.to_float64(call_rows(X[: hi - lo])).reshape(-1)
+                self._put(X, r, ri[lo:hi], bi[lo:hi])
+                self._put(X, r, rj[lo:hi], bj[lo:hi])
+                self.calls += 1
+            return out
+        stack = self._native_stack(in_set, unit)
         for lo in range(0, q, per_call):
             hi = min(q, lo + per_call)
             X = self._take(stack, row_base[lo:hi])
@@ -181,6 +203,15 @@ class LcaOracle:
             out[lo:hi] = t.to_float64(call_rows(X)).reshape(-1)
             self.calls += 1
         return out
+
+    def _tile(self, native_row, rows):
+        if self._is_numpy:
+            return np.tile(native_row, (rows, 1))
+        if self._is_torch:
+            return native_row.unsqueeze(0).repeat(rows, 1)
+        import numpy
+
+        return numpy.tile(numpy.asarray(native_row), (rows, 1))
 
     def _take(self, stack, idx):
         if self._is_torch:
@@ -193,6 +224,8 @@ class LcaOracle:
         if self._is_torch:
             import torch
 
+            if isinstance(value, np.ndarray):
+                value = torch.from_numpy(value).to(X.dtype).to(X.device)
             X[torch.from_numpy(np.asarray(r, np.int64)), torch.from_numpy(np.asarray(c, np.int64))] = value
         else:
             X[r, c] = value
