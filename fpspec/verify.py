@@ -194,6 +194,7 @@ class Report:
     problems: tuple[Problem, ...] = ()
     seed: int = 0
     seconds: float = 0.0
+    stage_seconds: tuple[tuple[str, float], ...] = ()   # (stage, seconds): trees, arithmetic, samples
     notes: tuple[str, ...] = ()
 
     @property
@@ -216,7 +217,8 @@ class Report:
         shown = " ".join(map(str, ns[:40])) + (f" ... ({len(ns)} in all)" if len(ns) > 40 else "")
         lines.append(f"n values ({len(ns)}): {shown}")
         bad_trees = [t for t in self.trees if not t.equal]
-        lines.append(f"trees:      {len(self.trees)} compared, "
+        per_side = ", ".join(f"{name} {sum(t.side == name for t in self.trees)}" for name in self.sides)
+        lines.append(f"trees:      {len(self.trees)} compared ({per_side}), "
                      + ("all equal" if not bad_trees else f"{len(bad_trees)} differ"))
         if bad_trees:
             t = bad_trees[0]
@@ -245,7 +247,8 @@ class Report:
             where = f" at n={p.n}" if p.n is not None else ""
             lines.append(f"problem:    {p.stage}, {p.side}{where}: {p.message}")
         lines.extend(f"note:       {note}" for note in self.notes)
-        lines.append(f"time:       {self.seconds:.2f} s")
+        stages = "".join(f", {name} {sec:.2f} s" for name, sec in self.stage_seconds)
+        lines.append(f"time:       {self.seconds:.2f} s" + (f" ({stages[2:]})" if stages else ""))
         lines.append(self.verdict)
         return "\n".join(lines)
 
@@ -288,6 +291,7 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
     problems: list[Problem] = []
     ref_trees: dict[int, Tree] = {}
     probed: set[str] = set()
+    clock = {"trees": 0.0, "arithmetic": 0.0, "samples": 0.0}
 
     for n in n_values:
         try:
@@ -305,14 +309,18 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
             d = tree_diff(ref_trees[n], got)
             text = None if d is None else _difference_text(d, reference.name, side.name)
             trees.append(TreeCheck(n, side.name, d is None, text, time.perf_counter() - t0))
+            clock["trees"] += time.perf_counter() - t0
             # the arithmetic is probed once per side, at the first n revealed, with
             # the side's own tree (a probe needs the real order, not the spec's)
             if probe and side.name not in probed:
                 probed.add(side.name)
+                t0 = time.perf_counter()
                 check = _compare_arithmetic(reference, side, n, ref_trees[n], got, problems)
                 if check is not None:
                     ariths.append(check)
+                clock["arithmetic"] += time.perf_counter() - t0
 
+    t_samples = time.perf_counter()
     if samples > 0 and sample_pairs:
         counts = _spread(samples, len(n_values))
         for n, count in zip(n_values, counts):
@@ -336,11 +344,13 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
                 mismatch = _first_mismatch(n, batch, left, right, outs[0], outs[1])
                 sample_checks.append(SampleCheck(left.name, right.name, n, len(batch), mismatch))
             _repeat_check(n, batch, others, cache, problems)
+    clock["samples"] = time.perf_counter() - t_samples
 
     return Report(command=command, reference=reference.name, sides=tuple(s.name for s in others),
                   op=reference.op, fmt=reference.fmt, n_values=n_values, trees=tuple(trees),
                   arithmetic=tuple(ariths), samples=tuple(sample_checks), problems=tuple(problems),
-                  seed=seed, seconds=time.perf_counter() - start, notes=tuple(notes))
+                  seed=seed, seconds=time.perf_counter() - start,
+                  stage_seconds=tuple((k, v) for k, v in clock.items() if v > 0), notes=tuple(notes))
 
 
 def _failure_text(e: BaseException) -> str:

@@ -75,7 +75,7 @@ def verify(
     if replica is not None:
         if not replica.is_file():
             raise FpspecError(f"{replica}: no such replica file")
-        source, label = replica.read_text(), str(replica)
+        source, label = replica.read_text(), replica.name
     report = verify_spec(spec, spec_name=spec_path, backend=target, replica_source=source,
                          replica_label=label, against=against, n_values=_positive(n, "-n"),
                          samples=samples, seed=seed, max_n=max_n, m=m, ncols=ncols, device=device)

@@ -35,7 +35,7 @@ def test_a_good_replica_and_numpy_sum_verify_equivalent(capsys, tmp_path):
                        "--against", "numpy.sum", *SUM_NS, "--samples", "1200")
     assert code == 0, out
     assert "n values (6): 5 8 9 33 129 300" in out
-    assert "trees:      12 compared, all equal" in out
+    assert "trees:      12 compared (good_pairwise_replica.py 6, numpy.sum 6), all equal" in out
     assert "samples:    2400 compared" in out and "all bits equal" in out
     assert out.rstrip().endswith("EQUIVALENT")
 
@@ -101,7 +101,7 @@ def test_diff_two_specs(capsys, tmp_path):
     seq.write_text('op sum\nn in 1..\norder seq\n')
     code, out, _ = run(capsys, "diff", SUM_SPEC, seq, "-n", "7", "-n", "9")
     assert code == 1
-    assert "trees:      2 compared, 1 differ" in out   # n = 7 is seq in both
+    assert "trees:      2 compared (" in out and "), 1 differ" in out   # n = 7 is seq in both
     code, out, _ = run(capsys, "diff", seq, seq, "-n", "7", "-n", "9")
     assert code == 0
 
