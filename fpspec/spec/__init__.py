@@ -24,6 +24,10 @@ API (everything a caller needs; the AST is in fpspec.spec.ast):
         differing subtree.
     spec_hash(spec) -> str
         sha256 hex of the canonical text.
+    load(path) -> Spec
+        parse a file (locations name the file).
+    make_header(target=, op=, n=(lo, hi), provenance={...}, arithmetic=Block, formats={...}) -> Header
+        a header for lower(); `reveal -o` passes its provenance dict.
 
 Orders (see fpspec.spec.ast for the exact semantics of each):
     seq  rev  pairwise[(SPLIT)]  gpu_tree  fused  chain(W)
@@ -53,36 +57,38 @@ from fpspec.spec.ast import (  # noqa: F401  (re-exported)
     GpuTree, Guard, Header, Ident, Lanes, Let, Literal, Num, Order, Pairwise, Range, Ref,
     Rev, Seq, Spec, Split, Tail, Var,
 )
+# The submodules parse, check, expand and lower share their names with the
+# functions below: import them first, so that the functions defined after
+# them are what `fpspec.spec.parse` etc. name (a submodule's first import
+# would otherwise replace the package attribute with the module).
+from fpspec.spec import check as _check_mod  # noqa: E402
+from fpspec.spec import expand as _expand_mod  # noqa: E402
+from fpspec.spec import lower as _lower_mod  # noqa: E402
+from fpspec.spec import parse as _parse_mod  # noqa: E402
+from fpspec.spec.header import make_header  # noqa: E402,F401
 
 
 def parse(text: str, filename: str = "<string>") -> Spec:
-    from fpspec.spec.parse import parse as _parse
-
-    return _parse(text, filename)
+    return _parse_mod.parse(text, filename)
 
 
 def check(spec: Spec) -> None:
-    from fpspec.spec.check import check as _check
-
-    _check(spec)
+    _check_mod.check(spec)
 
 
 def expand(spec: Spec, n: int):
-    from fpspec.spec.expand import expand as _expand
-
-    return _expand(spec, n)
+    return _expand_mod.expand(spec, n)
 
 
 def apply_order(order, operands, lets=None):
-    from fpspec.spec.expand import apply_order as _apply
-
-    return _apply(order, operands, lets or {})
+    """`order` applied to `operands`; lets: name -> Let (or a Spec's lets as a tuple)."""
+    if isinstance(lets, tuple):
+        lets = {d.name: d for d in lets}
+    return _expand_mod.apply_order(order, operands, lets or {})
 
 
 def lower(tree, header: Header | None = None) -> Spec:
-    from fpspec.spec.lower import lower as _lower
-
-    return _lower(tree, header)
+    return _lower_mod.lower(tree, header)
 
 
 def diff_specs(a: Spec, b: Spec, n: int):
@@ -99,5 +105,10 @@ def load(path) -> Spec:
     """Parse a .fps file (SpecError with the file's name in the location)."""
     from pathlib import Path
 
-    p = Path(path)
-    return parse(p.read_text(), str(path))
+    from fpspec.errors import FpspecError
+
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise FpspecError(f"{path}: cannot read: {e.strerror or e}") from None
+    return parse(text, str(path))
