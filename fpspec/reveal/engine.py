@@ -143,6 +143,16 @@ def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = F
 
 # ---------------------------------------------------------------- FPRev (Algorithm 4 / modified)
 
+def build_tree(oracle, n: int, *, algorithm: str = "fprev", seed: int = 0, pivot: str = "random") -> Tree:
+    """The tree construction alone, on any object with `l_many(pairs, units, groups)` (e.g.
+    fpspec.reveal.synthetic.TreeOracle for counting queries at n = 2^20)."""
+    rng = np.random.default_rng(seed)
+    if algorithm == "basic":
+        return _basic(oracle, n)
+    tree, _ = _fprev(oracle, n, rng, restricted=algorithm == "modified", pivot=pivot, bar=_Progress(n, False))
+    return tree
+
+
 def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar) -> tuple[Tree, _Learned]:
     """Algorithm 4 over waves: every frame pending at one depth is asked in one batch."""
     learned = _Learned()

@@ -184,3 +184,74 @@ def _combine(parts: list, how: str) -> Tree:
 
 __all__ = ["TreeProgram", "fused_sum", "sum_target", "dot_target", "gemm_target", "strided_lanes",
            "blocks", "fused_chain", "reversed_tree", "caterpillar", "pairwise", "sequential"]
+
+
+class TreeOracle:
+    """Answers l_S(i, j) straight from a known tree (no arithmetic): for counting queries on big n.
+
+    Same interface as fpspec.reveal.oracle.LcaOracle.l_many; every answer is what a
+    perfect black box summing in `tree` would give.
+    """
+
+    def __init__(self, tree: Tree, window: int | None = None):
+        from fpspec.tree import leaves
+
+        order = leaves(tree)
+        self.n = len(order)
+        self.queries = 0
+        self.calls = 0
+        self.pos = np.empty(self.n, np.int64)
+        self.pos[np.asarray(order)] = np.arange(self.n)
+        lo, hi, parent, depth = [], [], [], []
+        self.node_of_leaf = np.empty(self.n, np.int64)
+        stack = [(tree, -1)]
+        while stack:
+            t, par = stack.pop()
+            me = len(lo)
+            first = self.pos[t] if isinstance(t, int) else self.pos[t.first]
+            lo.append(first)
+            hi.append(first + (1 if isinstance(t, int) else t.size))
+            parent.append(par)
+            depth.append(0 if par < 0 else depth[par] + 1)
+            if isinstance(t, int):
+                self.node_of_leaf[t] = me
+            else:
+                stack.extend((c, me) for c in reversed(t.children))
+        self.lo, self.hi = np.array(lo), np.array(hi)
+        self.parent, self.depth = np.array(parent), np.array(depth)
+        self.plan = type("Plan", (), {"window": window or (1 << 62)})()
+
+    def lca(self, a, b) -> np.ndarray:
+        x, y = self.node_of_leaf[a], self.node_of_leaf[b]
+        while True:
+            dx, dy = self.depth[x], self.depth[y]
+            x = np.where(dx > dy, self.parent[x], x)
+            y = np.where(dy > dx, self.parent[y], y)
+            same_depth = self.depth[x] == self.depth[y]
+            differ = x != y
+            if not np.any(differ):
+                return x
+            step = same_depth & differ
+            x = np.where(step, self.parent[x], x)
+            y = np.where(step, self.parent[y], y)
+
+    def l_many(self, pairs, units=None, groups=None) -> np.ndarray:
+        pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+        self.queries += len(pairs)
+        self.calls += 1
+        node = self.lca(pairs[:, 0], pairs[:, 1])
+        if units is None:
+            return self.hi[node] - self.lo[node]
+        sets = [units] if groups is None else list(units)
+        groups = np.zeros(len(pairs), np.int64) if groups is None else np.asarray(groups)
+        out = np.empty(len(pairs), np.int64)
+        for g in np.unique(groups).tolist():
+            sel = np.flatnonzero(groups == g)
+            member = np.zeros(self.n + 1, np.int64)
+            s = np.union1d(sets[g], [])
+            member[self.pos[s.astype(np.int64)] + 1] = 1
+            for col in (0, 1):  # masks outside S still count
+                member[self.pos[pairs[sel, col]] + 1] = 1
+            prefix = np.cumsum(member)
+            out[sel] = prefix[self.hi[node[sel]]] - prefix[self.lo[node[sel]]]
+        return out
