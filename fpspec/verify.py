@@ -218,8 +218,11 @@ class Report:
         lines.append(f"n values ({len(ns)}): {shown}")
         bad_trees = [t for t in self.trees if not t.equal]
         per_side = ", ".join(f"{name} {sum(t.side == name for t in self.trees)}" for name in self.sides)
-        lines.append(f"trees:      {len(self.trees)} compared ({per_side}), "
-                     + ("all equal" if not bad_trees else f"{len(bad_trees)} differ"))
+        failed = sum(p.stage == "tree" for p in self.problems)
+        verdict = ("none could be revealed" if not self.trees else
+                   "all equal" if not bad_trees else f"{len(bad_trees)} differ")
+        lines.append(f"trees:      {len(self.trees)} compared ({per_side}), {verdict}"
+                     + (f"; {failed} not revealed (see problems)" if failed else ""))
         if bad_trees:
             t = bad_trees[0]
             lines.append(f"  first: {t.side} at n={t.n} differs from {self.reference}:")
