@@ -44,6 +44,7 @@ def assert_order(fn: Callable | str, spec: str | Path, n: int | Iterable[int] | 
     arithmetic model (default 200 when the spec has an arithmetic section).
     Returns the fpspec.verify.Report when the order matches.
     """
+    __tracebackhide__ = True   # pytest shows the report, not this function's source
     from fpspec import verify as V
 
     path = _find_spec(spec, base if base is not None else _caller_folder())
@@ -129,6 +130,7 @@ if pytest is not None:
         folder = Path(str(request.node.path)).parent
 
         def check(fn, spec, n=None, **options):
+            __tracebackhide__ = True
             options.setdefault("base", folder)
             return assert_order(fn, spec, n, **options)
 
@@ -136,6 +138,7 @@ if pytest is not None:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(item):
+        __tracebackhide__ = True
         for mark in item.iter_markers(name=MARKER):
             if len(mark.args) < 2:
                 raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER} needs (fn, spec)")
