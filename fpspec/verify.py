@@ -140,6 +140,7 @@ class ArithmeticCheck:
     equal: bool
     differences: tuple[tuple[str, str, str], ...] = ()   # (field, reference, side)
     lines: tuple[str, ...] = ()                         # the probe's own account
+    shown: str = ""                                     # what the side showed, key=value
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,8 @@ class Report:
         bad_arith = [a for a in self.arithmetic if not a.equal]
         if self.arithmetic:
             lines.append(f"arithmetic: {len(self.arithmetic)} compared, "
-                         + ("all equal" if not bad_arith else f"{len(bad_arith)} differ"))
+                         + (f"all equal ({self.arithmetic[0].shown})" if not bad_arith
+                            else f"{len(bad_arith)} differ"))
             for a in bad_arith:
                 lines.append(f"  {a.side} (probed at n={a.n}):")
                 for name, ref, got in a.differences:
@@ -403,24 +405,27 @@ def _compare_arithmetic(reference: Side, side: Side, n: int, ref_tree: Tree, tre
     lines = tuple(getattr(got, "lines", ()) or ())
     got = getattr(got, "arithmetic", got)
     want = getattr(want, "arithmetic", want)
-    return ArithmeticCheck(side.name, n, want == got, arithmetic_differences(want, got), lines)
+    shown = " ".join(f"{k}={v}" for k, v in _flat_fields(got).items() if v != "None")
+    return ArithmeticCheck(side.name, n, want == got, arithmetic_differences(want, got), lines, shown)
+
+
+def _flat_fields(obj, prefix: str = "") -> dict[str, str]:
+    """Fields of a (nested) dataclass as {dotted name: text}."""
+    if obj is None or not dataclasses.is_dataclass(obj):
+        return {prefix.rstrip(".") or "value": str(obj)}
+    out: dict[str, str] = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            out.update(_flat_fields(value, f"{prefix}{f.name}."))
+        else:
+            out[prefix + f.name] = str(value)
+    return out
 
 
 def arithmetic_differences(want, got) -> tuple[tuple[str, str, str], ...]:
     """(field, want, got) for every field that differs; nested dataclasses flattened."""
-    def flat(obj, prefix=""):
-        if obj is None or not dataclasses.is_dataclass(obj):
-            return {prefix.rstrip(".") or "value": str(obj)}
-        out = {}
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            if dataclasses.is_dataclass(value):
-                out.update(flat(value, f"{prefix}{f.name}."))
-            else:
-                out[prefix + f.name] = str(value)
-        return out
-
-    a, b = flat(want), flat(got)
+    a, b = _flat_fields(want), _flat_fields(got)
     return tuple((k, a.get(k, "(absent)"), b.get(k, "(absent)"))
                  for k in list(a) + [k for k in b if k not in a] if a.get(k) != b.get(k))
 
