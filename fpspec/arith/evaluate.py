@@ -66,6 +66,8 @@ def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None) -> np.ndarra
             return X[k]
         if acc.precision == 53 and get_format(ar.input).precision == 53:
             return X[k] * Y[k]      # native fp64 product, rounded once
+        if ar.product == "rounded" and ar.product_format is not None:
+            return round_to(acc, round_to(get_format(ar.product_format), product(k)))
         return round_to(acc, product(k))
 
     results: list = []

@@ -4,6 +4,7 @@ An `Arithmetic` says how the terms of a tree are formed and added:
 
     input        format of x (and y)                     fp32, fp16, bf16, ...
     product      how a term x_k * y_k is formed          exact | rounded | fma | none (sums)
+    product_format  (rounded only) products rounded to   default: the accumulator
     accumulator  format of every binary node's result    fp32, fp64, fp16, ...
     init         an initial value in the accumulation    none | +0.0
     output       format of the returned result           fp32, fp16, ...
@@ -17,8 +18,9 @@ Note [init +0.0]: under round-to-nearest, x + (+0.0) == x for every x except
 adds it, changes the result only when every term is -0.0, and is the same as
 adding +0.0 to the final result: the model applies it there.
 
-Note [product modes]: "rounded": each product is rounded to the accumulator
-format before it is added.  "fma": a binary node with a product leaf child is
+Note [product modes]: "rounded": each product is rounded to `product_format`
+(default: the accumulator format) before it is added; OpenBLAS's sdot on x86
+rounds fp32 products to fp32 and adds them in fp64.  "fma": a binary node with a product leaf child is
 one FMA, round(x_k*y_k + other); see fpspec.arith.evaluate for which child.
 "exact": the product enters the node exactly, and the node rounds once (for
 fp16/bf16 inputs in an fp32 accumulator the three modes agree, because the
@@ -46,7 +48,7 @@ _FUSED_KEYS = (
     ("subnormal_inputs", "subnormal_inputs", bool),
     ("subnormal_outputs", "subnormal_outputs", bool),
 )
-_KEYS = ("input", "product", "accumulator", "init", "output", "fused")
+_KEYS = ("input", "product", "product_format", "accumulator", "init", "output", "fused")
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,18 @@ class Arithmetic:
     init: str = "none"
     output: str = "fp32"
     fused: FusedParams | None = None
+    product_format: str | None = None   # product = rounded: the format products are rounded to
 
     def __post_init__(self):
+        if self.product_format is not None:
+            if self.product != "rounded":
+                raise SpecError(f"arithmetic: product_format needs product = rounded, not {self.product}")
+            try:
+                object.__setattr__(self, "product_format", get_format(self.product_format).name)
+            except ValueError:
+                raise SpecError(f"arithmetic: product_format = {self.product_format}: unknown format") from None
+            if self.product_format == get_format(self.accumulator).name:
+                object.__setattr__(self, "product_format", None)   # the default: canonical form
         for key in ("input", "accumulator", "output"):
             name = getattr(self, key)
             try:
@@ -83,8 +95,10 @@ class Arithmetic:
         """The spec's arithmetic section: a tuple of fpspec.spec.ast.Entry."""
         from fpspec.spec.ast import Block, Entry, Float, Ident   # spec is a later stage: import lazily
 
-        out = [Entry("input", Ident(self.input)), Entry("product", Ident(self.product)),
-               Entry("accumulator", Ident(self.accumulator)),
+        out = [Entry("input", Ident(self.input)), Entry("product", Ident(self.product))]
+        if self.product_format is not None:
+            out.append(Entry("product_format", Ident(self.product_format)))
+        out += [Entry("accumulator", Ident(self.accumulator)),
                Entry("init", Float("+0.0") if self.init == "+0.0" else Ident("none")),
                Entry("output", Ident(self.output))]
         if self.fused is not None:
@@ -107,7 +121,7 @@ class Arithmetic:
         """
         given = _collect(entries, _KEYS, "arithmetic")
         kwargs = {}
-        for key in ("input", "accumulator", "output", "product"):
+        for key in ("input", "accumulator", "output", "product", "product_format"):
             if key in given:
                 kwargs[key] = _word(given[key], "arithmetic", key)
         if "init" in given:

@@ -1,0 +1,571 @@
+"""Probes: find the arithmetic of a black-box target whose tree is known.
+
+FTTN (seed 004) asks a Tensor Core a handful of hand-made questions (1 - 1/2
+ulp, 1 + 3 * 1/2 ulp, a subnormal times a normal, ...) and reads the answers
+off a table.  Here every question is answered by the exact model instead of a
+table (note [expected outcomes]): for a space of candidate arithmetics, the
+model predicts the bits of every probe input through the *whole revealed tree*;
+the target is run once on the same inputs; the candidates that predict every
+output bit for bit survive.  A fact (accumulator format, extra bits, ...) is
+determined when all survivors agree on it.
+
+Probe inputs are sparse: a few nonzero terms placed at chosen leaves of the
+tree (inside one fused node, or across the node that feeds another its c),
+built from a palette of powers of two around a scale 2^B that keeps products,
+partial sums and the output representable (note [probe scale]).  Stages:
+
+1. binary nodes: accumulator format x product mode x initial value;
+   fused nodes: extra bits x aligned-term rounding x result rounding x
+   c in the alignment (x node output format when the target writes fp16);
+2. fused nodes: exponent floor x subnormal inputs x subnormal outputs;
+3. a check on random inputs of the chosen arithmetic against the target.
+
+Note [expected outcomes]: FTTN's Table III has an error (seed README); the
+outcomes here are never tabulated, always computed by fpspec.arith.evaluate.
+
+Note [probe scale]: terms are +-s * 2^(B - d) with s in {1, 3, 5, 7} and
+d in 0..40; B is chosen per input format so that the big term and the
+smallest term are products of two normal inputs (fp16: B = 14).  Rows whose
+values the input format cannot hold exactly are dropped, so a format simply
+gets fewer questions; a fact no remaining question can tell apart is
+reported as not observable.
+
+Note [indistinguishable candidates]: when several candidates predict every
+probe, they agree on every input the probes could build; the first in
+preference order is recorded (published parameters and IEEE behaviour first)
+and the line says what else fits.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from fpspec.arith.evaluate import evaluate
+from fpspec.arith.fused import FusedParams
+from fpspec.arith.model import Arithmetic
+from fpspec.arith.params import name_of
+from fpspec.errors import FpspecError
+from fpspec.formats import get_format, round_to
+from fpspec.tree import Node, leaves, postorder
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    arithmetic: Arithmetic
+    lines: list = field(default_factory=list)   # human-readable findings, one per fact
+    consistent: bool = True                      # the arithmetic reproduces every probe and check
+    probes: int = 0                              # probe inputs run
+    checked: int = 0                             # random inputs compared at the end
+    mismatches: int = 0                          # of those, how many differ
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+# ================================================================ running a target on many accumulations
+
+class _Runner:
+    """Runs P accumulations (rows of X, Y with n terms) through a Target."""
+
+    def __init__(self, target):
+        self.t = target
+        self.calls = 0
+
+    def __call__(self, X, Y=None) -> np.ndarray:
+        t = self.t
+        X = np.asarray(X, np.float64)
+        P, n = X.shape
+        Y = np.ones_like(X) if Y is None else np.asarray(Y, np.float64)
+        out = np.empty(P)
+        if t.op == "sum":
+            for i in range(P):
+                out[i] = float(t.run(X[i]))
+        elif t.op == "dot":
+            for i in range(P):
+                out[i] = float(t.run(X[i], Y[i]))
+        else:
+            # gemv / gemm: rows of A share one y (column of B); group probes by y
+            groups: dict[bytes, list[int]] = {}
+            for i in range(P):
+                groups.setdefault(Y[i].tobytes(), []).append(i)
+            for idx in groups.values():
+                y = Y[idx[0]]
+                for start in range(0, len(idx), t.m):
+                    chunk = idx[start:start + t.m]
+                    A = np.zeros((t.m, n))
+                    A[:len(chunk)] = X[chunk]
+                    if t.op == "gemv":
+                        res = t.run(A, y)
+                        out[chunk] = res[:len(chunk)]
+                    else:
+                        B = np.repeat(y[:, None], t.ncols, axis=1)
+                        res = t.run(A, B)
+                        out[chunk] = res[:len(chunk), 0]
+                    self.calls += 1
+            return out
+        self.calls += P
+        return out
+
+
+def same_bits(a, b) -> np.ndarray:
+    """Elementwise: equal values with equal signs (zeros), NaN equal to NaN."""
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    return ((a == b) & (np.signbit(a) == np.signbit(b))) | (np.isnan(a) & np.isnan(b))
+
+
+# ================================================================ probe inputs
+
+@dataclass
+class _Rows:
+    """Probe inputs under construction: each row a {leaf: (x, y)} of nonzero terms."""
+
+    n: int
+    fmt: object
+    product: bool
+    rows: list = field(default_factory=list)
+    names: list = field(default_factory=list)
+    scale: int = 0          # B: "1" of the FTTN tests is 2^B
+
+    def add(self, terms: dict, name: str = "") -> bool:
+        """Add a row of terms {leaf: value} (or {leaf: (x, y)}); False if the format cannot hold it."""
+        row = {}
+        for leaf, v in terms.items():
+            xy = v if isinstance(v, tuple) else _split(v, self.fmt, self.product)
+            if xy is None:
+                return False
+            row[leaf] = xy
+        self.rows.append(row)
+        self.names.append(name)
+        return True
+
+    def arrays(self):
+        P = len(self.rows)
+        X = np.zeros((P, self.n))
+        Y = np.ones((P, self.n))
+        for i, row in enumerate(self.rows):
+            for leaf, (x, y) in row.items():
+                X[i, leaf] = x
+                Y[i, leaf] = y
+        return X, Y
+
+
+def _fits(v: float, fmt) -> bool:
+    return bool(np.isfinite(v)) and float(round_to(fmt, v)) == v and (v == 0 or abs(v) >= fmt.smallest_subnormal)
+
+
+def _split(v: float, fmt, product: bool):
+    """(x, y) with x * y == v exactly, both held by `fmt` (y = 1 for sums); None if impossible."""
+    if not product:
+        return (v, 1.0) if _fits(v, fmt) else None
+    if v == 0 or not np.isfinite(v):
+        return (v, 1.0) if (v == 0 or fmt.has_inf) else None
+    if _fits(v, fmt):
+        return (v, 1.0)
+    m, e = np.frexp(abs(v))            # v = m * 2^e, m in [0.5, 1)
+    for ey in range(fmt.emin, fmt.emax + 1):
+        x = np.copysign(np.ldexp(m, int(e - ey)), v)
+        y = float(np.ldexp(1.0, ey))
+        if _fits(x, fmt) and _fits(y, fmt) and x * y == v and abs(x) >= 2.0 ** fmt.emin:
+            return (float(x), y)
+    return None
+
+
+def _scale(fmt, product: bool, out_fmt) -> int:
+    """B of note [probe scale]: the big term 2^B, small terms down to 2^(B - 40)."""
+    lo, hi = (2 * fmt.emin, 2 * fmt.emax) if product else (fmt.emin, fmt.emax)
+    hi = min(hi, out_fmt.emax - 2)
+    return int(min(hi, max(lo + 40, 0)))
+
+
+# ================================================================ the tree's places
+
+@dataclass(frozen=True)
+class _Places:
+    """Where probes go: the fused nodes (leaf children, and the node their result feeds)."""
+
+    n: int
+    fused_nodes: tuple        # ((leaf indices...), ...) of every fused node, in postorder
+    feeds: tuple              # ((source leaves, target leaves), ...): a subtree that is c of a fused node
+    w: int
+
+
+def _places(tree) -> _Places:
+    fused, feeds = [], []
+    for s in postorder(tree):
+        if isinstance(s, Node) and s.fused:
+            own = tuple(c for c in s.children if isinstance(c, int))
+            fused.append(own)
+            for c in s.children:
+                if not isinstance(c, int):
+                    feeds.append((tuple(leaves(c)), own))
+    w = max((len(f) for f in fused), default=0)
+    return _Places(len(leaves(tree)), tuple(fused), tuple(feeds), w)
+
+
+# ================================================================ candidate spaces
+
+def _accumulators(fmt) -> list[str]:
+    out = [f for f in ("fp32", "fp64", "fp16", "bf16")
+           if get_format(f).precision >= fmt.precision and get_format(f).emax >= fmt.emax]
+    return out or [fmt.name]
+
+
+def _binary_candidates(target) -> list[Arithmetic]:
+    fmt = target.format
+    accs = _accumulators(fmt)
+    if target.op == "sum":
+        products = ["none"]
+    else:
+        products = ["exact", "rounded", "fma"]
+    out = []
+    for acc, product, init in itertools.product(accs, products, ("none", "+0.0")):
+        out.append(Arithmetic(input=fmt.name, product=product, accumulator=acc, init=init,
+                              output=target.out_fmt))
+        if product == "rounded" and acc != fmt.name:   # products rounded to the input format
+            out.append(Arithmetic(input=fmt.name, product=product, accumulator=acc, init=init,
+                                  output=target.out_fmt, product_format=fmt.name))
+    # preference (note [indistinguishable candidates]): the output format as accumulator, then
+    # exact products where they fit the accumulator, else rounded before fma before exact
+    def rank(a: Arithmetic):
+        acc = get_format(a.accumulator)
+        fits = 2 * fmt.precision <= acc.precision
+        order = (["exact", "rounded", "fma"] if fits else ["rounded", "fma", "exact"]) + ["none"]
+        return (a.accumulator != target.out_fmt and a.accumulator != "fp32", acc.precision,
+                order.index(a.product), a.product_format is not None, a.init != "none")
+    return sorted(out, key=rank)
+
+
+def _fused_candidates(target, w: int, stage1: FusedParams | None = None) -> list[Arithmetic]:
+    fmt = target.format
+    fused_in = fmt.name if fmt.name in ("fp16", "bf16", "tf32", "fp8e4m3", "fp8e5m2") else "fp32"
+    outs = ["fp32"] + (["fp16"] if target.out_fmt == "fp16" else [])
+    product = "none" if target.op == "sum" else "exact"
+    cands = []
+    if stage1 is None:
+        for out, extra, aligned, result, c_al in itertools.product(
+                outs, range(-12, 7), ("truncate", "floor", "rne"), ("rz", "rne"), (True, False)):
+            p = FusedParams(w, extra, aligned, result, c_al, None, True, True, fused_in, out)
+            cands.append(Arithmetic(fmt.name, product, out, "none", target.out_fmt, p))
+        # published behaviour first: truncate, rz, c aligned, then by extra bits nearest 2
+        cands.sort(key=lambda a: (a.fused.output != "fp32", a.fused.aligned != "truncate",
+                                  a.fused.result != "rz", not a.fused.c_aligned, abs(a.fused.extra_bits - 2)))
+        return cands
+    lo, hi = (-40, -2) if stage1.output == "fp16" else (-160, -100)
+    for floor, sub_in, sub_out in itertools.product([None, *range(lo, hi + 1)], (True, False), (True, False)):
+        p = replace(stage1, exponent_floor=floor, subnormal_inputs=sub_in, subnormal_outputs=sub_out)
+        cands.append(Arithmetic(fmt.name, product, stage1.output, "none", target.out_fmt, p))
+    cands.sort(key=lambda a: (not a.fused.subnormal_inputs, not a.fused.subnormal_outputs,
+                              a.fused.exponent_floor is not None))
+    return cands
+
+
+# ================================================================ probe families
+
+_MULTS = (1.0, 3.0, 5.0, 7.0)
+
+
+def _binary_rows(target, tree, rng, count: int) -> _Rows:
+    fmt = target.format
+    product = target.op != "sum"
+    rows = _Rows(target.n, fmt, product)
+    n = target.n
+    B = _scale(fmt, product, target.output_format)
+    # init and signed zeros: every term -0.0
+    rows.add({k: (-0.0, 1.0) for k in range(n)}, "all terms -0.0")
+    rows.add({k: (0.0, 1.0) for k in range(n)}, "all terms +0.0")
+    p = fmt.precision
+    if product:     # fma vs exact: a product that does not fit, against its rounding, at both leaves of a node
+        pairs = [s.children for s in postorder(tree)
+                 if isinstance(s, Node) and all(isinstance(c, int) for c in s.children)][:8]
+        h = B // 2
+        for i, j in pairs:
+            for a, b in ((i, j), (j, i)):
+                x, y = 1.0 + 2.0 ** -(p - 1), 1.0 + 2.0 ** -(p - 2)
+                rows.add({a: (x * 2.0 ** h, y * 2.0 ** (B - h)), b: (-(1.0 + 2.0 ** -(p - 2)) * 2.0 ** h,
+                                                                   2.0 ** (B - h))}, "")
+    for _ in range(count):
+        k = int(rng.integers(2, 5))
+        where = [int(v) for v in rng.choice(n, size=min(k, n), replace=False)]
+        kind = rng.integers(0, 3)
+        terms = {}
+        if kind == 0:       # cancellation: +-2^B at two leaves, small terms elsewhere
+            terms[where[0]] = 2.0 ** B
+            if len(where) > 1:
+                terms[where[1]] = -(2.0 ** B)
+            for leaf in where[2:]:
+                terms[leaf] = float(rng.choice([-1, 1]) * rng.choice(_MULTS) * 2.0 ** (B - int(rng.integers(1, 56))))
+        elif kind == 1:     # rounding: 2^B + small terms
+            for leaf in where:
+                terms[leaf] = float(rng.choice([-1, 1]) * rng.choice(_MULTS) * 2.0 ** (B - int(rng.integers(0, 56))))
+        else:               # products that do not fit: (1 + 2^-a)(1 + 2^-b) against its rounding
+            a, b = (int(v) for v in rng.integers(max(1, p // 2 - 2), p, size=2))
+            x, y = 1.0 + 2.0 ** -a, 1.0 + 2.0 ** -b
+            if product and len(where) > 1:
+                terms[where[0]] = (x * 2.0 ** (B // 2), y * 2.0 ** (B - B // 2))
+                terms[where[1]] = (-(1.0 + 2.0 ** -min(a, b)) * 2.0 ** (B // 2), 2.0 ** (B - B // 2))
+            else:
+                terms[where[0]] = x * y * 2.0 ** B
+        if not all(_ok_pair(v, fmt, product) for v in terms.values()):
+            continue
+        rows.add(terms)
+    return rows
+
+
+def _ok_pair(v, fmt, product):
+    if isinstance(v, tuple):
+        return all(_fits(u, fmt) for u in v)
+    return True
+
+
+def _fused_rows(target, places: _Places, rng, count: int) -> _Rows:
+    fmt = target.format
+    product = target.op != "sum"
+    rows = _Rows(target.n, fmt, product)
+    B = _scale(fmt, product, target.output_format)
+    nodes = [f for f in places.fused_nodes if len(f) >= 2] or list(places.fused_nodes)
+
+    def small(d_lo=1, d_hi=40):
+        return float(rng.choice([-1, 1]) * rng.choice(_MULTS) * 2.0 ** (B - int(rng.integers(d_lo, d_hi))))
+
+    rows.scale = B
+    _fttn_rows(rows, places, B)
+    for _ in range(count):
+        kind = int(rng.integers(0, 4))
+        node = nodes[int(rng.integers(len(nodes)))]
+        slots = [int(v) for v in rng.permutation(node)]
+        terms = {}
+        if kind == 0 and len(slots) >= 3:       # cancel inside one node; what survives is the truncation
+            terms[slots[0]], terms[slots[1]] = 2.0 ** B, -(2.0 ** B)
+            for leaf in slots[2:2 + int(rng.integers(1, 4))]:
+                terms[leaf] = small()
+        elif kind == 1:                         # rounding of the result
+            terms[slots[0]] = float(rng.choice([-1, 1]) * 2.0 ** B)
+            for leaf in slots[1:1 + int(rng.integers(1, 4))]:
+                terms[leaf] = small()
+        elif kind == 2 and places.feeds:       # c from an earlier node, small products in the next
+            src, dst = places.feeds[int(rng.integers(len(places.feeds)))]
+            if not dst:
+                continue
+            big = float(rng.choice([-1, 1]) * 2.0 ** B)
+            terms[int(rng.choice(src))] = big
+            for leaf in [int(v) for v in rng.permutation(dst)][:int(rng.integers(1, 4))]:
+                terms[leaf] = small()
+            # cancel the big c in a later node when there is one, so the output keeps the low bits
+            later = [own for (s, own) in places.feeds if set(dst) <= set(s) and own]
+            if later and rng.random() < 0.7:
+                terms[int(later[0][0])] = -big
+        else:                                   # near an output tie: 2^B + 2^(B - p_out) + tiny
+            terms[slots[0]] = 2.0 ** B
+            if len(slots) > 1:
+                terms[slots[1]] = 2.0 ** (B - target.output_format.precision)
+            for leaf in slots[2:2 + int(rng.integers(1, 3))]:
+                terms[leaf] = small(20, 32)
+        rows.add(terms)
+    return rows
+
+
+def _fttn_rows(rows: _Rows, places: _Places, B: int) -> None:
+    """FTTN's feature tests, placed in the first fused node (ulp: of 1.0 in fp32)."""
+    node = max(places.fused_nodes, key=len)
+    one, ulp = 2.0 ** B, 2.0 ** (B - 23)
+    if len(node) >= 2:
+        rows.add({node[0]: one, node[1]: -ulp / 2}, "T_1_bit: 1 - ulp/2")
+        rows.add({node[0]: one, node[1]: ulp / 2}, "T_rnd_dir: 1 + ulp/2")
+        rows.add({node[0]: -one, node[1]: -ulp / 2}, "T_rnd_dir: -1 - ulp/2")
+        rows.add({node[0]: one, node[1]: ulp / 2 + ulp / 4}, "T_rnd_dir: 1 + 3/4 ulp")
+    if len(node) >= 4:
+        rows.add({node[0]: one, node[1]: ulp / 2, node[2]: ulp / 2, node[3]: ulp / 2},
+                 "T_pres_extra_acc: 1 + 3 * ulp/2")
+        rows.add({node[0]: one, node[1]: -one, node[2]: ulp / 4, node[3]: ulp / 8},
+                 "T_3_bits: 1 - 1 + ulp/4 + ulp/8")
+
+
+def _subnormal_rows(target, places: _Places, stage1: FusedParams, rng, count: int) -> _Rows:
+    """Exponent floor and subnormal handling: tiny blocks (T_si_no, T_ni_so, T_sa)."""
+    fmt = target.format
+    product = target.op != "sum"
+    rows = _Rows(target.n, fmt, product)
+    node = max(places.fused_nodes, key=len)
+    out = get_format(stage1.output)
+    F = stage1.fraction_bits
+    sub_in = fmt.smallest_subnormal * 4
+    # T_si_no: a subnormal input times a normal, product normal
+    for e in range(0, 40):
+        if rows.add({node[0]: (sub_in, 2.0 ** (fmt.emax - e))}, "T_si_no: subnormal input, normal product"):
+            break
+    # T_ni_so: normal inputs, subnormal result; T_sa: subnormal c through the chain
+    for k in range(1, 6):
+        v = out.smallest_subnormal * (2 ** k + 1)
+        rows.add({node[0]: v}, "T_ni_so: subnormal product")
+        if places.feeds:
+            src, dst = places.feeds[0]
+            rows.add({src[0]: v}, "T_sa: subnormal c")
+    # the exponent floor: a block whose largest exponent sweeps below the candidate floors
+    lo = -45 if stage1.output == "fp16" else -165
+    for E in range(lo, lo + 70):
+        for d in (F - 1, F + 1, F + 3):
+            if len(node) >= 2:
+                rows.add({node[0]: 2.0 ** E, node[1]: 2.0 ** (E - d) * 3})
+    for _ in range(count):
+        E = int(rng.integers(lo, lo + 70))
+        slots = [int(v) for v in rng.permutation(node)][:3]
+        rows.add({s: float(rng.choice([-1, 1]) * 2.0 ** (E - int(rng.integers(0, F + 6)))) for s in slots})
+    return rows
+
+
+# ================================================================ matching
+
+def _select(cands, tree, X, Y, outputs, product: bool):
+    """Candidates whose model predicts every output bit for bit, and each one's mismatch count."""
+    keep, misses = [], []
+    xt, yt = X.T, (Y.T if product else None)
+    for a in cands:
+        with np.errstate(all="ignore"):
+            pred = evaluate(tree, xt, yt, a)
+        bad = int((~same_bits(pred, outputs)).sum())
+        misses.append(bad)
+        if bad == 0:
+            keep.append(a)
+    return keep, misses
+
+
+def _fact(name, values, chosen, fmt=str) -> str:
+    vals = []
+    for v in values:
+        if v not in vals:
+            vals.append(v)
+    if len(vals) == 1:
+        return f"{name}: {fmt(chosen)}"
+    others = ", ".join(fmt(v) for v in vals if v != chosen)
+    return f"{name}: {fmt(chosen)} (the probes cannot tell; {others} also fits)"
+
+
+# ================================================================ the entry point
+
+def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: int = 64) -> ProbeReport:
+    """Find the arithmetic of `target` (a fpspec.reveal.targets.Target) whose order is `tree`.
+
+    Probe inputs go inside the nodes the tree identifies; expected outcomes
+    come from the exact model (fpspec.arith.evaluate), never from a table.
+    """
+    if len(leaves(tree)) != target.n:
+        raise FpspecError(f"the tree has {len(leaves(tree))} leaves but the target sums n = {target.n} terms")
+    rng = np.random.default_rng(seed)
+    run = _Runner(target)
+    product = target.op != "sum"
+    places = _places(tree)
+    lines = [f"probes on {target.describe()}"]
+    total = 0
+    if places.fused_nodes:
+        r = _fused_rows(target, places, rng, rows)
+        X, Y = r.arrays()
+        got = run(X, Y)
+        total += len(got)
+        keep, misses = _select(_fused_candidates(target, places.w), tree, X, Y, got, product)
+        if not keep:
+            return _refuse(target, lines, "fused nodes", misses, _fused_candidates(target, places.w), total)
+        best = keep[0]
+        _fttn_lines(lines, r, got)
+        lines.append(f"fused nodes: w = {places.w} products per node (from the tree)")
+        lines.append(_fact("node result format", [a.fused.output for a in keep], best.fused.output))
+        lines.append(_fact("extra alignment bits", [a.fused.extra_bits for a in keep], best.fused.extra_bits))
+        lines.append(_fact("aligned terms", [a.fused.aligned for a in keep], best.fused.aligned,
+                           lambda v: {"truncate": "truncated toward zero (sign-magnitude)",
+                                      "floor": "rounded toward -inf", "rne": "rounded to nearest even"}[v]))
+        lines.append(_fact("result rounding", [a.fused.result for a in keep], best.fused.result,
+                           lambda v: {"rz": "toward zero", "rne": "to nearest even"}[v]))
+        lines.append(_fact("c in the alignment", [a.fused.c_aligned for a in keep], best.fused.c_aligned,
+                           lambda v: "yes" if v else "no (added after the products are aligned)"))
+        r2 = _subnormal_rows(target, places, best.fused, rng, rows // 3)
+        X2, Y2 = r2.arrays()
+        got2 = run(X2, Y2)
+        total += len(got2)
+        cands2 = _fused_candidates(target, places.w, best.fused)
+        keep2, misses2 = _select(cands2, tree, X2, Y2, got2, product)
+        if not keep2:
+            return _refuse(target, lines, "exponent floor and subnormals", misses2, cands2, total)
+        best = keep2[0]
+        floors = [a.fused.exponent_floor for a in keep2]
+        if len(set(floors)) > 1:
+            lines.append(f"exponent floor: not observable with {target.fmt} inputs and these outputs "
+                         f"({len(set(floors))} values fit); recorded as {best.fused.exponent_floor}")
+        else:
+            lines.append(f"exponent floor: {best.fused.exponent_floor}")
+        lines.append(_fact("subnormal inputs", [a.fused.subnormal_inputs for a in keep2],
+                           best.fused.subnormal_inputs, lambda v: "kept" if v else "flushed to zero"))
+        lines.append(_fact("subnormal outputs and accumulation", [a.fused.subnormal_outputs for a in keep2],
+                           best.fused.subnormal_outputs, lambda v: "kept" if v else "flushed to zero"))
+        known = name_of(best.fused)
+        if known:
+            lines.append(f"fused parameters equal the published set {known!r}")
+        arith = best
+    else:
+        r = _binary_rows(target, tree, rng, rows)
+        X, Y = r.arrays()
+        got = run(X, Y)
+        total += len(got)
+        cands = _binary_candidates(target)
+        keep, misses = _select(cands, tree, X, Y, got, product)
+        if not keep:
+            return _refuse(target, lines, "binary nodes", misses, cands, total)
+        arith = keep[0]
+        lines.append(_fact("accumulator", [a.accumulator for a in keep], arith.accumulator))
+        if product:
+            fits = 2 * target.format.precision <= get_format(arith.accumulator).precision
+            prods = [a.product for a in keep if a.accumulator == arith.accumulator]
+            if fits and len(set(prods)) == 3:
+                lines.append(f"products: exact ({target.fmt} products fit {arith.accumulator}: "
+                             "exact, rounded and fma agree)")
+            else:
+                lines.append(_fact("products", prods, arith.product))
+        lines.append(_fact("initial value", [a.init for a in keep], arith.init,
+                           lambda v: "+0.0 (a sum of -0.0 terms gives +0.0)" if v == "+0.0"
+                           else "none (a sum of -0.0 terms gives -0.0)"))
+    lines.append(f"output: cast to {arith.output}, nearest even")
+    # 3. check the whole arithmetic on random inputs
+    Xc, Yc = _random_inputs(target, rng, checks)
+    gotc = run(Xc, Yc)
+    with np.errstate(all="ignore"):
+        pred = evaluate(tree, Xc.T, Yc.T if product else None, arith)
+    bad = int((~same_bits(pred, gotc)).sum())
+    lines.append(f"check: {checks} random inputs, {checks - bad} equal to the model bit for bit"
+                 + ("" if not bad else f", {bad} DIFFER"))
+    lines.append(f"{total + checks} probe inputs, {run.calls} target calls")
+    return ProbeReport(arith, lines, bad == 0, total, checks, bad)
+
+
+def _fttn_lines(lines, r: _Rows, got):
+    """One line per FTTN-named probe: the target's answer in units of "1" = 2^B (the chosen model agrees)."""
+    for i, name in enumerate(r.names):
+        if name:
+            v = float(got[i]) / 2.0 ** r.scale
+            lines.append(f"{name} -> {float.hex(v)} ({v!r})" + (f" x 2^{r.scale}" if r.scale else ""))
+
+
+def _refuse(target, lines, what, misses, cands, total) -> ProbeReport:
+    best = int(np.argmin(misses))
+    lines.append(f"{what}: no arithmetic in the model's space reproduces {target.name} "
+                 f"(closest misses {misses[best]} of {total} probes)")
+    return ProbeReport(cands[best], lines, False, total, 0, misses[best])
+
+
+def _random_inputs(target, rng, count: int):
+    """Random terms of the input format: wide exponents, mixed signs, some zeros."""
+    fmt = target.format
+    n = target.n
+    lo = max(fmt.emin, -20)
+    hi = min(fmt.emax - int(np.ceil(np.log2(n))) - 2, 20)
+    if target.op != "sum":
+        hi = min(hi, (fmt.emax - int(np.ceil(np.log2(n)))) // 2 - 1)
+        lo = max(lo, fmt.emin // 2)
+    e = rng.integers(lo, hi + 1, size=(count, n))
+    X = round_to(fmt, rng.uniform(1, 2, size=(count, n)) * np.exp2(e) * rng.choice([-1, 1], size=(count, n)))
+    X[rng.random((count, n)) < 0.05] = 0.0
+    if target.op == "sum":
+        return X, np.ones_like(X)
+    e2 = rng.integers(lo, hi + 1, size=(count, n))
+    Y = round_to(fmt, rng.uniform(1, 2, size=(count, n)) * np.exp2(e2) * rng.choice([-1, 1], size=(count, n)))
+    return X, Y
