@@ -8,7 +8,7 @@ code is built once, here, and each backend wraps it in its own template.
 An operand list at run time is one of
 - `Leaves(lo, step, m)`: the leaves lo, lo + step, ... (m of them), read
   through the terms arrays a and b;
-- `Values(vals, m)`: m partial sums in an indexable `vals`;
+- `Values(vals, m, off, step)`: m partial sums vals[off + i*step];
 - a mixed list (`Segments` with pass-through parts): handled where it occurs.
 Every reducer becomes straight-line code or a loop over one of these; only
 named orders and `Pairwise` become functions of their own (they recurse).
@@ -36,8 +36,15 @@ class Leaves:
 
 @dataclass(frozen=True)
 class Values:
+    """vals[off], vals[off + step], ... (m of them): no slicing, so a function
+    over values always sees the same array type (numba recursion needs that)."""
     vals: str
     m: str
+    off: str = "0"
+    step: str = "1"
+
+    def at(self, i: str) -> str:
+        return f"{self.vals}[{_plus(self.off, _times(i, self.step))}]"
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,7 @@ class LoopProgram:
     constants: tuple[Constant, ...]
     uses_fused: bool
     uses_tables: bool
+    recursive: bool      # some function calls itself (pairwise, recursive named orders)
 
 
 class _Code:
@@ -133,20 +141,21 @@ class LoopEmitter:
         if name not in self.functions:
             self.functions[name] = None  # reserve: recursion refers to itself
             code = _Code()
-            lst = Leaves("lo", "step", "m") if kind == "L" else Values("vals", "m")
+            lst = Leaves("lo", "step", "m") if kind == "L" else Values("vals", "m", "off", "step")
             if isinstance(r, Pairwise):
                 res = self.pairwise_body(r, lst, code, name)
             else:
                 res = self.emit(r, lst, code)
             code(f"return {res}")
-            params = ("a", "b", "lo", "step", "m") if kind == "L" else ("vals", "m")
-            what = "the leaves lo, lo + step, ... (m of them)" if kind == "L" else "vals[0:m]"
-            self.functions[name] = Function(name, params, tuple(code.lines), f"{label}: reduce {what}.")
+            params = ("a", "b", "lo", "step", "m") if kind == "L" else ("vals", "off", "step", "m")
+            what = "the leaves lo, lo + step, ..." if kind == "L" else "vals[off], vals[off + step], ..."
+            self.functions[name] = Function(name, params, tuple(code.lines), f"{label}: reduce {what} (m of them).")
         return name
 
     def call(self, r: Reducer, lst, code: _Code, label: str) -> str:
         fn = self.function_for(r, "L" if isinstance(lst, Leaves) else "V", label)
-        args = f"a, b, {lst.lo}, {lst.step}, {lst.m}" if isinstance(lst, Leaves) else f"{lst.vals}, {lst.m}"
+        args = (f"a, b, {lst.lo}, {lst.step}, {lst.m}" if isinstance(lst, Leaves)
+                else f"{lst.vals}, {lst.off}, {lst.step}, {lst.m}")
         return self.let(code, "r", f"{fn}({args})")
 
     # ------------------------------------------------------------ reducers
@@ -180,10 +189,10 @@ class LoopEmitter:
         i = self.fresh("i")
         if isinstance(lst, Values):
             first, rng = (f"{lst.m} - 1", f"range({lst.m} - 2, -1, -1)") if r.reverse else ("0", f"range(1, {lst.m})")
-            code(f"{acc} = {lst.vals}[{first}]")
+            code(f"{acc} = {lst.at(first)}")
             code(f"for {i} in {rng}:")
             with code.indent():
-                code(f"{acc} = _add({acc}, {lst.vals}[{i}])")
+                code(f"{acc} = _add({acc}, {lst.at(i)})")
             return acc
         lo, step, m = lst.lo, lst.step, lst.m
         if not r.reverse:
@@ -214,10 +223,10 @@ class LoopEmitter:
         if isinstance(lst, Values):
             code("if m == 1:")
             with code.indent():
-                code("return vals[0]")
+                code("return vals[off]")
             code(f"{h} = {split}")
             _check_split(code, h)
-            return self.let(code, "r", f"_add({name}(vals[:{h}], {h}), {name}(vals[{h}:], m - {h}))")
+            return self.let(code, "r", f"_add({name}(vals, off, step, {h}), {name}(vals, off + {h} * step, step, m - {h}))")
         code("if m == 1:")
         with code.indent():
             code("return _term(a, b, lo)")
@@ -252,7 +261,7 @@ class LoopEmitter:
             code(f"{w} = _vals({lst.m})")
             code(f"for {i} in range({lst.m}):")
             with code.indent():
-                code(f"{w}[{i}] = {lst.vals}[{i}]")
+                code(f"{w}[{i}] = {lst.at(i)}")
             lst = Values(w, lst.m)
         cnt, h, i = self.fresh("cnt"), self.fresh("h"), self.fresh("i")
         code(f"{cnt} = {lst.m}")
@@ -294,7 +303,7 @@ class LoopEmitter:
         with code.indent():
             code(f"raise ValueError('a literal tree over {r.size} operands met a different count')")
         if steps == 0:
-            code(f"{res} = " + (f"_term(a, b, {lst.lo})" if isinstance(lst, Leaves) else f"{lst.vals}[0]"))
+            code(f"{res} = " + (f"_term(a, b, {lst.lo})" if isinstance(lst, Leaves) else lst.at("0")))
             return res
         slots, s = self.fresh("slots"), self.fresh("s")
         code(f"{slots} = _vals({r.size + steps})")
@@ -304,7 +313,7 @@ class LoopEmitter:
             i = self.fresh("i")
             code(f"for {i} in range({r.size}):")
             with code.indent():
-                code(f"{slots}[{i}] = {lst.vals}[{i}]")
+                code(f"{slots}[{i}] = {lst.at(i)}")
             step_call = f"_table_step_values({slots}, {prefix}_KIDS, {prefix}_OFFS, {s})"
         else:
             if any(r.fused):
@@ -353,7 +362,7 @@ class LoopEmitter:
                 if isinstance(lst, Leaves):
                     sub = Leaves(_plus(lst.lo, _times(j, lst.step)), _times(lst.step, k), lm)
                 else:
-                    sub = Values(self.let(code, "lane", f"{lst.vals}[{j}::{k}]"), lm)
+                    sub = Values(lst.vals, lm, _plus(lst.off, _times(j, lst.step)), _times(lst.step, k))
                 code(f"{lanes}[{j}] = {self.emit(r.inner, sub, code)}")
         return self.emit(r.outer, Values(lanes, nl), code)
 
@@ -369,7 +378,7 @@ class LoopEmitter:
             if isinstance(lst, Leaves):
                 sub = Leaves(_plus(lst.lo, _times(_times(j, bs), lst.step)), lst.step, bm)
             else:
-                sub = Values(self.let(code, "blk", f"{lst.vals}[{j} * {bs}:{j} * {bs} + {bm}]"), bm)
+                sub = Values(lst.vals, bm, _plus(lst.off, _times(_times(j, bs), lst.step)), lst.step)
             code(f"{blocks}[{j}] = {self.emit(r.inner, sub, code)}")
         return self.emit(r.outer, Values(blocks, nb), code)
 
@@ -403,14 +412,12 @@ class LoopEmitter:
                 code(f"for {i} in range({ln}):")
                 with code.indent():
                     value = (f"_term(a, b, {_plus(sub.lo, _times(i, sub.step))})" if isinstance(sub, Leaves)
-                             else f"{sub.vals}[{i}]")
+                             else sub.at(i))
                     code(f"{seg}[{count}] = {value}")
                     code(f"{count} += 1")
             else:
                 code(f"if {ln} > 0:")
                 with code.indent():
-                    if isinstance(sub, Values):
-                        sub = Values(self.let(code, "part", sub.vals), sub.m)
                     code(f"{seg}[{count}] = {self.emit(part.reducer, sub, code)}")
                     code(f"{count} += 1")
         return self.emit(r.outer, Values(seg, count), code)
@@ -472,7 +479,7 @@ def _times(a: str, b: str) -> str:
 def _sublist(lst, start: str, length: str):
     if isinstance(lst, Leaves):
         return Leaves(_plus(lst.lo, _times(start, lst.step)), lst.step, length)
-    return Values(f"{lst.vals}[{start}:{start} + {length}]", length)
+    return Values(lst.vals, length, _plus(lst.off, _times(start, lst.step)), lst.step)
 
 
 def _check_split(code: _Code, h: str) -> None:
@@ -503,4 +510,6 @@ def emit_program(kernel: Kernel) -> LoopProgram:
                       Constant(f"{prefix}_OFFS", table.offsets, "int64"),
                       Constant(f"{prefix}_FUSED", table.fused, "bool_")]
     uses_fused = em.uses_fused or any(isinstance(r, FusedChain) for r in walk(kernel.root))
-    return LoopProgram(tuple(em.functions.values()) + (entry,), tuple(constants), uses_fused, bool(em.tables))
+    functions = tuple(em.functions.values()) + (entry,)
+    recursive = any(f"{f.name}(" in line for f in functions for line in f.body)
+    return LoopProgram(functions, tuple(constants), uses_fused, bool(em.tables), recursive)

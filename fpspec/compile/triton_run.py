@@ -47,6 +47,9 @@ class Replica:
         self.n_min, self.n_max = n_min, n_max
         self.plans = {}
         self.last_path = None   # "native" or "emulated": which the last call used
+        # tile shapes (tuning only: the order along K does not depend on them)
+        self.native_config = dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)
+        self.emulated_config = dict(BM=16, BN=16)
 
     def plan(self, n):
         if n < self.n_min or (self.n_max is not None and n > self.n_max):
@@ -123,11 +126,11 @@ class Replica:
         kinds = p.segs[:, 3]
         if chosen == "native":
             ids = torch.arange(S, dtype=torch.int64, device=A.device)
-            BM, BN, BK = 128, 128, 64
-            grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN), 1, S)
+            cfg = self.native_config
+            grid = (triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"]), 1, S)
             mm_chain_native[grid](A, B, dst, segs, ids, M, N, A.stride(0), A.stride(1), B.stride(0), B.stride(1),
-                                  s_slot, s_m, s_n, BM=BM, BN=BN, BK=BK, DIRECT=direct, INIT=init,
-                                  OUT_EXP=exp_out, OUT_MAN=man_out, GROUP=8, num_warps=8, num_stages=3)
+                                  s_slot, s_m, s_n, DIRECT=direct, INIT=init,
+                                  OUT_EXP=exp_out, OUT_MAN=man_out, **cfg)
         else:
             Ab, Bb = A.view(it_in), B.view(it_in)
             common = (M, N, Ab.stride(0), Ab.stride(1), Bb.stride(0), Bb.stride(1), s_slot, s_m, s_n)
@@ -143,9 +146,9 @@ class Replica:
                 width = widths.pop()
                 if width > f.width:
                     raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
-                BM, BN = 16, 16
-                grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), chains.numel())
-                mm_chain_emulated[grid](Ab, Bb, dst, segs, chains.to(A.device), *common, BM=BM, BN=BN,
+                cfg = self.emulated_config
+                grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), chains.numel())
+                mm_chain_emulated[grid](Ab, Bb, dst, segs, chains.to(A.device), *common, **cfg,
                                         WIDTH=width, W=triton.next_power_of_2(width), IN_EXP=exp_in, IN_MAN=man_in, FRAC=23 + f.extra_bits,
                                         FLOOR=f.floor, TO_ZERO=f.to_zero, DIRECT=direct, INIT=init,
                                         OUT_EXP=exp_out, OUT_MAN=man_out)

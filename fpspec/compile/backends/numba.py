@@ -50,6 +50,8 @@ class NumbaBackend(Backend):
             extra += fused_constants(kernel)
         public = PUBLIC[kernel.op]
         kernels = sorted({KERNELS[name] for name in public})
+        serial = [k for k in kernels if k == "_one_kernel"]
+        parallel = [k for k in kernels if k != "_one_kernel"]
         runtime = "\n\n".join(filter(None, [
             embed(numba_rt, ["_fma"]) if p.fma else "",
             embed(numba_rt, [n for n in base if n != "_fma"], decorator="@_jit"),
@@ -69,7 +71,9 @@ class NumbaBackend(Backend):
             runtime=runtime,
             constants=[c.source() for c in program.constants],
             functions=[f.source() for f in program.functions],
-            kernels=embed(numba_rt, kernels, decorator="@_parallel"),
+            kernels="\n\n".join(filter(None, [embed(numba_rt, serial, decorator="@_jit"),
+                                                embed(numba_rt, parallel, decorator="@_parallel")])),
+            cache=not program.recursive,
             api=embed(numba_rt, [f"api_{n}" for n in public], {f"api_{n}": n for n in public}),
         )
 
