@@ -1,0 +1,38 @@
+"""`fpspec compile SPEC --target numpy|numba|triton [-n N] -o replica.py`."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from fpspec.cli import app
+from fpspec.errors import FpspecError
+
+
+@app.command("compile")
+def compile_command(
+    spec_path: Path = typer.Argument(..., metavar="SPEC", help="the .fps spec to compile"),
+    target: str = typer.Option("numpy", "--target", "-t", help="backend: numpy, numba or triton"),
+    n: Optional[int] = typer.Option(None, "-n", help="specialize the replica for this one length"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the replica here (default: stdout)"),
+) -> None:
+    """Compile a spec into a replica: a self-contained module computing the same bits."""
+    from fpspec.compile import compile_kernel
+    from fpspec.compile.build import build_kernel
+    from fpspec.io import write_atomic
+    from fpspec.spec import check, parse
+
+    try:
+        text = spec_path.read_text()
+    except OSError as e:
+        raise FpspecError(f"cannot read {spec_path}: {e.strerror}") from None
+    spec = parse(text, str(spec_path))
+    check(spec)
+    # the whole module is built before anything is written: an error leaves no file
+    source = compile_kernel(build_kernel(spec, n=n, name=spec_path.name, source=text), target)
+    if output is None:
+        typer.echo(source, nl=False)
+    else:
+        write_atomic(output, source)
+        typer.echo(f"wrote {output} ({target}, {source.count(chr(10))} lines)", err=True)

@@ -1,0 +1,127 @@
+"""Spec AST (fpspec.spec.ast) -> kernel IR (fpspec.compile.ir).
+
+The combinators map one to one onto reducers; the only renaming is the
+variable: inside a spec `n` is the length of the list an order is applied
+to, which the IR calls `m`.  With `n=N` the kernel is specialized: guards at
+the root (and named orders the root reduces to) are decided for N now.
+"""
+from __future__ import annotations
+
+from fpspec.arith.model import Arithmetic
+from fpspec.compile import ir
+from fpspec.compile.ir import CompileError, Kernel
+from fpspec.compile.trees import table_of
+from fpspec.spec import ast as A
+
+M = ir.Var("m")
+
+
+def build_expr(e) -> ir.IntExpr:
+    if isinstance(e, A.Num):
+        return ir.Const(e.value)
+    if isinstance(e, A.Var):
+        return M
+    if isinstance(e, A.BinOp):
+        return ir.BinOp(e.op, build_expr(e.left), build_expr(e.right))
+    if isinstance(e, A.Call):
+        args = [build_expr(x) for x in e.args]
+        out = args[0]
+        for x in args[1:]:
+            out = ir.BinOp(e.func, out, x)
+        return out
+    raise CompileError(f"not an integer expression: {e}")
+
+
+def build_cond(c) -> ir.Cond:
+    if isinstance(c, A.Compare):
+        return ir.Compare(c.op, build_expr(c.left), build_expr(c.right))
+    if isinstance(c, A.BoolOp):
+        return ir.BoolOp(c.op, build_cond(c.left), build_cond(c.right))
+    raise CompileError(f"not a condition: {c}")
+
+
+def _minus_mod(k: ir.IntExpr) -> ir.IntExpr:
+    """m - m % k: the operands a `tail(k, ...)` body gets."""
+    return ir.BinOp("-", M, ir.BinOp("%", M, k))
+
+
+def build_order(o) -> ir.Reducer:
+    """One order as a reducer (named orders become `Call`s)."""
+    if isinstance(o, A.Seq):
+        return ir.Fold()
+    if isinstance(o, A.Rev):
+        return ir.Fold(reverse=True)
+    if isinstance(o, A.Pairwise):
+        return ir.Pairwise(None if o.split is None else build_expr(o.split))
+    if isinstance(o, A.GpuTree):
+        return ir.TreeReduce()
+    if isinstance(o, A.Fused):
+        return ir.FusedChain(M)
+    if isinstance(o, A.Chain):
+        return ir.FusedChain(build_expr(o.w))
+    if isinstance(o, A.Lanes):
+        return ir.Lanes(build_expr(o.k), build_order(o.inner), build_order(o.outer))
+    if isinstance(o, A.Blocks):
+        return ir.Blocks(build_expr(o.b), build_order(o.inner), build_order(o.outer))
+    if isinstance(o, A.Split):
+        at = build_expr(o.at)
+        return ir.Segments((ir.Part(at, build_order(o.first)), ir.Part(ir.BinOp("-", M, at), build_order(o.rest))),
+                           ir.Fold())
+    if isinstance(o, A.Tail):
+        k = build_expr(o.k)
+        return ir.Segments((ir.Part(_minus_mod(k), build_order(o.body)), ir.Part(ir.BinOp("%", M, k), None)),
+                           build_order(o.outer))
+    if isinstance(o, A.Literal):
+        return table_of(o.tree)
+    if isinstance(o, A.Ref):
+        return ir.Call(o.name)
+    if isinstance(o, A.Guard):
+        return ir.Guard(tuple(ir.Case(build_cond(c.cond), build_order(c.order)) for c in o.cases),
+                        build_order(o.otherwise))
+    raise CompileError(f"the compiler cannot express the order {type(o).__name__}")
+
+
+def arithmetic_of(spec: A.Spec) -> Arithmetic:
+    block = spec.header.arithmetic
+    return Arithmetic() if block is None else Arithmetic.from_entries(block.entries)
+
+
+def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
+                 source: str | None = None) -> Kernel:
+    """The kernel of a parsed spec; `n` specializes it to one length."""
+    h = spec.header
+    op = h.op or "sum"
+    if op not in ir.OPS:
+        raise CompileError(f"op {op!r} cannot be compiled; expected one of {', '.join(ir.OPS)}")
+    lo, hi = (h.n.lo, h.n.hi) if h.n is not None else (1, None)
+    root = build_order(spec.order)
+    orders = tuple((d.name, build_order(d.order)) for d in spec.lets)
+    kernel_name = name or h.target or "spec"
+    text = source if source is not None else str(spec)
+    if n is not None:
+        if n < lo or (hi is not None and n > hi):
+            raise CompileError(f"-n {n} is outside the spec's range {lo}..{'' if hi is None else hi}")
+        lo = hi = n
+        root = specialize(root, dict(orders), n)
+    return Kernel(op, arithmetic_of(spec), root, lo, hi, orders, text, kernel_name)
+
+
+def specialize(r: ir.Reducer, orders: dict, n: int) -> ir.Reducer:
+    """Decide the guards the root list (length n) meets, following named orders."""
+    seen = 0
+    while isinstance(r, (ir.Guard, ir.Call)) and seen < 1000:
+        seen += 1
+        if isinstance(r, ir.Call):
+            if r.name not in orders:
+                raise CompileError(f"order {r.name!r} is not defined")
+            r = orders[r.name]
+            continue
+        for case in r.cases:
+            if ir.cond_value(case.cond, n, n):
+                r = case.reducer
+                break
+        else:
+            r = r.otherwise
+            if r is None:
+                raise CompileError(f"no case of the spec applies at n = {n}")
+    return r
