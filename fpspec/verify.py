@@ -99,16 +99,19 @@ def normalize_output(value, expected_shape: tuple[int, ...], who: str) -> np.nda
     return arr
 
 
-def live_outputs(call: Callable, op: str, m: int | None, ncols: int | None, who: str):
-    """An `outputs` function that calls `call(*sample.args)` once per sample."""
+def live_outputs(call: Callable | None, op: str, m: int | None, ncols: int | None, who: str,
+                 call_at: Callable[[int], Callable] | None = None):
+    """An `outputs` function that calls `call(*sample.args)` once per sample
+    (or `call_at(n)(*sample.args)` when the callable depends on n)."""
     shape = fpinputs.output_shape(op, m, ncols)
 
     def outputs(n: int, samples: Sequence[fpinputs.Sample]) -> list:
+        fn = call if call_at is None else call_at(n)
         out = []
         for s in samples:
             try:
                 with np.errstate(all="ignore"):
-                    value = call(*s.args)
+                    value = fn(*s.args)
             except Exception as e:  # the target's own failure is a finding, not a crash
                 raise SideFailure(f"{who} raised {type(e).__name__}: {_one_line(e)} on n={n} {s.describe()}") from None
             out.append(normalize_output(value, shape, f"{who} on n={n} {s.describe()}"))
@@ -711,20 +714,11 @@ def make_live_side(name: str, role: str, op: str, fmt: str, target_at: Callable[
 
         return probe_arithmetic(target(n), tree)
 
-    shape = fpinputs.output_shape(op, m, ncols)
+    def call_at(n: int) -> Callable:
+        t = target(n)   # the target's own conversions: library dtype in, float64 out
+        return lambda *args: t.to_float64(t.fn(*(t.native(np.asarray(a, np.float64)) for a in args)))
 
-    def outputs(n: int, samples) -> list:
-        t = target(n)
-        out = []
-        for s in samples:
-            try:
-                with np.errstate(all="ignore"):
-                    value = t.to_float64(t.fn(*(t.native(np.asarray(a, np.float64)) for a in s.args)))
-            except Exception as e:   # the target's own failure is a finding, not a crash
-                raise SideFailure(f"{name} raised {type(e).__name__}: {_one_line(e)} on n={n} "
-                                  f"{s.describe()}") from None
-            out.append(normalize_output(value, shape, f"{name} on n={n} {s.describe()}"))
-        return out
+    outputs = live_outputs(None, op, m, ncols, name, call_at=call_at)
 
     return Side(name, role, op, fmt, tree_at=tree_at, arithmetic_at=arithmetic_at, outputs=outputs,
                 out_fmt=out_fmt, m=m, ncols=ncols)
