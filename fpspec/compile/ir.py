@@ -225,6 +225,9 @@ class Table:
                 raise ValueError(f"Table step {s}: bad arity {len(kids)}")
             if any(k < 0 or k >= self.size + s for k in kids):
                 raise ValueError(f"Table step {s} reads a slot not yet written")
+        # a tree: every slot but the root (the last) is read exactly once
+        if sorted(self.children) != list(range(self.size + steps - 1)):
+            raise ValueError("Table steps must read every operand and every step but the last exactly once")
 
 
 @dataclass(frozen=True)

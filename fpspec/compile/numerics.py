@@ -31,7 +31,8 @@ class Plan:
     in_dtype: str                  # dtype the replica accepts
     in_grid: tuple | None          # inputs held in a wider dtype: their format's grid
     in_carry: str                  # dtype the numba kernels read (float16 is widened)
-    term: str                      # "sum" | "product"
+    term: str                      # "sum" | "product" | "product_twice" (rounded to product_format first)
+    prod_dtype: str | None         # product_format's dtype
     fma: bool
     init_zero: bool
 
@@ -49,6 +50,11 @@ def plan(kernel: Kernel) -> Plan:
         raise CompileError(f"op {kernel.op} needs products, but the arithmetic says product = none")
     else:
         term = "product"
+    prod_format = getattr(a, "product_format", None)
+    if term == "product" and prod_format is not None:
+        if prod_format not in NATIVE:
+            raise CompileError(f"product_format = {prod_format} cannot be expressed (fp32 or fp64 only)")
+        term = "product_twice"
     p_in = get_format(a.input).precision
     p_acc = get_format(a.accumulator).precision
     if term == "product" and p_in > 26:
@@ -73,6 +79,7 @@ def plan(kernel: Kernel) -> Plan:
         in_grid=None if INPUT_DTYPES[a.input] == NATIVE.get(a.input, "float16") else _grid(a.input),
         in_carry="float64" if a.input == "fp64" else "float32",
         term=term,
+        prod_dtype=NATIVE.get(prod_format) if prod_format else None,
         fma=term == "product" and a.product == "fma",
         init_zero=a.init == "+0.0",
     )
@@ -87,13 +94,14 @@ def settings(kernel: Kernel, p: Plan) -> list[str]:
         f"_IN_DTYPE = np.{p.in_dtype}",
         f"_IN_NAME = {a.input!r}",
         f"_IN_GRID = {p.in_grid}",
+        f"_SUM_FUSED = {kernel.op == 'sum' and a.fused is not None}",
         f"_ACC = np.{p.acc_dtype}  # carrier of partial sums ({a.accumulator})",
         f"_ACC_FMT = {p.acc_fmt}",
         f"_OUT_DTYPE = np.{p.out_dtype}  # output format {a.output}",
         f"_OUT_FMT = {p.out_fmt}",
         f"_INIT_ZERO = {p.init_zero}  # init {a.init}",
         "_ZERO = _ACC(0.0)",
-    ]
+    ] + ([f"_PROD = np.{p.prod_dtype}  # product_format {a.product_format}"] if p.prod_dtype else [])
 
 
 def helper_names(p: Plan, program, fma: str) -> tuple[list[str], dict[str, str]]:
@@ -103,7 +111,7 @@ def helper_names(p: Plan, program, fma: str) -> tuple[list[str], dict[str, str]]
     """
     chosen = {
         "_round_acc": "_round_native" if p.acc_fmt is None else "_round_emulated",
-        "_term": "_term_sum" if p.term == "sum" else "_term_product",
+        "_term": {"sum": "_term_sum", "product": "_term_product", "product_twice": "_term_product_twice"}[p.term],
         "_add": "_add_plain",
         "_add_leaf": fma if p.fma else "_add_leaf_plain",
     }

@@ -18,6 +18,7 @@ _ACC_FMT = (24, -126, 127)
 _OUT_FMT = (24, -126, 127)
 _INIT_ZERO = False
 _ZERO = np.float32(0.0)
+_PROD = np.float32
 _ZERO_EXP = -(1 << 20)
 _FP_F, _FP_EMIN_IN, _FP_FLOOR, _FP_ALIGNED, _FP_C_ALIGNED = 25, -14, -133, 0, True
 _FP_RZ, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_SUB_IN, _FP_SUB_OUT = True, 24, -126, 127, True, True
@@ -66,6 +67,11 @@ def _term_sum(a, b, k):
 def _term_product(a, b, k):
     # inputs of <= 26 bits: the float64 product is exact, rounded once here
     return _round_acc(np.float64(a[k]) * np.float64(b[k]))
+
+
+def _term_product_twice(a, b, k):
+    # product_format: each product rounded to it first, then to the accumulator
+    return _round_acc(_PROD(np.float64(a[k]) * np.float64(b[k])))
 
 
 def _add_plain(u, v):
@@ -264,6 +270,7 @@ N_MIN, N_MAX = 1, None
 _IN_DTYPE = np.float32
 _IN_NAME = "fp32"
 _IN_GRID = None
+_SUM_FUSED = False   # a sum through fused nodes: each x_k enters as the product x_k * 1
 _IN_CARRY = np.float32
 _OUT_DTYPE = np.float32
 _OUT_CARRY = np.float32
@@ -273,7 +280,8 @@ def _input(x, what):
     """x as an array of the spec's input dtype (no silent conversion), widened
     exactly to the dtype the kernels read (float16 -> float32)."""
     x = np.asarray(x)
-    if x.dtype != _IN_DTYPE:
+    # formats without a numpy dtype (bf16, tf32, fp8) travel in float32 or float64
+    if x.dtype != _IN_DTYPE and not (_IN_GRID is not None and x.dtype == np.float64):
         raise TypeError(f"{what} has dtype {x.dtype}, but this replica of {_NAME} takes "
                         f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
     if _IN_GRID is not None:
@@ -305,9 +313,9 @@ def _rows_kernel(A, x, out):
         out[i] = _final(_reduce(A[i], x, x.shape[0]))
 
 
-def _columns_kernel(XT, out):
+def _columns_kernel(XT, ones, out):
     for i in prange(XT.shape[0]):
-        out[i] = _final(_reduce(XT[i], XT[i], XT.shape[1]))
+        out[i] = _final(_reduce(XT[i], ones if _SUM_FUSED else XT[i], XT.shape[1]))
 
 
 def _gemm_kernel(A, BT, out):
@@ -322,7 +330,7 @@ def api_sum(x):
     x = _input(x, "x")
     _shape("x", x, 1)
     _length(x.shape[0])
-    return _OUT_DTYPE(_one_kernel(x, x))
+    return _OUT_DTYPE(_one_kernel(x, np.ones_like(x) if _SUM_FUSED else x))
 
 
 def api_sums(X):
@@ -331,7 +339,7 @@ def api_sums(X):
     _shape("X", X, 2)
     _length(X.shape[0])
     out = np.empty(X.shape[1], _OUT_CARRY)
-    _columns_kernel(np.ascontiguousarray(X.T), out)
+    _columns_kernel(np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out)
     return out.astype(_OUT_DTYPE)
 
 
