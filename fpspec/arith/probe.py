@@ -238,7 +238,10 @@ def _binary_candidates(target) -> list[Arithmetic]:
     return sorted(out, key=rank)
 
 
-def _fused_candidates(target, w: int, stage1: FusedParams | None = None) -> list[Arithmetic]:
+def _fused_candidates(target, w: int, stage1: FusedParams | None = None,
+                      stage2_flags: list | None = None) -> list[Arithmetic]:
+    """Stage 1 (stage1 None): the alignment space; stage 2: subnormal flags (floor none),
+    then the exponent floors for the flags that survived (stage2_flags)."""
     fmt = target.format
     fused_in = fmt.name if fmt.name in ("fp16", "bf16", "tf32", "fp8e4m3", "fp8e5m2") else "fp32"
     outs = ["fp32"] + (["fp16"] if target.out_fmt == "fp16" else [])
@@ -253,12 +256,14 @@ def _fused_candidates(target, w: int, stage1: FusedParams | None = None) -> list
         cands.sort(key=lambda a: (a.fused.output != "fp32", a.fused.aligned != "truncate",
                                   a.fused.result != "rz", not a.fused.c_aligned, abs(a.fused.extra_bits - 2)))
         return cands
-    lo, hi = (-40, -2) if stage1.output == "fp16" else (-160, -100)
-    for floor, sub_in, sub_out in itertools.product([None, *range(lo, hi + 1)], (True, False), (True, False)):
+    flags = stage2_flags or [(True, True), (True, False), (False, True), (False, False)]
+    floors = [None]
+    if stage2_flags is not None:
+        lo, hi = (-40, -2) if stage1.output == "fp16" else (-160, -100)
+        floors += list(range(lo, hi + 1))
+    for (sub_in, sub_out), floor in itertools.product(flags, floors):
         p = replace(stage1, exponent_floor=floor, subnormal_inputs=sub_in, subnormal_outputs=sub_out)
         cands.append(Arithmetic(fmt.name, product, stage1.output, "none", target.out_fmt, p))
-    cands.sort(key=lambda a: (not a.fused.subnormal_inputs, not a.fused.subnormal_outputs,
-                              a.fused.exponent_floor is not None))
     return cands
 
 
@@ -333,7 +338,7 @@ def _fused_rows(target, places: _Places, rng, count: int) -> _Rows:
     rows.scale = B
     _fttn_rows(rows, places, B)
     for _ in range(count):
-        kind = int(rng.integers(0, 4))
+        kind = int(rng.integers(0, 5))
         node = nodes[int(rng.integers(len(nodes)))]
         slots = [int(v) for v in rng.permutation(node)]
         terms = {}
@@ -351,12 +356,20 @@ def _fused_rows(target, places: _Places, rng, count: int) -> _Rows:
                 continue
             big = float(rng.choice([-1, 1]) * 2.0 ** B)
             terms[int(rng.choice(src))] = big
-            for leaf in [int(v) for v in rng.permutation(dst)][:int(rng.integers(1, 4))]:
+            picked = [int(v) for v in rng.permutation(dst)][:int(rng.integers(1, 4))]
+            for leaf in picked:
                 terms[leaf] = small()
+            if rng.random() < 0.5:       # a tie of the output format on top of c: tiny terms decide it
+                terms[picked[0]] = float(np.sign(big) * 2.0 ** (B - target.output_format.precision))
             # cancel the big c in a later node when there is one, so the output keeps the low bits
             later = [own for (s, own) in places.feeds if set(dst) <= set(s) and own]
             if later and rng.random() < 0.7:
                 terms[int(later[0][0])] = -big
+        elif kind == 3 and len(slots) >= 3:     # carries: the result has more bits than the grid
+            for leaf in slots[:2]:
+                terms[leaf] = float(rng.choice((1.0, 1.5, 1.75)) * 2.0 ** B)
+            for leaf in slots[2:2 + int(rng.integers(1, 3))]:
+                terms[leaf] = small()
         else:                                   # near an output tie: 2^B + 2^(B - p_out) + tiny
             terms[slots[0]] = 2.0 ** B
             if len(slots) > 1:
@@ -403,12 +416,22 @@ def _subnormal_rows(target, places: _Places, stage1: FusedParams, rng, count: in
         if places.feeds:
             src, dst = places.feeds[0]
             rows.add({src[0]: v}, "T_sa: subnormal c")
-    # the exponent floor: a block whose largest exponent sweeps below the candidate floors
+    return rows
+
+
+def _floor_rows(target, places: _Places, stage1: FusedParams, rng, count: int) -> _Rows:
+    """A block whose largest exponent E sweeps past the candidate floors: below the floor the
+    grid is 2^(floor - F), so a term 2^(E - d) with d <= F survives or not (note [exponent floor])."""
+    fmt = target.format
+    rows = _Rows(target.n, fmt, target.op != "sum")
+    node = max(places.fused_nodes, key=len)
+    F = stage1.fraction_bits
     lo = -45 if stage1.output == "fp16" else -165
-    for E in range(lo, lo + 70):
-        for d in (F - 1, F + 1, F + 3):
-            if len(node) >= 2:
-                rows.add({node[0]: 2.0 ** E, node[1]: 2.0 ** (E - d) * 3})
+    if len(node) >= 2:
+        for E in range(lo, lo + 70):
+            for d in (F // 2, F - 2, F):
+                for sign in (1.0, -1.0):
+                    rows.add({node[0]: 2.0 ** E, node[1]: sign * 2.0 ** (E - d)})
     for _ in range(count):
         E = int(rng.integers(lo, lo + 70))
         slots = [int(v) for v in rng.permutation(node)][:3]
@@ -418,18 +441,29 @@ def _subnormal_rows(target, places: _Places, stage1: FusedParams, rng, count: in
 
 # ================================================================ matching
 
-def _select(cands, tree, X, Y, outputs, product: bool):
-    """Candidates whose model predicts every output bit for bit, and each one's mismatch count."""
-    keep, misses = [], []
-    xt, yt = X.T, (Y.T if product else None)
+def _select(cands, tree, X, Y, outputs, product: bool, first: int = 48):
+    """Candidates whose model predicts every output bit for bit, and each one's mismatch count.
+
+    Most candidates fail on the first rows: those are tried first on all candidates
+    and the rest only on the survivors (same answer, a fraction of the work).
+    """
+    misses = []
+    head = slice(0, min(first, len(outputs)))
     for a in cands:
-        with np.errstate(all="ignore"):
-            pred = evaluate(tree, xt, yt, a)
-        bad = int((~same_bits(pred, outputs)).sum())
-        misses.append(bad)
-        if bad == 0:
-            keep.append(a)
+        misses.append(_misses(a, tree, X[head], Y[head], outputs[head], product))
+    rest = slice(head.stop, len(outputs))
+    if rest.start < rest.stop:
+        for k, a in enumerate(cands):
+            if misses[k] == 0:
+                misses[k] = _misses(a, tree, X[rest], Y[rest], outputs[rest], product)
+    keep = [a for a, bad in zip(cands, misses) if bad == 0]
     return keep, misses
+
+
+def _misses(a, tree, X, Y, outputs, product) -> int:
+    with np.errstate(all="ignore"):
+        pred = evaluate(tree, X.T, Y.T if product else None, a)
+    return int((~same_bits(pred, outputs)).sum())
 
 
 def _fact(name, values, chosen, fmt=str) -> str:
@@ -479,14 +513,22 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
                            lambda v: {"rz": "toward zero", "rne": "to nearest even"}[v]))
         lines.append(_fact("c in the alignment", [a.fused.c_aligned for a in keep], best.fused.c_aligned,
                            lambda v: "yes" if v else "no (added after the products are aligned)"))
+        # 2. subnormal handling (floor none), then the exponent floor for the flags that fit
         r2 = _subnormal_rows(target, places, best.fused, rng, rows // 3)
         X2, Y2 = r2.arrays()
         got2 = run(X2, Y2)
-        total += len(got2)
         cands2 = _fused_candidates(target, places.w, best.fused)
         keep2, misses2 = _select(cands2, tree, X2, Y2, got2, product)
+        flags = [(a.fused.subnormal_inputs, a.fused.subnormal_outputs) for a in keep2] or None
+        r3 = _floor_rows(target, places, best.fused, rng, rows // 3)
+        X3, Y3 = r3.arrays()
+        got3 = run(X3, Y3)
+        total += len(got2) + len(got3)
+        cands3 = _fused_candidates(target, places.w, best.fused, flags or [(True, True)])
+        keep3, misses3 = _select(cands3, tree, X3, Y3, got3, product)
+        keep2, _ = _select(keep3, tree, X2, Y2, got2, product)
         if not keep2:
-            return _refuse(target, lines, "exponent floor and subnormals", misses2, cands2, total)
+            return _refuse(target, lines, "exponent floor and subnormals", misses3, cands3, total)
         best = keep2[0]
         floors = [a.fused.exponent_floor for a in keep2]
         if len(set(floors)) > 1:
