@@ -777,12 +777,24 @@ def replica_callable(module, op: str, label: str) -> Callable:
     return fn
 
 
+def replica_rows(module, op: str) -> Callable | None:
+    """A (b, n) -> (b,) call for the revelation engine's batched queries: a sum
+    replica's `sums(X)` sums the columns of X.  The engine checks a sample of
+    batched answers against single calls of `sum` before it trusts them."""
+    sums = getattr(module, "sums", None)
+    if op != "sum" or not callable(sums):
+        return None
+    return lambda X: sums(np.ascontiguousarray(np.asarray(X).T))
+
+
 def make_replica_side(fn: Callable, label: str, op: str, fmt: str, *, out_fmt: str | None = None,
-                      m: int | None = None, ncols: int | None = None, role: str = "replica") -> Side:
+                      m: int | None = None, ncols: int | None = None, role: str = "replica",
+                      call_rows: Callable | None = None) -> Side:
     from fpspec.reveal.targets import from_callable
 
     def target_at(n: int):
-        return from_callable(fn, op=op, n=n, dtype=fmt, m=m or 1, ncols=ncols or 1, name=label)
+        return from_callable(fn, op=op, n=n, dtype=fmt, m=m or 1, ncols=ncols or 1, name=label,
+                             call_rows=call_rows)
 
     return make_live_side(label, role, op, fmt, target_at, out_fmt=out_fmt, m=m, ncols=ncols)
 
@@ -820,8 +832,12 @@ def verify_spec(spec, *, spec_name: str = "spec", backend: str = "numpy", replic
             replica_label = replica_label or f"replica ({backend})"
         module = load_replica(replica_source, replica_label or "replica")
         replica_fn = replica_callable(module, ref.op, replica_label or "replica")
+        rows = replica_rows(module, ref.op)
+    else:
+        rows = None
     label = replica_label or "replica"
-    rep = make_replica_side(replica_fn, label, ref.op, ref.fmt, out_fmt=ref.out_fmt, m=ref.m, ncols=ref.ncols)
+    rep = make_replica_side(replica_fn, label, ref.op, ref.fmt, out_fmt=ref.out_fmt, m=ref.m, ncols=ref.ncols,
+                            call_rows=rows)
     sides = [rep]
     pairs = [(ref, rep)]
     if against:
