@@ -1,0 +1,401 @@
+"""Observed trees at many n -> the most compact order that explains them all.
+
+The search is top-down.  Given a set of observations (trees over operand
+positions 0..n-1, at several n), `Fitter.fit` tries, cheapest first:
+
+1. a parameter-free order (seq, rev, pairwise, gpu_tree, fused) or a fused
+   chain: built at each n and compared with ==;
+2. a structural order whose parameter is fitted as an expression in n
+   (fpspec.infer.exprs) -- split, tail, lanes, blocks -- after which each part
+   (FIRST/REST, BODY/OUTER, INNER/OUTER) is a smaller fitting problem over the
+   sub-observations the parts saw (fpspec.infer.shapes);
+3. at the root only, FIRST and REST of a split may be the root order itself
+   (`Ref`): recursion on sub-ranges, as numpy's pairwise_sum.
+
+When no single order explains every n, `fit_guarded` cuts the sorted n into
+maximal runs that one order explains and joins them with guards `n <= c`.
+Nothing is accepted without being checked: every candidate is compared with
+every observation it claims, and the caller re-expands the final spec at
+every observed n (a recursive `Ref` is only provisional until then).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fpspec.errors import SpecError
+from fpspec.spec import ast as A
+from fpspec.spec.expand import apply_order, eval_expr
+from fpspec.infer.exprs import constants, expr_cost, fit_param, roundness
+from fpspec.infer.shapes import (Obs, block_parts, equal_shifted, lane_candidates, lane_parts, prefix_sizes,
+                                 split_parts, split_point, tail_parts)
+from fpspec.tree import Tree, building
+
+N = A.Var()
+SIMPLE = (A.Seq(), A.Pairwise(), A.Rev(), A.GpuTree(), A.Fused())
+MAX_DEPTH = 5
+SAMPLE = 10  # observations a search starts from (see Fitter.fit)
+
+
+def order_cost(o) -> int:
+    """Size of an order: one per combinator, expression and guard arm."""
+    if isinstance(o, (A.Seq, A.Rev, A.GpuTree, A.Fused, A.Ref)):
+        return 1
+    if isinstance(o, A.Pairwise):
+        return 1 + (expr_cost(o.split) if o.split is not None else 0)
+    if isinstance(o, A.Chain):
+        return 1 + expr_cost(o.w)
+    if isinstance(o, A.Lanes):
+        return 1 + expr_cost(o.k) + order_cost(o.inner) + order_cost(o.outer)
+    if isinstance(o, A.Blocks):
+        return 1 + expr_cost(o.b) + order_cost(o.inner) + order_cost(o.outer)
+    if isinstance(o, A.Tail):
+        return 1 + expr_cost(o.k) + order_cost(o.body) + order_cost(o.outer)
+    if isinstance(o, A.Split):
+        return 1 + expr_cost(o.at) + order_cost(o.first) + order_cost(o.rest)
+    if isinstance(o, A.Guard):
+        return 1 + sum(2 + order_cost(c.order) for c in o.cases) + order_cost(o.otherwise)
+    if isinstance(o, A.Literal):
+        return 10 + (1 if isinstance(o.tree, int) else o.tree.size)
+    raise TypeError(f"not an order: {o!r}")
+
+
+@dataclass
+class Run:
+    """A maximal run of observed n that one order explains."""
+
+    lo: int          # smallest observed n of the run
+    hi: int          # largest observed n of the run
+    order: object
+
+
+@dataclass
+class Fitter:
+    name: str = "order"                     # the root's name, for recursion
+    pool: dict = field(default_factory=dict)  # n -> observed root tree
+    allow_ref: bool = True
+    seen: set = field(default_factory=set)  # constants worth trying (lanes, blocks, splits)
+    candidates: int = 0                     # orders compared with observations
+    _memo: dict = field(default_factory=dict)
+    _built: dict = field(default_factory=dict)
+    _verified: dict = field(default_factory=dict)
+    runs: list = field(default_factory=list)  # the root guard's runs, for refinement
+
+    # ------------------------------------------------------------ entry points
+    def fit_root(self, obs: list[Obs]):
+        """The root order for the observations, recursion and guards allowed."""
+        with building():  # one pause of the cyclic GC for the whole search
+            return self.fit_guarded(obs, 0, root=True)
+
+    def fit_guarded(self, obs: list[Obs], depth: int = 0, root: bool = False):
+        """An order for every observation, with guards on n where needed."""
+        got = self.fit(obs, depth, root)
+        if got is not None:
+            if root:
+                ns = sorted({o.n for o in obs})
+                self.runs = [Run(ns[0], ns[-1], got)] if ns else []
+            return got
+        by_n: dict[int, list[Obs]] = {}
+        for o in obs:
+            by_n.setdefault(o.n, []).append(o)
+        ns = sorted(by_n)
+        runs: list[Run] = []
+        i = 0
+        while i < len(ns):
+            lo_j, hi_j, best = i, len(ns) - 1, None
+            # largest j such that ns[i..j] fit one order (fit is monotone:
+            # an order explaining a set explains its subsets)
+            while lo_j <= hi_j:
+                mid = (lo_j + hi_j) // 2
+                got = self.fit([o for n in ns[i:mid + 1] for o in by_n[n]], depth, root)
+                if got is not None:
+                    best, lo_j = (mid, got), mid + 1
+                else:
+                    hi_j = mid - 1
+            if best is None:  # no order explains even this one n: a literal tree
+                group = by_n[ns[i]]
+                if len({hash(o.tree) for o in group}) > 1 or len(set(o.tree for o in group)) > 1:
+                    return None
+                best = (i, A.Literal(group[0].tree))
+            runs.append(Run(ns[i], ns[best[0]], best[1]))
+            i = best[0] + 1
+        runs = _merge_runs(runs)
+        if root:
+            self.runs = runs
+        if len(runs) == 1:
+            return runs[0].order
+        cases = tuple(A.Case(A.Compare("<=", N, A.Num(r.hi)), r.order) for r in runs[:-1])
+        return A.Guard(cases, runs[-1].order)
+
+    def fit(self, obs: list[Obs], depth: int = 0, root: bool = False):
+        """The cheapest unguarded order explaining every observation, or None.
+
+        Counterexample-guided: search on a small sample of the observations,
+        check the winner against all of them, add what it gets wrong to the
+        sample and search again.  Observations are mostly redundant (one
+        order, many n), so the sample stays small and the search cheap.
+        """
+        obs = _dedupe(obs)
+        if obs is None:
+            return None
+        obs = sorted((o for o in obs if o.n > 1), key=lambda o: o.n)  # a lone operand: any order
+        if not obs:
+            return A.Seq()
+        sample = _spread(obs, SAMPLE)
+        while True:
+            got = self._fit_sample(sample, depth, root)
+            if got is None:
+                return None
+            bad = [o for o in obs if not self._verify(got, o, root)]
+            if not bad:
+                return got
+            chosen = {o.n for o in sample}
+            extra = [o for o in (bad[0], bad[-1], bad[len(bad) // 2]) if o.n not in chosen]
+            sample = sorted(sample + list({o.n: o for o in extra}.values()), key=lambda o: o.n)
+
+    def _fit_sample(self, obs: list[Obs], depth: int, root: bool):
+        key = (root, tuple(o.key for o in obs))
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = None  # guards against re-entry on the same set
+        got = self._search(obs, depth, root)
+        self._memo[key] = got
+        return got
+
+    def _verify(self, order, o: Obs, root: bool) -> bool:
+        """Does `order` give o's tree?  A split into the root itself (`Ref`)
+        is checked as far as the root's observations allow."""
+        if o.n == 1:
+            return True
+        key = (order, o.key)
+        got = self._verified.get(key)
+        if got is None:
+            got = self._verified[key] = self._verify_now(order, o)
+        return got
+
+    def _verify_now(self, order, o: Obs) -> bool:
+        if isinstance(order, A.Split) and isinstance(order.first, A.Ref):
+            h = split_point(o)
+            try:
+                if h is None or eval_expr(order.at, o.n) != h:
+                    return False
+            except SpecError:
+                return False
+            left, right = o.tree.children
+            seen_l, seen_r = self.pool.get(h), self.pool.get(o.n - h)
+            return ((seen_l is None or seen_l == left)
+                    and (seen_r is None or equal_shifted(right, seen_r, h)))
+        return self._explains(order, [o])
+
+    # ------------------------------------------------------------ the search
+    def _search(self, obs: list[Obs], depth: int, root: bool):
+        obs = sorted(obs, key=lambda o: -o.n)  # large n reject fastest
+        for o in SIMPLE:
+            if self._explains(o, obs):
+                return o
+        chain = self._chain(obs)
+        if chain is not None:
+            return chain
+        if depth >= MAX_DEPTH:
+            return None
+        best = None
+        for maker in (self._split, self._tail, self._lanes, self._blocks):
+            for cand in maker(obs, depth, root):
+                if best is None or order_cost(cand) < order_cost(best):
+                    best = cand
+        return best
+
+    def _build(self, order, n: int) -> Tree:
+        key = (order, n)
+        t = self._built.get(key)
+        if t is None:
+            t = apply_order(order, range(n))
+            if len(self._built) > 20000:
+                self._built.clear()
+            self._built[key] = t
+        return t
+
+    def _explains(self, order, obs: list[Obs]) -> bool:
+        self.candidates += 1
+        try:
+            return all(hash(self._build(order, o.n)) == hash(o.tree) for o in obs if o.n > 1)
+        except SpecError:  # a fitted parameter out of range at some n
+            return False
+
+    def _chain(self, obs: list[Obs]):
+        widths = set()
+        for o in obs:
+            t = o.tree
+            if isinstance(t, int) or not t.fused:
+                return None
+            while not isinstance(t.children[0], int):
+                t = t.children[0]
+            widths.add(len(t.children))
+        w = max(widths)
+        if w >= max(o.n for o in obs):
+            return None  # one fused node: `fused` already tried
+        cand = A.Chain(A.Num(w))
+        return cand if self._explains(cand, obs) else None
+
+    # ------------------------------------------------------------ structural orders
+    def _split(self, obs, depth, root):
+        hs = []
+        for o in obs:
+            h = split_point(o)
+            if h is None:
+                return
+            hs.append((o, h))
+        self.seen.update(h for _, h in hs if h > 1)
+        exprs = fit_param("split", [(o.n, (lambda v, h=h: v == h)) for o, h in hs], self.seen, limit=2)
+        for e in exprs:
+            pw = A.Pairwise(None if _is_half(e) else e)
+            if self._explains(pw, obs):
+                yield pw
+                return
+            parts = [split_parts(o, h) for o, h in hs]
+            firsts = [p[0] for p in parts]
+            rests = [p[1] for p in parts]
+            if root and self.allow_ref and self._ref_consistent(firsts + rests):
+                yield A.Split(e, A.Ref(self.name), A.Ref(self.name))
+                continue
+            first = self.fit_guarded(firsts, depth + 1)
+            if first is None:
+                continue
+            rest = first if self._explains(first, rests) else self.fit_guarded(rests, depth + 1)
+            if rest is not None:
+                yield A.Split(e, first, rest)
+
+    def _ref_consistent(self, subs: list[Obs]) -> bool:
+        """Sub-observations agree with the root's own observations where the
+        same n was observed (the rest is checked on the final spec)."""
+        return all(o.n == 1 or self.pool.get(o.n, o.tree) == o.tree for o in subs)
+
+    def _tail(self, obs, depth, root):
+        ks = set()
+        for o in obs:
+            for p in prefix_sizes(o):
+                if p * 2 > o.n:  # the body is most of the operands
+                    ks.update(k for k in _divisors(p) if k > o.n - p)
+        ks = sorted(ks & set(constants(self.seen)) or ks, key=roundness)[:12]
+        found = 0
+        for k in ks:
+            parts = [tail_parts(o, k) for o in obs]
+            if any(p is False for p in parts) or not any(b is not None and t is not None for b, t in parts):
+                continue
+            bodies = [b for b, _ in parts if b is not None]
+            outers = [t for _, t in parts if t is not None]
+            body = self.fit_guarded(bodies, depth + 1) if bodies else A.Seq()
+            if body is None:
+                continue
+            outer = self.fit_guarded(outers, depth + 1) if outers else A.Seq()
+            if outer is None:
+                continue
+            self.seen.add(k)
+            yield A.Tail(A.Num(k), body, outer)
+            found += 1
+            if found >= 2:
+                return
+
+    def _lanes(self, obs, depth, root):
+        big = obs[0]
+        ks = sorted((lane_candidates(big) | {c for c in self.seen if c < big.n}) - {1}, key=roundness)
+        found = 0
+        for k in ks[:8]:
+            if k >= big.n:
+                continue
+            parts = []
+            for o in obs:
+                p = lane_parts(o, k)
+                if p is None:
+                    break
+                parts.append(p)
+            else:
+                inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
+                if inner is None:
+                    continue
+                outer = self.fit_guarded([p[1] for p in parts], depth + 1)
+                if outer is None:
+                    continue
+                self.seen.add(k)
+                yield A.Lanes(A.Num(k), inner, outer)
+                found += 1
+                if found >= 2:
+                    return
+
+    def _blocks(self, obs, depth, root):
+        big = obs[0]
+        bs = sorted({p for p in prefix_sizes(big) if 1 < p < big.n and big.n - p >= 2}, key=roundness)
+        found = 0
+        for b in bs[:6]:
+            parts = []
+            for o in obs:
+                p = block_parts(o, b)
+                if p is None:
+                    break
+                parts.append(p)
+            else:
+                if not any(len(p[0]) > 1 and p[0][0].n > 1 for p in parts):
+                    continue
+                inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
+                if inner is None:
+                    continue
+                outer = self.fit_guarded([p[1] for p in parts], depth + 1)
+                if outer is None:
+                    continue
+                self.seen.add(b)
+                yield A.Blocks(A.Num(b), inner, outer)
+                found += 1
+                if found >= 2:
+                    return
+
+
+# ---------------------------------------------------------------- helpers
+
+def _dedupe(obs: list[Obs]) -> list[Obs] | None:
+    """One observation per n; None when two differ at the same n (then no
+    order in n alone explains them)."""
+    by_n: dict[int, Obs] = {}
+    for o in obs:
+        prev = by_n.get(o.n)
+        if prev is None:
+            by_n[o.n] = o
+        elif hash(prev.tree) != hash(o.tree):
+            # hashes are structural; equal hashes are trusted here because
+            # the final spec is compared with every observation exactly
+            return None
+    return list(by_n.values())
+
+
+def _spread(obs: list[Obs], k: int) -> list[Obs]:
+    """k observations spread over the sorted list, the largest n included."""
+    if len(obs) <= k:
+        return list(obs)
+    idx = {round(i * (len(obs) - 1) / (k - 1)) for i in range(k)}
+    idx |= {len(obs) - 2, 1}
+    return [obs[i] for i in sorted(idx)]
+
+
+def _merge_runs(runs: list[Run]) -> list[Run]:
+    out: list[Run] = []
+    for r in runs:
+        if out and out[-1].order == r.order:
+            out[-1] = Run(out[-1].lo, r.hi, r.order)
+        else:
+            out.append(r)
+    return out
+
+
+def _is_half(e) -> bool:
+    return (isinstance(e, A.BinOp) and e.op == "//" and isinstance(e.left, A.Var)
+            and isinstance(e.right, A.Num) and e.right.value == 2)
+
+
+def _divisors(p: int) -> list[int]:
+    out = set()
+    d = 1
+    while d * d <= p:
+        if p % d == 0:
+            out.update((d, p // d))
+        d += 1
+    return sorted(out)
+
+
