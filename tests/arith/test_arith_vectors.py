@@ -1,0 +1,38 @@
+"""The fused-node model against measured Tensor Core outputs: every row, bit for bit."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from fpspec.arith import PARAMS, fused_sum
+from fpspec.arith.probe import same_bits
+
+from arith_vectors import CASES, VECTORS, load
+
+pytestmark = pytest.mark.skipif(not VECTORS.is_dir(), reason="tensor-core vectors not present")
+
+
+@pytest.mark.parametrize("gpu,fmt,out", CASES)
+def test_every_row_matches(gpu, fmt, out):
+    a, b, c, d = load(gpu, fmt, out)
+    got = fused_sum(a, b, c, f"{gpu.lower()}-{fmt}", out_format=out)
+    bad = np.flatnonzero(~same_bits(got, d))
+    assert bad.size == 0, f"{bad.size} of {len(d)} rows differ, first row {bad[:1]}"
+
+
+@pytest.mark.parametrize("change", [dict(extra_bits=1), dict(extra_bits=3), dict(aligned="floor"),
+                                    dict(result="rne"), dict(c_aligned=False)])
+def test_other_parameters_do_not_match(change):
+    """The vectors pin the parameters down: each single change breaks some rows."""
+    a, b, c, d = load("H100", "fp16", "fp32")
+    params = dataclasses.replace(PARAMS["h100-fp16"], **change)
+    got = fused_sum(a, b, c, params)
+    assert (~same_bits(got, d)).sum() > 0
+
+
+def test_a100_parameters_do_not_reproduce_h100():
+    a, b, c, d = load("H100", "bf16", "fp32")
+    got = fused_sum(a, b, c, dataclasses.replace(PARAMS["a100-bf16"], w=16))
+    assert (~same_bits(got, d)).sum() > 0
