@@ -1,0 +1,47 @@
+"""Mask value M and unit u per format: derived, representable, swamping, exact counts."""
+import dataclasses
+
+import pytest
+
+from fpspec.errors import RevealRefused
+from fpspec.formats import add, get_format, round_to
+from fpspec.reveal import synthetic as S
+from fpspec.reveal.masks import plan_masks
+from fpspec.tree import sequential
+
+
+@pytest.mark.parametrize("fmt", ["fp64", "fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("op", ["sum", "dot"])
+@pytest.mark.parametrize("n", [8, 1000, 3000])
+def test_plan_is_sound(fmt, op, n):
+    target = (S.sum_target if op == "sum" else S.dot_target)(sequential(range(n)), fmt)
+    p = plan_masks(target)
+    f, acc, out = get_format(fmt), get_format(p.acc), get_format(p.out)
+    for v in (p.a_mask, p.b_mask, p.a_unit, p.b_unit):
+        assert round_to(f, v) == v                       # operands exist in the input format
+    assert p.M == p.a_mask * p.b_mask and p.u == p.a_unit * p.b_unit
+    assert add(acc, p.M, p.window * p.u) == p.M          # every partial sum of units is swamped
+    assert round_to(out, p.window * p.u) == p.window * p.u   # the largest count is exact
+    assert p.window >= min(n - 2, 2 ** out.precision - 1) or fmt in ("fp16", "bf16")
+
+
+def test_fp16_products_split_the_mask_across_operands():
+    # split: sqrt(M) in each operand, so the unit product is made of normal fp16 numbers
+    target = S.dot_target(sequential(range(3000)), "fp16")
+    split, whole = plan_masks(target, split=True), plan_masks(target, split=False)
+    assert split.split and not whole.split
+    assert split.M == 2.0**30 and whole.M == 2.0**15
+    assert min(split.a_unit, split.b_unit) >= 2.0**-14 > whole.a_unit
+    assert split.window == whole.window == 2047        # fp16 output counts to 2047
+
+
+def test_fp8_products_need_the_split():
+    # fp8 inputs, fp32 output (as fp8 matrix products give): only sqrt(M) * sqrt(M) has room
+    target = dataclasses.replace(S.dot_target(sequential(range(8)), "fp8e4m3"), out_fmt="fp32")
+    p = plan_masks(target)
+    assert p.split and p.M == 2.0**16 and p.window >= 6
+
+
+def test_fp8_sum_has_no_room():
+    with pytest.raises(RevealRefused, match="too large for the format"):
+        plan_masks(S.sum_target(sequential(range(8)), "fp8e4m3"))

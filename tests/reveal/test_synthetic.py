@@ -1,0 +1,152 @@
+"""Synthetic black boxes with known trees: the revealed tree must be exactly the known one."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from fpspec.reveal import synthetic as S
+from fpspec.reveal.engine import build_tree, reveal
+from fpspec.tree import Node, pairwise, postorder, random_tree, sequential
+
+FORMATS = ["fp64", "fp32", "fp16", "bf16"]
+ALGORITHMS = ["fprev", "modified", "basic"]
+
+
+def binary_fused2(t):
+    """A fused node of 2 children cannot be told from an addition by masks: compare as binary."""
+    res = []
+    for s in postorder(t):
+        if isinstance(s, int):
+            res.append(s)
+            continue
+        k = len(s.children)
+        kids = tuple(res[-k:])
+        del res[-k:]
+        res.append(Node(kids, s.fused and k > 2))
+    return res[0]
+
+
+KNOWN = {
+    "sequential": sequential(range(37)),
+    "reversed": S.reversed_tree(37),
+    "pairwise": pairwise(range(37)),
+    "lanes4": S.strided_lanes(37, 4),
+    "lanes8_seq": S.strided_lanes(40, 8, outer="sequential"),
+    "blocks5": S.blocks(37, 5),
+    "blocks8_pairwise": S.blocks(64, 8, outer="pairwise"),
+    "fused_chain16": S.fused_chain(40, 16),
+    "fused_chain5": S.fused_chain(23, 5),
+    "random_fused": binary_fused2(random_tree(45, np.random.default_rng(7), fused_prob=0.3)),
+}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("name", sorted(KNOWN))
+def test_known_tree_every_format(name, fmt):
+    tree = KNOWN[name]
+    rev = reveal(S.sum_target(tree, fmt))
+    assert rev.tree == tree
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("name", ["reversed", "lanes4", "fused_chain5", "random_fused"])
+def test_known_tree_every_algorithm(name, algorithm):
+    tree = KNOWN[name]
+    rev = reveal(S.sum_target(tree, "fp32"), algorithm=algorithm)
+    assert rev.tree == tree
+    assert rev.algorithm == algorithm
+
+
+def test_min_pivot_is_fprev_exactly():
+    # the paper's pivot (smallest leaf): a reversed sum needs every l(i, j), i < j
+    tree = S.reversed_tree(30)
+    rev = reveal(S.sum_target(tree, "fp32"), algorithm="fprev", pivot="min", check=False)
+    assert rev.tree == tree
+    assert rev.queries >= 30 * 29 // 2
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 60), st.integers(0, 2**32 - 1), st.sampled_from(FORMATS))
+def test_random_binary_trees(n, seed, fmt):
+    tree = random_tree(n, np.random.default_rng(seed))
+    assert reveal(S.sum_target(tree, fmt), seed=seed).tree == tree
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(3, 50), st.integers(0, 2**32 - 1))
+def test_random_multiway_trees(n, seed):
+    tree = binary_fused2(random_tree(n, np.random.default_rng(seed), fused_prob=0.4, max_fan=6))
+    assert reveal(S.sum_target(tree, "fp16"), algorithm="modified", seed=seed).tree == tree
+
+
+def test_narrow_format_beyond_exact_counts_uses_windows():
+    # bf16 counts at most 255 units exactly: n = 300 needs the modified algorithm's windows
+    tree = S.strided_lanes(300, 8)
+    rev = reveal(S.sum_target(tree, "bf16"))
+    assert rev.algorithm == "modified"
+    assert rev.tree == tree
+
+
+def test_dot_target():
+    tree = S.strided_lanes(24, 4)
+    assert reveal(S.dot_target(tree, "fp32")).tree == tree
+    assert reveal(S.dot_target(tree, "fp16")).tree == tree
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "fp16", "bf16"])
+def test_gemm_rows_that_differ_are_reported(fmt):
+    tree, other = S.strided_lanes(16, 4), sequential(range(16))
+    target = S.gemm_target([tree, tree, other, tree], fmt, ncols=3)
+    rev = reveal(target)
+    assert rev.tree == tree
+    assert rev.differing == ((2, 0), (2, 1), (2, 2))
+    assert rev.checked_outputs == 12
+
+
+def test_gemm_column_that_differs_is_reported():
+    tree, other = S.strided_lanes(16, 4), pairwise(range(16))
+    target = S.gemm_target([tree] * 3, "fp32", ncols=4, col_trees={3: other})
+    rev = reveal(target)
+    assert rev.tree == tree
+    assert rev.differing == ((0, 3), (1, 3), (2, 3))
+
+
+def test_gemm_batches_queries_over_rows():
+    tree = S.strided_lanes(32, 8)
+    target = S.gemm_target([tree] * 32, "fp32", ncols=2)
+    rev = reveal(target)
+    assert rev.tree == tree and rev.differing == ()
+    bare = reveal(target, check=False)          # construction only: many queries per call
+    assert bare.tree == tree and bare.calls * 5 < bare.queries
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: sequential(range(n)), S.reversed_tree, lambda n: pairwise(range(n)),
+    lambda n: random_tree(n, np.random.default_rng(1)), lambda n: S.caterpillar(n, np.random.default_rng(2)),
+])
+def test_at_most_20n_queries(make):
+    n = 2048
+    tree = make(n)
+    oracle = S.TreeOracle(tree)
+    assert build_tree(oracle, n) == tree
+    assert oracle.queries <= 20 * n
+
+
+def test_no_recursion_limit_at_large_n():
+    # a reversed sum of 2^18 leaves: FPRev's recursive code dies at 1024
+    n = 1 << 18
+    tree = S.reversed_tree(n)
+    oracle = S.TreeOracle(tree)
+    assert build_tree(oracle, n) == tree
+    assert oracle.queries <= 20 * n
+
+
+def test_tree_oracle_modified_matches_fprev():
+    tree = binary_fused2(random_tree(200, np.random.default_rng(3), fused_prob=0.2))
+    assert build_tree(S.TreeOracle(tree), 200, algorithm="modified") == tree
+
+
+def test_fused_sum_swamps_inside_a_node():
+    # masks inside one fused node cancel and the units beside them are truncated away
+    got = S.fused_sum(np.array([2.0**30, -2.0**30, 1.0, 1.0])[:, None], "fp32")
+    assert got[0] == 0.0
+    assert S.fused_sum(np.array([1.0, 2.0, 3.0])[:, None], "fp16")[0] == 6.0
