@@ -325,6 +325,10 @@ class Ident(_Printable):
     name: str
     loc: Location | None = _loc()
 
+    def __post_init__(self):
+        if self.name in ("true", "false"):
+            raise ValueError(f"{self.name} is a boolean value, not an identifier: use {self.name == 'true'}")
+
 
 @dataclass(frozen=True)
 class Float(_Printable):
@@ -399,6 +403,9 @@ class Range(_Printable):
         return self.lo <= n and (self.hi is None or n <= self.hi)
 
 
+HEADER_WORDS = ("target", "op", "n", "let", "order")
+
+
 @dataclass(frozen=True)
 class Header(_Printable):
     """What the spec is about.  All optional.
@@ -415,6 +422,11 @@ class Header(_Printable):
     n: Range | None = None
     sections: tuple = ()  # tuple[Block, ...]
     loc: Location | None = _loc()
+
+    def __post_init__(self):
+        for b in self.sections:
+            if b.name in HEADER_WORDS:
+                raise ValueError(f"a section cannot be named {b.name!r} (a header keyword)")
 
     def section(self, name: str) -> Block | None:
         for b in self.sections:

@@ -81,6 +81,8 @@ def _describe(e: UnexpectedInput, parser: Lark) -> str:
         expected = e.expected
     else:  # pragma: no cover - lark has no other kinds today
         return str(e).splitlines()[0]
+    if got == "'/'":  # sizes are integers: there is no true division
+        return "unexpected '/'; expected '//' (floor division: sizes are integers)"
     return f"unexpected {got}; expected {_expected_words(expected, parser)}"
 
 
