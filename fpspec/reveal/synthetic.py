@@ -222,18 +222,23 @@ class TreeOracle:
         self.plan = type("Plan", (), {"window": window or (1 << 62)})()
 
     def lca(self, a, b) -> np.ndarray:
+        """Vectorized binary lifting: O(log depth) numpy steps, whatever the tree's height."""
+        if not hasattr(self, "_up"):
+            up = [np.where(self.parent < 0, np.arange(len(self.parent)), self.parent)]
+            while (1 << len(up)) <= int(self.depth.max()):
+                up.append(up[-1][up[-1]])
+            self._up = up
         x, y = self.node_of_leaf[a], self.node_of_leaf[b]
-        while True:
-            dx, dy = self.depth[x], self.depth[y]
-            x = np.where(dx > dy, self.parent[x], x)
-            y = np.where(dy > dx, self.parent[y], y)
-            same_depth = self.depth[x] == self.depth[y]
-            differ = x != y
-            if not np.any(differ):
-                return x
-            step = same_depth & differ
-            x = np.where(step, self.parent[x], x)
-            y = np.where(step, self.parent[y], y)
+        swap = self.depth[x] < self.depth[y]
+        x, y = np.where(swap, y, x), np.where(swap, x, y)
+        diff = self.depth[x] - self.depth[y]
+        for k, up in enumerate(self._up):
+            x = np.where((diff >> k) & 1, up[x], x)
+        for up in reversed(self._up):
+            move = up[x] != up[y]
+            x = np.where(move, up[x], x)
+            y = np.where(move, up[y], y)
+        return np.where(x == y, x, self._up[0][x])
 
     def l_many(self, pairs, units=None, groups=None) -> np.ndarray:
         pairs = np.asarray(pairs, np.int64).reshape(-1, 2)

@@ -132,8 +132,8 @@ def test_at_most_20n_queries(make):
 
 
 def test_no_recursion_limit_at_large_n():
-    # a reversed sum of 2^18 leaves: FPRev's recursive code dies at 1024
-    n = 1 << 18
+    # a reversed sum of 2^17 leaves: FPRev's recursive code dies at 1024
+    n = 1 << 17
     tree = S.reversed_tree(n)
     oracle = S.TreeOracle(tree)
     assert build_tree(oracle, n) == tree
