@@ -115,7 +115,18 @@ def reveal(
         except ImportError:
             raise FpspecError("arithmetic probes need fpspec.arith.probe (not installed); pass --no-probe") from None
         lines = list(probe_arithmetic(tgt, rev.tree).lines)
-    prov = provenance(tgt, None)
+    argv = ["reveal", target, "-n", n, "--dtype", dtype]
+    for flag, value in (("--op", op), ("--m", m), ("--ncols", ncols), ("-o", output)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if device != "cpu":
+        argv += ["--device", device]
+    if algorithm != "auto":
+        argv += ["--algorithm", algorithm]
+    if seed:
+        argv += ["--seed", str(seed)]
+    argv += [flag for flag, on in (("--tf32", tf32), ("--no-probe", no_probe), ("--json", as_json)) if on]
+    prov = provenance(tgt, argv)
     if tf32:
         prov["tf32"] = True
     if output:
