@@ -1,0 +1,523 @@
+"""One spec for every n: reveal at designed n, fit, refine, hold out, check.
+
+    result = infer_spec(lambda n: resolve_target("numpy.sum", n=n), (1, 65536))
+    print(result.spec)            # one parametric .fps spec for 1..65536
+    result.to_json()              # per-n timings, fit, held-out n, sampled checks
+
+The loop (issue 8):
+1. reveal in full at a designed set of n: every small n, powers of two and
+   their neighbours, a few random n (only n <= `full_limit`: revelation
+   costs about n log n queries);
+2. fit the most compact order explaining every revealed tree
+   (fpspec.infer.fit), guards on n where one order is not enough;
+3. design again from the spec just found: multiples of its constants and
+   their neighbours, both sides of every guard threshold (bisecting until the
+   threshold is pinned to adjacent n); reveal, compare, refit on any
+   disagreement, until a round adds nothing;
+4. hold out fresh random n never used for fitting: reveal them in full where
+   affordable and compare; above `full_limit`, run a SAMPLED check
+   (fpspec.infer.check) -- the output says so, with its numbers.  A
+   disagreement is a counterexample: it joins the observations, the spec is
+   refitted and new held-out n are drawn;
+5. the final spec is expanded at every fully revealed n and compared
+   exactly: a spec that contradicts an observation is never returned.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from fpspec.errors import FpspecError
+from fpspec.infer.check import Replica, SampledCheck, sampled_check
+from fpspec.infer.fit import Fitter, order_cost
+from fpspec.infer.shapes import Obs
+from fpspec.spec import ast as A
+from fpspec.spec.expand import expand
+from fpspec.spec.header import make_header
+from fpspec.tree import Tree, diff
+
+SMALL = 48          # every n up to this is revealed
+RANDOM_DESIGN = 8   # random n per design round
+MAX_ROUNDS = 6
+
+
+@dataclass(frozen=True)
+class NTiming:
+    n: int
+    stage: str          # design | refine | held-out | checked (sampled) | held-out (sampled)
+    seconds: float
+    queries: int
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    n: int
+    stage: str
+    detail: str
+    resolved: bool      # the spec was refitted and now agrees at n
+
+
+@dataclass(frozen=True)
+class FitResult:
+    order: str
+    cost: int
+    candidates: int     # orders compared with observations
+    rounds: int         # fit rounds (one per refit)
+    seconds: float
+    runs: tuple         # ((lo, hi, order text), ...): the guard's arms by observed n
+
+
+@dataclass(frozen=True)
+class Inference:
+    spec: A.Spec
+    revealed: tuple         # n revealed in full and used for fitting
+    held_out: tuple         # n revealed in full after fitting, never used for it
+    sampled: tuple          # SampledCheck per n checked by sampling
+    counterexamples: tuple  # Counterexample
+    timings: tuple          # NTiming
+    fit: FitResult
+    seconds: float
+    exact: bool
+    n_range: tuple
+
+    @property
+    def ok(self) -> bool:
+        return all(c.resolved for c in self.counterexamples) and all(s.ok for s in self.sampled)
+
+    def report(self) -> str:
+        lines = [f"one spec for n in {self.n_range[0]}..{self.n_range[1]}: {self.fit.order}",
+                 f"  revealed in full and fitted: {len(self.revealed)} n ({compress(self.revealed)})",
+                 f"  held out, revealed in full, compared with the spec's expansion: {len(self.held_out)} n"
+                 f" ({compress(self.held_out) or 'none'}): "
+                 + ("all agree" if not any(c.stage == "held-out" and not c.resolved for c in self.counterexamples)
+                    else "DISAGREEMENT")]
+        for s in self.sampled:
+            lines.append("  " + s.text())
+        for c in self.counterexamples:
+            lines.append(f"  counterexample at n = {c.n} ({c.stage}, {'refitted' if c.resolved else 'UNRESOLVED'}):"
+                         f" {c.detail}")
+        lines.append(f"  fit: cost {self.fit.cost}, {self.fit.candidates} candidate orders compared, "
+                     f"{self.fit.rounds} fit rounds, {self.fit.seconds:.2f} s; total {self.seconds:.2f} s")
+        if self.sampled:
+            lines.append("  sampled checks are evidence, not proof: they ask some l(i,j) and run some inputs; "
+                         "--exact reveals every checked n in full")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return str(self.spec)
+
+    def to_json(self) -> dict:
+        return {
+            "spec": str(self.spec),
+            "n_range": list(self.n_range),
+            "ok": self.ok,
+            "exact": self.exact,
+            "seconds": round(self.seconds, 3),
+            "revealed": list(self.revealed),
+            "held_out": list(self.held_out),
+            "sampled": [s.to_json() for s in self.sampled],
+            "counterexamples": [dataclasses.asdict(c) for c in self.counterexamples],
+            "per_n": [{"n": t.n, "stage": t.stage, "seconds": round(t.seconds, 5), "queries": t.queries}
+                      for t in self.timings],
+            "fit": {**dataclasses.asdict(self.fit), "seconds": round(self.fit.seconds, 3),
+                    "runs": [list(r) for r in self.fit.runs]},
+        }
+
+
+# ---------------------------------------------------------------- n sets
+
+
+def compress(ns) -> str:
+    """'1..48 63 64 65' for sorted runs of consecutive n."""
+    ns = sorted(set(ns))
+    out, i = [], 0
+    while i < len(ns):
+        j = i
+        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
+            j += 1
+        out.append(str(ns[i]) if j == i else f"{ns[i]}..{ns[j]}" if j > i + 1 else f"{ns[i]} {ns[j]}")
+        i = j + 1
+    return " ".join(out)
+
+
+def first_design(lo: int, hi: int, rng) -> set[int]:
+    """Every small n, powers of two and neighbours, a few random n."""
+    ns = set(range(lo, min(hi, SMALL) + 1))
+    p = 2
+    while p - 1 <= hi:
+        ns.update((p - 1, p, p + 1))
+        p *= 2
+    ns.update(int(x) for x in rng.integers(lo, hi + 1, RANDOM_DESIGN))
+    ns.add(hi)
+    return {n for n in ns if lo <= n <= hi}
+
+
+def constants_of(order) -> set[int]:
+    """Every integer constant in an order (lane counts, block sizes, thresholds)."""
+    out = set()
+    stack = [order]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, A.Num):
+            out.add(x.value)
+        elif dataclasses.is_dataclass(x):
+            for f in dataclasses.fields(x):
+                if f.name != "loc":
+                    v = getattr(x, f.name)
+                    stack.extend(v if isinstance(v, tuple) else [v])
+    return out
+
+
+def design_from(order, runs, lo: int, hi: int, rng) -> set[int]:
+    """Multiples of the spec's constants and their neighbours, both sides of
+    every guard threshold, the middle of every gap between two runs."""
+    ns = set()
+    for c in constants_of(order):
+        if c < 2:
+            continue
+        for k in (1, 2, 3, 5, 8, 17):
+            ns.update((k * c - 1, k * c, k * c + 1))
+    for a, b in zip(runs, runs[1:]):
+        ns.update((a.hi, a.hi + 1, b.lo - 1, b.lo, (a.hi + b.lo) // 2))
+    ns.update(int(x) for x in rng.integers(lo, hi + 1, RANDOM_DESIGN))
+    return {n for n in ns if lo <= n <= hi}
+
+
+# ---------------------------------------------------------------- sources of trees
+
+
+class _Reveal:
+    """Reveals trees through make_target; remembers every tree and timing."""
+
+    def __init__(self, make_target: Callable, seed: int, bar):
+        self.make_target = make_target
+        self.seed = seed
+        self.trees: dict[int, Tree] = {}
+        self.timings: list[NTiming] = []
+        self.bar = bar
+        self.first_target = None
+
+    def tree(self, n: int, stage: str) -> Tree:
+        if n in self.trees:
+            return self.trees[n]
+        from fpspec.reveal.engine import reveal
+
+        self.bar.update(f"{stage}: revealing n = {n}")
+        start = time.perf_counter()
+        if n == 1:
+            t, queries = 0, 0  # one term: nothing to reveal
+        else:
+            target = self.make_target(n)
+            if self.first_target is None:
+                self.first_target = target
+            r = reveal(target, seed=self.seed)
+            t, queries = r.tree, r.queries
+        self.trees[n] = t
+        self.timings.append(NTiming(n, stage, time.perf_counter() - start, queries))
+        self.bar.advance()
+        return t
+
+
+class _Bar:
+    """A rich progress bar across n (or nothing)."""
+
+    def __init__(self, enabled: bool):
+        self.progress = None
+        if enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=Console(stderr=True), transient=False)
+            self.progress.start()
+            self.task = self.progress.add_task("inferring", total=0)
+
+    def add(self, k: int) -> None:
+        if self.progress:
+            t = self.progress.tasks[0]
+            self.progress.update(self.task, total=(t.total or 0) + k)
+
+    def update(self, text: str) -> None:
+        if self.progress:
+            self.progress.update(self.task, description=text)
+
+    def advance(self) -> None:
+        if self.progress:
+            self.progress.advance(self.task)
+
+    def close(self) -> None:
+        if self.progress:
+            self.progress.update(self.task, description="done")
+            self.progress.stop()
+
+
+# ---------------------------------------------------------------- the loop
+
+
+def _target_maker(make_target, target_kwargs: dict) -> Callable:
+    if callable(make_target):
+        return make_target
+    if isinstance(make_target, str):
+        from fpspec.reveal.targets import resolve_target
+
+        name = make_target
+        kw = {k: v for k, v in target_kwargs.items() if v is not None}
+        return lambda n: resolve_target(name, n=n, **kw)
+    raise FpspecError(f"make_target must be a function n -> Target or a target name, got {make_target!r}")
+
+
+def _ident(name: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_]", "_", name.split(":")[-1]).strip("_") or "order"
+    return s if not s[0].isdigit() else f"o_{s}"
+
+
+def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, progress: bool = True,
+               holdout: int = 16, full_limit: int = 8192, checks: tuple = (), replica: str | None = "numba",
+               inputs: int = 6, probe: bool = True, command: str | None = None,
+               **target_kwargs) -> Inference:
+    """One spec explaining the target's order at every n in n_range = (lo, hi).
+
+    make_target: n -> fpspec.reveal Target (or a target name, with dtype=,
+    op=, m=, ncols=, device= passed on to resolve_target).  exact: reveal in
+    full at every n checked (no sampled checks).  holdout: fresh random n
+    compared after fitting.  full_limit: the largest n revealed in full
+    (unless exact).  checks: extra n to check (sampled above full_limit),
+    e.g. 2**20, 2**24.  replica: the fpspec.compile backend used for the
+    bitwise part of sampled checks (None: queries only).  probe: find the
+    arithmetic (fpspec.arith.probe) and write it into the header.
+    """
+    start = time.perf_counter()
+    lo, hi = int(n_range[0]), int(n_range[1])
+    if lo < 1 or hi < lo:
+        raise FpspecError(f"n range must be LO..HI with 1 <= LO <= HI, got {lo}..{hi}")
+    make = _target_maker(make_target, target_kwargs)
+    limit = hi if exact else min(hi, full_limit)
+    rng = np.random.default_rng(seed)
+    bar = _Bar(progress)
+    src = _Reveal(make, seed, bar)
+    counter: list[Counterexample] = []
+    fit_rounds, fit_seconds, candidates = 0, 0.0, 0
+    try:
+        # 1-3: design, fit, redesign from the spec
+        design = first_design(lo, limit, rng)
+        bar.add(len(design))
+        for n in sorted(design):
+            src.tree(n, "design")
+        name = _ident(getattr(src.first_target, "name", "order") or "order")
+        spec = fitter = None
+        for _ in range(MAX_ROUNDS):
+            t0 = time.perf_counter()
+            spec, fitter = _fit(src.trees, name, lo, hi)
+            fit_seconds += time.perf_counter() - t0
+            fit_rounds += 1
+            candidates += fitter.candidates
+            more = design_from(spec.order if not spec.lets else spec.lets[0].order, fitter.runs, lo, limit, rng)
+            more -= set(src.trees)
+            if not more:
+                break
+            bar.add(len(more))
+            wrong = []
+            for n in sorted(more):
+                t = src.tree(n, "refine")
+                if expand(spec, n) != t:
+                    wrong.append(n)
+            if not wrong:
+                break
+        # 4: held-out n, never used for fitting
+        held: list[int] = []
+        sampled: list[SampledCheck] = []
+        rep = None
+        pending_big = {n for n in checks if limit < n <= hi} | set(_powers_above(limit, hi))
+        for _ in range(MAX_ROUNDS):
+            fresh = _fresh(rng, lo, limit, holdout if limit == hi else max(1, holdout // 2), set(src.trees))
+            bar.add(len(fresh))
+            wrong = []
+            for n in fresh:
+                t = src.tree(n, "held-out")
+                held.append(n)
+                d = diff(expand(spec, n), t)
+                if d is not None:
+                    wrong.append(n)
+                    counter.append(Counterexample(n, "held-out", str(d).splitlines()[0], False))
+            if not wrong:
+                break
+            t0 = time.perf_counter()
+            spec, fitter = _fit(src.trees, name, lo, hi)  # the counterexamples are observations now
+            fit_seconds += time.perf_counter() - t0
+            fit_rounds += 1
+            candidates += fitter.candidates
+            counter = [dataclasses.replace(c, resolved=expand(spec, c.n) == src.trees[c.n]) for c in counter]
+        for n in sorted(x for x in checks if lo <= x <= limit):  # small enough to reveal in full
+            bar.add(1)
+            d = diff(expand(spec, n), src.tree(n, "checked"))
+            if d is not None:
+                counter.append(Counterexample(n, "checked", str(d).splitlines()[0], False))
+        big = sorted(set(pending_big) | set(_fresh(rng, limit + 1, hi, holdout - holdout // 2, set(src.trees))))
+        bar.add(len(big))
+        for n in big:
+            stage = "held-out (sampled)" if n not in pending_big else "checked (sampled)"
+            bar.update(f"{stage}: n = {n}")
+            t0 = time.perf_counter()
+            if replica and rep is None:
+                rep = _replica(spec, replica)
+            target = make(n)
+            chk = sampled_check(spec, target, seed=seed, inputs=inputs if rep else 0, replica=rep)
+            sampled.append(chk)
+            src.timings.append(NTiming(n, stage, time.perf_counter() - t0, chk.pairs))
+            bar.advance()
+            if not chk.ok:
+                counter.append(Counterexample(n, stage, chk.text(), False))
+        # 5: never contradict an observation
+        spec = _never_contradict(spec, src.trees)
+        arith = _probe(src, make) if probe else None
+    finally:
+        bar.close()
+    revealed = tuple(sorted(set(src.trees) - set(held)))
+    fit = FitResult(str(spec.order if not spec.lets else spec.lets[0].order), order_cost(spec.order)
+                    + sum(order_cost(d.order) for d in spec.lets), candidates, fit_rounds, fit_seconds,
+                    tuple((r.lo, r.hi, str(r.order)) for r in (fitter.runs if fitter else ())))
+    header = _header(spec, src.first_target, lo, hi, revealed, tuple(sorted(held)), sampled, exact, command,
+                     arith)
+    spec = dataclasses.replace(spec, header=header)
+    return Inference(spec, revealed, tuple(sorted(held)), tuple(sampled), tuple(counter),
+                     tuple(src.timings), fit, time.perf_counter() - start, exact, (lo, hi))
+
+
+def _powers_above(limit: int, hi: int) -> list[int]:
+    out = []
+    p = 1
+    while p <= hi:
+        if p > limit:
+            out.append(p)
+        p *= 4
+    if hi > limit:
+        out.append(hi)
+    return out
+
+
+def _fresh(rng, lo: int, hi: int, count: int, used: set) -> list[int]:
+    if hi < lo or count <= 0:
+        return []
+    pool = hi - lo + 1 - len([n for n in used if lo <= n <= hi])
+    count = min(count, max(pool, 0))
+    out: set[int] = set()
+    while len(out) < count:
+        n = int(rng.integers(lo, hi + 1))
+        if n not in used:
+            out.add(n)
+    return sorted(out)
+
+
+def _replica(spec, backend: str):
+    try:
+        return Replica(spec, backend)
+    except Exception:  # a backend that cannot take this spec: checks run queries only
+        return None
+
+
+def _fit(trees: dict, name: str, lo: int, hi: int):
+    """Fit, then confirm by expansion; without recursion if that fails."""
+    obs = [Obs(n, t) for n, t in sorted(trees.items())]
+    for allow_ref in (True, False):
+        fitter = Fitter(name=name, pool=dict(trees), allow_ref=allow_ref)
+        order = fitter.fit_root(obs)
+        if order is None:
+            continue
+        spec = _as_spec(order, name, lo, hi)
+        if _agrees(spec, trees):
+            return spec, fitter
+    # no order found: every n its own literal (never wrong, never compact)
+    fitter = Fitter(name=name)
+    return _never_contradict(_as_spec(A.Seq(), name, lo, hi), trees), fitter
+
+
+def _as_spec(order, name: str, lo: int, hi: int) -> A.Spec:
+    header = A.Header(n=A.Range(lo, hi))
+    if _uses_ref(order, name):
+        return A.Spec(header, (A.Let(name, order),), A.Ref(name))
+    return A.Spec(header, (), order)
+
+
+def _uses_ref(order, name: str) -> bool:
+    stack = [order]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, A.Ref) and x.name == name:
+            return True
+        if dataclasses.is_dataclass(x):
+            for f in dataclasses.fields(x):
+                if f.name != "loc":
+                    v = getattr(x, f.name)
+                    stack.extend(v if isinstance(v, tuple) else [v])
+    return False
+
+
+def _agrees(spec: A.Spec, trees: dict) -> bool:
+    try:
+        return all(expand(spec, n) == t for n, t in trees.items())
+    except Exception:
+        return False
+
+
+def _never_contradict(spec: A.Spec, trees: dict) -> A.Spec:
+    """Guard every observed n the spec gets wrong with its literal tree."""
+    wrong = []
+    for n, t in sorted(trees.items()):
+        try:
+            ok = expand(spec, n) == t
+        except Exception:
+            ok = False
+        if not ok:
+            wrong.append((n, t))
+    if not wrong:
+        return spec
+    cases = tuple(A.Case(A.Compare("==", A.Var(), A.Num(n)), A.Literal(t)) for n, t in wrong)
+    if spec.lets:
+        d = spec.lets[0]
+        lets = (A.Let(d.name, A.Guard(cases, d.order)),) + spec.lets[1:]
+        return dataclasses.replace(spec, lets=lets)
+    return dataclasses.replace(spec, order=A.Guard(cases, spec.order))
+
+
+def _probe(src: _Reveal, make) -> A.Block | None:
+    """The arithmetic, probed at the largest revealed n up to 1024."""
+    from fpspec.arith.probe import probe_arithmetic
+
+    n = max((n for n in src.trees if 2 <= n <= 1024), default=None)
+    if n is None:
+        return None
+    report = probe_arithmetic(make(n), src.trees[n])
+    return A.Block("arithmetic", report.arithmetic.to_entries())
+
+
+def _header(spec, target, lo, hi, revealed, held, sampled, exact, command, arith=None) -> A.Header:
+    import fpspec
+
+    prov = {
+        "inferred_by": f"fpspec {fpspec.__version__} infer_spec",
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "revealed": compress(revealed),
+        "held_out": compress(held) or "none",
+        "sampled": " ".join(str(s.n) for s in sampled) or "none",
+        "sampled_ok": all(s.ok for s in sampled),
+        "exact": exact,
+        "command": command,
+    }
+    tname = op = None
+    formats = None
+    if target is not None:
+        tname, op = target.name, target.op
+        prov["device"] = target.device
+        for k, v in target.versions:
+            prov[f"version_{k}"] = str(v)
+        formats = {"input": target.fmt, "output": target.out_fmt}
+        if target.op in ("gemv", "gemm"):
+            prov["m"] = target.m
+            prov["ncols"] = target.ncols
+    return make_header(tname, op, (lo, hi), prov, arith, formats)

@@ -1,0 +1,241 @@
+"""l(i, j) straight from a spec, without building the tree.
+
+At n = 2^24 the tree of a spec has 3.3e7 nodes: too many to build in Python
+within a minute or 2 GB.  But l(i, j) -- the number of leaves under the
+lowest common ancestor of leaves i and j -- only needs the path of orders
+that i and j go down together: at each order, either both operands fall in
+the same part (a lane, a block, a half) and we descend into it, or they part
+here and the answer is the total weight of the operands under the node where
+they meet.  Operands carry weights (the leaf counts of the subtrees they
+stand for), kept in closed form where possible (`Ones`, `Blocked`,
+`Prepend`) so that no array of length n is ever made for the common orders.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fpspec.errors import SpecError
+from fpspec.spec import ast as A
+from fpspec.spec.expand import eval_cond, eval_expr, lets_of
+
+# ---------------------------------------------------------------- operand weights
+
+
+class Weights:
+    """Leaf counts of m operands; total(lo, hi) sums positions lo..hi-1."""
+
+    m: int
+
+    def total(self, lo: int, hi: int) -> int:
+        raise NotImplementedError
+
+    def sub(self, lo: int, hi: int) -> "Weights":
+        return Arr(self.array()[lo:hi])
+
+    def strided(self, j: int, k: int) -> "Weights":
+        return Arr(self.array()[j::k])
+
+    def array(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def lane_totals(self, k: int) -> "Weights":
+        a = self.array()
+        return Arr(np.array([a[j::k].sum() for j in range(min(k, self.m))], dtype=np.int64))
+
+    def block_totals(self, b: int) -> "Weights":
+        a = self.array()
+        return Arr(np.add.reduceat(a, np.arange(0, self.m, b)))
+
+
+class Ones(Weights):
+    """m single leaves."""
+
+    def __init__(self, m: int):
+        self.m = m
+
+    def total(self, lo, hi):
+        return hi - lo
+
+    def sub(self, lo, hi):
+        return Ones(hi - lo)
+
+    def strided(self, j, k):
+        return Ones(len(range(j, self.m, k)))
+
+    def array(self):
+        return np.ones(self.m, dtype=np.int64)
+
+    def lane_totals(self, k):
+        m = self.m
+        if k < (1 << 16):
+            return Arr(np.array([len(range(j, m, k)) for j in range(min(k, m))], dtype=np.int64))
+        return super().lane_totals(k)
+
+    def block_totals(self, b):
+        return Blocked(self.m, b)
+
+
+class Blocked(Weights):
+    """ceil(total / b) operands of b leaves each, the last one shorter."""
+
+    def __init__(self, total: int, b: int):
+        self.whole, self.b = total, b
+        self.m = -(-total // b)
+
+    def total(self, lo, hi):
+        return min(hi * self.b, self.whole) - lo * self.b
+
+    def array(self):
+        a = np.full(self.m, self.b, dtype=np.int64)
+        a[-1] = self.whole - (self.m - 1) * self.b
+        return a
+
+
+class Prepend(Weights):
+    """One operand of `first` leaves, then the operands of `rest` (tail's OUTER)."""
+
+    def __init__(self, first: int, rest: Weights):
+        self.first, self.rest = first, rest
+        self.m = rest.m + 1
+
+    def total(self, lo, hi):
+        if lo >= hi:
+            return 0
+        t = self.first if lo == 0 else 0
+        return t + self.rest.total(max(lo - 1, 0), hi - 1)
+
+    def array(self):
+        return np.concatenate([[self.first], self.rest.array()]).astype(np.int64)
+
+
+class Arr(Weights):
+    def __init__(self, a: np.ndarray):
+        self.a = np.asarray(a, dtype=np.int64)
+        self.m = len(self.a)
+        self._prefix = None
+
+    def total(self, lo, hi):
+        if self._prefix is None:
+            self._prefix = np.concatenate([[0], np.cumsum(self.a)])
+        return int(self._prefix[hi] - self._prefix[lo])
+
+    def array(self):
+        return self.a
+
+
+# ---------------------------------------------------------------- the walk
+
+
+def spec_l(spec: A.Spec, n: int, i: int, j: int) -> int:
+    """l(i, j) of spec's tree at n (i != j)."""
+    return order_l(spec.order, Ones(n), i, j, lets_of(spec))
+
+
+def spec_l_many(spec: A.Spec, n: int, pairs) -> np.ndarray:
+    lets = lets_of(spec)
+    w = Ones(n)
+    return np.array([order_l(spec.order, w, int(a), int(b), lets) for a, b in np.asarray(pairs).reshape(-1, 2)],
+                    dtype=np.int64)
+
+
+def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
+    """Weight under the lowest common ancestor of operands a and b (a != b)."""
+    if a > b:
+        a, b = b, a
+    while True:
+        m = w.m
+        cls = type(o)
+        if cls is A.Ref:
+            o = lets[o.name].order
+            continue
+        if cls is A.Guard:
+            o = next((c.order for c in o.cases if eval_cond(c.cond, m)), o.otherwise)
+            continue
+        if cls is A.Seq:
+            return w.total(0, b + 1)
+        if cls is A.Rev:
+            return w.total(a, m)
+        if cls is A.Fused:
+            return w.total(0, m)
+        if cls is A.Chain:
+            width = eval_expr(o.w, m)
+            g = max(0, (b - width) // width + 1) if b >= width else 0
+            return w.total(0, min((g + 1) * width, m))
+        if cls is A.Pairwise:
+            lo, hi = 0, m
+            while True:
+                h = (hi - lo) // 2 if o.split is None else eval_expr(o.split, hi - lo)
+                mid = lo + h
+                if b < mid:
+                    hi = mid
+                elif a >= mid:
+                    lo = mid
+                else:
+                    return w.total(lo, hi)
+        if cls is A.Split:
+            h = eval_expr(o.at, m)
+            if b < h:
+                o, w = o.first, w.sub(0, h)
+            elif a >= h:
+                o, w, a, b = o.rest, w.sub(h, m), a - h, b - h
+            else:
+                return w.total(0, m)
+            continue
+        if cls is A.Tail:
+            k = eval_expr(o.k, m)
+            p = m - m % k
+            if p == 0:
+                o = o.outer
+            elif b < p:
+                o, w = o.body, w.sub(0, p)
+            else:
+                w = Prepend(w.total(0, p), w.sub(p, m))
+                a = 0 if a < p else a - p + 1
+                b = b - p + 1
+                o = o.outer
+            continue
+        if cls is A.Lanes:
+            k = eval_expr(o.k, m)
+            la, lb = a % k, b % k
+            if la == lb:
+                o, w, a, b = o.inner, w.strided(la, k), a // k, b // k
+            else:
+                o, w, a, b = o.outer, w.lane_totals(k), min(la, lb), max(la, lb)
+            continue
+        if cls is A.Blocks:
+            size = eval_expr(o.b, m)
+            ba, bb = a // size, b // size
+            if ba == bb:
+                lo = ba * size
+                o, w, a, b = o.inner, w.sub(lo, min(lo + size, m)), a - lo, b - lo
+            else:
+                o, w, a, b = o.outer, w.block_totals(size), ba, bb
+            continue
+        if cls is A.GpuTree:
+            vals = w.array().copy()
+            cur = m
+            while True:
+                half = (cur + 1) // 2
+                vals[:cur - half] += vals[half:cur]
+                a = a - half if a >= half else a
+                b = b - half if b >= half else b
+                if a == b:
+                    return int(vals[a])
+                vals, cur = vals[:half], half
+        if cls is A.Literal:
+            return _literal_l(o.tree, w, a, b)
+        raise SpecError(f"cannot answer l(i, j) for {o}")
+
+
+def _literal_l(t, w: Weights, a: int, b: int) -> int:
+    """Walk down the (small) literal tree while a and b share a child."""
+    from fpspec.tree import leaves
+
+    def holds(c, x):
+        return c == x if isinstance(c, int) else x in leaves(c)
+
+    while True:
+        ca = next(c for c in t.children if holds(c, a))
+        if not holds(ca, b):
+            return int(sum(w.total(x, x + 1) for x in leaves(t)))
+        t = ca
