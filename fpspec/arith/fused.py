@@ -140,7 +140,7 @@ def decode(x, emin: int):
     frac = bits & 0x7FFFFF
     sig = np.where(field > 0, frac | (1 << 23), frac)
     exp = np.where(field > 0, field - 127, -126)
-    under = np.clip(emin - exp, 0, 63)
+    under = np.minimum(np.maximum(emin - exp, 0), 63)
     sig = sig >> under
     exp = np.maximum(exp, emin)
     return negative, exp, sig
@@ -183,8 +183,8 @@ def shift_right(sig, shift, negative, mode: str):
     shift >= 64 is undefined); significands are below 2^50, so a clamped
     shift already gives 0 with a nonzero remainder.
     """
-    left = np.clip(-shift, 0, 62)
-    right = np.clip(shift, 0, 62)
+    left = np.minimum(np.maximum(-shift, 0), 62)
+    right = np.minimum(np.maximum(shift, 0), 62)
     kept = sig >> right
     if mode != "truncate":
         lost = sig - (kept << right)

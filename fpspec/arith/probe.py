@@ -218,8 +218,8 @@ def _binary_candidates(target) -> list[Arithmetic]:
     accs = _accumulators(fmt)
     if target.op == "sum":
         products = ["none"]
-    else:
-        products = ["exact", "rounded", "fma"]
+    else:   # exact products are not defined past 26-bit inputs (fpspec.arith.evaluate note [exact products])
+        products = ["exact", "rounded", "fma"] if fmt.precision <= 26 else ["rounded", "fma"]
     out = []
     for acc, product, init in itertools.product(accs, products, ("none", "+0.0")):
         out.append(Arithmetic(input=fmt.name, product=product, accumulator=acc, init=init,
@@ -447,12 +447,11 @@ def _select(cands, tree, X, Y, outputs, product: bool, first: int = 48):
     Most candidates fail on the first rows: those are tried first on all candidates
     and the rest only on the survivors (same answer, a fraction of the work).
     """
-    misses = []
-    head = slice(0, min(first, len(outputs)))
-    for a in cands:
-        misses.append(_misses(a, tree, X[head], Y[head], outputs[head], product))
-    rest = slice(head.stop, len(outputs))
-    if rest.start < rest.stop:
+    P = len(outputs)
+    head = np.unique(np.linspace(0, P - 1, min(first, P)).astype(int))   # spread over every family
+    rest = np.setdiff1d(np.arange(P), head)
+    misses = [_misses(a, tree, X[head], Y[head], outputs[head], product) for a in cands]
+    if rest.size:
         for k, a in enumerate(cands):
             if misses[k] == 0:
                 misses[k] = _misses(a, tree, X[rest], Y[rest], outputs[rest], product)
