@@ -499,7 +499,8 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
         total += len(got)
         keep, misses = _select(_fused_candidates(target, places.w), tree, X, Y, got, product)
         if not keep:
-            return _refuse(target, lines, "fused nodes", misses, _fused_candidates(target, places.w), total)
+            return _refuse(target, lines, "fused nodes", misses, _fused_candidates(target, places.w), total,
+                           tree, X, Y, got)
         best = keep[0]
         _fttn_lines(lines, r, got)
         lines.append(f"fused nodes: w = {places.w} products per node (from the tree)")
@@ -527,7 +528,8 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
         keep3, misses3 = _select(cands3, tree, X3, Y3, got3, product)
         keep2, _ = _select(keep3, tree, X2, Y2, got2, product)
         if not keep2:
-            return _refuse(target, lines, "exponent floor and subnormals", misses3, cands3, total)
+            return _refuse(target, lines, "exponent floor and subnormals", misses3, cands3, total,
+                           tree, X3, Y3, got3)
         best = keep2[0]
         floors = [a.fused.exponent_floor for a in keep2]
         if len(set(floors)) > 1:
@@ -551,7 +553,7 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
         cands = _binary_candidates(target)
         keep, misses = _select(cands, tree, X, Y, got, product)
         if not keep:
-            return _refuse(target, lines, "binary nodes", misses, cands, total)
+            return _refuse(target, lines, "binary nodes", misses, cands, total, tree, X, Y, got)
         arith = keep[0]
         lines.append(_fact("accumulator", [a.accumulator for a in keep], arith.accumulator))
         if product:
@@ -562,6 +564,8 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
                              "exact, rounded and fma agree)")
             else:
                 lines.append(_fact("products", prods, arith.product))
+            if arith.product_format:
+                lines[-1] += f", to {arith.product_format}, then added in {arith.accumulator}"
         lines.append(_fact("initial value", [a.init for a in keep], arith.init,
                            lambda v: "+0.0 (a sum of -0.0 terms gives +0.0)" if v == "+0.0"
                            else "none (a sum of -0.0 terms gives -0.0)"))
@@ -586,11 +590,39 @@ def _fttn_lines(lines, r: _Rows, got):
             lines.append(f"{name} -> {float.hex(v)} ({v!r})" + (f" x 2^{r.scale}" if r.scale else ""))
 
 
-def _refuse(target, lines, what, misses, cands, total) -> ProbeReport:
+def _refuse(target, lines, what, misses, cands, total, tree=None, X=None, Y=None, got=None) -> ProbeReport:
+    """No candidate fits: name the closest and the first probe it gets wrong (which leaves)."""
     best = int(np.argmin(misses))
+    if tree is not None:      # misses of candidates dropped early count only the first rows: recount the closest
+        order = [int(k) for k in np.argsort(misses, kind="stable")[:6]]
+        full = {k: _misses(cands[k], tree, X, Y, got, target.op != "sum") for k in order}
+        best = min(order, key=full.get)
+        misses = list(misses)
+        misses[best] = full[best]
+    closest = cands[best]
     lines.append(f"{what}: no arithmetic in the model's space reproduces {target.name} "
-                 f"(closest misses {misses[best]} of {total} probes)")
-    return ProbeReport(cands[best], lines, False, total, 0, misses[best])
+                 f"(closest misses {misses[best]} of {total} probes: {_describe(closest)})")
+    if tree is not None:
+        with np.errstate(all="ignore"):
+            pred = evaluate(tree, X.T, Y.T if target.op != "sum" else None, closest)
+        bad = np.flatnonzero(~same_bits(pred, got))
+        if bad.size:
+            i = int(bad[0])
+            where = np.flatnonzero(X[i]).tolist()
+            lines.append(f"first differing probe: nonzero terms at leaves {where[:12]}, "
+                         f"target {float(got[i])!r}, model {float(pred[i])!r} "
+                         "(parts of the tree may use different arithmetic)")
+    return ProbeReport(closest, lines, False, total, 0, misses[best])
+
+
+def _describe(a: Arithmetic) -> str:
+    text = f"accumulator {a.accumulator}, products {a.product}"
+    if a.product_format:
+        text += f" to {a.product_format}"
+    if a.fused:
+        f = a.fused
+        text += f", fused w={f.w} extra_bits={f.extra_bits} {f.aligned} {f.result}"
+    return text
 
 
 def _random_inputs(target, rng, count: int):
