@@ -334,8 +334,24 @@ class LoopEmitter:
         return self.tables[key][0]
 
     def emit_lanes(self, r: Lanes, lst, code):
-        k, nl = self.fresh("k"), self.fresh("nl")
-        code(f"{k} = {py_int(r.k, m=lst.m)}")
+        k = self.let(code, "k", py_int(r.k, m=lst.m))
+        if not (isinstance(lst, Leaves) and self.leafy()):
+            return self.lanes_body(r, lst, code, k)
+        # note [lone leaves]
+        res = self.fresh("r")
+        code(f"if {lst.m} <= {k}:")
+        with code.indent():
+            code(f"{res} = {self.emit(r.outer, lst, code)}")
+        code(f"elif {lst.m} < 2 * {k}:")
+        with code.indent():
+            code(f"raise ValueError({LONE_LEAF!r})")
+        code("else:")
+        with code.indent():
+            code(f"{res} = {self.lanes_body(r, lst, code, k)}")
+        return res
+
+    def lanes_body(self, r: Lanes, lst, code, k: str):
+        nl = self.fresh("nl")
         code(f"{nl} = min({k}, {lst.m})")
         lanes, j = self.fresh("lanes"), self.fresh("j")
         code(f"{lanes} = _vals({nl})")
@@ -367,8 +383,24 @@ class LoopEmitter:
         return self.emit(r.outer, Values(lanes, nl), code)
 
     def emit_blocks(self, r: Blocks, lst, code):
-        bs, nb, j, bm = self.fresh("bs"), self.fresh("nb"), self.fresh("j"), self.fresh("bm")
-        code(f"{bs} = {py_int(r.b, m=lst.m)}")
+        bs = self.let(code, "bs", py_int(r.b, m=lst.m))
+        if not (isinstance(lst, Leaves) and self.leafy()):
+            return self.blocks_body(r, lst, code, bs)
+        # note [lone leaves]
+        res = self.fresh("r")
+        code(f"if {bs} == 1:")
+        with code.indent():
+            code(f"{res} = {self.emit(r.outer, lst, code)}")
+        code(f"elif {lst.m} > {bs} and {lst.m} % {bs} == 1:")
+        with code.indent():
+            code(f"raise ValueError({LONE_LEAF!r})")
+        code("else:")
+        with code.indent():
+            code(f"{res} = {self.blocks_body(r, lst, code, bs)}")
+        return res
+
+    def blocks_body(self, r: Blocks, lst, code, bs: str):
+        nb, j, bm = self.fresh("nb"), self.fresh("j"), self.fresh("bm")
         code(f"{nb} = ({lst.m} + {bs} - 1) // {bs}")
         blocks = self.fresh("blocks")
         code(f"{blocks} = _vals({nb})")
@@ -416,6 +448,10 @@ class LoopEmitter:
                     code(f"{seg}[{count}] = {value}")
                     code(f"{count} += 1")
             else:
+                if isinstance(sub, Leaves) and self.leafy():
+                    code(f"if {ln} == 1 and {total} > 1:")
+                    with code.indent():
+                        code(f"raise ValueError({LONE_LEAF!r})")
                 code(f"if {ln} > 0:")
                 with code.indent():
                     code(f"{seg}[{count}] = {self.emit(part.reducer, sub, code)}")
@@ -446,7 +482,11 @@ class LoopEmitter:
                         code(f"{acc} = _term(a, b, {k})")
                         code(f"{have} = True")
             else:
-                code(f"if {ln} > 0:")
+                # one operand reduces to itself: still a leaf (note [lone leaves])
+                code(f"if {ln} == 1 and {have}:")
+                with code.indent():
+                    code(f"{acc} = _add_leaf({acc}, a, b, {sub.lo})")
+                code(f"elif {ln} > 0:")
                 with code.indent():
                     val = self.emit(part.reducer, sub, code)
                     code(f"{acc} = _add({acc}, {val}) if {have} else {val}")
@@ -454,6 +494,11 @@ class LoopEmitter:
         return acc
 
     # ------------------------------------------------------------ checks
+
+    def leafy(self) -> bool:
+        """Whether a leaf differs from its rounded value (FMA or fused products)."""
+        a = self.kernel.arithmetic
+        return a.product == "fma" or a.fused is not None
 
     def require_plain_leaves(self, what: str) -> None:
         a = self.kernel.arithmetic
@@ -465,6 +510,18 @@ class LoopEmitter:
         self.uses_fused = True
         if self.kernel.arithmetic.fused is None:
             raise CompileError("the order has fused nodes but the arithmetic has no `fused` section")
+
+
+# Note [lone leaves]: a lane, block or part of one operand reduces to that
+# operand untouched, so a leaf can end up among partial sums.  With plain
+# products that changes nothing (a leaf is used as its rounded value), but
+# with FMA or fused nodes a leaf is an unrounded product that its parent
+# node fuses.  Value lists do not carry leaves, so: when every lane is a lone
+# leaf the outer order runs on the leaves themselves; a sequential fold over
+# parts fuses a lone leaf; any other mix of lone leaves and partial sums
+# raises at run time instead of giving other bits.
+LONE_LEAF = ("this length puts a lone product leaf among partial sums, which the replica cannot "
+             "fuse (product = fma or fused nodes); see note [lone leaves]")
 
 
 def _plus(a: str, b: str) -> str:

@@ -309,7 +309,17 @@ class Plan:
                     self.levels.append((lo, c))
                     lo += c
         else:
-            self.steps = _NO_STEPS
+            self.steps = torch.zeros((0, 3), dtype=torch.int64)
+        self.max_count = int(self.segs[:, 1].max())
+        self.devices = {}
+
+    def on(self, device):
+        """This plan's tables on `device` (copied once: a plan for n = 10^8 is hundreds of MB)."""
+        key = str(device)
+        got = self.devices.get(key)
+        if got is None:
+            got = self.devices[key] = _DevicePlan(self.segs.to(device), self.steps.to(device))
+        return got
 
     @staticmethod
     def _heights(S, steps):
@@ -324,6 +334,11 @@ class Plan:
             if torch.equal(new, h[S:]):
                 return new
             h[S:] = new
+
+
+class _DevicePlan:
+    def __init__(self, segs, steps):
+        self.segs, self.steps = segs, steps
 
 
 def plan(root, orders, n):

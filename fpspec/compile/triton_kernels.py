@@ -245,6 +245,19 @@ def fp_store_slot(dst_ptr, offs, mask, acc, DIRECT: tl.constexpr, INIT: tl.const
 
 
 @triton.jit
+def fp_column(ptr, offs, mask, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, G: tl.constexpr):
+    """Parts of one column of inputs for the chain kernel, in int32.
+
+    Returns (sign as 0/-1, exponent (zeros at -1000: never the largest),
+    significand << G, special: inf or nan)."""
+    bits = tl.load(ptr + offs, mask=mask, other=0)
+    neg, exp, sig, inf, nan = fp_decode(bits, EXP_BITS, MAN_BITS)
+    sign = tl.where(neg, -1, 0).to(tl.int32)
+    exp = tl.where(sig != 0, exp, -1000).to(tl.int32)
+    return sign, exp, (sig << G).to(tl.int32), inf | nan
+
+
+@triton.jit
 def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
                       BM: tl.constexpr, BN: tl.constexpr, WIDTH: tl.constexpr, W: tl.constexpr,
@@ -253,8 +266,16 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
     """A chain of fused nodes of WIDTH products over one segment, for a BM x BN tile (emulated).
 
-    W: WIDTH rounded up to a power of two (tl.arange needs one); the extra
-    lanes load zeros, which a fused node ignores."""
+    Same arithmetic as fp_fused_node (Note [fused node]), arranged for speed:
+    products one k at a time as BM x BN int32 tiles, two passes per node (the
+    largest exponent, then the aligned terms).  Note [int32 terms]: a product's
+    significand shifted left by G = FRAC - 2*IN_MAN (its largest possible
+    left shift) is below 2^27, so every aligned product fits int32 and 16 of
+    them sum below 2^31 (W <= 16); c and the rounding use int64.  Rows with
+    an inf or nan input or c take fp_fused_node (exact, slower).  W: WIDTH rounded
+    up to a power of two; extra lanes load zeros, which a fused node ignores."""
+    G: tl.constexpr = FRAC - 2 * IN_MAN
+    tl.static_assert(WIDTH <= 16)
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
     start = tl.load(segs_ptr + sid * 5)
     count = tl.load(segs_ptr + sid * 5 + 1)
@@ -264,13 +285,45 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     mm, mn = rm < M, rn < N
     acc = tl.zeros((BM, BN), dtype=tl.int64)   # c of the first node: +0, changes nothing
     for j in range(0, count, WIDTH):
-        ks = j + tl.arange(0, W)
-        live = (ks < count) & (tl.arange(0, W) < WIDTH)
-        kk = start + ks.to(tl.int64) * stride
-        a = tl.load(a_ptr + rm[:, None] * s_am + kk[None, :] * s_ak, mask=mm[:, None] & live[None, :], other=0)
-        b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
-        pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN)
-        acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO)
+        # pass 1: the block's largest exponent (c's below) and whether any input is inf/nan
+        e_max = tl.full((BM, BN), -1000, tl.int32)
+        special = 0
+        for kk in tl.static_range(WIDTH):
+            live = (rm * 0 + j + kk) < count
+            k = start + (j + kk) * stride
+            sa, ea, ma, xa = fp_column(a_ptr, rm * s_am + k * s_ak, mm & live, IN_EXP, IN_MAN, G)
+            sb, eb, mb, xb = fp_column(b_ptr, k * s_bk + rn * s_bn, mn & ((rn * 0 + j + kk) < count),
+                                       IN_EXP, IN_MAN, G)
+            e_max = tl.maximum(e_max, ea[:, None] + eb[None, :])
+            special = special | tl.max(xa.to(tl.int32), axis=0) | tl.max(xb.to(tl.int32), axis=0)
+        cneg, cexp, csig, cinf, cnan = fp_decode(acc, 8, 23)
+        special = special | tl.max(tl.max((cinf | cnan).to(tl.int32), axis=1), axis=0)
+        e_max = tl.maximum(tl.maximum(e_max, tl.where(csig != 0, cexp, -1000).to(tl.int32)), FLOOR)
+        if special == 0:
+            # pass 2: aligned products, truncated toward zero in sign-magnitude
+            total = tl.zeros((BM, BN), dtype=tl.int32)
+            for kk in tl.static_range(WIDTH):
+                k = start + (j + kk) * stride
+                sa, ea, ma, xa = fp_column(a_ptr, rm * s_am + k * s_ak, mm & ((rm * 0 + j + kk) < count),
+                                           IN_EXP, IN_MAN, G)
+                sb, eb, mb, xb = fp_column(b_ptr, k * s_bk + rn * s_bn, mn & ((rn * 0 + j + kk) < count),
+                                           IN_EXP, IN_MAN, G)
+                r = tl.minimum(e_max - (ea[:, None] + eb[None, :]), 31)
+                mag = (ma[:, None] * (mb[None, :] >> G)) >> r
+                s = sa[:, None] ^ sb[None, :]
+                total += (mag ^ s) - s
+            unit = e_max.to(tl.int64) - FRAC
+            ca = fp_shift(csig, cexp - 23 - unit)
+            t64 = total.to(tl.int64) + tl.where(cneg, -ca, ca)
+            acc = fp_round_pack(t64 < 0, tl.abs(t64), unit, 8, 23, TO_ZERO)
+        else:
+            ks = j + tl.arange(0, W)
+            live = (ks < count) & (tl.arange(0, W) < WIDTH)
+            kk = start + ks.to(tl.int64) * stride
+            a = tl.load(a_ptr + rm[:, None] * s_am + kk[None, :] * s_ak, mask=mm[:, None] & live[None, :], other=0)
+            b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
+            pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN)
+            acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)
 
@@ -317,16 +370,21 @@ def mm_chain_native(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                     s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                     DIRECT: tl.constexpr, INIT: tl.constexpr,
-                    OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, GROUP: tl.constexpr):
+                    OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, GROUP: tl.constexpr,
+                    ALIGNED: tl.constexpr, EVEN_K: tl.constexpr):
     """The same chain on the Tensor Cores: tl.dot over BK-wide blocks (BK a multiple of 16).
 
     Valid only where the GPU's fused node is the spec's (H100/H200, fp16/bf16,
     w = 16): each 16-wide MMA step takes the running accumulator as its c, so
     a BK block is BK/16 fused nodes of the chain, in order.  The tail block is
-    padded with zeros, which a fused node ignores."""
+    padded with zeros, which a fused node ignores.  ALIGNED: every segment
+    starts at a multiple of 16 (lets loads be 16 bytes wide); EVEN_K: every
+    segment's length is a multiple of BK (no masks along K)."""
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
     start = tl.load(segs_ptr + sid * 5)
     count = tl.load(segs_ptr + sid * 5 + 1)
+    if ALIGNED:
+        start = tl.multiple_of(start, 16)
     # grouped tile order: neighbouring programs share A rows in L2
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BM)
@@ -344,9 +402,13 @@ def mm_chain_native(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     b_ptrs = b_ptr + (start + rk[:, None]) * s_bk + rn[None, :] * s_bn
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for j in range(0, count, BK):
-        live = (j + rk) < count
-        a = tl.load(a_ptrs, mask=mm[:, None] & live[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=live[:, None] & mn[None, :], other=0.0)
+        if EVEN_K:
+            a = tl.load(a_ptrs, mask=mm[:, None], other=0.0)
+            b = tl.load(b_ptrs, mask=mn[None, :], other=0.0)
+        else:
+            live = (j + rk) < count
+            a = tl.load(a_ptrs, mask=mm[:, None] & live[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=live[:, None] & mn[None, :], other=0.0)
         acc = tl.dot(a, b, acc)
         a_ptrs += BK * s_ak
         b_ptrs += BK * s_bk

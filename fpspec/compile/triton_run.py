@@ -49,7 +49,7 @@ class Replica:
         self.last_path = None   # "native" or "emulated": which the last call used
         # tile shapes (tuning only: the order along K does not depend on them)
         self.native_config = dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)
-        self.emulated_config = dict(BM=16, BN=16)
+        self.emulated_config = dict(BM=64, BN=64, num_warps=4)
 
     def plan(self, n):
         if n < self.n_min or (self.n_max is not None and n > self.n_max):
@@ -74,7 +74,9 @@ class Replica:
         if (f.width, f.extra_bits, f.floor, f.to_zero) != tuple(NATIVE_FUSED.values()):
             return "the spec's fused nodes are not the H100's"
         segs = p.segs
-        if not bool(((segs[:, 3] == CHAIN) & (segs[:, 2] == 1) & (segs[:, 4] == 16)).all()):
+        # a chain of 16-wide nodes, or one node of at most 16 (zeros pad it)
+        ok = (segs[:, 3] == CHAIN) & (segs[:, 2] == 1) & ((segs[:, 4] == 16) | (segs[:, 1] <= 16))
+        if not bool(ok.all()):
             return "the order has terms outside contiguous chains of 16"
         return None
 
@@ -116,7 +118,7 @@ class Replica:
         out = torch.empty((M, N), dtype=dt_out, device=A.device)
         S = p.segs.shape[0]
         direct = p.num_slots == 1
-        segs = p.segs.to(A.device)
+        segs = p.on(A.device).segs
         if direct:
             dst, s_slot, s_m, s_n = out.view(it_out), 0, out.stride(0), out.stride(1)
         else:
@@ -128,30 +130,31 @@ class Replica:
             ids = torch.arange(S, dtype=torch.int64, device=A.device)
             cfg = self.native_config
             grid = (triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"]), 1, S)
+            aligned = bool((p.segs[:, 0] % 16 == 0).all())
+            even_k = bool((p.segs[:, 1] % cfg["BK"] == 0).all())
             mm_chain_native[grid](A, B, dst, segs, ids, M, N, A.stride(0), A.stride(1), B.stride(0), B.stride(1),
                                   s_slot, s_m, s_n, DIRECT=direct, INIT=init,
-                                  OUT_EXP=exp_out, OUT_MAN=man_out, **cfg)
+                                  OUT_EXP=exp_out, OUT_MAN=man_out, ALIGNED=aligned, EVEN_K=even_k, **cfg)
         else:
             Ab, Bb = A.view(it_in), B.view(it_in)
             common = (M, N, Ab.stride(0), Ab.stride(1), Bb.stride(0), Bb.stride(1), s_slot, s_m, s_n)
             chains = torch.nonzero(kinds == CHAIN).flatten()
             folds = torch.nonzero(kinds == FOLD).flatten()
-            if chains.numel():
-                f = nm.fused
-                if f is None:
-                    raise PlanError("the order has fused chains but the spec's arithmetic has no fused section")
-                widths = set(p.segs[chains, 4].tolist())
-                if len(widths) != 1:
-                    raise PlanError(f"fused chains of widths {sorted(widths)}: the kernels take one width")
-                width = widths.pop()
+            f = nm.fused
+            if chains.numel() and f is None:
+                raise PlanError("the order has fused chains but the spec's arithmetic has no fused section")
+            # one launch per chain width (a constexpr of the kernel)
+            for width in sorted(set(p.segs[chains, 4].tolist())):
                 if width > f.width:
                     raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
-                cfg = self.emulated_config
-                grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), chains.numel())
-                mm_chain_emulated[grid](Ab, Bb, dst, segs, chains.to(A.device), *common, **cfg,
-                                        WIDTH=width, W=triton.next_power_of_2(width), IN_EXP=exp_in, IN_MAN=man_in, FRAC=23 + f.extra_bits,
-                                        FLOOR=f.floor, TO_ZERO=f.to_zero, DIRECT=direct, INIT=init,
-                                        OUT_EXP=exp_out, OUT_MAN=man_out)
+                group = chains[p.segs[chains, 4] == width]
+                # the interpreter pays per operation, not per element: smaller tiles there
+                cfg = self.emulated_config if A.device.type == "cuda" else dict(BM=16, BN=16)
+                grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), group.numel())
+                mm_chain_emulated[grid](Ab, Bb, dst, segs, group.to(A.device), *common, **cfg,
+                                        WIDTH=width, W=triton.next_power_of_2(width), IN_EXP=exp_in,
+                                        IN_MAN=man_in, FRAC=23 + f.extra_bits, FLOOR=f.floor, TO_ZERO=f.to_zero,
+                                        DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out)
             if folds.numel():
                 BM, BN = 32, 32
                 grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), folds.numel())
@@ -166,7 +169,7 @@ class Replica:
         return out
 
     def _combine(self, p, vals, R):
-        steps = p.steps.to(vals.device)
+        steps = p.on(vals.device).steps
         BO = 1 if R == 1 else min(1024, triton.next_power_of_2(R))
         BS = max(1, 1024 // BO)
         for lo, cnt in p.levels:
@@ -193,9 +196,9 @@ class Replica:
         float_in = nm.input == "fp32"
         xin = x if float_in else x.view(it_in)
         vals = out.view(it_out) if direct else torch.empty(p.num_slots, dtype=torch.float32, device=x.device)
-        max_count = int(p.segs[:, 1].max())
+        max_count = p.max_count
         BS = 256
-        sum_fold[(triton.cdiv(S, BS),)](xin, vals, p.segs.to(x.device), S, max_count, BS=BS,
+        sum_fold[(triton.cdiv(S, BS),)](xin, vals, p.on(x.device).segs, S, max_count, BS=BS,
                                         IN_EXP=exp_in, IN_MAN=man_in, FLOAT_IN=float_in, DIRECT=direct,
                                         INIT=nm.init == "+0.0", OUT_EXP=exp_out, OUT_MAN=man_out,
                                         enable_fp_fusion=False)

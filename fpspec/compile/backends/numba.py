@@ -33,6 +33,12 @@ class NumbaBackend(Backend):
         program = emit_program(kernel)
         fma = "_add_leaf_fma_native" if p.acc_fmt is None else "_add_leaf_fma_emulated"
         names, rename = helper_names(p, program, fma=fma)
+        if "_table_step" in names:
+            # without fused nodes the table step must not mention the fused model
+            names.insert(names.index("_table_step"), "_table_step_binary")
+            if not program.uses_fused:
+                names.remove("_table_step")
+                rename["_table_step_binary"] = "_table_step"
         jitted = [n for n in names if n not in ("_input", "_length", "_shape")]
         plain = [n for n in names if n in ("_input", "_length", "_shape")]
         base = ["_fma"] if p.fma else []

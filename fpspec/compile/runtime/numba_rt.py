@@ -224,7 +224,12 @@ def _table_step(a, b, lo, step, size, slots, kids, offs, fused, s):
             else:
                 c = slots[kids[i]]
         return _ACC(_fused_core(a, b, ks[:cnt], lo, step, cnt, c)) if cnt > 0 else c
-    i, j = kids[first], kids[first + 1]
+    return _table_step_binary(a, b, lo, step, size, slots, kids, offs, fused, s)
+
+
+def _table_step_binary(a, b, lo, step, size, slots, kids, offs, fused, s):
+    """`_table_step` for tables without fused nodes (compiles without the fused model)."""
+    i, j = kids[offs[s]], kids[offs[s] + 1]
     if i >= size and j >= size:
         return _add(slots[i], slots[j])
     if i < size and j < size:
