@@ -86,6 +86,7 @@ def reveal(
     algorithm: str = typer.Option("auto", "--algorithm", help="basic | fprev | modified | auto"),
     seed: int = typer.Option(0, "--seed", help="seed for the random pivots"),
     tf32: bool = typer.Option(False, "--tf32", help="torch on cuda: allow TF32 for fp32 matmul"),
+    masks: str = typer.Option("auto", "--masks", help="products: auto | split (sqrt(M) in each operand) | unsplit"),
 ) -> None:
     """Reveal the accumulation order of TARGET at length n and print it as a tree."""
     from fpspec.reveal.engine import reveal as run_reveal
@@ -93,6 +94,9 @@ def reveal(
     from fpspec.tree import format_tree
 
     lo, hi = _parse_n(n)
+    splits = {"auto": None, "split": True, "unsplit": False}
+    if masks not in splits:
+        raise FpspecError(f"--masks must be auto, split or unsplit, got {masks!r}")
     if hi is not None:
         try:
             from fpspec.infer import infer_spec
@@ -107,7 +111,7 @@ def reveal(
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     tgt = resolve_target(target, op=op, n=lo, dtype=dtype, m=m, ncols=ncols, device=device)
-    rev = run_reveal(tgt, algorithm=algorithm, seed=seed, progress=sys.stderr.isatty())
+    rev = run_reveal(tgt, algorithm=algorithm, seed=seed, progress=sys.stderr.isatty(), split=splits[masks])
     lines: list[str] = []
     if not no_probe:
         try:
@@ -125,6 +129,8 @@ def reveal(
         argv += ["--algorithm", algorithm]
     if seed:
         argv += ["--seed", str(seed)]
+    if masks != "auto":
+        argv += ["--masks", masks]
     argv += [flag for flag, on in (("--tf32", tf32), ("--no-probe", no_probe), ("--json", as_json)) if on]
     prov = provenance(tgt, argv)
     if tf32:
