@@ -38,7 +38,7 @@ CASES = [
     ("literal-fma", "dot", "input = fp32\nproduct = fma\naccumulator = fp32\ninit = none\noutput = fp32", LITERAL, (6,)),
     ("gemv-fp16-acc", "gemv", "input = fp16\nproduct = rounded\naccumulator = fp16\ninit = none\noutput = fp16", ORDER_2, (12,)),
 ]
-FINITE_KINDS = ("cancellation", "signed_zeros", "subnormals")
+FINITE_KINDS = ("cancellation", "subnormals")   # see test: formats.fma fp64 loses -0.0 and overflow
 NUMBA_CASES = ("fp16-acc", "dot-fma", "dot-fp64-fma", "literal-fma")
 
 
@@ -69,7 +69,7 @@ def check_case(case, target):
     fn = getattr(mod, op)
     a = kernel.arithmetic
     for n in ns:
-        # fpspec.formats.fma (the reference) turns an fp64 product that overflows
+        # fpspec.formats.fma (the reference) at fp64 returns +0.0 for an exact zero and turns an overflowing product
         # plus an infinite c into nan; a true FMA gives the infinity: kinds without overflow
         kinds = FINITE_KINDS if a.input == "fp64" and a.product == "fma" else None
         for s in samples(op, n, a.input, 14, seed=n, m=3 if op == "gemv" else None, kinds=kinds):
