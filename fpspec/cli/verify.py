@@ -116,17 +116,21 @@ def diff(
     left, right = side(a), side(b)
     notes = []
     ns = _positive(n, "-n")
-    if not ns:
-        if specs:
-            for s in specs.values():
-                ns.extend(V.spec_n_values(s, max_n=max_n, seed=seed))
-            notes.append(f"n values chosen from the spec's guards and range (at most {max_n})")
+    if ns:
+        from fpspec.spec.expand import check_n
+
+        for s in specs.values():   # an n a spec does not cover is a mistake in the command
+            for k in ns:
+                check_n(s, k)
+    elif specs:
+        for s in specs.values():
+            ns.extend(V.spec_n_values(s, max_n=max_n, seed=seed))
         for s in specs.values():   # only n that every spec covers
-            r = s.header.n
-            ns = [k for k in ns if r is None or k in r]
+            ns = [k for k in ns if s.header.n is None or k in s.header.n]
         if not ns:
             raise FpspecError("the specs' ranges of n do not overlap: nothing to compare")
-        else:
-            ns = list(V.DEFAULT_TARGET_N)
-            notes.append("n values: a default set (give -n to choose)")
+        notes.append(f"n values chosen from the spec's guards and range (at most {max_n})")
+    else:
+        ns = list(V.DEFAULT_TARGET_N)
+        notes.append("n values: a default set (give -n to choose)")
     _emit(V.diff_sides(left, right, ns, samples=samples, seed=seed, notes=notes), as_json)

@@ -12,7 +12,7 @@ from fpspec.cli import main
 
 DATA = Path(__file__).parent / "data"
 SUM_SPEC = str(DATA / "numpy_sum.fps")
-SUM_NS = ["-n", "5", "-n", "8", "-n", "9", "-n", "33", "-n", "129", "-n", "300"]
+SUM_NS = ["-n", "5", "-n", "8", "-n", "9", "-n", "33", "-n", "129"]
 
 
 def run(capsys, *argv):
@@ -34,8 +34,8 @@ def test_a_good_replica_and_numpy_sum_verify_equivalent(capsys, tmp_path):
     code, out, _ = run(capsys, "verify", SUM_SPEC, "--replica", planted(tmp_path, "pairwise_replica.py", ""),
                        "--against", "numpy.sum", *SUM_NS, "--samples", "1200")
     assert code == 0, out
-    assert "n values (6): 5 8 9 33 129 300" in out
-    assert "trees:      12 compared (good_pairwise_replica.py 6, numpy.sum 6), all equal" in out
+    assert "n values (5): 5 8 9 33 129" in out
+    assert "trees:      10 compared (good_pairwise_replica.py 5, numpy.sum 5), all equal" in out
     assert "samples:    2400 compared" in out and "all bits equal" in out
     assert out.rstrip().endswith("EQUIVALENT")
 

@@ -82,7 +82,7 @@ def test_an_identical_replica_is_equivalent_and_says_what_it_checked():
     r = verify(spec, rep)
     assert r.equivalent, r.text()
     assert r.n_values == NS and len(r.trees) == 3 and r.samples_run == 400
-    assert len(r.arithmetic) == 1 and r.arithmetic[0].equal
+    assert [a.n for a in r.arithmetic] == [5, 8, 13] and all(a.equal for a in r.arithmetic)
     text = r.text()
     assert "n values (3): 5 8 13" in text and "400 compared" in text and text.endswith("EQUIVALENT")
     json.dumps(r.to_json())
