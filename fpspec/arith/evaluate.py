@@ -34,7 +34,7 @@ from fpspec.arith.fused import fused_node
 from fpspec.arith.model import Arithmetic
 from fpspec.errors import FpspecError
 from fpspec.formats import add, fma, get_format, round_to, round_to_odd_sum
-from fpspec.tree import Node, postorder
+from fpspec.tree import postorder
 
 
 def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None) -> np.ndarray:
@@ -140,5 +140,3 @@ def _fused(kids, X, Y, ar):
     c = partial[0] if partial else np.zeros(a.shape[:-1])
     return fused_node(a, b, c, ar.fused).reshape(a.shape[:-1])
 
-
-__all__ = ["evaluate", "Node"]

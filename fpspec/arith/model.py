@@ -28,7 +28,7 @@ product is representable).  "none": a sum; the terms are x itself.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from fpspec.arith.fused import ALIGNED, ROUNDINGS, FusedParams
 from fpspec.errors import SpecError
@@ -207,7 +207,3 @@ def _fused_from(block, arith: Arithmetic) -> FusedParams:
         return FusedParams(input=fused_input, output=arith.accumulator, **kwargs)
     except ValueError as e:
         raise SpecError(f"arithmetic.fused: {e}") from None
-
-
-def fused_field_names() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(FusedParams))

@@ -134,7 +134,7 @@ class _Rows:
         row = {}
         for leaf, v in terms.items():
             xy = v if isinstance(v, tuple) else _split(v, self.fmt, self.product)
-            if xy is None:
+            if xy is None or not all(_fits(u, self.fmt) for u in xy):
                 return False
             row[leaf] = xy
         self.rows.append(row)
@@ -313,16 +313,8 @@ def _binary_rows(target, tree, rng, count: int) -> _Rows:
                 terms[where[1]] = (-(1.0 + 2.0 ** -min(a, b)) * 2.0 ** (B // 2), 2.0 ** (B - B // 2))
             else:
                 terms[where[0]] = x * y * 2.0 ** B
-        if not all(_ok_pair(v, fmt, product) for v in terms.values()):
-            continue
         rows.add(terms)
     return rows
-
-
-def _ok_pair(v, fmt, product):
-    if isinstance(v, tuple):
-        return all(_fits(u, fmt) for u in v)
-    return True
 
 
 def _fused_rows(target, places: _Places, rng, count: int) -> _Rows:
@@ -397,7 +389,7 @@ def _fttn_rows(rows: _Rows, places: _Places, B: int) -> None:
 
 
 def _subnormal_rows(target, places: _Places, stage1: FusedParams, rng, count: int) -> _Rows:
-    """Exponent floor and subnormal handling: tiny blocks (T_si_no, T_ni_so, T_sa)."""
+    """Subnormal handling: FTTN's T_si_no, T_ni_so and T_sa, placed in the tree's fused nodes."""
     fmt = target.format
     product = target.op != "sum"
     rows = _Rows(target.n, fmt, product)
@@ -412,10 +404,10 @@ def _subnormal_rows(target, places: _Places, stage1: FusedParams, rng, count: in
     # T_ni_so: normal inputs, subnormal result; T_sa: subnormal c through the chain
     for k in range(1, 6):
         v = out.smallest_subnormal * (2 ** k + 1)
-        rows.add({node[0]: v}, "T_ni_so: subnormal product")
+        rows.add({node[0]: v}, "T_ni_so: subnormal product" if k == 1 else "")
         if places.feeds:
             src, dst = places.feeds[0]
-            rows.add({src[0]: v}, "T_sa: subnormal c")
+            rows.add({src[0]: v}, "T_sa: subnormal c" if k == 1 else "")
     return rows
 
 
@@ -518,7 +510,8 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
         X2, Y2 = r2.arrays()
         got2 = run(X2, Y2)
         cands2 = _fused_candidates(target, places.w, best.fused)
-        keep2, misses2 = _select(cands2, tree, X2, Y2, got2, product)
+        keep2, _ = _select(cands2, tree, X2, Y2, got2, product)
+        _fttn_lines(lines, r2, got2)
         flags = [(a.fused.subnormal_inputs, a.fused.subnormal_outputs) for a in keep2] or None
         r3 = _floor_rows(target, places, best.fused, rng, rows // 3)
         X3, Y3 = r3.arrays()
