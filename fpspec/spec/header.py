@@ -52,7 +52,9 @@ def make_header(target: str | None = None, op: str | None = None, n: tuple[int, 
         n = (pn, pn)
     sections = []
     if formats:
-        sections.append(block("formats", formats))
+        # format names are identifiers (fp32, bf16), as in the arithmetic section
+        sections.append(block("formats", {k: A.Ident(v) if isinstance(v, str) and v.isidentifier() else v
+                                          for k, v in formats.items()}))
     if prov:
         sections.append(block("provenance", prov))
     if arithmetic is not None:
