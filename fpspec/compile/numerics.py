@@ -61,7 +61,8 @@ def plan(kernel: Kernel) -> Plan:
         if a.product == "exact" or (a.product == "rounded" and a.accumulator != a.input):
             raise CompileError(f"product = {a.product} of {a.input} inputs in a {a.accumulator} accumulator "
                                "cannot be expressed")
-    if term == "product" and a.product == "exact" and 2 * p_in > p_acc:
+    # (in fused kernels products go to fused nodes exactly; a lone leaf is rounded)
+    if term == "product" and a.product == "exact" and 2 * p_in > p_acc and a.fused is None:
         raise CompileError(f"product = exact: a product of two {a.input} values is not representable in "
                            f"{a.accumulator}; say product = fma or rounded")
     if a.fused is not None and a.fused.output != a.accumulator:

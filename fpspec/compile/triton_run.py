@@ -9,8 +9,8 @@ import torch
 import triton
 
 from fpspec.compile.triton_host import CHAIN, FOLD, PlanError, plan
-from fpspec.compile.triton_kernels import (combine, finish, mm_chain_emulated, mm_chain_native, mm_fold,
-                                           sum_fold)
+from fpspec.compile.triton_kernels import (combine, finish, mm_chain_emulated, mm_chain_emulated_wide,
+                                           mm_chain_native, mm_fold, sum_fold)
 # -- end imports
 
 # name: (exponent bits, fraction bits, torch dtype, torch int dtype of the same width)
@@ -50,6 +50,7 @@ class Replica:
         # tile shapes (tuning only: the order along K does not depend on them)
         self.native_config = dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)
         self.emulated_config = dict(BM=64, BN=64, num_warps=4)
+        self.emulated_kernel = "auto"   # "columns" (GPU form), "wide" (interpreter form) or "auto"
 
     def plan(self, n):
         if n < self.n_min or (self.n_max is not None and n > self.n_max):
@@ -148,10 +149,14 @@ class Replica:
                 if width > f.width:
                     raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
                 group = chains[p.segs[chains, 4] == width]
-                # the interpreter pays per operation, not per element: smaller tiles there
+                # the interpreter pays per operation, not per element: there the
+                # wide form (same arithmetic, few large operations) is the fast one
+                wide = self.emulated_kernel == "wide" or (self.emulated_kernel == "auto" and
+                                                          A.device.type != "cuda")
+                kern = mm_chain_emulated_wide if wide else mm_chain_emulated
                 cfg = self.emulated_config if A.device.type == "cuda" else dict(BM=16, BN=16)
                 grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), group.numel())
-                mm_chain_emulated[grid](Ab, Bb, dst, segs, group.to(A.device), *common, **cfg,
+                kern[grid](Ab, Bb, dst, segs, group.to(A.device), *common, **cfg,
                                         WIDTH=width, W=triton.next_power_of_2(width), IN_EXP=exp_in,
                                         IN_MAN=man_in, FRAC=23 + f.extra_bits, FLOOR=f.floor, TO_ZERO=f.to_zero,
                                         DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out)
