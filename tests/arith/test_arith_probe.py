@@ -58,7 +58,7 @@ def test_fused_parameters_are_recovered(fmt, w, extra, aligned, result, c_aligne
     p = FusedParams(w, extra, aligned, result, c_aligned, floor, True, True, fmt, "fp32")
     ar = Arithmetic(fmt, "exact", "fp32", output="fp32", fused=p)
     tree = chain(4 * w, w)
-    rep = probe_arithmetic(synthetic(tree, ar, "dot", 4 * w), tree, rows=120, checks=16)
+    rep = probe_arithmetic(synthetic(tree, ar, "dot", 4 * w), tree, rows=100, checks=16)
     got = rep.arithmetic.fused
     assert rep.consistent, rep.lines
     assert (got.w, got.extra_bits, got.aligned, got.result, got.c_aligned) == (w, extra, aligned, result, c_aligned)
@@ -105,7 +105,8 @@ def test_arithmetic_outside_the_model_is_reported():
     tree = parse_tree("(((((((0 1) 2) 3) 4) 5) 6) 7)")
     rep = probe_arithmetic(from_callable(rz_sum, op="sum", n=8, dtype="fp32"), tree, rows=60)
     assert not rep.consistent
-    assert "no arithmetic in the model's space reproduces" in rep.lines[-1]
+    assert any("no arithmetic in the model's space reproduces" in line for line in rep.lines)
+    assert any(line.startswith("first differing probe: nonzero terms at leaves") for line in rep.lines)
 
 
 @pytest.mark.parametrize("name,dtype,kw,acc", [
