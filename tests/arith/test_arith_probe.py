@@ -57,8 +57,8 @@ FUSED = [
 def test_fused_parameters_are_recovered(fmt, w, extra, aligned, result, c_aligned, floor):
     p = FusedParams(w, extra, aligned, result, c_aligned, floor, True, True, fmt, "fp32")
     ar = Arithmetic(fmt, "exact", "fp32", output="fp32", fused=p)
-    tree = chain(4 * w, w)
-    rep = probe_arithmetic(synthetic(tree, ar, "dot", 4 * w), tree, rows=100, checks=16)
+    tree = chain(3 * w, w)
+    rep = probe_arithmetic(synthetic(tree, ar, "dot", 3 * w), tree, rows=100, checks=16)
     got = rep.arithmetic.fused
     assert rep.consistent, rep.lines
     assert (got.w, got.extra_bits, got.aligned, got.result, got.c_aligned) == (w, extra, aligned, result, c_aligned)
@@ -71,8 +71,8 @@ def test_fused_parameters_are_recovered(fmt, w, extra, aligned, result, c_aligne
 def test_h100_fp16_matmul_with_fp16_output():
     """torch.matmul fp16 on a GPU: an fp32 chain, cast to fp16 at the end."""
     ar = Arithmetic("fp16", "exact", "fp32", output="fp16", fused=PARAMS["h100-fp16"])
-    tree = chain(64, 16)
-    rep = probe_arithmetic(synthetic(tree, ar, "gemm", 64), tree, rows=100, checks=16)
+    tree = chain(48, 16)
+    rep = probe_arithmetic(synthetic(tree, ar, "gemm", 48), tree, rows=100, checks=16)
     assert rep.consistent
     assert dataclasses.replace(rep.arithmetic.fused, exponent_floor=-133) == PARAMS["h100-fp16"]
     assert rep.arithmetic.output == "fp16" and rep.arithmetic.accumulator == "fp32"
