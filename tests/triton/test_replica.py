@@ -168,3 +168,20 @@ def test_unsupported_specs_raise_one_line():
         BACKEND.render(Kernel("gemm", FP32_FMA, CHAIN16))
     with pytest.raises(CompileError, match="path must be one of"):
         BACKEND.render(Kernel("gemm", H100_FP16, CHAIN16), path="fast")
+
+
+@pytest.mark.parametrize("label,ar,root,shape", [
+    ("h100 fp16 chain", H100_FP16, CHAIN16, (5, 7, 37)),
+    ("h100 bf16 split-K", H100_BF16, Blocks(c(32), CHAIN16, Pairwise()), (3, 4, 70)),
+    ("a100 fp16 chain of 8", A100_FP16, FusedChain(c(8)), (4, 3, 21)),
+])
+def test_gpu_form_of_the_chain_kernel(load_replica, label, ar, root, shape):
+    """The column-by-column kernel a GPU runs, forced onto the interpreter (small shapes: it is slow there)."""
+    kernel = Kernel("gemm", ar, root)
+    rep = load_replica(kernel)
+    rep.REPLICA.emulated_kernel = "columns"
+    rng = np.random.default_rng(11)
+    M, N, K = shape
+    A, B = values(rng, ar.input, (M, K), 12), values(rng, ar.input, (K, N), 12)
+    A[0, 3] = float("inf")   # the row with a special input takes the exact fallback
+    assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B)), label

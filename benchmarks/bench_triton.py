@@ -1,0 +1,95 @@
+"""Triton replicas against the library ops, side by side in one run (GPU).
+
+    PYTHONPATH=. python benchmarks/bench_triton.py [--size 4096] [--n 100000000]
+
+Rows: fp16 GEMM size^3 through torch.matmul (cuBLAS), the replica's native
+path and its emulated path (both bit-checked against cuBLAS); float32 sum of n
+terms through torch.sum and the replica of numpy.sum's order (bit-checked
+against numpy.sum on the CPU).  Times are medians of triton.testing.do_bench.
+"""
+import argparse
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+import triton
+from triton.testing import do_bench
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples" / "gpu_triton"))
+from orders import numpy_sum_kernel  # noqa: E402
+
+from fpspec.arith import Arithmetic, get_params  # noqa: E402
+from fpspec.compile.backends.triton import BACKEND  # noqa: E402
+from fpspec.compile.ir import Const, FusedChain, Kernel  # noqa: E402
+
+
+def load(kernel, tmp):
+    path = Path(tmp) / f"bench_{kernel.op}.py"
+    path.write_text(BACKEND.render(kernel))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--n", type=int, default=10 ** 8)
+    ap.add_argument("--configs", action="store_true", help="also try other native tile shapes")
+    args = ap.parse_args()
+    rows = []
+    print(f"device: {torch.cuda.get_device_name()}; torch {torch.__version__}; triton {triton.__version__}")
+    with tempfile.TemporaryDirectory() as tmp:
+        S = args.size
+        flops = 2.0 * S ** 3
+        ar = Arithmetic(input="fp16", product="exact", accumulator="fp32", init="none", output="fp16",
+                        fused=get_params("h100-fp16"))
+        gemm = load(Kernel("gemm", ar, FusedChain(Const(16)), name="h100 chain"), tmp)
+        g = torch.Generator(device="cuda").manual_seed(0)
+        A = torch.randn((S, S), device="cuda", generator=g).half()
+        B = torch.randn((S, S), device="cuda", generator=g).half()
+        ref = torch.matmul(A, B)
+        t_cublas = do_bench(lambda: torch.matmul(A, B), warmup=100, rep=500, return_mode="median")
+        rows.append((f"cuBLAS fp16 GEMM {S}^3", t_cublas, flops / t_cublas / 1e9, "TFLOP/s", 1.0, "reference"))
+        configs = [gemm.REPLICA.native_config]
+        if args.configs:
+            configs += [dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3),
+                        dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=4, num_stages=4),
+                        dict(BM=256, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)]
+        for cfg in configs:
+            gemm.REPLICA.native_config = cfg
+            same = torch.equal(gemm.gemm(A, B, path="native").view(torch.int16), ref.view(torch.int16))
+            t = do_bench(lambda: gemm.gemm(A, B, path="native"), warmup=100, rep=500, return_mode="median")
+            tag = "x".join(str(cfg[k]) for k in ("BM", "BN", "BK")) + f" w{cfg['num_warps']} s{cfg['num_stages']}"
+            rows.append((f"replica native {tag}", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,
+                         "bit-identical" if same else "DIFFERS"))
+        got = gemm.gemm(A, B, path="emulated")
+        same = torch.equal(got.view(torch.int16), ref.view(torch.int16))
+        t = do_bench(lambda: gemm.gemm(A, B, path="emulated"), warmup=1, rep=3, return_mode="median")
+        rows.append(("replica emulated", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,
+                     "bit-identical" if same else "DIFFERS"))
+
+        n = args.n
+        x_cpu = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+        x = torch.from_numpy(x_cpu).cuda()
+        nbytes = 4.0 * n
+        t_torch = do_bench(lambda: torch.sum(x), warmup=20, rep=200, return_mode="median")
+        rows.append((f"torch.sum float32 n={n}", t_torch, nbytes / t_torch / 1e6, "GB/s", 1.0, "reference"))
+        summ = load(numpy_sum_kernel(), tmp)
+        got = summ.sum(x)   # plans once (cached per n)
+        same = got.cpu().numpy().view(np.uint32) == np.sum(x_cpu).view(np.uint32)
+        t = do_bench(lambda: summ.sum(x), warmup=20, rep=200, return_mode="median")
+        rows.append(("replica of numpy.sum order", t, nbytes / t / 1e6, "GB/s", t_torch / t,
+                     "bit-identical to numpy.sum" if same else "DIFFERS from numpy.sum"))
+    print(f"\n{'what':44s} {'ms':>9s} {'rate':>10s} {'':8s} {'vs ref':>7s}  check")
+    for what, ms, rate, unit, ratio, check in rows:
+        print(f"{what:44s} {ms:9.3f} {rate:10.1f} {unit:8s} {ratio:7.2f}  {check}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""On a CUDA GPU: the compiled replica equals the GPU's own fused arithmetic (H100/H200)."""
+import numpy as np
+import pytest
+import torch
+
+from fpspec.arith import Arithmetic, get_params
+from fpspec.compile.ir import Blocks, Const, Fold, FusedChain, Kernel
+
+pytestmark = pytest.mark.gpu
+
+HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+@pytest.mark.skipif(not HOPPER, reason="needs an H100/H200")
+@pytest.mark.parametrize("fmt", ["fp16", "bf16"])
+@pytest.mark.parametrize("root", [FusedChain(Const(16)), Blocks(Const(256), FusedChain(Const(16)), Fold())],
+                         ids=["chain", "split-K"])
+def test_native_equals_emulated_and_tensor_cores(load_replica, fmt, root):
+    """The Tensor Core path and the integer emulation give the same bits (fp32 output)."""
+    ar = Arithmetic(input=fmt, product="exact", accumulator="fp32", output="fp32", fused=get_params(f"h100-{fmt}"))
+    rep = load_replica(Kernel("gemm", ar, root))
+    dt = torch.float16 if fmt == "fp16" else torch.bfloat16
+    g = torch.Generator(device="cuda").manual_seed(1)
+    for M, N, K in [(64, 64, 16), (200, 130, 1000), (128, 96, 4096)]:
+        A = (torch.randn((M, K), device="cuda", generator=g) * 8).to(dt)
+        B = (torch.randn((K, N), device="cuda", generator=g) * 8).to(dt)
+        native = rep.gemm(A, B, path="native")
+        assert rep.last_path() == "native"
+        emulated = rep.gemm(A, B, path="emulated")
+        assert torch.equal(native.view(torch.int32), emulated.view(torch.int32)), (M, N, K)
+    np.testing.assert_equal(rep.last_path(), "emulated")
