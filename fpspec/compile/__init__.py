@@ -19,11 +19,16 @@ def compile_kernel(kernel: Kernel, target: str = "numpy") -> str:
     return backend.render(kernel)
 
 
-def compile_spec(spec, target: str = "numpy", n: int | None = None, name: str | None = None) -> str:
-    """Compile a parsed spec (fpspec.spec AST) for `target`; `n` specializes it."""
+def compile_spec(spec, target: str = "numpy", n: int | None = None, name: str | None = None,
+                 source: str | None = None) -> str:
+    """Compile a parsed spec (fpspec.spec AST) for `target`; `n` specializes it.
+
+    `source`: the spec's text as written (default: its canonical text), kept
+    in the replica as SPEC and hashed into its header; `name` labels it.
+    """
     from fpspec.compile.build import build_kernel
 
-    return compile_kernel(build_kernel(spec, n=n, name=name), target)
+    return compile_kernel(build_kernel(spec, n=n, name=name, source=source), target)
 
 
 __all__ = ["compile_kernel", "compile_spec", "CompileError", "Kernel"]
