@@ -329,6 +329,15 @@ def _fused_rows(target, places: _Places, rng, count: int) -> _Rows:
 
     rows.scale = B
     _fttn_rows(rows, places, B)
+    # c in the alignment: c odd in the output's last place, an output tie on top, a tiny term below the
+    # grid: truncated with c (an exact tie, rounds to even: up) or kept (just below the tie: down)
+    p_out = target.output_format.precision
+    for src, dst in places.feeds[:2]:
+        if len(dst) >= 2:
+            for d in (26, 30, 34):
+                c = (1.0 + 2.0 ** (1 - p_out)) * 2.0 ** B
+                rows.add({src[0]: c, dst[0]: 2.0 ** (B - p_out), dst[1]: -(2.0 ** (B - d))})
+                rows.add({src[0]: -c, dst[0]: -(2.0 ** (B - p_out)), dst[1]: 2.0 ** (B - d)})
     for _ in range(count):
         kind = int(rng.integers(0, 5))
         node = nodes[int(rng.integers(len(nodes)))]
@@ -346,7 +355,9 @@ def _fused_rows(target, places: _Places, rng, count: int) -> _Rows:
             src, dst = places.feeds[int(rng.integers(len(places.feeds)))]
             if not dst:
                 continue
-            big = float(rng.choice([-1, 1]) * 2.0 ** B)
+            # c odd in the output's last place half the time, so an output tie on top of it rounds up
+            odd = 2.0 ** (1 - target.output_format.precision) if rng.random() < 0.5 else 0.0
+            big = float(rng.choice([-1, 1]) * (1.0 + odd) * 2.0 ** B)
             terms[int(rng.choice(src))] = big
             picked = [int(v) for v in rng.permutation(dst)][:int(rng.integers(1, 4))]
             for leaf in picked:
@@ -402,8 +413,9 @@ def _subnormal_rows(target, places: _Places, stage1: FusedParams, rng, count: in
         if rows.add({node[0]: (sub_in, 2.0 ** (fmt.emax - e))}, "T_si_no: subnormal input, normal product"):
             break
     # T_ni_so: normal inputs, subnormal result; T_sa: subnormal c through the chain
+    tiny = max(out.smallest_subnormal, target.output_format.smallest_subnormal)   # survives the final cast
     for k in range(1, 6):
-        v = out.smallest_subnormal * (2 ** k + 1)
+        v = tiny * (2 ** k + 1)
         rows.add({node[0]: v}, "T_ni_so: subnormal product" if k == 1 else "")
         if places.feeds:
             src, dst = places.feeds[0]
