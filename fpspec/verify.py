@@ -199,6 +199,7 @@ class Report:
     seed: int = 0
     seconds: float = 0.0
     stage_seconds: tuple[tuple[str, float], ...] = ()   # (stage, seconds): trees, arithmetic, samples
+    inputs: int = 0                # distinct sample inputs (each run through every pair)
     notes: tuple[str, ...] = ()
 
     @property
@@ -247,7 +248,8 @@ class Report:
             bad = [s for s in self.samples if not s.equal]
             where = "; ".join(f"{a} vs {b} at n={', '.join(str(s.n) for s in bad if (s.left, s.right) == (a, b))}"
                               for a, b in dict.fromkeys((s.left, s.right) for s in bad))
-            lines.append(f"samples:    {self.samples_run} compared ({'; '.join(pairs)}; seed {self.seed}), "
+            lines.append(f"samples:    {self.inputs} inputs, {self.samples_run} comparisons "
+                         f"({'; '.join(pairs)}; seed {self.seed}), "
                          + ("all bits equal" if not bad else f"differ: {where}"))
             if bad:
                 lines.extend("  " + s for s in _mismatch_text(bad[0].mismatch))
@@ -331,6 +333,7 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
                 clock["arithmetic"] += time.perf_counter() - t0
 
     t_samples = time.perf_counter()
+    inputs = 0
     if samples > 0 and sample_pairs:
         counts = _spread(samples, len(n_values))
         for n, count in zip(n_values, counts):
@@ -338,6 +341,7 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
                 continue
             batch = list(fpinputs.samples(reference.op, n, reference.fmt, count, seed=seed,
                                           m=reference.m, ncols=reference.ncols))
+            inputs += len(batch)
             cache: dict[str, list] = {}
             for left, right in sample_pairs:
                 outs = []
@@ -360,7 +364,8 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
                   op=reference.op, fmt=reference.fmt, n_values=n_values, trees=tuple(trees),
                   arithmetic=tuple(ariths), samples=tuple(sample_checks), problems=tuple(problems),
                   seed=seed, seconds=time.perf_counter() - start,
-                  stage_seconds=tuple((k, v) for k, v in clock.items() if v >= 0.005), notes=tuple(notes))
+                  stage_seconds=tuple((k, v) for k, v in clock.items() if v >= 0.005), inputs=inputs,
+                  notes=tuple(notes))
 
 
 PROBE_POINTS = 3
@@ -545,10 +550,11 @@ def default_n_values(lo: int, hi: int, boundaries: Sequence[int] = (), *, random
     want: set[int] = {lo, lo + 1, top, top - 1}
     for b in boundaries:
         want.update((b - 1, b, b + 1))
-    p = 1
-    while p <= top:
-        want.update((p - 1, p, p + 1))
-        p *= 2
+    if not boundaries:   # nothing to aim at: powers of two and their neighbours
+        p = 1
+        while p <= top:
+            want.update((p - 1, p, p + 1))
+            p *= 2
     rng = np.random.default_rng(seed)
     if top > lo:
         want.update(int(v) for v in rng.integers(lo, top + 1, size=random_count))

@@ -36,7 +36,7 @@ def test_a_good_replica_and_numpy_sum_verify_equivalent(capsys, tmp_path):
     assert code == 0, out
     assert "n values (5): 5 8 9 33 129" in out
     assert "trees:      10 compared (good_pairwise_replica.py 5, numpy.sum 5), all equal" in out
-    assert "samples:    2400 compared" in out and "all bits equal" in out
+    assert "samples:    1200 inputs, 2400 comparisons" in out and "all bits equal" in out
     assert out.rstrip().endswith("EQUIVALENT")
 
 
