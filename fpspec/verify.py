@@ -1,16 +1,18 @@
 """Verification: is a replica (and its original) exactly what a spec says?
 
-Three independent kinds of evidence, each collected for every n asked about:
+Three independent kinds of evidence:
 
-    trees       reveal each live side with the revelation engine and compare its
-                tree with the spec's expansion at n (the first differing subtree
-                is the message)
-    arithmetic  probe each live side and compare the arithmetic it shows with
-                the spec's arithmetic section, field by field
+    trees       at every n asked about, reveal each live side with the
+                revelation engine and compare its tree with the spec's
+                expansion at n (the first differing subtree is the message)
+    arithmetic  at a few of those n (`probe_points`), probe each live side and
+                compare the arithmetic it shows with the spec's arithmetic
+                section, field by field
     samples     run the sides on the same random and adversarial inputs
                 (fpspec.inputs) and compare the outputs bit for bit: replica vs
                 the spec's reference evaluation, and replica vs original when
-                there is one
+                there is one; inputs are spread over every n, and a few are run
+                twice on each live side (one input must give one answer)
 
 The report is `equivalent` only when at least one tree was compared and every
 check that ran agreed: a side that raises, returns the wrong shape, is refused
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -342,17 +344,17 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
             batch = list(fpinputs.samples(reference.op, n, reference.fmt, count, seed=seed,
                                           m=reference.m, ncols=reference.ncols))
             inputs += len(batch)
-            cache: dict[str, list] = {}
+            cache: dict[int, list | None] = {}     # id(side) -> its outputs on the batch
             for left, right in sample_pairs:
                 outs = []
                 for side in (left, right):
-                    if side.name not in cache:
+                    if id(side) not in cache:
                         try:
-                            cache[side.name] = side.outputs(n, batch)
+                            cache[id(side)] = side.outputs(n, batch)
                         except Exception as e:
-                            cache[side.name] = None
+                            cache[id(side)] = None
                             problems.append(Problem("samples", side.name, n, _failure_text(e)))
-                    outs.append(cache[side.name])
+                    outs.append(cache[id(side)])
                 if outs[0] is None or outs[1] is None:
                     continue
                 mismatch = _first_mismatch(n, batch, left, right, outs[0], outs[1])
@@ -514,7 +516,7 @@ def _repeat_check(n: int, batch, sides: Sequence[Side], cache: dict, problems: l
     """Run a few samples again on each live side: one input must give one answer."""
     k = max(1, int(len(batch) * REPEAT_FRACTION))
     for side in sides:
-        first = cache.get(side.name)
+        first = cache.get(id(side))
         if not side.live or side.outputs is None or first is None:
             continue
         try:

@@ -204,9 +204,8 @@ def test_a_replica_that_agrees_once_and_then_changes_its_mind_is_caught_by_the_r
         calls["n"] += 1
         return right(x) if calls["n"] <= 100 else other(x)
 
-    r = compare(spec, [side("replica", "replica", "sum", "fp32", spec.tree_at, drifting)], (24,),
-                samples=100, seed=3, sample_pairs=[(spec, side("replica", "replica", "sum", "fp32",
-                                                                 spec.tree_at, drifting))])
+    rep = side("replica", "replica", "sum", "fp32", spec.tree_at, drifting)
+    r = compare(spec, [rep], (24,), samples=100, seed=3, sample_pairs=[(spec, rep)])
     assert not r.equivalent
     assert any(p.stage == "repeat" and "nondeterministic" in p.message for p in r.problems), r.text()
 
