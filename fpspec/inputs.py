@@ -267,12 +267,13 @@ def _right(kind: str, fmt: Format, rng, n: int, cols: int, pairs: np.ndarray, ex
         return np.where(np.isfinite(v := _uniform_bits(fmt, rng, shape)), v, 1.0)
     if exact:
         e = rng.integers(-2, 3, size=shape)
-        return np.where(rng.random(shape) < 0.5, -1.0, 1.0) * np.ldexp(1.0, e)
-    v = np.abs(_finite_full(fmt, rng, shape, 0, 0))   # [1, 2): the product needs ~2p bits
-    if kind == "specials" and rng.random() < 0.3:
-        v[rng.integers(0, n), rng.integers(0, cols)] = np.inf
-    if len(pairs):
+        v = np.where(rng.random(shape) < 0.5, -1.0, 1.0) * np.ldexp(1.0, e)
+    else:
+        v = np.abs(_finite_full(fmt, rng, shape, 0, 0))   # [1, 2): the product needs ~2p bits
+    if len(pairs):   # paired terms meet the same factor, so their cancellation survives
         v[pairs[:, 1]] = v[pairs[:, 0]]
+    if kind == "specials" and not exact and rng.random() < 0.3:
+        v[rng.integers(0, n), rng.integers(0, cols)] = np.inf
     return v
 
 

@@ -94,3 +94,18 @@ def test_bad_arguments_are_refused():
         inputs.generate("sum", 4, "fp32", kind="gaussian")
     with pytest.raises(ValueError):
         inputs.generate("sum", 0, "fp32")
+
+
+@pytest.mark.parametrize("op", ["dot", "gemv", "gemm"])
+def test_cancellation_survives_the_products_of_every_output(op):
+    from fractions import Fraction
+    for index in (3, 3 + len(inputs.KINDS)):        # an exact and a rounding right operand
+        s = inputs.generate(op, 40, "fp32", seed=4, index=index, m=2, ncols=3)
+        assert s.kind == "cancellation"
+        a = np.atleast_2d(np.asarray(s.args[0], np.float64))
+        b = np.asarray(s.args[1], np.float64).reshape(40, -1)
+        for i in range(a.shape[0]):
+            for j in range(b.shape[1]):
+                terms = a[i] * b[:, j]
+                exact = abs(sum(Fraction(float(t)) for t in terms))
+                assert exact < max(abs(terms)) * 2.0 ** -10
