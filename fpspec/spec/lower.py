@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 from fpspec.errors import FpspecError
 from fpspec.spec import ast as A
-from fpspec.spec.expand import apply_order
+from fpspec.spec.expand import apply_order, no_gc_scan
 from fpspec.spec.printer import format_inline, format_order
-from fpspec.tree import Node, Tree, building, format_tree
+from fpspec.tree import Node, format_tree
 
 # Split rules a recursive halving may follow: the size of the left part as a
 # function of n, simplest first.  n // 2 - n // 2 % K is NumPy's "halves split
@@ -540,7 +540,7 @@ def lower(tree, header: A.Header | None = None) -> A.Spec:
         return _lower_many(tree, header)
     n = _size(tree)
     lw = _Lowerer()
-    with building(), _deep_recursion():
+    with no_gc_scan(), _deep_recursion():
         best = lw.best(tree)
     spec = _renamed(A.Spec(_with_range(header, n, n), best.lets, best.order))
     _verify(spec, {n: tree})
@@ -552,7 +552,7 @@ def _lower_many(trees: dict, header: A.Header | None) -> A.Spec:
         raise ValueError("lower: no trees given")
     lw = _Lowerer()
     items = sorted(trees.items())
-    with building(), _deep_recursion():
+    with no_gc_scan(), _deep_recursion():
         common = lw._unify([t for _, t in items]) if len({_size(t) for _, t in items}) == 1 else None
         if common is None:
             pool = []
