@@ -118,3 +118,12 @@ def test_bad_input_exits_2_with_one_line(capsys, argv, message):
     code, out, err = run(capsys, *argv)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_replica_without_the_op_function_is_bad_input(capsys, tmp_path):
+    rep = tmp_path / "empty_replica.py"
+    rep.write_text("def dot(x, y):\n    return 0.0\n")
+    code, out, err = run(capsys, "verify", SUM_SPEC, "--replica", rep, "-n", "8")
+    message = "has no function sum()"
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1
