@@ -248,8 +248,10 @@ def _fused_candidates(target, w: int, stage1: FusedParams | None = None,
     product = "none" if target.op == "sum" else "exact"
     cands = []
     if stage1 is None:
+        # extra bits searched in -4..6; fp8 units keep fewer bits than fp32 (H100: -10), so -12..6
+        extras = range(-12, 7) if fused_in.startswith("fp8") else range(-4, 7)
         for out, extra, aligned, result, c_al in itertools.product(
-                outs, range(-12, 7), ("truncate", "floor", "rne"), ("rz", "rne"), (True, False)):
+                outs, extras, ("truncate", "floor", "rne"), ("rz", "rne"), (True, False)):
             p = FusedParams(w, extra, aligned, result, c_al, None, True, True, fused_in, out)
             cands.append(Arithmetic(fmt.name, product, out, "none", target.out_fmt, p))
         # published behaviour first: truncate, rz, c aligned, then by extra bits nearest 2
