@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Replicas vs the library op, side by side in one run (fpspec compile).
+
+    python benchmarks/bench_compile.py [--quick] [--verify N]
+
+Each row: the library op, the Numba replica and the NumPy replica of the
+op's revealed spec on the same inputs (best of a few runs, after a warm-up
+call that compiles), with the ratio replica / library.  The specs are
+revealed here, on this machine (numpy.sum's recursive spec is checked
+against revelation at the sizes that cross its branches).  Rows:
+  numpy.sum fp32, n = 10^7           (goal: numba replica <= 1.5x numpy.sum)
+  numpy.dot fp32, n = 10^6
+  numpy.matmul fp32, 512^3           GFLOP/s (goal: numba replica >= 25% of np.matmul)
+  H100 fp16 torch.matmul spec, 256^3 (CPU replica; goal: numpy replica < 1 s)
+--verify N: also compare replicas and library bit for bit on N random and
+adversarial inputs per size (numpy.sum at n = 1..300 and a few large n).
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from a checkout
+
+import numpy as np  # noqa: E402
+
+QUICK = "--quick" in sys.argv
+VERIFY = int(sys.argv[sys.argv.index("--verify") + 1]) if "--verify" in sys.argv else 0
+
+
+def load(source: str, tag: str):
+    import hashlib
+    import importlib.util
+    import tempfile
+
+    from fpspec.io import write_atomic
+
+    folder = os.path.join(tempfile.gettempdir(), "fpspec-bench-replicas")
+    os.makedirs(folder, exist_ok=True)
+    name = f"bench_{tag}_{hashlib.sha256(source.encode()).hexdigest()[:12]}"
+    path = os.path.join(folder, name + ".py")
+    if not os.path.exists(path):
+        write_atomic(path, source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod          # numba resolves recursive functions through sys.modules
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def best(fn, repeat=5):
+    fn()                              # warm-up: compiles
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def spec_with(tree_or_spec, op, arithmetic, target, lets=None):
+    from fpspec.spec import ast as A
+    from fpspec.spec import lower
+
+    header = A.Header(target=target, op=op, sections=(A.Block("arithmetic", arithmetic.to_entries()),))
+    if lets is not None:                      # a hand-checked parametric body
+        body = tree_or_spec
+        return A.Spec(A.Header(target=target, op=op, n=A.Range(1, None), sections=header.sections),
+                      body.lets, body.order)
+    return lower(tree_or_spec, header)
+
+
+def revealed(name, n, **shape):
+    from fpspec.arith.probe import probe_arithmetic
+    from fpspec.reveal.engine import reveal
+    from fpspec.reveal.targets import resolve_target
+
+    target = resolve_target(name, n=n, dtype="float32", **shape)
+    tree = reveal(target).tree
+    return target, tree, probe_arithmetic(target, tree).arithmetic
+
+
+NUMPY_SUM = """op sum
+n in 1..
+let pairwise_sum =
+    if n < 8: seq
+    elif n <= 128: tail(8, lanes(8, seq, pairwise), seq)
+    else: split(n // 2 - n // 2 % 8, pairwise_sum, pairwise_sum)
+order pairwise_sum
+"""
+
+
+def row(label, lib_t, rep, unit="s", flops=None):
+    cells = [f"{label:<34}", f"{lib_t:10.4f}"]
+    for t in rep:
+        cells.append(f"{t:10.4f} {t / lib_t:7.2f}x" if t is not None else f"{'-':>10} {'':>8}")
+    if flops:
+        cells.append("  GFLOP/s " + " / ".join(f"{flops / t / 1e9:.2f}" if t else "-" for t in (lib_t, *rep)))
+    print("  ".join(cells))
+
+
+def main():
+    from fpspec.compile import compile_spec
+    from fpspec.spec import expand, parse
+
+    print(f"replicas vs library (best of 5, seconds; ratio = replica / library); numpy {np.__version__}")
+    print(f"{'case':<34}  {'library':>10}  {'numba replica':>19}  {'numpy replica':>19}")
+
+    # numpy.sum fp32 -----------------------------------------------------
+    target, tree, arith = revealed("numpy.sum", 300)
+    body = parse(NUMPY_SUM)
+    for n in (2, 7, 9, 128, 129, 300):
+        assert expand(body, n) == revealed("numpy.sum", n)[1], f"numpy.sum n={n} is not the pairwise spec"
+    spec = spec_with(body, "sum", arith, "numpy.sum", lets=True)
+    nb = load(compile_spec(spec, "numba"), "sum_nb")
+    npr = load(compile_spec(spec, "numpy"), "sum_np")
+    n = 10**6 if QUICK else 10**7
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    assert nb.sum(x).tobytes() == np.sum(x).tobytes()
+    small = x[:10**5]
+    row(f"numpy.sum fp32 n={n:.0e}", best(lambda: np.sum(x)), [best(lambda: nb.sum(x)), None])
+    row("numpy.sum fp32 n=1e5", best(lambda: np.sum(small)),
+        [best(lambda: nb.sum(small)), best(lambda: npr.sum(small), 2)])
+
+    # numpy.dot fp32 -----------------------------------------------------
+    n = 10**5 if QUICK else 10**6
+    t, tree, arith = revealed("numpy.dot", n)
+    spec = spec_with(tree, "dot", arith, "numpy.dot")
+    nb = load(compile_spec(spec, "numba"), "dot_nb")
+    y = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    xx = x[:n]
+    same = nb.dot(xx, y).tobytes() == np.dot(xx, y).tobytes()
+    row(f"numpy.dot fp32 n={n:.0e}{'' if same else ' (bits differ)'}", best(lambda: np.dot(xx, y)),
+        [best(lambda: nb.dot(xx, y)), None])
+
+    # numpy.matmul fp32 512^3 ---------------------------------------------
+    k = 256 if QUICK else 512
+    t, tree, arith = revealed("numpy.matmul", k, m=4, ncols=4)
+    spec = spec_with(tree, "gemm", arith, "numpy.matmul")
+    nb = load(compile_spec(spec, "numba"), "gemm_nb")
+    npr = load(compile_spec(spec, "numpy"), "gemm_np")
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((k, k)).astype(np.float32)
+    B = rng.standard_normal((k, k)).astype(np.float32)
+    same = np.array_equal(nb.gemm(A, B).view(np.uint32), np.matmul(A, B).view(np.uint32))
+    row(f"numpy.matmul fp32 {k}^3{'' if same else ' (bits differ)'}", best(lambda: np.matmul(A, B)),
+        [best(lambda: nb.gemm(A, B), 3), best(lambda: npr.gemm(A, B), 1)], flops=2.0 * k**3)
+
+    # H100 fp16 matmul spec ----------------------------------------------
+    from fpspec.arith.model import Arithmetic
+    from fpspec.arith.params import PARAMS
+    from fpspec.spec import ast as Ast
+
+    k = 128 if QUICK else 256
+    arith = Arithmetic(input="fp16", product="exact", accumulator="fp32", output="fp32", fused=PARAMS["h100-fp16"])
+    spec = Ast.Spec(Ast.Header(target="torch.matmul fp16 H100", op="gemm", n=Ast.Range(1, None),
+                               sections=(Ast.Block("arithmetic", arith.to_entries()),)), (), Ast.Chain(Ast.Num(16)))
+    nb = load(compile_spec(spec, "numba"), "h100_nb")
+    npr = load(compile_spec(spec, "numpy"), "h100_np")
+    A = rng.standard_normal((k, k)).astype(np.float16)
+    B = rng.standard_normal((k, k)).astype(np.float16)
+    assert np.array_equal(nb.gemm(A, B), npr.gemm(A, B))
+    ref = np.matmul(A.astype(np.float32), B.astype(np.float32))
+    row(f"H100 fp16 matmul {k}^3 (vs fp32 np)", best(lambda: np.matmul(A.astype(np.float32), B.astype(np.float32))),
+        [best(lambda: nb.gemm(A, B), 2), best(lambda: npr.gemm(A, B), 2)], flops=2.0 * k**3)
+    del ref
+
+    if VERIFY:
+        verify(VERIFY)
+
+
+def verify(count):
+    """Replicas vs numpy.sum bit for bit on `count` inputs per n."""
+    from fpspec.compile import compile_spec
+    from fpspec.inputs import samples
+    from fpspec.spec import parse
+
+    target, tree, arith = revealed("numpy.sum", 300)
+    spec = spec_with(parse(NUMPY_SUM), "sum", arith, "numpy.sum", lets=True)
+    t = time.perf_counter()
+    for backend in ("numba", "numpy"):
+        mod = load(compile_spec(spec, backend), f"verify_{backend}")
+        checked = 0
+        for n in list(range(1, 301)) + [1000, 4099, 65537]:
+            args = [s.args[0] for s in samples("sum", n, "fp32", count, seed=n)]
+            X = np.stack(args, axis=1)
+            want = np.array([np.sum(a) for a in args])
+            got = mod.sums(X)
+            bad = ~((got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want)))
+            if bad.any():
+                raise SystemExit(f"{backend}: numpy.sum n={n}: {int(bad.sum())} of {count} inputs differ")
+            checked += count
+        print(f"verify {backend}: numpy.sum fp32, {checked} inputs over n = 1..300 and 3 large n: all bits equal "
+              f"({time.perf_counter() - t:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()
