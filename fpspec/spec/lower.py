@@ -54,6 +54,7 @@ LITERAL_ALWAYS_BELOW = 24   # smaller trees also get a literal candidate
 KEEP = 6                    # candidates kept per local tree
 SHORT = 10                  # a candidate this short ends the search ("chain(16)")
 TAILS_TRIED = 2             # contiguous prefixes tried as the body of `tail`
+MAX_LEFTOVERS = 128         # `tail` leftovers are what a vector loop leaves: few
 
 
 @dataclass(frozen=True)
@@ -281,6 +282,8 @@ class _Lowerer:
         maxes, index = _annotate(t)
         recursive = self._recursive_split(t, m, maxes)
         out.extend(recursive)
+        if out and min(c.cost for c in out) <= SHORT:
+            return out  # `pairwise`: the searches below would only recurse for longer text
         if not recursive:  # a recursive split already covers the split at the root
             out.extend(self._split(t, m, maxes))
         out.extend(self._tail(t, m, maxes))
@@ -335,7 +338,8 @@ class _Lowerer:
         """Bodies: contiguous prefixes on the path to position 0.  Preferred:
         those whose size a small power of two K > leftovers divides (NumPy's
         "n - n % 8"); else the first ones with any valid K."""
-        bodies = [x for x in _zero_path(t)[1:-1] if _max(x, maxes) == _size(x) - 1]
+        bodies = [x for x in _zero_path(t)[1:-1]
+                  if _max(x, maxes) == _size(x) - 1 and m - _size(x) <= MAX_LEFTOVERS]
         nice = [x for x in bodies if _pow2_tails(_size(x), m - _size(x))]
         out = []
         for body in (nice or bodies)[:TAILS_TRIED]:
@@ -425,9 +429,9 @@ class _Lowerer:
             if shape in seen:  # a simpler rule already splits this tree the same way
                 continue
             seen.add(shape)
-            if threshold <= 1:
+            if threshold <= 1:  # halving all the way down: nothing recursive is shorter
                 out.append(_candidate(A.Pairwise(None if rule == SPLIT_RULES[0] else rule)))
-                continue
+                break
             if len(frontier) < 2:
                 continue
             arms = self._guarded([self.local(x) for x in frontier], threshold, min_inner)
