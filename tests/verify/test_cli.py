@@ -66,9 +66,9 @@ def test_fma_where_the_spec_rounds_products_fails(capsys, tmp_path):
     spec = DATA / "seq_dot.fps"
     good = planted(tmp_path, "fma_dot_replica.py", "")
     bad = planted(tmp_path, "fma_dot_replica.py", "fma")
-    code, out, _ = run(capsys, "verify", spec, "--replica", good, "-n", "6", "-n", "17", "--samples", "400")
+    code, out, _ = run(capsys, "verify", spec, "--replica", good, "-n", "6", "-n", "11", "--samples", "200")
     assert code == 0, out
-    code, out, _ = run(capsys, "verify", spec, "--replica", bad, "-n", "6", "-n", "17", "--samples", "400")
+    code, out, _ = run(capsys, "verify", spec, "--replica", bad, "-n", "6", "-n", "11", "--samples", "200")
     assert code == 1
     assert "product: " + str(spec) + " says rounded, bad_fma_dot_replica.py shows fma" in out  # the probe
     assert "first differing input" in out                                                   # the samples
