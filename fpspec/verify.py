@@ -618,23 +618,13 @@ def spec_boundaries(spec) -> tuple[int, ...]:
     from fpspec.spec import ast as A
 
     found: set[int] = set()
-    stack = [spec]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, A.Compare):
-            for side in (node.left, node.right):
-                for sub in _walk(side):
-                    if isinstance(sub, A.Num):
-                        found.update((sub.value, 2 * sub.value, 2 * sub.value + 1))
-        if dataclasses.is_dataclass(node):
-            for f in dataclasses.fields(node):
-                stack.append(getattr(node, f.name))
-        elif isinstance(node, tuple):
-            stack.extend(node)
-    # sizes inside orders (lanes(8, ...), blocks(b, ...)) also mark where tails appear
-    for sub in _walk(spec):
-        if isinstance(sub, A.Num) and sub.value > 1:
-            found.update((sub.value, sub.value + 1))
+    for node in _walk(spec):
+        if isinstance(node, A.Compare):          # `n < 8` flips at 8; a halving recursion at 16
+            for sub in _walk((node.left, node.right)):
+                if isinstance(sub, A.Num):
+                    found.update((sub.value, 2 * sub.value, 2 * sub.value + 1))
+        elif isinstance(node, A.Num) and node.value > 1:   # lanes(8, ...): tails appear at 9
+            found.update((node.value, node.value + 1))
     return tuple(sorted(v for v in found if v > 0))
 
 
