@@ -127,3 +127,15 @@ def test_a_replica_without_the_op_function_is_bad_input(capsys, tmp_path):
     message = "has no function sum()"
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_without_n_the_spec_chooses_n_that_cross_each_guard(capsys):
+    from fpspec.verify import load_spec, spec_n_values
+
+    ns = spec_n_values(load_spec(SUM_SPEC), max_n=1000, seed=0)
+    # n < 8: seq | n <= 128: lanes | else: split, recursing into halves (> 128 twice at 257)
+    assert {7, 8, 9, 127, 128, 129, 256, 257, 258, 1000}.issubset(ns) and max(ns) == 1000
+    code, out, _ = run(capsys, "diff", SUM_SPEC, SUM_SPEC, "--max-n", "1000")
+    assert code == 0
+    assert f"n values ({len(ns)}): {' '.join(map(str, ns))}" in out
+    assert "note:       n values chosen from the spec's guards and range (at most 1000)" in out
