@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
-from fpspec.tree import Node, Tree
+from fpspec.tree import Node, Tree, relabel
 
 # ---------------------------------------------------------------- expressions
 
@@ -175,21 +175,7 @@ class _Expander:
         if size != len(ops):
             raise SpecError(f"literal tree of {size} leaves applied to {len(ops)} operands; "
                             f"expected a tree of {len(ops)} leaves", o.loc)
-        out: list = []
-        stack: list = [(t, False)]
-        while stack:
-            s, done = stack.pop()
-            if s.__class__ is int:
-                out.append(ops[s])
-            elif done:
-                k = len(s.children)
-                kids = tuple(out[-k:])
-                del out[-k:]
-                out.append(Node(kids, s.fused))
-            else:
-                stack.append((s, True))
-                stack.extend((c, False) for c in reversed(s.children))
-        return out[0]
+        return relabel(t, ops)
 
 
 def lets_of(spec: A.Spec) -> dict:

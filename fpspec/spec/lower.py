@@ -31,7 +31,7 @@ from fpspec.errors import FpspecError
 from fpspec.spec import ast as A
 from fpspec.spec.expand import apply_order, no_gc_scan
 from fpspec.spec.printer import format_inline, format_order
-from fpspec.tree import Node, format_tree
+from fpspec.tree import Node, format_tree, relabel
 
 # Split rules a recursive halving may follow: the size of the left part as a
 # function of n, simplest first.  n // 2 - n // 2 % K is NumPy's "halves split
@@ -127,29 +127,9 @@ def _leaves_sorted(t) -> list:
     return out
 
 
-def _relabel(t, fn):
-    """Rebuild t with leaf i replaced by fn(i) (iterative)."""
-    if t.__class__ is int:
-        return fn(t)
-    out: list = []
-    stack = [(t, False)]
-    while stack:
-        s, done = stack.pop()
-        if s.__class__ is int:
-            out.append(fn(s))
-        elif done:
-            k = len(s.children)
-            kids = tuple(out[-k:])
-            del out[-k:]
-            out.append(Node(kids, s.fused))
-        else:
-            stack.append((s, True))
-            stack.extend((c, False) for c in reversed(s.children))
-    return out[0]
-
-
 def _shift(t, d: int):
-    return t if d == 0 else _relabel(t, lambda i: i - d)
+    """t with every leaf i replaced by i - d (leaves are d .. d + size - 1)."""
+    return t if d == 0 else relabel(t, range(-d, _size(t)))
 
 
 def _contract(t, parts: dict, leaf_pos=None):
@@ -408,7 +388,10 @@ class _Lowerer:
                 parts[node] = j
             if parts is None:
                 continue
-            lanes = [_relabel(node, lambda i, j=j: (i - j) // k) for node, j in parts.items()]
+            local = [0] * m  # position in its lane of every position
+            for i in range(m):
+                local[i] = i // k
+            lanes = [relabel(node, local) for node in parts]
             inner = self._unify(lanes)
             if inner is None:
                 continue
