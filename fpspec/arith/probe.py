@@ -59,6 +59,8 @@ class ProbeReport:
     probes: int = 0                              # probe inputs run
     checked: int = 0                             # random inputs compared at the end
     mismatches: int = 0                          # of those, how many differ
+    undetermined: tuple = ()                     # dotted fields the probes could not tell apart
+                                                 # ("fused.exponent_floor"): compare the others only
 
     def __str__(self) -> str:
         return "\n".join(self.lines)
@@ -471,6 +473,22 @@ def _misses(a, tree, X, Y, outputs, product) -> int:
     return int((~same_bits(pred, outputs)).sum())
 
 
+def _differing(cands, names) -> list[str]:
+    """Dotted field names on which the surviving candidates disagree."""
+    out = []
+    for name in names:
+        obj_attr = name.split(".")
+        values = set()
+        for a in cands:
+            v = a
+            for part in obj_attr:
+                v = getattr(v, part)
+            values.add(v)
+        if len(values) > 1:
+            out.append(name)
+    return out
+
+
 def _fact(name, values, chosen, fmt=str) -> str:
     vals = []
     for v in values:
@@ -548,6 +566,10 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
                            best.fused.subnormal_inputs, lambda v: "kept" if v else "flushed to zero"))
         lines.append(_fact("subnormal outputs and accumulation", [a.fused.subnormal_outputs for a in keep2],
                            best.fused.subnormal_outputs, lambda v: "kept" if v else "flushed to zero"))
+        undetermined = _differing(keep, ["fused.output", "fused.extra_bits", "fused.aligned", "fused.result",
+                                         "fused.c_aligned"])
+        undetermined += _differing(keep2, ["fused.exponent_floor", "fused.subnormal_inputs",
+                                          "fused.subnormal_outputs"])
         known = name_of(best.fused)
         if known:
             lines.append(f"fused parameters equal the published set {known!r}")
@@ -562,6 +584,7 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
         if not keep:
             return _refuse(target, lines, "binary nodes", misses, cands, total, tree, X, Y, got)
         arith = keep[0]
+        undetermined = _differing(keep, ["accumulator", "product", "product_format", "init"])
         lines.append(_fact("accumulator", [a.accumulator for a in keep], arith.accumulator))
         if product:
             fits = 2 * target.format.precision <= get_format(arith.accumulator).precision
@@ -586,7 +609,7 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
     lines.append(f"check: {checks} random inputs, {checks - bad} equal to the model bit for bit"
                  + ("" if not bad else f", {bad} DIFFER"))
     lines.append(f"{total + checks} probe inputs, {run.calls} target calls")
-    return ProbeReport(arith, lines, bad == 0, total, checks, bad)
+    return ProbeReport(arith, lines, bad == 0, total, checks, bad, tuple(undetermined))
 
 
 def _fttn_lines(lines, r: _Rows, got):

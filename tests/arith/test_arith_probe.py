@@ -146,3 +146,15 @@ def test_cli_probe(capsys, tmp_path):
     assert main(["probe", "numpy.sum", "-n", "8", "--tree", "((0 1) 2"]) == 2
     assert "--tree" in capsys.readouterr().err
     assert main(["probe", "numpy.sum", "-n", "8", "--tree", "((0 1) 2)"]) == 2   # 3 leaves, n = 8
+
+
+def test_report_names_what_it_could_not_tell():
+    """fp16 products cannot reach fp32's exponent floor: the report says which fields to skip."""
+    ar = Arithmetic("fp16", "exact", "fp32", output="fp32", fused=dataclasses.replace(PARAMS["h100-fp16"], w=4))
+    tree = chain(12, 4)
+    rep = probe_arithmetic(synthetic(tree, ar, "dot", 12), tree, rows=80, checks=16)
+    assert "fused.exponent_floor" in rep.undetermined
+    assert "fused.extra_bits" not in rep.undetermined and "fused.result" not in rep.undetermined
+    target = synthetic(LANES16, Arithmetic("fp16", "exact", "fp32", output="fp16"), "dot", 16)
+    rep = probe_arithmetic(target, LANES16, rows=60, checks=16)
+    assert "product" in rep.undetermined and "accumulator" not in rep.undetermined
