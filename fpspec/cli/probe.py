@@ -78,7 +78,8 @@ def probe(
         typer.echo(json.dumps({"target": tgt.describe(), "consistent": report.consistent,
                                "lines": list(report.lines), "arithmetic": section,
                                "probes": report.probes, "checked": report.checked,
-                               "mismatches": report.mismatches}, indent=2))
+                               "mismatches": report.mismatches, "undetermined": list(report.undetermined)},
+                              indent=2))
     else:
         typer.echo("\n".join(report.lines))
         typer.echo(section)
