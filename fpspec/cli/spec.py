@@ -41,8 +41,37 @@ def load_spec_or_tree(path: Path):
             tree = parse_tree(body)
         except (TreeSyntaxError, ValueError) as e:
             raise FpspecError(f"{path}: not a tree: {e}") from None
-        return lower(tree), tree
+        return lower(tree, _header_from_comments(text)), tree
     return parse(text, str(path)), None
+
+
+def _header_from_comments(text: str):
+    """`# key: value` lines of a tree file (what `fpspec reveal -o` writes) as
+    the spec's header: target, op and n, the rest as provenance."""
+    import json
+
+    from fpspec.spec import make_header
+
+    prov: dict = {}
+    for line in text.splitlines():
+        s = line.strip()
+        if not s.startswith("#") or ":" not in s:
+            continue
+        key, _, value = s[1:].partition(":")
+        key, value = key.strip(), value.strip()
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+        if isinstance(value, (list, float)):
+            value = json.dumps(value)
+        k, i = key, 2
+        while k in prov:  # repeated keys (notes) keep every line
+            k, i = f"{key}_{i}", i + 1
+        prov[k] = value
+    if not isinstance(prov.get("n"), int):
+        prov.pop("n", None)
+    return make_header(provenance=prov) if prov else None
 
 
 @app.command()

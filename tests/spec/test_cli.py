@@ -23,10 +23,12 @@ def test_show_needs_n_for_a_range(tmp_path, capsys):
 
 def test_show_tree_file_lowers_it(tmp_path, capsys):
     p = tmp_path / "t.tree"
-    p.write_text("# target: numpy.sum\n((((0 1) (2 3)) ((4 5) (6 7))) 8)\n")
+    p.write_text("# target: numpy.sum\n# versions: {\"numpy\": \"2.4.6\"}\n((((0 1) (2 3)) ((4 5) (6 7))) 8)\n")
     assert main(["show", str(p)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("n in 9\n\norder tail(8, pairwise, seq)\n")
+    assert out.startswith('target "numpy.sum"\nn in 9\n\nprovenance {')
+    assert "\norder tail(8, pairwise, seq)\n" in out
+    assert 'provenance {\n    versions {\n        numpy = "2.4.6"' in out   # the '#' header becomes provenance
     assert out.endswith("((((0 1) (2 3)) ((4 5) (6 7))) 8)\n")
 
 
