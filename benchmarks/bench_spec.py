@@ -42,6 +42,8 @@ def best(fn, repeat=REPEAT):
 
 def main():
     rows = []
+    t_cold, _ = best(lambda: parse(NUMPY_SUM), 1)
+    rows.append(("parse numpy.sum spec (cold: builds the parser)", t_cold, None))
     floor, _ = best(lambda: sequential(range(N)))
     t_parse, _ = best(lambda: parse(NUMPY_SUM))
     rows.append(("parse numpy.sum spec", t_parse, None))

@@ -182,8 +182,11 @@ def lets_of(spec: A.Spec) -> dict:
     return {d.name: d for d in spec.lets}
 
 
+FREEZE_ABOVE = 50_000  # leaves; below that the gen-0 pass is cheap and freezing is not worth its reach
+
+
 @contextmanager
-def no_gc_scan():
+def no_gc_scan(freeze: bool = True):
     """Build with the cyclic GC paused, then freeze what was built.
 
     Note [gc after a big build]: tree.building() re-enables the collector
@@ -191,7 +194,9 @@ def no_gc_scan():
     allocation runs a gen-0 pass over all of them: 2-6 s for a 10^6-leaf
     tree on this machine, more than the build itself.  Nodes form no cycles,
     so moving them to the permanent generation (gc.freeze) loses nothing and
-    makes that pass free.  (Worth moving into tree.building.)
+    makes that pass free.  (Worth moving into tree.building.)  gc.freeze
+    reaches every object alive at that moment, so it is done for big trees
+    only (`freeze`).
     """
     was = gc.isenabled()
     gc.disable()
@@ -199,7 +204,8 @@ def no_gc_scan():
         yield
     finally:
         if was:
-            gc.freeze()
+            if freeze:
+                gc.freeze()
             gc.enable()
 
 
@@ -212,7 +218,7 @@ def apply_order(order, operands, lets=None) -> Tree:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))
     try:
-        with no_gc_scan():
+        with no_gc_scan(freeze=len(ops) >= FREEZE_ABOVE):
             return ex.apply(order, ops)
     except RecursionError:
         raise SpecError("orders nest too deeply (over ~20000 levels); expected recursion on sub-ranges "
