@@ -55,3 +55,17 @@ def test_missing_file_is_one_line(tmp_path, capsys):
     assert main(["check", str(tmp_path / "nope.fps")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fpspec: error: ") and err.count("\n") == 1
+
+
+def test_show_draws_svg(tmp_path, capsys):
+    import shutil
+
+    import pytest
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz 'dot' is not on PATH")
+    p, svg = tmp_path / "a.fps", tmp_path / "a.svg"
+    p.write_text(SPEC)
+    assert main(["show", str(p), "-n", "9", "--svg", str(svg)]) == 0
+    assert capsys.readouterr().out.endswith(f"wrote {svg}\n")
+    assert svg.read_text().lstrip().startswith(("<?xml", "<svg"))
