@@ -799,6 +799,27 @@ def replica_callable(module, op: str, label: str) -> Callable:
     return fn
 
 
+_TORCH_DTYPES = {"fp64": "float64", "fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def torch_replica(fn: Callable, fmt: str, device: str | None = None) -> Callable:
+    """A replica that takes torch tensors (Triton), called with NumPy arrays:
+    each array becomes a tensor of the input format on the GPU when there is
+    one (else the CPU, for TRITON_INTERPRET=1)."""
+    import torch
+
+    if fmt not in _TORCH_DTYPES:
+        raise FpspecError(f"no torch dtype for {fmt} inputs")
+    dtype = getattr(torch, _TORCH_DTYPES[fmt])
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+    def call(*arrays):
+        tensors = (torch.from_numpy(np.asarray(a, np.float64)).to(device=device, dtype=dtype) for a in arrays)
+        return fn(*tensors)
+
+    return call
+
+
 def replica_rows(module, op: str) -> Callable | None:
     """A (b, n) -> (b,) call for the revelation engine's batched queries: a sum
     replica's `sums(X)` sums the columns of X.  The engine checks a sample of
@@ -855,6 +876,8 @@ def verify_spec(spec, *, spec_name: str = "spec", backend: str = "numpy", replic
         module = load_replica(replica_source, replica_label or "replica")
         replica_fn = replica_callable(module, ref.op, replica_label or "replica")
         rows = replica_rows(module, ref.op)
+        if getattr(module, "torch", None) is not None:    # a Triton replica takes tensors
+            replica_fn, rows = torch_replica(replica_fn, ref.fmt), None
     else:
         rows = None
     label = replica_label or "replica"
