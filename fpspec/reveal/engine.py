@@ -66,7 +66,8 @@ class Revelation:
             "target": self.target, "n": self.n, "algorithm": self.algorithm,
             "queries": self.queries, "calls": self.calls, "seconds": round(self.seconds, 6),
             "tree_stats": str(stats(self.tree)), "masks": self.plan,
-            "differing_outputs": [list(d) for d in self.differing],
+            "differing_outputs": len(self.differing),
+            "differing_sample": [list(d) for d in self.differing[:20]],
             "checked_outputs": self.checked_outputs, "notes": list(self.notes),
         }
 
@@ -103,6 +104,8 @@ def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = F
     rng = np.random.default_rng(seed)
     exact_all = n - 2 <= plan.window
     if algorithm == "auto":
+        # units on every leaf when the format counts them all: one base row for every query,
+        # which is the cheapest batch; else units per group, several groups per call
         algorithm = "fprev" if exact_all else "modified"
     if algorithm in ("fprev", "basic") and not exact_all:
         raise RevealRefused(
@@ -129,11 +132,27 @@ def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = F
         notes.append(f"{target.m - len(rows)} of {target.m} rows differ from row 0 on a sample; "
                      "queries were batched over the other rows only")
         oracle.rows = rows
-    check_leaves(tree, n)
+    if (tree.size if isinstance(tree, Node) else 1) != n:   # every construction partitions 0..n-1
+        raise RevealRefused(f"the revealed tree has {tree.size} leaves, not n = {n}")
     if differing:
-        notes.append(f"{len(differing)} of {checked} output elements do not share the revealed order")
+        rows = sorted({r for r, _ in differing})
+        cols = sorted({c for _, c in differing})
+        notes.append(f"{len(differing)} of {checked} output elements (rows {_ranges(rows)}, columns "
+                     f"{_ranges(cols)}) do not share the order revealed at element (0, 0)")
     return Revelation(tree, n, oracle.queries, oracle.calls, time.perf_counter() - start, algorithm,
                       tuple(notes), differing, checked, str(plan), target.describe())
+
+
+def _ranges(xs: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8' (at most 4 ranges shown)."""
+    out, start = [], None
+    for k, x in enumerate(xs):
+        if start is None:
+            start = x
+        if k + 1 == len(xs) or xs[k + 1] != x + 1:
+            out.append(f"{start}-{x}" if x > start else f"{start}")
+            start = None
+    return ", ".join(out[:4]) + (f", ... ({len(out)} ranges)" if len(out) > 4 else "")
 
 
 def _construct(oracle, n, rng, algorithm, pivot, progress):
@@ -191,7 +210,11 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar)
         units = None
         if restricted:
             units = [x if c < 0 else np.append(x, c) for x, c in zip(wave_leaves, wave_ctx)]
-        L = oracle.l_many(pairs, units, gl if restricted else None)
+        if restricted and getattr(oracle, "can_pack", lambda: False)():
+            per_frame = oracle.l_frames(pivots, np.split(js, np.cumsum(sizes - 1)[:-1]), units)
+            L = np.concatenate(per_frame)
+        else:
+            L = oracle.l_many(pairs, units, gl if restricted else None)
         bar.advance(F)
         if frame_base == 0 and n > 2 and np.all(L == 2):
             raise RevealRefused("order-independent: every pair of masks cancels first (an exact or "
@@ -470,7 +493,7 @@ def _sharing_check(checks: list, oracle: LcaOracle) -> tuple[tuple, int]:
     for _, a, b, expect in checks:
         bad |= oracle.l_everywhere(a, b) != expect
     where = np.argwhere(bad.reshape(oracle.target.m, -1))
-    return tuple((int(r), int(c)) for r, c in where), int(bad.size)
+    return tuple(map(tuple, where.tolist())), int(bad.size)
 
 
 class _Progress:

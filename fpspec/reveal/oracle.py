@@ -44,6 +44,7 @@ class LcaOracle:
         self._is_torch = type(probe).__module__.startswith("torch")
         self._b_cache = None
         self._tiled = None
+        self._buf = None
 
     # ------------------------------------------------------------ public
     def l(self, i: int, j: int, units=None) -> int:
@@ -315,3 +316,167 @@ class LcaOracle:
                 out[lo:hi] = res[sel, c]
             self.calls += 1
         return out
+
+    # ------------------------------------------------------------ packed frames
+    def can_pack(self) -> bool:
+        """Several queries per row need units that add up exactly: masks in one operand only."""
+        return not self.plan.split
+
+    def l_frames(self, pivots, js_list, units_list) -> list[np.ndarray]:
+        """l_S(p_k, j) for every j of every frame k, several frames sharing each row.
+
+        Note [packing]: frame k's units carry the scale 2^off_k, so the output of a
+        row is sum_k count_k * 2^off_k and each count is read back from its own
+        bits.  Frames of one wave hold disjoint leaf groups, and a query whose lca
+        stays inside its own group masks nothing of the others; only a query whose
+        lca is a fused parent (l_S = |G| + 1, the context leaf masked) reaches
+        outside, so every row holding such an answer is asked again alone.
+        """
+        bits = min(52, int(self.plan.window + 1).bit_length() - 1)
+        out: list = [None] * len(pivots)
+        packable, alone = [], []
+        for k, (js, S) in enumerate(zip(js_list, units_list)):
+            w = int(len(S)).bit_length()
+            (packable if w <= bits and len(S) <= self.plan.window else alone).append((k, w))
+        packable.sort(key=lambda kw: -len(js_list[kw[0]]))
+        blocks: list[list] = []         # [[bits used, [(k, offset, width)]]]
+        for k, w in packable:
+            for blk in blocks:
+                if blk[0] + w <= bits:
+                    blk[1].append((k, blk[0], w))
+                    blk[0] += w
+                    break
+            else:
+                blocks.append([w, [(k, 0, w)]])
+        redo: list[tuple[int, np.ndarray]] = []
+        for used, members in blocks:
+            base = np.zeros(self.n)
+            rr, cc, vv = [], [], []
+            rows = max(len(js_list[k]) for k, _, _ in members)
+            for k, off, _ in members:
+                S, js = units_list[k], js_list[k]
+                scale = self.plan.a_unit * 2.0 ** off
+                base[S[:-1] if len(S) > len(js) + 1 else S] += scale   # group leaves (+ context below)
+                if len(S) > len(js) + 1:
+                    base[S[-1]] += scale                                # a context leaf may be shared
+                q = len(js)
+                rr += [np.arange(q), np.arange(q)]
+                cc += [np.full(q, pivots[k]), js]
+                vv += [np.full(q, self.plan.a_mask), np.full(q, -self.plan.a_mask)]
+            rr, cc, vv = np.concatenate(rr), np.concatenate(cc), np.concatenate(vv)
+            with np.errstate(all="ignore"):
+                res = self._eval_rows(base, rr, cc, vv, rows)
+            total = res / self.plan.u
+            ok = np.isfinite(total) & (total == np.round(total)) & (total >= 0) & (total < 2.0 ** used)
+            if not np.all(ok):
+                bad = int(np.flatnonzero(~ok)[0])
+                raise RevealRefused(
+                    f"output {res[bad]!r} is not a whole number of units: l is not an integer in [2, n], "
+                    "so the target is not a summation tree over its inputs")
+            total = total.astype(np.int64)
+            spoiled = np.zeros(rows, bool)
+            for k, off, w in members:
+                q = len(js_list[k])
+                cnt = (total[:q] >> off) & ((1 << w) - 1)
+                S = units_list[k]
+                if np.any(cnt > len(S) - 2):
+                    raise RevealRefused("an output holds more units than the query put in: the target "
+                                        "is not a summation tree over its inputs")
+                lk = len(S) - cnt
+                out[k] = lk
+                group = len(js_list[k]) + 1
+                spoiled[:q] |= lk > group                  # the lca reached a fused parent
+            if len(members) > 1 and spoiled.any():
+                for k, _, _ in members:
+                    q = len(js_list[k])
+                    redo.append((k, np.flatnonzero(spoiled[:q])))
+        self.queries += sum(len(js_list[k]) for k, _ in packable)
+        # frames too wide to pack, and rows spoiled by a fused parent: one query per row
+        again = [(k, np.arange(len(js_list[k]))) for k, _ in alone] + [r for r in redo if len(r[1])]
+        if again:
+            pairs = np.concatenate([np.stack([np.full(len(idx), pivots[k]), js_list[k][idx]], 1)
+                                    for k, idx in again])
+            groups = np.concatenate([np.full(len(idx), g) for g, (k, idx) in enumerate(again)])
+            L = self.l_many(pairs, [units_list[k] for k, _ in again], groups)
+            pos = 0
+            for k, idx in again:
+                if out[k] is None:
+                    out[k] = np.empty(len(js_list[k]), np.int64)
+                out[k][idx] = L[pos:pos + len(idx)]
+                pos += len(idx)
+        return out
+
+    def _eval_rows(self, base, rr, cc, vv, rows) -> np.ndarray:
+        """Outputs of `rows` inputs: operand A = base (float64 values) with (rr, cc) set to vv."""
+        t, p = self.target, self.plan
+        out = np.empty(rows)
+        order = np.argsort(rr, kind="stable")
+        rr, cc, vv = rr[order], cc[order], vv[order]
+        bounds = np.searchsorted(rr, np.arange(rows + 1))
+        if t.op == "sum" and self._rows_ok is None:
+            self._rows_ok = self._check_rows(np.ones(self.n))
+        if t.op == "sum" and self._rows_ok:
+            per_call = max(1, ROW_BUDGET // self.n)
+            native_base = t.native(base)
+            for lo in range(0, rows, per_call):
+                hi = min(rows, lo + per_call)
+                X = self._rows_buffer(native_base, hi - lo)
+                a, b = bounds[lo], bounds[hi]
+                self._put(X, rr[a:b] - lo, cc[a:b], vv[a:b])
+                out[lo:hi] = t.to_float64(t.call_rows(X)).reshape(-1)
+                self.calls += 1
+            return out
+        if t.op in ("sum", "dot"):
+            second = None if t.op == "sum" else t.native(np.full(self.n, p.b_unit))
+            mutable = self._is_numpy or self._is_torch
+            buf = t.native(base) if mutable else None
+            for r in range(rows):
+                a, b = bounds[r], bounds[r + 1]
+                if mutable:
+                    self._put1(buf, cc[a:b], vv[a:b])
+                    arg = buf
+                else:
+                    row = base.copy()
+                    row[cc[a:b]] = vv[a:b]
+                    arg = t.native(row)
+                res = t.fn(arg) if second is None else t.fn(arg, second)
+                out[r] = float(t.to_float64(res))
+                if mutable:
+                    self._put1(buf, cc[a:b], base[cc[a:b]])
+            self.calls += rows
+            return out
+        lanes = len(self.rows) if self.batch else 1
+        if self._b_cache is None:
+            shape = (self.n,) if t.op == "gemv" else (self.n, t.ncols)
+            self._b_cache = t.native(np.full(shape, p.b_unit))
+        for lo in range(0, rows, lanes):
+            hi = min(rows, lo + lanes)
+            A = np.zeros((t.m, self.n))
+            sel = self.rows[:hi - lo]
+            A[sel] = base
+            a, b = bounds[lo], bounds[hi]
+            A[sel[rr[a:b] - lo], cc[a:b]] = vv[a:b]
+            res = t.to_float64(t.fn(t.native(A), self._b_cache)).reshape(t.m, -1)
+            out[lo:hi] = res[sel, 0]
+            self.calls += 1
+        return out
+
+    def _rows_buffer(self, native_row, rows):
+        """`rows` copies of a row in a buffer kept between calls (fresh memory costs page faults)."""
+        buf = self._buf
+        if buf is None or len(buf) < rows or buf.dtype != native_row.dtype:
+            buf = self._buf = self._tile(native_row, max(rows, max(1, ROW_BUDGET // self.n)))
+        X = buf[:rows]
+        if self._is_torch:
+            X.copy_(native_row.unsqueeze(0).expand(rows, -1))
+        else:
+            X[...] = native_row
+        return X
+
+    def _put1(self, buf, idx, values):
+        if self._is_torch:
+            import torch
+
+            buf[torch.from_numpy(np.asarray(idx, np.int64))] = torch.from_numpy(np.asarray(values)).to(buf.dtype).to(buf.device)
+        else:
+            buf[idx] = values
