@@ -1,0 +1,16 @@
+"""Every spec under examples/ is canonical text and passes check."""
+from pathlib import Path
+
+import pytest
+
+from fpspec.spec import check, load
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.fps"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_is_canonical_and_checks(path):
+    spec = load(path)
+    assert str(spec) == path.read_text()
+    check(spec)
+    assert spec.header.target and spec.header.op and spec.header.provenance.get("command")
