@@ -302,27 +302,30 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         if special == 0:
             # pass 2: aligned products, truncated toward zero in sign-magnitude
             total = tl.zeros((BM, BN), dtype=tl.int32)
-            for kk in tl.static_range(WIDTH):
-                k = start + (j + kk) * stride
-                sa, ea, ma, xa = fp_column(a_ptr, rm * s_am + k * s_ak, mm & ((rm * 0 + j + kk) < count),
-                                           IN_EXP, IN_MAN, G)
-                sb, eb, mb, xb = fp_column(b_ptr, k * s_bk + rn * s_bn, mn & ((rn * 0 + j + kk) < count),
-                                           IN_EXP, IN_MAN, G)
-                r = tl.minimum(e_max - (ea[:, None] + eb[None, :]), 31)
-                mag = (ma[:, None] * (mb[None, :] >> G)) >> r
-                s = sa[:, None] ^ sb[None, :]
-                total += (mag ^ s) - s
+            for k2 in tl.static_range(WIDTH):
+                kc = start + (j + k2) * stride
+                sa2, ea2, ma2, xa2 = fp_column(a_ptr, rm * s_am + kc * s_ak, mm & ((rm * 0 + j + k2) < count),
+                                               IN_EXP, IN_MAN, G)
+                sb2, eb2, mb2, xb2 = fp_column(b_ptr, kc * s_bk + rn * s_bn, mn & ((rn * 0 + j + k2) < count),
+                                               IN_EXP, IN_MAN, 0)
+                r = tl.minimum(e_max - (ea2[:, None] + eb2[None, :]), 31)
+                mag = (ma2[:, None] * mb2[None, :]) >> r
+                sgn = sa2[:, None] ^ sb2[None, :]
+                total += (mag ^ sgn) - sgn
             unit = e_max.to(tl.int64) - FRAC
             ca = fp_shift(csig, cexp - 23 - unit)
             t64 = total.to(tl.int64) + tl.where(cneg, -ca, ca)
             acc = fp_round_pack(t64 < 0, tl.abs(t64), unit, 8, 23, TO_ZERO)
         else:
-            ks = j + tl.arange(0, W)
-            live = (ks < count) & (tl.arange(0, W) < WIDTH)
-            kk = start + ks.to(tl.int64) * stride
-            a = tl.load(a_ptr + rm[:, None] * s_am + kk[None, :] * s_ak, mask=mm[:, None] & live[None, :], other=0)
-            b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
-            pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN)
+            # (fresh names: Triton types every name once across the branches)
+            lane = j + tl.arange(0, W)
+            lane_on = (lane < count) & (tl.arange(0, W) < WIDTH)
+            koff = start + lane.to(tl.int64) * stride
+            a_t = tl.load(a_ptr + rm[:, None] * s_am + koff[None, :] * s_ak,
+                          mask=mm[:, None] & lane_on[None, :], other=0)
+            b_t = tl.load(b_ptr + koff[None, :] * s_bk + rn[:, None] * s_bn,
+                          mask=mn[:, None] & lane_on[None, :], other=0)
+            pn, pe, ps, pi, pq = fp_product(a_t[:, None, :], b_t[None, :, :], IN_EXP, IN_MAN)
             acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)
@@ -373,27 +376,30 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         if special == 0:
             # pass 2: aligned products, truncated toward zero in sign-magnitude
             total = tl.zeros((BM, BN), dtype=tl.int32)
-            for kk in tl.static_range(WIDTH):
-                k = start + (j + kk) * stride
-                sa, ea, ma, xa = fp_column(a_ptr, rm * s_am + k * s_ak, mm & ((rm * 0 + j + kk) < count),
-                                           IN_EXP, IN_MAN, G)
-                sb, eb, mb, xb = fp_column(b_ptr, k * s_bk + rn * s_bn, mn & ((rn * 0 + j + kk) < count),
-                                           IN_EXP, IN_MAN, G)
-                r = tl.minimum(e_max - (ea[:, None] + eb[None, :]), 31)
-                mag = (ma[:, None] * (mb[None, :] >> G)) >> r
-                s = sa[:, None] ^ sb[None, :]
-                total += (mag ^ s) - s
+            for k2 in tl.static_range(WIDTH):
+                kc = start + (j + k2) * stride
+                sa2, ea2, ma2, xa2 = fp_column(a_ptr, rm * s_am + kc * s_ak, mm & ((rm * 0 + j + k2) < count),
+                                               IN_EXP, IN_MAN, G)
+                sb2, eb2, mb2, xb2 = fp_column(b_ptr, kc * s_bk + rn * s_bn, mn & ((rn * 0 + j + k2) < count),
+                                               IN_EXP, IN_MAN, 0)
+                r = tl.minimum(e_max - (ea2[:, None] + eb2[None, :]), 31)
+                mag = (ma2[:, None] * mb2[None, :]) >> r
+                sgn = sa2[:, None] ^ sb2[None, :]
+                total += (mag ^ sgn) - sgn
             unit = e_max.to(tl.int64) - FRAC
             ca = fp_shift(csig, cexp - 23 - unit)
             t64 = total.to(tl.int64) + tl.where(cneg, -ca, ca)
             acc = fp_round_pack(t64 < 0, tl.abs(t64), unit, 8, 23, TO_ZERO)
         else:
-            ks = j + tl.arange(0, W)
-            live = (ks < count) & (tl.arange(0, W) < WIDTH)
-            kk = start + ks.to(tl.int64) * stride
-            a = tl.load(a_ptr + rm[:, None] * s_am + kk[None, :] * s_ak, mask=mm[:, None] & live[None, :], other=0)
-            b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
-            pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN)
+            # (fresh names: Triton types every name once across the branches)
+            lane = j + tl.arange(0, W)
+            lane_on = (lane < count) & (tl.arange(0, W) < WIDTH)
+            koff = start + lane.to(tl.int64) * stride
+            a_t = tl.load(a_ptr + rm[:, None] * s_am + koff[None, :] * s_ak,
+                          mask=mm[:, None] & lane_on[None, :], other=0)
+            b_t = tl.load(b_ptr + koff[None, :] * s_bk + rn[:, None] * s_bn,
+                          mask=mn[:, None] & lane_on[None, :], other=0)
+            pn, pe, ps, pi, pq = fp_product(a_t[:, None, :], b_t[None, :, :], IN_EXP, IN_MAN)
             acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)
