@@ -17,6 +17,8 @@ between those checks, so each checked n covers its whole call tree.
 """
 from __future__ import annotations
 
+import sys
+
 from fpspec.errors import Location, SpecError
 from fpspec.spec import ast as A
 from fpspec.spec.expand import eval_cond, eval_expr
@@ -25,6 +27,7 @@ from fpspec.tree import check_leaves
 OPS = ("sum", "dot", "gemv", "gemm")
 BUILTIN_ORDERS = ("seq", "rev", "pairwise", "gpu_tree", "fused", "chain", "lanes", "blocks", "split", "tail")
 EXHAUSTIVE = 4096
+DEPTH = 20000  # Python frames, as in expand
 UNBOUNDED_CHECK = 1 << 24
 
 
@@ -42,8 +45,18 @@ def check(spec: A.Spec) -> None:
         _check_static(d.order, lets)
     _check_static(spec.order, lets)
     dry = _DryRun(lets)
-    for n in sample_ns(h.n):
-        dry.run(spec.order, n)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, DEPTH))
+    n = h.n.lo
+    try:
+        for n in sample_ns(h.n):
+            dry.run(spec.order, n)
+    except RecursionError:
+        # the same bound as expand: such a spec could not be expanded either
+        raise SpecError(f"orders nest too deeply at n = {n} (over ~{DEPTH} levels); expected recursion on "
+                        "sub-ranges that shrink geometrically", spec.order.loc) from None
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def sample_ns(r: A.Range) -> list[int]:

@@ -60,3 +60,12 @@ def test_cli_prints_one_line_and_exits_2(name, tmp_path, capsys):
     assert main(["check", str(path)]) == 2
     err = capsys.readouterr().err
     assert err == f"fpspec: error: {str(path)}{message[len('x.fps'):]}\n"
+
+
+def test_linear_recursion_is_refused_not_crashed():
+    spec = parse("n in 1..\nlet f = if n < 2: seq else: split(1, seq, f)\norder f\n", "x.fps")
+    assert expand(spec, 3000).size == 3000           # deep but fine
+    with pytest.raises(SpecError, match=r"^x.fps:3:7: orders nest too deeply"):
+        expand(spec, 100000)
+    with pytest.raises(SpecError, match=r"^x.fps:3:7: orders nest too deeply at n = "):
+        check(spec)
