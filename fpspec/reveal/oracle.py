@@ -43,8 +43,9 @@ class LcaOracle:
         self._is_numpy = isinstance(probe, np.ndarray)
         self._is_torch = type(probe).__module__.startswith("torch")
         self._b_cache = None
-        self._tiled = None
         self._buf = None
+        self._buf_key = None
+        self._dirty = None
 
     # ------------------------------------------------------------ public
     def l(self, i: int, j: int, units=None) -> int:
@@ -105,10 +106,12 @@ class LcaOracle:
         total = S_sizes.copy()
         if units is not None:
             # masks outside S still count as leaves of the lca subtree
+            member = np.zeros(self.n, bool)
             for g in np.unique(groups).tolist():
                 sel = np.flatnonzero(groups == g)
-                total[sel] += (~np.isin(pairs[sel, 0], sets[g])).astype(np.int64)
-                total[sel] += ~np.isin(pairs[sel, 1], sets[g])
+                member[sets[g]] = True
+                total[sel] += (~member[pairs[sel, 0]]).astype(np.int64) + ~member[pairs[sel, 1]]
+                member[sets[g]] = False
         self.queries += q
         return total - counted
 
@@ -135,93 +138,46 @@ class LcaOracle:
 
     # ------------------------------------------------------------ rows of queries
     def _run(self, ri, rj, in_set, row_base) -> np.ndarray:
-        op = self.target.op
-        if op == "sum":
-            return self._sum_rows(ri, rj, in_set, row_base)
-        if op == "dot":
-            return self._dot_rows(ri, rj, in_set, row_base)
-        return self._matrix_rows(ri, rj, in_set, row_base)
+        """Outputs for queries (ri, rj), query k with units on in_set[row_base[k]]."""
+        out = np.empty(len(ri))
+        p = self.plan
+        for b in np.unique(row_base).tolist():
+            idx = np.flatnonzero(row_base == b)
+            base = in_set[b] * p.a_unit
+            if p.split:
+                out[idx] = self._split_rows(ri[idx], rj[idx], base)
+                continue
+            q = len(idx)
+            rr = np.concatenate([np.arange(q), np.arange(q)])
+            cc = np.concatenate([ri[idx], rj[idx]])
+            vv = np.concatenate([np.full(q, p.a_mask), np.full(q, -p.a_mask)])
+            out[idx] = self._eval_rows(base, rr, cc, vv, q)
+        return out
 
-    # sum -----------------------------------------------------------------
-    def _sum_rows(self, ri, rj, in_set, row_base) -> np.ndarray:
-        t, p = self.target, self.plan
-        if self._rows_ok is None:
-            self._rows_ok = self._check_rows(in_set[0])
-        if self._rows_ok:
-            return self._batched(ri, rj, in_set, row_base, t.call_rows, p.a_mask, p.a_unit)
-        return self._single(ri, rj, in_set, row_base, t.fn, p.a_mask, p.a_unit)
-
-    def _check_rows(self, base01) -> bool:
+    def _check_rows(self, base) -> bool:
         """Trust one call over many rows only if it answers a sample exactly like single calls."""
         rng = np.random.default_rng(12345)
         k = 16
         i = rng.integers(0, self.n, size=k)
         j = (i + rng.integers(1, self.n, size=k)) % self.n
-        stack = base01[None, :]
-        zeros = np.zeros(k, np.int64)
-        p = self.plan
+        rr = np.concatenate([np.arange(k), np.arange(k)])
+        cc = np.concatenate([i, j])
+        vv = np.concatenate([np.full(k, self.plan.a_mask), np.full(k, -self.plan.a_mask)])
+        self._rows_ok = True
         try:
-            batched = self._batched(i, j, stack, zeros, self.target.call_rows, p.a_mask, p.a_unit)
+            batched = self._eval_rows(base, rr, cc, vv, k)
         except Exception:
-            return False
-        single = self._single(i, j, stack, zeros, self.target.fn, p.a_mask, p.a_unit)
-        return bool(np.array_equal(batched, single))
-
-    def _native_stack(self, in_set, unit):
-        return self.target.native(in_set * unit)
-
-    def _batched(self, ri, rj, in_set, row_base, call_rows, mask, unit) -> np.ndarray:
-        t = self.target
-        q = len(ri)
-        per_call = max(1, ROW_BUDGET // self.n)
-        out = np.empty(q)
-        if len(in_set) == 1:
-            # one base for every row: keep a tiled buffer, set the masks, call, put the units back
-            key = (in_set[0].tobytes(), unit)
-            if self._tiled is None or self._tiled[0] != key:
-                self._tiled = (key, self._tile(t.native(in_set[0] * unit), min(q, per_call)))
-            X = self._tiled[1]
-            if len(X) < min(q, per_call):
-                X = self._tile(t.native(in_set[0] * unit), min(q, per_call))
-                self._tiled = (key, X)
-            bi = in_set[0][ri] * unit
-            bj = in_set[0][rj] * unit
-            for lo in range(0, q, per_call):
-                hi = min(q, lo + per_call)
-                r = np.arange(hi - lo)
-                self._put(X, r, ri[lo:hi], mask)
-                self._put(X, r, rj[lo:hi], -mask)
-                out[lo:hi] = t.to_float64(call_rows(X[: hi - lo])).reshape(-1)
-                self._put(X, r, ri[lo:hi], bi[lo:hi])
-                self._put(X, r, rj[lo:hi], bj[lo:hi])
-                self.calls += 1
-            return out
-        stack = self._native_stack(in_set, unit)
-        for lo in range(0, q, per_call):
-            hi = min(q, lo + per_call)
-            X = self._take(stack, row_base[lo:hi])
-            r = np.arange(hi - lo)
-            self._put(X, r, ri[lo:hi], mask)
-            self._put(X, r, rj[lo:hi], -mask)
-            out[lo:hi] = t.to_float64(call_rows(X)).reshape(-1)
-            self.calls += 1
-        return out
+            batched = None
+        self._rows_ok = False
+        single = self._eval_rows(base, rr, cc, vv, k)
+        return batched is not None and bool(np.array_equal(batched, single))
 
     def _tile(self, native_row, rows):
         if self._is_numpy:
             return np.tile(native_row, (rows, 1))
         if self._is_torch:
             return native_row.unsqueeze(0).repeat(rows, 1)
-        import numpy
-
-        return numpy.tile(numpy.asarray(native_row), (rows, 1))
-
-    def _take(self, stack, idx):
-        if self._is_torch:
-            import torch
-
-            return stack[torch.from_numpy(np.asarray(idx, np.int64))].clone()
-        return stack[idx]  # fancy indexing copies
+        return np.tile(np.asarray(native_row), (rows, 1))
 
     def _put(self, X, r, c, value):
         if self._is_torch:
@@ -233,87 +189,40 @@ class LcaOracle:
         else:
             X[r, c] = value
 
-    def _single(self, ri, rj, in_set, row_base, call, mask, unit, second=None) -> np.ndarray:
-        """One call per query, on a buffer changed in place where the library allows it."""
-        t = self.target
-        out = np.empty(len(ri))
-        current = -1
-        buf = None
-        mutable = self._is_numpy or self._is_torch
-        for k in range(len(ri)):
-            b, i, j = int(row_base[k]), int(ri[k]), int(rj[k])
-            if mutable:
-                if b != current:
-                    buf = t.native(in_set[b] * unit)
-                    current = b
-                bi, bj = in_set[b, i] * unit, in_set[b, j] * unit
-                buf[i] = mask
-                buf[j] = -mask
-                res = call(buf) if second is None else call(buf, second)
-                buf[i] = bi
-                buf[j] = bj
-            else:
-                row = in_set[b] * unit
-                row[i], row[j] = mask, -mask
-                res = call(t.native(row)) if second is None else call(t.native(row), second)
-            out[k] = float(t.to_float64(res))
-        self.calls += len(ri)
-        return out
-
-    # dot -----------------------------------------------------------------
-    def _dot_rows(self, ri, rj, in_set, row_base) -> np.ndarray:
-        t, p = self.target, self.plan
-        if not p.split:
-            ones = t.native(np.full(self.n, p.b_unit))
-            return self._single(ri, rj, in_set, row_base, t.fn, p.a_mask, p.a_unit, second=ones)
-        out = np.empty(len(ri))
-        for k in range(len(ri)):
-            i, j = int(ri[k]), int(rj[k])
-            a = in_set[row_base[k]] * p.a_unit
-            a[i], a[j] = p.a_mask, -p.a_mask
-            b = np.full(self.n, p.b_unit)
-            b[i] = b[j] = p.b_mask
-            out[k] = float(t.to_float64(t.fn(t.native(a), t.native(b))))
-        self.calls += len(ri)
-        return out
-
-    # gemv / gemm -----------------------------------------------------------
-    def _matrix_rows(self, ri, rj, in_set, row_base) -> np.ndarray:
+    def _split_rows(self, ri, rj, base) -> np.ndarray:
+        """Masks split across both operands: the second operand changes with every pair, so a dot
+        or gemv answers one query per call and a gemm one per (row, column) on the diagonal."""
         t, p = self.target, self.plan
         q = len(ri)
         out = np.empty(q)
+        if t.op == "dot":
+            for k in range(q):
+                a = base.copy()
+                a[ri[k]], a[rj[k]] = p.a_mask, -p.a_mask
+                b = np.full(self.n, p.b_unit)
+                b[ri[k]] = b[rj[k]] = p.b_mask
+                out[k] = float(t.to_float64(t.fn(t.native(a), t.native(b))))
+            self.calls += q
+            return out
         rows = self.rows if self.batch else self.rows[:1]
-        if p.split:
-            # the mask positions live in the second operand too: a GEMV answers one
-            # query per call, a GEMM one per (row, column) on the diagonal
-            lanes = 1 if t.op == "gemv" or not self.batch else min(len(rows), t.ncols)
-        else:
-            lanes = len(rows)
-        if not p.split and self._b_cache is None:
-            shape = (self.n,) if t.op == "gemv" else (self.n, t.ncols)
-            self._b_cache = t.native(np.full(shape, p.b_unit))
+        lanes = 1 if t.op == "gemv" or not self.batch else min(len(rows), t.ncols)
         for lo in range(0, q, lanes):
             hi = min(q, lo + lanes)
             A = np.zeros((t.m, self.n))
             sel = rows[:hi - lo]
-            A[sel] = in_set[row_base[lo:hi]] * p.a_unit
+            A[sel] = base
             A[sel, ri[lo:hi]] = p.a_mask
             A[sel, rj[lo:hi]] = -p.a_mask
-            if not p.split:
-                res = t.to_float64(t.fn(t.native(A), self._b_cache)).reshape(t.m, -1)
-                out[lo:hi] = res[sel, 0]
-            elif t.op == "gemv":
+            if t.op == "gemv":
                 B = np.full(self.n, p.b_unit)
                 B[ri[lo]] = B[rj[lo]] = p.b_mask
-                res = t.to_float64(t.fn(t.native(A), t.native(B))).reshape(t.m)
-                out[lo:hi] = res[sel]
+                out[lo:hi] = t.to_float64(t.fn(t.native(A), t.native(B))).reshape(t.m)[sel]
             else:
                 B = np.full((self.n, t.ncols), p.b_unit)
                 c = np.arange(hi - lo)
                 B[ri[lo:hi], c] = p.b_mask
                 B[rj[lo:hi], c] = p.b_mask
-                res = t.to_float64(t.fn(t.native(A), t.native(B))).reshape(t.m, t.ncols)
-                out[lo:hi] = res[sel, c]
+                out[lo:hi] = t.to_float64(t.fn(t.native(A), t.native(B))).reshape(t.m, t.ncols)[sel, c]
             self.calls += 1
         return out
 
@@ -414,21 +323,24 @@ class LcaOracle:
         rr, cc, vv = rr[order], cc[order], vv[order]
         bounds = np.searchsorted(rr, np.arange(rows + 1))
         if t.op == "sum" and self._rows_ok is None:
-            self._rows_ok = self._check_rows(np.ones(self.n))
+            self._rows_ok = self._check_rows(base)
         if t.op == "sum" and self._rows_ok:
             per_call = max(1, ROW_BUDGET // self.n)
             native_base = t.native(base)
+            key = base.tobytes()
             for lo in range(0, rows, per_call):
                 hi = min(rows, lo + per_call)
-                X = self._rows_buffer(native_base, hi - lo)
+                X = self._rows_buffer(native_base, key, hi - lo)
                 a, b = bounds[lo], bounds[hi]
                 self._put(X, rr[a:b] - lo, cc[a:b], vv[a:b])
+                self._dirty = (rr[a:b] - lo, cc[a:b])
                 out[lo:hi] = t.to_float64(t.call_rows(X)).reshape(-1)
                 self.calls += 1
             return out
         if t.op in ("sum", "dot"):
             second = None if t.op == "sum" else t.native(np.full(self.n, p.b_unit))
             mutable = self._is_numpy or self._is_torch
+            orig = base.copy()          # t.native may hand back `base` itself: restore from a copy
             buf = t.native(base) if mutable else None
             for r in range(rows):
                 a, b = bounds[r], bounds[r + 1]
@@ -436,13 +348,13 @@ class LcaOracle:
                     self._put1(buf, cc[a:b], vv[a:b])
                     arg = buf
                 else:
-                    row = base.copy()
+                    row = orig.copy()
                     row[cc[a:b]] = vv[a:b]
                     arg = t.native(row)
                 res = t.fn(arg) if second is None else t.fn(arg, second)
                 out[r] = float(t.to_float64(res))
                 if mutable:
-                    self._put1(buf, cc[a:b], base[cc[a:b]])
+                    self._put1(buf, cc[a:b], orig[cc[a:b]])
             self.calls += rows
             return out
         lanes = len(self.rows) if self.batch else 1
@@ -461,17 +373,24 @@ class LcaOracle:
             self.calls += 1
         return out
 
-    def _rows_buffer(self, native_row, rows):
-        """`rows` copies of a row in a buffer kept between calls (fresh memory costs page faults)."""
+    def _rows_buffer(self, native_row, key, rows):
+        """`rows` copies of a row in a buffer kept between calls (fresh memory costs page faults);
+        when the row is the one already there, only the masks of the last call are put back."""
         buf = self._buf
         if buf is None or len(buf) < rows or buf.dtype != native_row.dtype:
             buf = self._buf = self._tile(native_row, max(rows, max(1, ROW_BUDGET // self.n)))
-        X = buf[:rows]
-        if self._is_torch:
-            X.copy_(native_row.unsqueeze(0).expand(rows, -1))
-        else:
-            X[...] = native_row
-        return X
+            self._buf_key, self._dirty = key, None
+        elif self._buf_key == key and self._dirty is not None:
+            r, c = self._dirty
+            self._put(buf, r, c, native_row[c] if self._is_numpy else native_row[c.tolist()])
+        elif self._buf_key != key:
+            if self._is_torch:
+                buf.copy_(native_row.unsqueeze(0).expand(len(buf), -1))
+            else:
+                buf[...] = native_row
+            self._buf_key = key
+        self._dirty = None
+        return buf[:rows]
 
     def _put1(self, buf, idx, values):
         if self._is_torch:
