@@ -33,7 +33,9 @@ def parse(text: str, filename: str = "<string>") -> A.Spec:
     try:
         tree = parser.parse(text)
     except UnexpectedInput as e:
-        raise SpecError(_describe(e, parser), Location(filename, e.line, e.column)) from None
+        at_end = isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END")
+        loc = _end_of(text, filename) if at_end or e.line < 1 else Location(filename, e.line, e.column)
+        raise SpecError(_describe(e, parser), loc) from None
     try:
         return _ToAst(filename).transform(tree)
     except VisitError as e:
@@ -43,6 +45,13 @@ def parse(text: str, filename: str = "<string>") -> A.Spec:
 
 
 # ---------------------------------------------------------------- error messages
+
+def _end_of(text: str, filename: str) -> Location:
+    """Just after the last thing written: where a missing token belongs."""
+    body = text.rstrip()
+    line = body.count("\n") + 1
+    return Location(filename, line, len(body) - (body.rfind("\n") + 1) + 1)
+
 
 _WORDS = {
     "NAME": "a name", "INT": "an integer", "SIGNED_INT": "an integer", "SIGNED_FLOAT": "a number",
