@@ -23,7 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fpspec.compile.backends import py_cond, py_int
-from fpspec.compile.ir import (Blocks, Call, CompileError, Fold, FusedChain, Guard, Kernel, Lanes,
+from fpspec.tree import postorder
+
+# lanes with a constant count up to this many become scalar accumulators
+MAX_UNROLLED_LANES = 16
+from fpspec.compile.ir import (Blocks, Call, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes,
                                Pairwise, Reducer, Segments, Table, TreeReduce, walk)
 
 
@@ -136,27 +140,36 @@ class LoopEmitter:
     # ------------------------------------------------------------ functions
 
     def function_for(self, r: Reducer, kind: str, label: str) -> str:
-        """Name of the function applying `r` to a list of `kind` ("L" or "V")."""
+        """Name of the function applying `r` to a list of `kind`: "L" (leaves),
+        "L1" (contiguous leaves: step 1 is a constant, so loads vectorize) or
+        "V" (values)."""
         name = f"_{label}_{kind}"
         if name not in self.functions:
             self.functions[name] = None  # reserve: recursion refers to itself
             code = _Code()
-            lst = Leaves("lo", "step", "m") if kind == "L" else Values("vals", "m", "off", "step")
+            if kind == "L1":
+                code("step = 1")
+            lst = Leaves("lo", "step", "m") if kind != "V" else Values("vals", "m", "off", "step")
             if isinstance(r, Pairwise):
-                res = self.pairwise_body(r, lst, code, name)
+                res = self.pairwise_body(r, lst, code, name, kind)
             else:
                 res = self.emit(r, lst, code)
             code(f"return {res}")
-            params = ("a", "b", "lo", "step", "m") if kind == "L" else ("vals", "off", "step", "m")
-            what = "the leaves lo, lo + step, ..." if kind == "L" else "vals[off], vals[off + step], ..."
+            params = {"L": ("a", "b", "lo", "step", "m"), "L1": ("a", "b", "lo", "m"),
+                      "V": ("vals", "off", "step", "m")}[kind]
+            what = "the leaves lo, lo + step, ..." if kind != "V" else "vals[off], vals[off + step], ..."
             self.functions[name] = Function(name, params, tuple(code.lines), f"{label}: reduce {what} (m of them).")
         return name
 
     def call(self, r: Reducer, lst, code: _Code, label: str) -> str:
-        fn = self.function_for(r, "L" if isinstance(lst, Leaves) else "V", label)
-        args = (f"a, b, {lst.lo}, {lst.step}, {lst.m}" if isinstance(lst, Leaves)
-                else f"{lst.vals}, {lst.off}, {lst.step}, {lst.m}")
-        return self.let(code, "r", f"{fn}({args})")
+        if isinstance(lst, Values):
+            fn = self.function_for(r, "V", label)
+            return self.let(code, "r", f"{fn}({lst.vals}, {lst.off}, {lst.step}, {lst.m})")
+        if lst.step == "1":
+            fn = self.function_for(r, "L1", label)
+            return self.let(code, "r", f"{fn}(a, b, {lst.lo}, {lst.m})")
+        fn = self.function_for(r, "L", label)
+        return self.let(code, "r", f"{fn}(a, b, {lst.lo}, {lst.step}, {lst.m})")
 
     # ------------------------------------------------------------ reducers
 
@@ -217,7 +230,7 @@ class LoopEmitter:
     def emit_pairwise(self, r: Pairwise, lst, code):
         return self.call(r, lst, code, f"pairwise{self.node_id(r)}")
 
-    def pairwise_body(self, r: Pairwise, lst, code: _Code, name: str) -> str:
+    def pairwise_body(self, r: Pairwise, lst, code: _Code, name: str, kind: str) -> str:
         h = self.fresh("h")
         split = "m // 2" if r.split is None else py_int(r.split, m="m")
         if isinstance(lst, Values):
@@ -227,6 +240,8 @@ class LoopEmitter:
             code(f"{h} = {split}")
             _check_split(code, h)
             return self.let(code, "r", f"_add({name}(vals, off, step, {h}), {name}(vals, off + {h} * step, step, m - {h}))")
+        def rec(lo: str, m: str) -> str:
+            return f"{name}(a, b, {lo}, {m})" if kind == "L1" else f"{name}(a, b, {lo}, step, {m})"
         code("if m == 1:")
         with code.indent():
             code("return _term(a, b, lo)")
@@ -237,11 +252,11 @@ class LoopEmitter:
             code("return _add_leaves(a, b, lo, lo + step)")
         code(f"if {h} == 1:")
         with code.indent():
-            code(f"return _add_leaf({name}(a, b, lo + step, step, m - 1), a, b, lo)")
+            code(f"return _add_leaf({rec('lo + step', 'm - 1')}, a, b, lo)")
         code(f"if {h} == m - 1:")
         with code.indent():
-            code(f"return _add_leaf({name}(a, b, lo, step, {h}), a, b, lo + {h} * step)")
-        return self.let(code, "r", f"_add({name}(a, b, lo, step, {h}), {name}(a, b, lo + {h} * step, step, m - {h}))")
+            code(f"return _add_leaf({rec('lo', h)}, a, b, lo + {h} * step)")
+        return self.let(code, "r", f"_add({rec('lo', h)}, {rec(f'lo + {h} * step', f'm - {h}')})")
 
     def materialize(self, lst: Leaves, code: _Code) -> Values:
         """Leaves as values (each term rounded into the accumulator)."""
@@ -351,6 +366,55 @@ class LoopEmitter:
         return res
 
     def lanes_body(self, r: Lanes, lst, code, k: str):
+        if (isinstance(lst, Leaves) and isinstance(r.k, Const) and 2 <= r.k.value <= MAX_UNROLLED_LANES
+                and r.inner == Fold() and not self.leafy()):
+            res = self.fresh("r")
+            code(f"if {lst.m} >= {r.k.value}:")
+            with code.indent():
+                code(f"{res} = {self.lanes_unrolled(r, lst, code)}")
+            code("else:")
+            with code.indent():
+                code(f"{res} = {self.lanes_loop(r, lst, code, k)}")
+            return res
+        return self.lanes_loop(r, lst, code, k)
+
+    def lanes_unrolled(self, r: Lanes, lst: Leaves, code) -> str:
+        """k lanes (k a constant, every lane non-empty) as k scalar accumulators:
+        the k independent adds of a row vectorize, none is reassociated; the
+        outer order over the k lane sums is a fixed tree, written out."""
+        k = r.k.value
+        lo, step, m = lst.lo, lst.step, lst.m
+        lanes = [self.fresh("l") for _ in range(k)]
+        rows, row, base = self.fresh("rows"), self.fresh("row"), self.fresh("base")
+        for j, v in enumerate(lanes):
+            code(f"{v} = _term(a, b, {_plus(lo, _times(str(j), step))})")
+        code(f"{rows} = {m} // {k}")
+        code(f"for {row} in range(1, {rows}):")
+        with code.indent():
+            code(f"{base} = {_plus(lo, _times(_times(row, str(k)), step))}")
+            for j, v in enumerate(lanes):
+                code(f"{v} = _add_leaf({v}, a, b, {_plus(base, _times(str(j), step))})")
+        code(f"{base} = {_plus(lo, _times(_times(rows, str(k)), step))}")
+        for j, v in enumerate(lanes[:-1]):
+            code(f"if {m} % {k} > {j}:")
+            with code.indent():
+                code(f"{v} = _add_leaf({v}, a, b, {_plus(base, _times(str(j), step))})")
+        # the outer order over exactly k operands is one fixed tree
+        from fpspec.compile.trees import reduce_list
+
+        tree = reduce_list(self.kernel, r.outer, list(range(k)), k)
+        values: list[str] = []
+        for t in postorder(tree):
+            if isinstance(t, int):
+                values.append(lanes[t])
+            elif t.fused:
+                raise CompileError("fused nodes over lane sums cannot be expressed")
+            else:
+                right, left = values.pop(), values.pop()
+                values.append(self.let(code, "s", f"_add({left}, {right})"))
+        return values[0]
+
+    def lanes_loop(self, r: Lanes, lst, code, k: str):
         nl = self.fresh("nl")
         code(f"{nl} = min({k}, {lst.m})")
         lanes, j = self.fresh("lanes"), self.fresh("j")
