@@ -142,6 +142,10 @@ class _ToAst(Transformer):
         return ("target", json.loads(items[0]), self._loc(meta))
 
     def op(self, meta, items):
+        from fpspec.spec.check import OPS
+
+        if str(items[0]) not in OPS:
+            raise SpecError(f"unknown op '{items[0]}'; expected one of {', '.join(OPS)}", self._tok_loc(items[0]))
         return ("op", str(items[0]), self._loc(meta))
 
     def nrange(self, meta, items):

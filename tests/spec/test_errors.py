@@ -23,7 +23,7 @@ CASES = {
     "builtin_name": ('n in 1..4\nlet seq = rev\norder seq\n', "x.fps:2:1: 'seq' is a builtin order; expected another name"),
     "empty_range": ('n in 9..3\norder seq\n', 'x.fps:1:1: empty range of n 9..3; expected LO <= HI'),
     "no_range": ('order seq\n', 'x.fps:1:1: the spec states no range of n; expected a line like `n in 1..4096`'),
-    "unknown_op": ('op sums\nn in 1..4\norder seq\n', "x.fps:1:1: unknown op 'sums'; expected one of sum, dot, gemv, gemm"),
+    "unknown_op": ('n in 1..4\nop sums\norder seq\n', "x.fps:2:4: unknown op 'sums'; expected one of sum, dot, gemv, gemm"),
     "bad_value": ('arithmetic {\n    init = \n}\norder seq\n', "x.fps:3:1: unexpected '}'; expected a name, a number, a string, an integer"),
 }
 
