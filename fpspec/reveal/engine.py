@@ -41,6 +41,7 @@ from fpspec.reveal.oracle import LcaOracle
 from fpspec.tree import Node, Tree, check_leaves, leaves, postorder
 
 ALGORITHMS = ("auto", "basic", "fprev", "modified")
+MAX_LISTED = 4096           # differing output elements listed one by one
 BASIC_MAX_N = 1024          # n(n-1)/2 queries: beyond this FPRev-basic is hopeless
 
 
@@ -58,6 +59,7 @@ class Revelation:
     checked_outputs: int = 0
     plan: str = ""
     target: str = ""
+    differing_count: int = 0                # all of them; `differing` lists the first MAX_LISTED
 
     def summary(self) -> dict:
         from fpspec.tree import stats
@@ -66,7 +68,7 @@ class Revelation:
             "target": self.target, "n": self.n, "algorithm": self.algorithm,
             "queries": self.queries, "calls": self.calls, "seconds": round(self.seconds, 6),
             "tree_stats": str(stats(self.tree)), "masks": self.plan,
-            "differing_outputs": len(self.differing),
+            "differing_outputs": self.differing_count,
             "differing_sample": [list(d) for d in self.differing[:20]],
             "checked_outputs": self.checked_outputs, "notes": list(self.notes),
         }
@@ -119,12 +121,12 @@ def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = F
             tree, checks, sharing = _construct(oracle, n, rng, algorithm, pivot, progress)
             if check:
                 _validate(checks, oracle)
-            differing, checked = _sharing_check(sharing, oracle) if check and matrix else ((), 0)
+            bad = _sharing_check(sharing, oracle)[0] if check and matrix else np.zeros((1, 1), bool)
         except RevealRefused:
             if not matrix or attempt:
                 raise
-            differing = ((1, 0),)        # batching over rows may have mixed two orders: retry below
-        if not matrix or attempt or not any(c == 0 and r in set(oracle.rows.tolist()) for r, c in differing):
+            bad = np.ones((target.m, 1), bool)   # batching over rows may have mixed two orders: retry
+        if not matrix or not check or attempt or not bad[oracle.rows, 0].any():
             break
         # some batching rows follow another order: batch only over rows that agree with row 0
         attempt = 1
@@ -134,13 +136,16 @@ def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = F
         oracle.rows = rows
     if (tree.size if isinstance(tree, Node) else 1) != n:   # every construction partitions 0..n-1
         raise RevealRefused(f"the revealed tree has {tree.size} leaves, not n = {n}")
-    if differing:
-        rows = sorted({r for r, _ in differing})
-        cols = sorted({c for _, c in differing})
-        notes.append(f"{len(differing)} of {checked} output elements (rows {_ranges(rows)}, columns "
+    checked = bad.size if matrix and check else 0
+    count = int(bad.sum()) if checked else 0
+    differing = tuple(map(tuple, np.argwhere(bad)[:MAX_LISTED].tolist())) if count else ()
+    if count:
+        rows = np.flatnonzero(bad.any(1)).tolist()
+        cols = np.flatnonzero(bad.any(0)).tolist()
+        notes.append(f"{count} of {checked} output elements (rows {_ranges(rows)}, columns "
                      f"{_ranges(cols)}) do not share the order revealed at element (0, 0)")
     return Revelation(tree, n, oracle.queries, oracle.calls, time.perf_counter() - start, algorithm,
-                      tuple(notes), differing, checked, str(plan), target.describe())
+                      tuple(notes), differing, checked, str(plan), target.describe(), count)
 
 
 def _ranges(xs: list[int]) -> str:
@@ -381,9 +386,11 @@ def _check_deterministic(target, oracle: LcaOracle, rng) -> None:
 
     fmt = get_format(target.fmt)
     ops = []
+    bits = min(fmt.precision, 24) - 1
     for shape in target.operand_shapes:
-        x = rng.standard_normal(shape) * 2.0 ** rng.integers(-4, 5, size=shape)
-        ops.append(np.asarray(fmt.round(x), dtype=np.float64))
+        # integers of p bits times powers of two: exact in the format, no rounding pass needed
+        x = rng.integers(-(1 << bits), 1 << bits, size=shape) * 2.0 ** (rng.integers(-4, 5, size=shape) - bits)
+        ops.append(x)
     a = target.run(*ops)
     b = target.run(*ops)
     oracle.calls += 2
@@ -492,8 +499,7 @@ def _sharing_check(checks: list, oracle: LcaOracle) -> tuple[tuple, int]:
     bad = np.zeros(oracle.target.output_shape, bool)
     for _, a, b, expect in checks:
         bad |= oracle.l_everywhere(a, b) != expect
-    where = np.argwhere(bad.reshape(oracle.target.m, -1))
-    return tuple(map(tuple, where.tolist())), int(bad.size)
+    return bad.reshape(oracle.target.m, -1), int(bad.size)
 
 
 class _Progress:
