@@ -413,18 +413,18 @@ def _compare_arithmetic(reference: Side, side: Side, n: int, ref_tree: Tree, tre
                         problems: list) -> ArithmeticCheck | None:
     if reference.arithmetic_at is None or side.arithmetic_at is None:
         return None
-    try:
-        want = reference.arithmetic_at(n, ref_tree)
-    except Exception as e:
-        problems.append(Problem("arithmetic", reference.name, n, _failure_text(e)))
+
+    def ask(who: Side, t: Tree):
+        try:
+            return who.arithmetic_at(n, t)
+        except Exception as e:   # a probe that cannot run is a finding, as a crash would be
+            problems.append(Problem("arithmetic", who.name, n, _failure_text(e)))
+            return None
+
+    want = ask(reference, ref_tree)
+    if want is None:       # no arithmetic section (or no answer): nothing to hold the side to
         return None
-    if want is None:       # a spec without an arithmetic section: nothing to hold the side to
-        return None
-    try:
-        got = side.arithmetic_at(n, tree)
-    except Exception as e:
-        problems.append(Problem("arithmetic", side.name, n, _failure_text(e)))
-        return None
+    got = ask(side, tree)
     if got is None:
         return None
     lines = tuple(getattr(got, "lines", ()) or ())
