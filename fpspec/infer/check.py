@@ -53,9 +53,9 @@ class SampledCheck:
         return self.mismatches == 0 and self.bit_mismatches == 0
 
     def text(self) -> str:
-        s = (f"n = {self.n}: SAMPLED check, {self.pairs} l(i,j) queries "
-             f"({self.mismatches} disagree; they separate {self.separated} of {self.alternatives} "
-             f"nearest alternative specs)")
+        s = (f"n = {self.n}: SAMPLED check, {self.pairs} l(i,j) queries, {self.mismatches} disagree "
+             f"(chosen to separate {self.separated} of {self.alternatives} nearest alternative specs; "
+             f"the other {self.alternatives - self.separated} agree with the spec on every pair tried at this n)")
         if self.replica:
             s += f", {self.inputs} random inputs through the {self.replica} replica ({self.bit_mismatches} differ in bits)"
         if self.first_mismatch:
@@ -198,33 +198,41 @@ def _random_pairs(n: int, rng, count: int) -> list[tuple[int, int]]:
     return out
 
 
-def choose_pairs(spec: A.Spec, n: int, rng, *, base: int = 96, search: int = 256,
+def choose_pairs(spec: A.Spec, n: int, rng, *, base: int = 48, near: int = 32, search: int = 128,
                  alts: list | None = None) -> tuple[np.ndarray, int, int]:
-    """Pairs separating the spec from its alternatives at n.
+    """Pairs separating the spec from its alternatives at n, and a few more.
 
-    Returns (pairs, alternatives considered, alternatives separated).
+    A pool of candidate pairs (around the spec's boundaries, and random) is
+    predicted for the spec and every alternative; an alternative the pool
+    does not separate gets a search of its own.  The pairs asked are then a
+    small cover: for every separable alternative one pair that tells it
+    apart, plus `near` boundary pairs and `base` random pairs as general
+    evidence.  Returns (pairs, alternatives considered, alternatives separated).
     """
-    pairs = _pairs_near(boundaries(spec, n), n, rng) + _random_pairs(n, rng, base)
-    pairs = np.array(sorted(set(pairs)), dtype=np.int64).reshape(-1, 2)
-    want = spec_l_many(spec, n, pairs)
+    near_pairs = _pairs_near(boundaries(spec, n), n, rng)
+    rand_pairs = _random_pairs(n, rng, base)
+    pool = np.array(sorted(set(near_pairs + rand_pairs)), dtype=np.int64).reshape(-1, 2)
+    want = spec_l_many(spec, n, pool)
     alts = alternatives(spec) if alts is None else alts
-    separated = 0
+    cover: list[np.ndarray] = []  # per separated alternative: the pairs that separate it
     for alt in alts:
         try:
-            if np.any(spec_l_many(alt, n, pairs) != want):
-                separated += 1
-                continue
-            extra = np.array(sorted(set(_pairs_near(boundaries(alt, n), n, rng)
-                                        + _random_pairs(n, rng, search))), dtype=np.int64).reshape(-1, 2)
-            diff = np.flatnonzero(spec_l_many(alt, n, extra) != spec_l_many(spec, n, extra))
+            hit = pool[spec_l_many(alt, n, pool) != want]
+            if not len(hit):
+                extra = np.array(sorted(set(_pairs_near(boundaries(alt, n), n, rng)
+                                            + _random_pairs(n, rng, search))), dtype=np.int64).reshape(-1, 2)
+                hit = extra[spec_l_many(alt, n, extra) != spec_l_many(spec, n, extra)]
         except (SpecError, ZeroDivisionError, IndexError, StopIteration, KeyError):
-            separated += 1  # the alternative does not even apply at this n
-            continue
-        if diff.size:
-            separated += 1
-            pairs = np.concatenate([pairs, extra[diff[:2]]])
-            want = np.concatenate([want, spec_l_many(spec, n, extra[diff[:2]])])
-    return pairs, len(alts), separated
+            continue  # the alternative does not apply at this n: nothing to separate
+        if len(hit):
+            cover.append(hit)
+    chosen: set[tuple[int, int]] = set(map(tuple, near_pairs[:near])) | set(map(tuple, rand_pairs))
+    for hit in cover:  # greedy: an alternative already separated by a chosen pair needs none
+        rows = set(map(tuple, hit.tolist()))
+        if not rows & chosen:
+            chosen.add(next(iter(sorted(rows))))
+    pairs = np.array(sorted(chosen), dtype=np.int64).reshape(-1, 2)
+    return pairs, len(alts), len(cover)
 
 
 # ---------------------------------------------------------------- the check
@@ -233,6 +241,7 @@ def choose_pairs(spec: A.Spec, n: int, rng, *, base: int = 96, search: int = 256
 def sampled_check(spec: A.Spec, target, *, seed: int = 0, inputs: int = 8, replica=None,
                   chunk: int = 256) -> SampledCheck:
     """Check `spec` against `target` (a fpspec.reveal Target) at target.n."""
+    from fpspec.reveal.masks import plan_masks
     from fpspec.reveal.oracle import LcaOracle
 
     start = time.perf_counter()
@@ -241,12 +250,14 @@ def sampled_check(spec: A.Spec, target, *, seed: int = 0, inputs: int = 8, repli
     pairs, alts, separated = choose_pairs(spec, n, rng)
     want = spec_l_many(spec, n, pairs)
     note = ""
-    oracle = LcaOracle(target)
-    if n - 2 > oracle.plan.window:
+    plan = plan_masks(target)
+    if n - 2 > plan.window:
         got = None
-        note = (f"n - 2 > {oracle.plan.window} units count exactly in {oracle.plan.out}; "
-                "targeted queries skipped")
+        note = f"n - 2 > {plan.window} units count exactly in {plan.out}; targeted queries skipped"
+    elif target.op in ("sum", "dot"):
+        got = InPlaceQueries(target, plan).l_many(pairs)
     else:
+        oracle = LcaOracle(target, plan)
         got = np.concatenate([oracle.l_many(pairs[i:i + chunk]) for i in range(0, len(pairs), chunk)])
     bad = np.flatnonzero(got != want) if got is not None else np.zeros(0, np.int64)
     first = None
@@ -265,6 +276,44 @@ def sampled_check(spec: A.Spec, target, *, seed: int = 0, inputs: int = 8, repli
                         ran, bits, time.perf_counter() - start, backend, note)
 
 
+class InPlaceQueries:
+    """FPRev's l(i, j) on a sum or dot target at large n, one library call per
+    pair on one buffer of units changed in place (two entries set, then
+    restored): no array of n is made per query, which is what keeps n = 2^24
+    at a few milliseconds a query.  Same masks as fpspec.reveal (plan_masks).
+    """
+
+    def __init__(self, target, plan):
+        self.t, self.plan = target, plan
+        n = target.n
+        self.x = target.native(np.full(n, plan.a_unit))
+        self.y = target.native(np.full(n, plan.b_unit)) if target.op == "dot" else None
+        self.calls = 0
+
+    def l_many(self, pairs) -> np.ndarray:
+        from fpspec.errors import RevealRefused
+
+        t, p, x, y = self.t, self.plan, self.x, self.y
+        n = t.n
+        out = np.empty(len(pairs), np.int64)
+        for k, (i, j) in enumerate(np.asarray(pairs, np.int64).reshape(-1, 2).tolist()):
+            x[i], x[j] = p.a_mask, -p.a_mask
+            if y is not None:
+                y[i] = y[j] = p.b_mask
+            with np.errstate(all="ignore"):
+                s = float(t.to_float64(t.fn(x) if y is None else t.fn(x, y)))
+            x[i] = x[j] = p.a_unit
+            if y is not None:
+                y[i] = y[j] = p.b_unit
+            self.calls += 1
+            c = s / p.u
+            if not (np.isfinite(c) and c == round(c) and 0 <= c <= n - 2):
+                raise RevealRefused(f"output {s!r} for masks at {i}, {j} is not a whole number of units "
+                                    f"in [0, {n - 2}]: the target is not a summation tree over its inputs")
+            out[k] = n - int(c)
+        return out
+
+
 class Replica:
     """A spec compiled once (fpspec.compile) and called at any n."""
 
@@ -278,17 +327,47 @@ class Replica:
         self.module = ns
 
     def compare(self, target, count: int, seed: int) -> tuple[int, int]:
-        """(inputs run, inputs whose outputs differ in bits) on random inputs."""
-        from fpspec import inputs as fpinputs
+        """(inputs run, inputs whose outputs differ in bits) on random inputs.
 
+        Inputs are normal values scaled over +-2^12 (so that partial sums
+        round differently in different orders), rounded to the input format;
+        for products the right operand is random too.  At n = 2^24 a
+        NumPy float64 array is 128 MB: the count shrinks with n so that the
+        check stays within memory and a minute.
+        """
         fn = self.module[target.op]
+        n = target.n
+        count = max(2, min(count, (1 << 25) // max(n, 1)))
+        rng = np.random.default_rng([seed, n, 7])
         differ = 0
-        for index in range(count):
-            s = fpinputs.generate(target.op, target.n, target.fmt, seed=seed, index=index,
-                                  kind="finite_bits" if index % 2 else "wide_exponent",
-                                  m=target.m, ncols=target.ncols)
-            want = np.asarray(target.run(*[np.asarray(a, dtype=np.float64) for a in s.args]), dtype=np.float64)
-            got = np.asarray(fn(*s.args), dtype=np.float64).reshape(want.shape)
+        for _ in range(count):
+            args = [_random_values(target.fmt, shape, rng) for shape in target.operand_shapes]
+            want = np.asarray(target.to_float64(target.fn(*[target.native(a) for a in args])),
+                              dtype=np.float64).reshape(target.output_shape)
+            got = np.asarray(fn(*[_replica_input(a, target.fmt) for a in args]),
+                             dtype=np.float64).reshape(want.shape)
             same = (want.view(np.uint64) == got.view(np.uint64)) | (np.isnan(want) & np.isnan(got))
             differ += int(not np.all(same))
         return count, differ
+
+
+_NUMPY_DTYPES = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16}
+
+
+def _random_values(fmt: str, shape, rng) -> np.ndarray:
+    """float64 values exact in `fmt`."""
+    from fpspec.formats import get_format, round_to
+
+    x = rng.standard_normal(shape)
+    x *= np.exp2(rng.integers(-12, 13, shape[-1] if len(shape) else 1).astype(np.float64))
+    name = get_format(fmt).name
+    if name in _NUMPY_DTYPES:
+        return x.astype(_NUMPY_DTYPES[name]).astype(np.float64)
+    return round_to(get_format(fmt), x)
+
+
+def _replica_input(x: np.ndarray, fmt: str) -> np.ndarray:
+    from fpspec.formats import get_format
+
+    dt = _NUMPY_DTYPES.get(get_format(fmt).name)
+    return x.astype(dt) if dt is not None else x

@@ -158,13 +158,13 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
         if cls is A.Fused:
             return w.total(0, m)
         if cls is A.Chain:
-            width = eval_expr(o.w, m)
+            width = _within(o.w, m, 1)
             g = max(0, (b - width) // width + 1) if b >= width else 0
             return w.total(0, min((g + 1) * width, m))
         if cls is A.Pairwise:
             lo, hi = 0, m
             while True:
-                h = (hi - lo) // 2 if o.split is None else eval_expr(o.split, hi - lo)
+                h = (hi - lo) // 2 if o.split is None else _within(o.split, hi - lo, 1, hi - lo - 1)
                 mid = lo + h
                 if b < mid:
                     hi = mid
@@ -173,7 +173,7 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
                 else:
                     return w.total(lo, hi)
         if cls is A.Split:
-            h = eval_expr(o.at, m)
+            h = _within(o.at, m, 1, m - 1)
             if b < h:
                 o, w = o.first, w.sub(0, h)
             elif a >= h:
@@ -182,7 +182,7 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
                 return w.total(0, m)
             continue
         if cls is A.Tail:
-            k = eval_expr(o.k, m)
+            k = _within(o.k, m, 1)
             p = m - m % k
             if p == 0:
                 o = o.outer
@@ -195,7 +195,7 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
                 o = o.outer
             continue
         if cls is A.Lanes:
-            k = eval_expr(o.k, m)
+            k = _within(o.k, m, 1)
             la, lb = a % k, b % k
             if la == lb:
                 o, w, a, b = o.inner, w.strided(la, k), a // k, b // k
@@ -203,7 +203,7 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
                 o, w, a, b = o.outer, w.lane_totals(k), min(la, lb), max(la, lb)
             continue
         if cls is A.Blocks:
-            size = eval_expr(o.b, m)
+            size = _within(o.b, m, 1)
             ba, bb = a // size, b // size
             if ba == bb:
                 lo = ba * size
@@ -225,6 +225,15 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
         if cls is A.Literal:
             return _literal_l(o.tree, w, a, b)
         raise SpecError(f"cannot answer l(i, j) for {o}")
+
+
+def _within(e, m: int, lo: int, hi: int | None = None) -> int:
+    """A parameter's value at m, refused (as expand refuses it) outside lo..hi:
+    an out-of-range split would otherwise recurse on the same range forever."""
+    v = eval_expr(e, m)
+    if v < lo or (hi is not None and v > hi):
+        raise SpecError(f"{e} = {v} at n = {m}; expected {lo}..{'' if hi is None else hi}")
+    return v
 
 
 def _literal_l(t, w: Weights, a: int, b: int) -> int:

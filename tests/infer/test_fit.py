@@ -1,0 +1,60 @@
+"""Fitting known parametric orders from trees at designed n (no black box)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fpspec.infer.engine import _fit, first_design
+from fpspec.spec import ast as A
+from fpspec.spec import expand
+from fpspec.tree import pairwise, sequential
+
+from orders import blocked, fused_chain, lanes_with_tail, numpy_pairwise, switching
+
+KNOWN = {
+    "sequential": (lambda n: sequential(range(n)), "seq"),
+    "pairwise": (lambda n: pairwise(range(n)), "pairwise"),
+    "lanes_with_tail": (lanes_with_tail, "tail(4, lanes(4, seq, seq), seq)"),
+    "numpy_pairwise": (numpy_pairwise, "if n <= 128: tail(8, lanes(8, seq, pairwise), seq) "
+                                       "else: split(n // 2 - n // 2 % 8, order, order)"),
+    "blocked": (blocked, "blocks(16, pairwise, seq)"),
+    "fused_chain": (fused_chain, "chain(16)"),
+}
+
+
+def _observe(fn, ns):
+    return {n: fn(n) for n in ns}
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN))
+def test_fit_recovers_known_order_and_predicts_unseen_n(name):
+    fn, want = KNOWN[name]
+    rng = np.random.default_rng(1)
+    fit_ns = first_design(1, 1100, rng)
+    spec, _ = _fit(_observe(fn, fit_ns), "order", 1, 5000)
+    text = str(spec.lets[0].order) if spec.lets else str(spec.order)
+    assert text == want
+    unseen = sorted(set(int(x) for x in rng.integers(1, 5000, 12)) - fit_ns)
+    for n in unseen:
+        assert expand(spec, n) == fn(n), n
+
+
+def test_an_order_that_changes_with_n_gets_a_guard():
+    ns = set(range(1, 49)) | {99, 100, 101, 102, 150, 300}
+    spec, fitter = _fit(_observe(switching, ns), "order", 1, 1000)
+    assert isinstance(spec.order, A.Guard)
+    assert str(spec.order) == "if n <= 100: seq else: pairwise"
+    assert [(r.lo, r.hi) for r in fitter.runs] == [(1, 100), (101, 300)]
+
+
+def test_fit_never_contradicts_an_observation():
+    # an order with no structure at one n: a literal case for it, the rest fitted
+    rng = np.random.default_rng(5)
+    from fpspec.tree import random_tree
+
+    trees = _observe(lambda n: sequential(range(n)), range(1, 40))
+    trees[23] = random_tree(23, rng)
+    spec, _ = _fit(trees, "order", 1, 100)
+    for n, t in trees.items():
+        assert expand(spec, n) == t
+    assert expand(spec, 60) == sequential(range(60))
