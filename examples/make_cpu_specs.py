@@ -2,7 +2,8 @@
 
     python examples/make_cpu_specs.py            # writes examples/*.fps (below)
 
-Each spec is lowered (fpspec.spec.lower) from trees revealed by fpspec.reveal;
+Each spec is lowered (fpspec.spec.lower) from trees revealed by fpspec.reveal,
+with the arithmetic found by fpspec.arith.probe;
 where a spec states a range of n, the script revealed EVERY n of that range and
 checked the spec against each tree before writing it.
 """
@@ -13,10 +14,11 @@ import platform
 import sys
 from pathlib import Path
 
+from fpspec.arith.probe import probe_arithmetic
 from fpspec.io import write_atomic
 from fpspec.reveal.engine import reveal
 from fpspec.reveal.targets import resolve_target
-from fpspec.spec import check, expand, lower, make_header
+from fpspec.spec import Block, Header, check, expand, lower, make_header
 from fpspec.tree import diff
 
 HERE = Path(__file__).resolve().parent
@@ -51,8 +53,15 @@ def write(filename, name, op, ns, fit, **kw):
     lo, hi = min(ns), max(ns)
     note = (f"revealed and compared at every n in {lo}..{hi}" if len(ns) == hi - lo + 1 and hi > lo
             else f"revealed and compared at n = {', '.join(map(str, ns))}")
-    spec = lower(trees if len(trees) > 1 else next(iter(trees.values())),
-                 _header(name, op, lo, hi, note, **kw))
+    header = _header(name, op, lo, hi, note, **kw)
+    # the arithmetic, probed (fpspec.arith.probe) at the largest n fitted
+    n_probe = max(fit)
+    report = probe_arithmetic(resolve_target(name, n=n_probe, **kw), trees[n_probe])
+    if not report.consistent:
+        sys.exit(f"{filename}: the arithmetic probes found no consistent model:\n{report}")
+    header = Header(header.target, header.op, header.n,
+                    header.sections + (Block("arithmetic", report.arithmetic.to_entries()),))
+    spec = lower(trees if len(trees) > 1 else next(iter(trees.values())), header)
     check(spec)
     for n in ns:
         got = trees.get(n)
