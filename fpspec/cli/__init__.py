@@ -37,7 +37,9 @@ def _register() -> None:
 def main(argv: list[str] | None = None) -> int:
     _register()
     try:
-        app(args=argv, standalone_mode=False)
+        # standalone_mode=False: click returns a command's typer.Exit code
+        # instead of raising SystemExit, so pass it on
+        rc = app(args=argv, standalone_mode=False)
     except FpspecError as e:
         print(f"fpspec: error: {e}", file=sys.stderr)
         return e.exit_code
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("FPSPEC_DEBUG"):
             raise
         return 1
-    return 0
+    return rc if isinstance(rc, int) else 0
 
 
 def entry() -> None:
