@@ -41,8 +41,11 @@ def main():
     ap.add_argument("--size", type=int, default=4096)
     ap.add_argument("--n", type=int, default=10 ** 8)
     ap.add_argument("--configs", action="store_true", help="also try other native tile shapes")
+    ap.add_argument("--only", choices=("native", "emulated", "sum"), action="append",
+                    help="run only these rows (repeatable); default: all")
     args = ap.parse_args()
-    rows = []
+    only = set(args.only or ("native", "emulated", "sum"))
+    rows = _Table()
     print(f"device: {torch.cuda.get_device_name()}; torch {torch.__version__}; triton {triton.__version__}")
     with tempfile.TemporaryDirectory() as tmp:
         S = args.size
@@ -56,8 +59,8 @@ def main():
         ref = torch.matmul(A, B)
         t_cublas = do_bench(lambda: torch.matmul(A, B), warmup=100, rep=500, return_mode="median")
         rows.append((f"cuBLAS fp16 GEMM {S}^3", t_cublas, flops / t_cublas / 1e9, "TFLOP/s", 1.0, "reference"))
-        configs = [gemm.REPLICA.native_config]
-        if args.configs:
+        configs = [gemm.REPLICA.native_config] if "native" in only else []
+        if args.configs and configs:
             configs += [dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3),
                         dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=4, num_stages=4),
                         dict(BM=256, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)]
@@ -68,8 +71,8 @@ def main():
             tag = "x".join(str(cfg[k]) for k in ("BM", "BN", "BK")) + f" w{cfg['num_warps']} s{cfg['num_stages']}"
             rows.append((f"replica native {tag}", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,
                          "bit-identical" if same else "DIFFERS"))
-        emulated = [gemm.REPLICA.emulated_config]
-        if args.configs:
+        emulated = [gemm.REPLICA.emulated_config] if "emulated" in only else []
+        if args.configs and emulated:
             emulated += [dict(BM=128, BN=128, num_warps=8), dict(BM=64, BN=128, num_warps=4),
                          dict(BM=32, BN=64, num_warps=2)]
         for cfg in emulated:
@@ -81,6 +84,8 @@ def main():
             rows.append((f"replica emulated {tag}", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,
                          "bit-identical" if same else "DIFFERS"))
 
+        if "sum" not in only:
+            return
         n = args.n
         x_cpu = np.random.default_rng(0).standard_normal(n).astype(np.float32)
         x = torch.from_numpy(x_cpu).cuda()
@@ -93,9 +98,17 @@ def main():
         t = do_bench(lambda: summ.sum(x), warmup=20, rep=200, return_mode="median")
         rows.append(("replica of numpy.sum order", t, nbytes / t / 1e6, "GB/s", t_torch / t,
                      "bit-identical to numpy.sum" if same else "DIFFERS from numpy.sum"))
-    print(f"\n{'what':44s} {'ms':>9s} {'rate':>10s} {'':8s} {'vs ref':>7s}  check")
-    for what, ms, rate, unit, ratio, check in rows:
-        print(f"{what:44s} {ms:9.3f} {rate:10.1f} {unit:8s} {ratio:7.2f}  {check}")
+
+
+class _Table(list):
+    """Rows printed as they come (a run cut short still shows what it measured)."""
+
+    def append(self, row):
+        if not self:
+            print(f"\n{'what':44s} {'ms':>9s} {'rate':>10s} {'':8s} {'vs ref':>7s}  check")
+        super().append(row)
+        what, ms, rate, unit, ratio, check = row
+        print(f"{what:44s} {ms:9.3f} {rate:10.1f} {unit:8s} {ratio:7.2f}  {check}", flush=True)
 
 
 if __name__ == "__main__":

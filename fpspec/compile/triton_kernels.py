@@ -248,13 +248,16 @@ def fp_store_slot(dst_ptr, offs, mask, acc, DIRECT: tl.constexpr, INIT: tl.const
 def fp_column(ptr, offs, mask, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, G: tl.constexpr):
     """Parts of one column of inputs for the chain kernel, in int32.
 
-    Returns (sign as 0/-1, exponent (zeros at -1000: never the largest),
-    significand << G, special: inf or nan)."""
+    Returns (sign as 0/-1, exponent, significand << G, is_inf, is_nan, is_zero).
+    Zeros, infs and nans get significand 0 and exponent -1000 (never the
+    largest): the finite part of a node ignores them; specials are applied after."""
     bits = tl.load(ptr + offs, mask=mask, other=0)
     neg, exp, sig, inf, nan = fp_decode(bits, EXP_BITS, MAN_BITS)
     sign = tl.where(neg, -1, 0).to(tl.int32)
-    exp = tl.where(sig != 0, exp, -1000).to(tl.int32)
-    return sign, exp, (sig << G).to(tl.int32), inf | nan
+    plain = (sig != 0) & ~inf & ~nan
+    exp = tl.where(plain, exp, -1000).to(tl.int32)
+    sig = tl.where(plain, sig << G, 0).to(tl.int32)
+    return sign, exp, sig, inf, nan, (sig == 0) & ~inf & ~nan
 
 
 @triton.jit
@@ -266,14 +269,13 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
     """A chain of fused nodes of WIDTH products over one segment, for a BM x BN tile (emulated).
 
-    Same arithmetic as fp_fused_node (Note [fused node]), arranged for speed:
+    Same arithmetic as fp_fused_node (Note [fused node]), arranged for a GPU:
     products one k at a time as BM x BN int32 tiles, two passes per node (the
     largest exponent, then the aligned terms).  Note [int32 terms]: a product's
     significand shifted left by G = FRAC - 2*IN_MAN (its largest possible
     left shift) is below 2^27, so every aligned product fits int32 and 16 of
-    them sum below 2^31 (W <= 16); c and the rounding use int64.  Rows with
-    an inf or nan input or c take fp_fused_node (exact, slower).  W: WIDTH rounded
-    up to a power of two; extra lanes load zeros, which a fused node ignores."""
+    them sum below 2^31; c and the rounding use int64.  Tiles with an inf or
+    nan among the inputs or c take a third pass for the special results."""
     G: tl.constexpr = FRAC - 2 * IN_MAN
     tl.static_assert(WIDTH <= 16)
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
@@ -285,48 +287,59 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     mm, mn = rm < M, rn < N
     acc = tl.zeros((BM, BN), dtype=tl.int64)   # c of the first node: +0, changes nothing
     for j in range(0, count, WIDTH):
-        # pass 1: the block's largest exponent (c's below) and whether any input is inf/nan
+        # pass 1: the block's largest exponent; whether any input is inf/nan
         e_max = tl.full((BM, BN), -1000, tl.int32)
         special = 0
         for kk in tl.static_range(WIDTH):
-            live = (rm * 0 + j + kk) < count
             k = start + (j + kk) * stride
-            sa, ea, ma, xa = fp_column(a_ptr, rm * s_am + k * s_ak, mm & live, IN_EXP, IN_MAN, G)
-            sb, eb, mb, xb = fp_column(b_ptr, k * s_bk + rn * s_bn, mn & ((rn * 0 + j + kk) < count),
-                                       IN_EXP, IN_MAN, G)
-            e_max = tl.maximum(e_max, ea[:, None] + eb[None, :])
-            special = special | tl.max(xa.to(tl.int32), axis=0) | tl.max(xb.to(tl.int32), axis=0)
-        cneg, cexp, csig, cinf, cnan = fp_decode(acc, 8, 23)
-        special = special | tl.max(tl.max((cinf | cnan).to(tl.int32), axis=1), axis=0)
-        e_max = tl.maximum(tl.maximum(e_max, tl.where(csig != 0, cexp, -1000).to(tl.int32)), FLOOR)
-        if special == 0:
-            # pass 2: aligned products, truncated toward zero in sign-magnitude
-            total = tl.zeros((BM, BN), dtype=tl.int32)
-            for k2 in tl.static_range(WIDTH):
-                kc = start + (j + k2) * stride
-                sa2, ea2, ma2, xa2 = fp_column(a_ptr, rm * s_am + kc * s_ak, mm & ((rm * 0 + j + k2) < count),
+            sa, ea, ma, ia, na, za = fp_column(a_ptr, rm * s_am + k * s_ak, mm & ((rm * 0 + j + kk) < count),
                                                IN_EXP, IN_MAN, G)
-                sb2, eb2, mb2, xb2 = fp_column(b_ptr, kc * s_bk + rn * s_bn, mn & ((rn * 0 + j + k2) < count),
+            sb, eb, mb, ib, nb, zb = fp_column(b_ptr, k * s_bk + rn * s_bn, mn & ((rn * 0 + j + kk) < count),
                                                IN_EXP, IN_MAN, 0)
-                r = tl.minimum(e_max - (ea2[:, None] + eb2[None, :]), 31)
-                mag = (ma2[:, None] * mb2[None, :]) >> r
-                sgn = sa2[:, None] ^ sb2[None, :]
-                total += (mag ^ sgn) - sgn
-            unit = e_max.to(tl.int64) - FRAC
-            ca = fp_shift(csig, cexp - 23 - unit)
-            t64 = total.to(tl.int64) + tl.where(cneg, -ca, ca)
-            acc = fp_round_pack(t64 < 0, tl.abs(t64), unit, 8, 23, TO_ZERO)
-        else:
-            # (fresh names: Triton types every name once across the branches)
-            lane = j + tl.arange(0, W)
-            lane_on = (lane < count) & (tl.arange(0, W) < WIDTH)
-            koff = start + lane.to(tl.int64) * stride
-            a_t = tl.load(a_ptr + rm[:, None] * s_am + koff[None, :] * s_ak,
-                          mask=mm[:, None] & lane_on[None, :], other=0)
-            b_t = tl.load(b_ptr + koff[None, :] * s_bk + rn[:, None] * s_bn,
-                          mask=mn[:, None] & lane_on[None, :], other=0)
-            pn, pe, ps, pi, pq = fp_product(a_t[:, None, :], b_t[None, :, :], IN_EXP, IN_MAN)
-            acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO)
+            e_max = tl.maximum(e_max, ea[:, None] + eb[None, :])
+            special = special | tl.max((ia | na).to(tl.int32), axis=0) | tl.max((ib | nb).to(tl.int32), axis=0)
+        cneg, cexp, csig, cinf, cnan = fp_decode(acc, 8, 23)
+        e_max = tl.maximum(tl.maximum(e_max, tl.where(csig != 0, cexp, -1000).to(tl.int32)), FLOOR)
+        # pass 2: aligned finite products, truncated toward zero in sign-magnitude
+        total = tl.zeros((BM, BN), dtype=tl.int32)
+        for k2 in tl.static_range(WIDTH):
+            kc = start + (j + k2) * stride
+            sa2, ea2, ma2, ia2, na2, za2 = fp_column(a_ptr, rm * s_am + kc * s_ak,
+                                                     mm & ((rm * 0 + j + k2) < count), IN_EXP, IN_MAN, G)
+            sb2, eb2, mb2, ib2, nb2, zb2 = fp_column(b_ptr, kc * s_bk + rn * s_bn,
+                                                     mn & ((rn * 0 + j + k2) < count), IN_EXP, IN_MAN, 0)
+            r = tl.minimum(e_max - (ea2[:, None] + eb2[None, :]), 31)
+            mag = (ma2[:, None] * mb2[None, :]) >> r
+            sgn = sa2[:, None] ^ sb2[None, :]
+            total += (mag ^ sgn) - sgn
+        unit = e_max.to(tl.int64) - FRAC
+        ca = fp_shift(csig, cexp - 23 - unit)
+        t64 = total.to(tl.int64) + tl.where(cneg, -ca, ca)
+        finite = fp_round_pack(t64 < 0, tl.abs(t64), unit, 8, 23, TO_ZERO)
+        special = special | tl.max(tl.max((cinf | cnan).to(tl.int32), axis=1), axis=0)
+        if special != 0:
+            # pass 3 (rare): nan if any nan, inf * 0 or inf - inf; else an inf wins
+            pos = cinf & ~cneg
+            negi = cinf & cneg
+            nan = cnan
+            for k3 in tl.static_range(WIDTH):
+                k3c = start + (j + k3) * stride
+                sa3, ea3, ma3, ia3, na3, za3 = fp_column(a_ptr, rm * s_am + k3c * s_ak,
+                                                         mm & ((rm * 0 + j + k3) < count), IN_EXP, IN_MAN, G)
+                sb3, eb3, mb3, ib3, nb3, zb3 = fp_column(b_ptr, k3c * s_bk + rn * s_bn,
+                                                         mn & ((rn * 0 + j + k3) < count), IN_EXP, IN_MAN, 0)
+                p_nan = (na3[:, None] | nb3[None, :] | (ia3[:, None] & zb3[None, :])
+                         | (za3[:, None] & ib3[None, :]))
+                p_inf = (ia3[:, None] | ib3[None, :]) & ~p_nan
+                p_neg = (sa3[:, None] ^ sb3[None, :]) != 0
+                nan = nan | p_nan
+                pos = pos | (p_inf & ~p_neg)
+                negi = negi | (p_inf & p_neg)
+            nan = nan | (pos & negi)
+            finite = tl.where(pos, 0x7F800000, finite)
+            finite = tl.where(negi, 0xFF800000, finite)
+            finite = tl.where(nan, 0x7FC00000, finite)
+        acc = finite
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)
 
