@@ -16,17 +16,24 @@ Algorithms (all iterative: no recursion, any order, n up to 2^20 and beyond):
   built plus one leaf beside it (its "context": the parent's pivot, which shows
   a fused parent), zeros elsewhere, and counts in windows of at most W units
   when the group is wider than the format counts exactly.  Works for fp16/bf16
-  and for n beyond 2^p.
-- "auto": fprev when the format counts n - 2 units exactly, else modified.
+  and for n beyond 2^p.  Groups of one depth share rows, each at its own
+  power-of-two unit (oracle.py, Note [packing]).
+- "auto": fprev when the format counts n - 2 units exactly (one base row for
+  every query: the cheapest batch), else modified.
 
-Pivots are random (seeded; seed 000 section 8.2 suggests it): a reversed sum
-takes about 2n queries instead of n^2/2.  All groups pending at the same depth
-are asked in one batch ("wave"), so a GEMM answers a whole wave in a few calls.
+Pivots (seed 000 section 8.2 suggests randomizing): the smallest leaf first,
+which takes a left-to-right sum in one pass; a group whose biggest part keeps
+more than 3/4 of it hands the largest leaf to that part (one pass for a
+right-to-left sum), and after a second bad split a random leaf (expected
+O(n log n) queries on any tree; about 2n on a reversed sum instead of n^2/2).
+All groups pending at the same depth are asked in one batch ("wave"), so a
+GEMM answers a whole wave in a few calls.
 
 Every answer is checked: l must be an integer in [2, |S|], each level of a
 pivot's path must hold exactly the leaves counted so far, and the finished tree
-is checked against fresh single-call queries (a nondeterministic or
-value-dependent target fails here).
+is checked against fresh queries on pairs the construction never asked (a
+nondeterministic or value-dependent target fails here); a batched call is
+trusted only after it answered a sample exactly like single calls.
 """
 from __future__ import annotations
 
@@ -38,7 +45,7 @@ import numpy as np
 from fpspec.errors import FpspecError, RevealRefused
 from fpspec.reveal.masks import plan_masks
 from fpspec.reveal.oracle import LcaOracle
-from fpspec.tree import Node, Tree, check_leaves, leaves, postorder
+from fpspec.tree import LcaIndex, Node, Tree, postorder
 
 ALGORITHMS = ("auto", "basic", "fprev", "modified")
 MAX_LISTED = 4096           # differing output elements listed one by one
@@ -324,12 +331,8 @@ def _checks_from_learned(learned: _Learned, rng, k: int, root_only: bool = False
 
 
 def _checks_from_tree(tree: Tree, rng, k: int) -> list:
-    iv = _Intervals(tree)
-    out = []
-    for a, b in _tree_pairs(tree, rng, k).tolist():
-        node = iv.lca(a, b)
-        out.append((None, a, b, iv.hi[node] - iv.lo[node]))
-    return out
+    index = LcaIndex(tree)
+    return [(None, a, b, index.l(a, b)) for a, b in _tree_pairs(tree, rng, k).tolist()]
 
 
 # ---------------------------------------------------------------- FPRev-basic (Algorithm 2)
@@ -415,45 +418,6 @@ def _tree_pairs(tree: Tree, rng, k: int) -> np.ndarray:
         a, b = rng.choice(n, size=2, replace=False)
         out.append((int(a), int(b)))
     return np.array(out, dtype=np.int64)
-
-
-class _Intervals:
-    """Each node of a tree as an interval of its leaf order: lca and leaf counts without recursion."""
-
-    def __init__(self, tree: Tree):
-        order = leaves(tree)
-        self.pos = np.empty(len(order), np.int64)
-        self.pos[np.asarray(order)] = np.arange(len(order))
-        self.lo, self.hi, self.parent, self.depth = [], [], [], []
-        self.node_of_leaf = np.empty(len(order), np.int64)
-        stack = [(tree, -1)]
-        cursor = 0
-        # preorder with explicit stack; a node's interval is [first leaf pos, first + size)
-        while stack:
-            t, par = stack.pop()
-            me = len(self.lo)
-            first = self.pos[t] if isinstance(t, int) else self.pos[t.first]
-            size = 1 if isinstance(t, int) else t.size
-            self.lo.append(int(first))
-            self.hi.append(int(first) + size)
-            self.parent.append(par)
-            self.depth.append(0 if par < 0 else self.depth[par] + 1)
-            if isinstance(t, int):
-                self.node_of_leaf[t] = me
-            else:
-                stack.extend((c, me) for c in reversed(t.children))
-        del cursor
-
-    def lca(self, a: int, b: int) -> int:
-        x, y = int(self.node_of_leaf[a]), int(self.node_of_leaf[b])
-        d, p = self.depth, self.parent
-        while d[x] > d[y]:
-            x = p[x]
-        while d[y] > d[x]:
-            y = p[y]
-        while x != y:
-            x, y = p[x], p[y]
-        return x
 
 
 def _validate(checks: list, oracle: LcaOracle) -> None:

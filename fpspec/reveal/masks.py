@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 
 from fpspec.errors import RevealRefused
-from fpspec.formats import Format, get_format
+from fpspec.formats import Format
 
 SWAMP_MARGIN_BITS = 4
 

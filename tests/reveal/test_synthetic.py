@@ -86,6 +86,21 @@ def test_narrow_format_beyond_exact_counts_uses_windows():
     assert rev.tree == tree
 
 
+@pytest.mark.parametrize("fmt", ["fp32", "bf16"])
+def test_packed_queries_on_single_call_and_matrix_targets(fmt):
+    # modified: several groups share one call, each at its own power-of-two unit
+    tree = binary_fused2(random_tree(40, np.random.default_rng(11), fused_prob=0.3))
+    for target in (S.dot_target(tree, fmt), S.gemm_target([tree] * 8, fmt, ncols=2)):
+        packed = reveal(target, algorithm="modified")
+        plain = reveal(target, algorithm="fprev")
+        assert packed.tree == plain.tree == tree
+    binary = random_tree(60, np.random.default_rng(12))
+    packed = reveal(S.dot_target(binary, fmt), algorithm="modified", check=False)
+    plain = reveal(S.dot_target(binary, fmt), algorithm="fprev", check=False)
+    assert packed.tree == plain.tree == binary
+    assert packed.calls < plain.calls          # one call per row, several queries per row
+
+
 def test_dot_target():
     tree = S.strided_lanes(24, 4)
     assert reveal(S.dot_target(tree, "fp32")).tree == tree
