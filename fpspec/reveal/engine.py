@@ -318,10 +318,10 @@ def _checks_from_learned(learned: _Learned, rng, k: int, root_only: bool = False
     """(units, a, b, expected l_S) for pairs the construction never asked: a in level t1, b in t2 > t1
     of one frame; their lca is the level-t2 node, so l_S is the recorded l of level t2."""
     L, _, _, rep = learned.levels()
-    frames = [0] if root_only else range(len(learned.pivot))
-    frames = [f for f in frames if learned.span[f][1] - learned.span[f][0] >= 2]
+    spans = np.asarray(learned.span[:1] if root_only else learned.span)
+    frames = np.flatnonzero(spans[:, 1] - spans[:, 0] >= 2)
     out = []
-    if not frames:
+    if not len(frames):
         return out
     for f in rng.choice(frames, size=min(k, len(frames) * 4), replace=True).tolist():
         a0, b0 = learned.span[f]

@@ -148,9 +148,9 @@ class LcaOracle:
                 out[idx] = self._split_rows(ri[idx], rj[idx], base)
                 continue
             q = len(idx)
-            rr = np.concatenate([np.arange(q), np.arange(q)])
-            cc = np.concatenate([ri[idx], rj[idx]])
-            vv = np.concatenate([np.full(q, p.a_mask), np.full(q, -p.a_mask)])
+            rr = np.repeat(np.arange(q), 2)                     # row order: no sort needed later
+            cc = np.stack([ri[idx], rj[idx]], 1).ravel()
+            vv = np.tile([p.a_mask, -p.a_mask], q)
             out[idx] = self._eval_rows(base, rr, cc, vv, q)
         return out
 
@@ -319,8 +319,9 @@ class LcaOracle:
         """Outputs of `rows` inputs: operand A = base (float64 values) with (rr, cc) set to vv."""
         t, p = self.target, self.plan
         out = np.empty(rows)
-        order = np.argsort(rr, kind="stable")
-        rr, cc, vv = rr[order], cc[order], vv[order]
+        if len(rr) > 1 and np.any(rr[1:] < rr[:-1]):
+            order = np.argsort(rr, kind="stable")
+            rr, cc, vv = rr[order], cc[order], vv[order]
         bounds = np.searchsorted(rr, np.arange(rows + 1))
         if t.op == "sum" and self._rows_ok is None:
             self._rows_ok = self._check_rows(base)
