@@ -351,18 +351,11 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC: tl.constexpr,
                       FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
                       INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
-    """A chain of fused nodes of WIDTH products over one segment, for a BM x BN tile (emulated).
+    """mm_chain_emulated with each node as one BM x BN x W tensor through fp_fused_node.
 
-    Same arithmetic as fp_fused_node (Note [fused node]), arranged for speed:
-    products one k at a time as BM x BN int32 tiles, two passes per node (the
-    largest exponent, then the aligned terms).  Note [int32 terms]: a product's
-    significand shifted left by G = FRAC - 2*IN_MAN (its largest possible
-    left shift) is below 2^27, so every aligned product fits int32 and 16 of
-    them sum below 2^31 (W <= 16); c and the rounding use int64.  Rows with
-    an inf or nan input or c take fp_fused_node (exact, slower).  W: WIDTH rounded
-    up to a power of two; extra lanes load zeros, which a fused node ignores."""
-    G: tl.constexpr = FRAC - 2 * IN_MAN
-    tl.static_assert(WIDTH <= 16)
+    Few, wide operations: the fast form for the interpreter (TRITON_INTERPRET=1
+    pays per operation); on a GPU its registers overflow.  W: WIDTH rounded up
+    to a power of two; the extra lanes load zeros, which a fused node ignores."""
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
     start = tl.load(segs_ptr + sid * 5)
     count = tl.load(segs_ptr + sid * 5 + 1)
@@ -372,48 +365,13 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     mm, mn = rm < M, rn < N
     acc = tl.zeros((BM, BN), dtype=tl.int64)   # c of the first node: +0, changes nothing
     for j in range(0, count, WIDTH):
-        # pass 1: the block's largest exponent (c's below) and whether any input is inf/nan
-        e_max = tl.full((BM, BN), -1000, tl.int32)
-        special = 0
-        for kk in tl.static_range(WIDTH):
-            live = (rm * 0 + j + kk) < count
-            k = start + (j + kk) * stride
-            sa, ea, ma, xa = fp_column(a_ptr, rm * s_am + k * s_ak, mm & live, IN_EXP, IN_MAN, G)
-            sb, eb, mb, xb = fp_column(b_ptr, k * s_bk + rn * s_bn, mn & ((rn * 0 + j + kk) < count),
-                                       IN_EXP, IN_MAN, G)
-            e_max = tl.maximum(e_max, ea[:, None] + eb[None, :])
-            special = special | tl.max(xa.to(tl.int32), axis=0) | tl.max(xb.to(tl.int32), axis=0)
-        cneg, cexp, csig, cinf, cnan = fp_decode(acc, 8, 23)
-        special = special | tl.max(tl.max((cinf | cnan).to(tl.int32), axis=1), axis=0)
-        e_max = tl.maximum(tl.maximum(e_max, tl.where(csig != 0, cexp, -1000).to(tl.int32)), FLOOR)
-        if special == 0:
-            # pass 2: aligned products, truncated toward zero in sign-magnitude
-            total = tl.zeros((BM, BN), dtype=tl.int32)
-            for k2 in tl.static_range(WIDTH):
-                kc = start + (j + k2) * stride
-                sa2, ea2, ma2, xa2 = fp_column(a_ptr, rm * s_am + kc * s_ak, mm & ((rm * 0 + j + k2) < count),
-                                               IN_EXP, IN_MAN, G)
-                sb2, eb2, mb2, xb2 = fp_column(b_ptr, kc * s_bk + rn * s_bn, mn & ((rn * 0 + j + k2) < count),
-                                               IN_EXP, IN_MAN, 0)
-                r = tl.minimum(e_max - (ea2[:, None] + eb2[None, :]), 31)
-                mag = (ma2[:, None] * mb2[None, :]) >> r
-                sgn = sa2[:, None] ^ sb2[None, :]
-                total += (mag ^ sgn) - sgn
-            unit = e_max.to(tl.int64) - FRAC
-            ca = fp_shift(csig, cexp - 23 - unit)
-            t64 = total.to(tl.int64) + tl.where(cneg, -ca, ca)
-            acc = fp_round_pack(t64 < 0, tl.abs(t64), unit, 8, 23, TO_ZERO)
-        else:
-            # (fresh names: Triton types every name once across the branches)
-            lane = j + tl.arange(0, W)
-            lane_on = (lane < count) & (tl.arange(0, W) < WIDTH)
-            koff = start + lane.to(tl.int64) * stride
-            a_t = tl.load(a_ptr + rm[:, None] * s_am + koff[None, :] * s_ak,
-                          mask=mm[:, None] & lane_on[None, :], other=0)
-            b_t = tl.load(b_ptr + koff[None, :] * s_bk + rn[:, None] * s_bn,
-                          mask=mn[:, None] & lane_on[None, :], other=0)
-            pn, pe, ps, pi, pq = fp_product(a_t[:, None, :], b_t[None, :, :], IN_EXP, IN_MAN)
-            acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO)
+        ks = j + tl.arange(0, W)
+        live = (ks < count) & (tl.arange(0, W) < WIDTH)
+        kk = start + ks.to(tl.int64) * stride
+        a = tl.load(a_ptr + rm[:, None] * s_am + kk[None, :] * s_ak, mask=mm[:, None] & live[None, :], other=0)
+        b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
+        pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN)
+        acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)
 
