@@ -2,7 +2,7 @@
 replica against torch.matmul bit for bit on both paths; numpy.sum's order on the GPU
 against numpy.sum on the CPU.
 
-    PYTHONPATH=. python examples/gpu_triton/gpu_validate.py OUTDIR [--quick]
+    PYTHONPATH=. python examples/gpu_triton/gpu_validate.py OUTDIR [--quick] [--shapes=MxNxK,...] [--no-sum]
 
 Writes OUTDIR/validate.txt (one line per check) and OUTDIR/trees.txt (the
 revealed trees).  --quick: small shapes, for a CPU dry run under TRITON_INTERPRET=1.
@@ -31,6 +31,12 @@ DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
 SHAPES = ([(8, 8, 40), (4, 4, 17)] if QUICK else
           [(64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (4096, 4096, 4096), (128, 128, 1000),
            (96, 80, 77), (64, 64, 4096), (16, 16, 8192), (2048, 2048, 520)])
+for arg in sys.argv[2:]:
+    if arg.startswith("--shapes="):   # e.g. --shapes=96x80x77,64x64x4096
+        SHAPES = [tuple(int(v) for v in s.split("x")) for s in arg.split("=", 1)[1].split(",")]
+SUMS = [1, 9, 129, 1000, 10 ** 5 + 3] if QUICK else [1, 9, 129, 1000, 10 ** 5 + 3, 10 ** 7, 10 ** 8]
+if "--no-sum" in sys.argv:
+    SUMS = []
 OUT.mkdir(parents=True, exist_ok=True)
 REPLICAS = tempfile.mkdtemp()
 log_file = open(OUT / "validate.txt", "w")
@@ -108,7 +114,7 @@ for fmt in ("fp16", "bf16"):
 # numpy.sum's order on the GPU
 rep = load(numpy_sum_kernel(), "numpy_sum")
 rng = np.random.default_rng(0)
-for n in ([1, 9, 129, 1000, 10 ** 5 + 3] if QUICK else [1, 9, 129, 1000, 10 ** 5 + 3, 10 ** 7, 10 ** 8]):
+for n in SUMS:
     x = (rng.standard_normal(n) * np.exp2(rng.integers(-10, 11, n))).astype(np.float32)
     t0 = time.perf_counter()
     got = rep.sum(torch.from_numpy(x).to(DEVICE)).cpu().numpy()
