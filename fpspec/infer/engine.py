@@ -174,7 +174,7 @@ def constants_of(order) -> set[int]:
     return out
 
 
-def design_from(order, runs, lo: int, hi: int, rng) -> set[int]:
+def design_from(order, runs, lo: int, hi: int, rng, random: int = RANDOM_DESIGN) -> set[int]:
     """Multiples of the spec's constants and their neighbours, both sides of
     every guard threshold, the middle of every gap between two runs."""
     ns = set()
@@ -185,7 +185,7 @@ def design_from(order, runs, lo: int, hi: int, rng) -> set[int]:
             ns.update((k * c - 1, k * c, k * c + 1))
     for a, b in zip(runs, runs[1:]):
         ns.update((a.hi, a.hi + 1, b.lo - 1, b.lo, (a.hi + b.lo) // 2))
-    ns.update(int(x) for x in rng.integers(lo, hi + 1, RANDOM_DESIGN))
+    ns.update(int(x) for x in rng.integers(lo, hi + 1, random))
     return {n for n in ns if lo <= n <= hi}
 
 
@@ -278,7 +278,7 @@ def _ident(name: str) -> str:
 
 
 def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, progress: bool = True,
-               holdout: int = 16, full_limit: int = 8192, checks: tuple = (), replica: str | None = "numba",
+               holdout=16, full_limit: int = 8192, checks: tuple = (), replica: str | None = "numba",
                inputs: int = 6, probe: bool = True, command: str | None = None,
                **target_kwargs) -> Inference:
     """One spec explaining the target's order at every n in n_range = (lo, hi).
@@ -286,7 +286,7 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
     make_target: n -> fpspec.reveal Target (or a target name, with dtype=,
     op=, m=, ncols=, device= passed on to resolve_target).  exact: reveal in
     full at every n checked (no sampled checks).  holdout: fresh random n
-    compared after fitting.  full_limit: the largest n revealed in full
+    compared after fitting (or the list of them).  full_limit: the largest n revealed in full
     (unless exact).  checks: extra n to check (sampled above full_limit),
     e.g. 2**20, 2**24.  replica: the fpspec.compile backend used for the
     bitwise part of sampled checks (None: queries only).  probe: find the
@@ -302,7 +302,6 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
     bar = _Bar(progress)
     src = _Reveal(make, seed, bar)
     counter: list[Counterexample] = []
-    fit_rounds, fit_seconds, candidates = 0, 0.0, 0
     try:
         # 1-3: design, fit, redesign from the spec
         design = first_design(lo, limit, rng)
@@ -310,55 +309,70 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
         for n in sorted(design):
             src.tree(n, "design")
         name = _ident(getattr(src.first_target, "name", "order") or "order")
-        spec = fitter = None
-        for _ in range(MAX_ROUNDS):
+        stats = {"rounds": 0, "seconds": 0.0, "candidates": 0}
+
+        def fit_now(base=None, exceptions=()):
             t0 = time.perf_counter()
-            spec, fitter = _fit(src.trees, name, lo, hi)
-            fit_seconds += time.perf_counter() - t0
-            fit_rounds += 1
-            candidates += fitter.candidates
-            more = design_from(spec.order if not spec.lets else spec.lets[0].order, fitter.runs, lo, limit, rng)
-            more -= set(src.trees)
-            if not more:
-                break
-            bar.add(len(more))
-            wrong = []
-            for n in sorted(more):
-                t = src.tree(n, "refine")
-                if expand(spec, n) != t:
-                    wrong.append(n)
-            if not wrong:
-                break
+            got = _fit(src.trees, name, lo, hi, base, exceptions)
+            stats["seconds"] += time.perf_counter() - t0
+            stats["rounds"] += 1
+            stats["candidates"] += got[1].candidates
+            return got
+
+        def refine(spec, fitter, first: bool):
+            """Design from the spec, reveal, refit on disagreement; bisect the
+            gaps between guard arms until a round adds no n."""
+            for rnd in range(4 * MAX_ROUNDS):
+                more = design_from(spec.order if not spec.lets else spec.lets[0].order, fitter.runs, lo, limit,
+                                   rng, random=RANDOM_DESIGN if first and rnd == 0 else 0)
+                more -= set(src.trees)
+                if not more:
+                    break
+                bar.add(len(more))
+                wrong = [n for n in sorted(more) if _difference(spec, n, src.tree(n, "refine"))]
+                if wrong:
+                    spec, fitter = fit_now(spec, wrong)
+            return spec, fitter
+
+        spec, fitter = refine(*fit_now(), first=True)
         # 4: held-out n, never used for fitting
         held: list[int] = []
         sampled: list[SampledCheck] = []
         rep = None
         pending_big = {n for n in checks if limit < n <= hi} | set(_powers_above(limit, hi))
+        chosen = None if isinstance(holdout, int) else sorted(int(x) for x in holdout)
+        explicit = chosen is not None
+        asked_big = [] if chosen is None else [x for x in chosen if limit < x <= hi]
+        if chosen is not None:
+            holdout = len(chosen)
         for _ in range(MAX_ROUNDS):
-            fresh = _fresh(rng, lo, limit, holdout if limit == hi else max(1, holdout // 2), set(src.trees))
+            if chosen is not None:  # the caller's held-out n, then fresh ones after a refit
+                fresh = [x for x in chosen if lo <= x <= limit and x not in src.trees]
+                chosen = None
+            else:
+                fresh = _fresh(rng, lo, limit, holdout if limit == hi else max(1, holdout // 2), set(src.trees))
             bar.add(len(fresh))
             wrong = []
             for n in fresh:
                 t = src.tree(n, "held-out")
                 held.append(n)
-                d = diff(expand(spec, n), t)
-                if d is not None:
+                d = _difference(spec, n, t)
+                if d:
                     wrong.append(n)
-                    counter.append(Counterexample(n, "held-out", str(d).splitlines()[0], False))
+                    counter.append(Counterexample(n, "held-out", d, False))
             if not wrong:
                 break
-            t0 = time.perf_counter()
-            spec, fitter = _fit(src.trees, name, lo, hi)  # the counterexamples are observations now
-            fit_seconds += time.perf_counter() - t0
-            fit_rounds += 1
-            candidates += fitter.candidates
-            counter = [dataclasses.replace(c, resolved=expand(spec, c.n) == src.trees[c.n]) for c in counter]
+            # the counterexamples are observations now: refit, redesign
+            spec, fitter = refine(*fit_now(spec, wrong), first=False)
+            counter = [dataclasses.replace(c, resolved=not _difference(spec, c.n, src.trees[c.n])) for c in counter]
         for n in sorted(x for x in checks if lo <= x <= limit):  # small enough to reveal in full
             bar.add(1)
-            d = diff(expand(spec, n), src.tree(n, "checked"))
-            if d is not None:
-                counter.append(Counterexample(n, "checked", str(d).splitlines()[0], False))
-        big = sorted(set(pending_big) | set(_fresh(rng, limit + 1, hi, holdout - holdout // 2, set(src.trees))))
+            d = _difference(spec, n, src.tree(n, "checked"))
+            if d:
+                counter.append(Counterexample(n, "checked", d, False))
+        big_fresh = asked_big if explicit else (
+            _fresh(rng, limit + 1, hi, holdout - holdout // 2, set(src.trees)))
+        big = sorted(set(pending_big) | set(big_fresh))
         bar.add(len(big))
         for n in big:
             stage = "held-out (sampled)" if n not in pending_big else "checked (sampled)"
@@ -380,7 +394,8 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
         bar.close()
     revealed = tuple(sorted(set(src.trees) - set(held)))
     fit = FitResult(str(spec.order if not spec.lets else spec.lets[0].order), order_cost(spec.order)
-                    + sum(order_cost(d.order) for d in spec.lets), candidates, fit_rounds, fit_seconds,
+                    + sum(order_cost(d.order) for d in spec.lets), stats["candidates"], stats["rounds"],
+                    stats["seconds"],
                     tuple((r.lo, r.hi, str(r.order)) for r in (fitter.runs if fitter else ())))
     header = _header(spec, src.first_target, lo, hi, revealed, tuple(sorted(held)), sampled, exact, command,
                      arith)
@@ -421,9 +436,16 @@ def _replica(spec, backend: str):
         return None
 
 
-def _fit(trees: dict, name: str, lo: int, hi: int):
-    """Fit, then confirm by expansion; without recursion if that fails."""
+def _fit(trees: dict, name: str, lo: int, hi: int, base: A.Spec | None = None, exceptions=()):
+    """Fit, then confirm by expansion; without recursion if that fails.
+
+    With `base` (the spec before some n turned out wrong) a second candidate
+    is the base with a guard arm `n == c` per exception: when that is
+    cheaper than the refit, the exceptions are exceptions, not a new
+    structure.  The cheapest candidate that agrees with every tree wins.
+    """
     obs = [Obs(n, t) for n, t in sorted(trees.items())]
+    found = []
     for allow_ref in (True, False):
         fitter = Fitter(name=name, pool=dict(trees), allow_ref=allow_ref)
         order = fitter.fit_root(obs)
@@ -431,10 +453,35 @@ def _fit(trees: dict, name: str, lo: int, hi: int):
             continue
         spec = _as_spec(order, name, lo, hi)
         if _agrees(spec, trees):
-            return spec, fitter
+            found.append((spec_cost(spec), spec, fitter))
+            break
+    if base is not None and exceptions:
+        arms = []
+        for n in exceptions:
+            order = Fitter(name=name).fit_root([Obs(n, trees[n])])
+            arms.append(A.Case(A.Compare("==", A.Var(), A.Num(n)), order or A.Literal(trees[n])))
+        spec = _with_arms(base, tuple(arms))
+        if _agrees(spec, trees):
+            found.append((spec_cost(spec), spec, fitter if found else Fitter(name=name)))
+    if found:
+        found.sort(key=lambda x: x[0])
+        return found[0][1], found[0][2]
     # no order found: every n its own literal (never wrong, never compact)
     fitter = Fitter(name=name)
     return _never_contradict(_as_spec(A.Seq(), name, lo, hi), trees), fitter
+
+
+def spec_cost(spec: A.Spec) -> int:
+    return order_cost(spec.order) + sum(order_cost(d.order) for d in spec.lets)
+
+
+def _with_arms(spec: A.Spec, arms: tuple) -> A.Spec:
+    """spec with guard arms tried before its order (inside the named root order
+    when there is one, so that recursion meets them too)."""
+    if spec.lets:
+        d = spec.lets[0]
+        return dataclasses.replace(spec, lets=(A.Let(d.name, A.Guard(arms, d.order)),) + spec.lets[1:])
+    return dataclasses.replace(spec, order=A.Guard(arms, spec.order))
 
 
 def _as_spec(order, name: str, lo: int, hi: int) -> A.Spec:
@@ -458,11 +505,17 @@ def _uses_ref(order, name: str) -> bool:
     return False
 
 
-def _agrees(spec: A.Spec, trees: dict) -> bool:
+def _difference(spec: A.Spec, n: int, tree: Tree) -> str:
+    """'' when the spec gives `tree` at n, else what differs, in one line."""
     try:
-        return all(expand(spec, n) == t for n, t in trees.items())
-    except Exception:
-        return False
+        d = diff(expand(spec, n), tree)
+    except FpspecError as e:
+        return f"the spec does not apply at n = {n}: {e}"
+    return "" if d is None else str(d).splitlines()[0]
+
+
+def _agrees(spec: A.Spec, trees: dict) -> bool:
+    return not any(_difference(spec, n, t) for n, t in trees.items())
 
 
 def _never_contradict(spec: A.Spec, trees: dict) -> A.Spec:
@@ -477,12 +530,7 @@ def _never_contradict(spec: A.Spec, trees: dict) -> A.Spec:
             wrong.append((n, t))
     if not wrong:
         return spec
-    cases = tuple(A.Case(A.Compare("==", A.Var(), A.Num(n)), A.Literal(t)) for n, t in wrong)
-    if spec.lets:
-        d = spec.lets[0]
-        lets = (A.Let(d.name, A.Guard(cases, d.order)),) + spec.lets[1:]
-        return dataclasses.replace(spec, lets=lets)
-    return dataclasses.replace(spec, order=A.Guard(cases, spec.order))
+    return _with_arms(spec, tuple(A.Case(A.Compare("==", A.Var(), A.Num(n)), A.Literal(t)) for n, t in wrong))
 
 
 def _probe(src: _Reveal, make) -> A.Block | None:

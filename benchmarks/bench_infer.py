@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""One spec for every n (fpspec.infer) vs revealing one n, side by side in one run.
+
+    FPREV_PATH=/path/to/FPRev python benchmarks/bench_infer.py [--quick] [--rows infer,big,replica]
+        [--spec-out examples/numpy_sum.fps]
+
+Rows:
+  infer    numpy.sum float32 over n = 1..65536: fpspec infers one spec (full
+           revelation at designed and held-out n up to 8192, sampled checks
+           above), against the published FPRev revealing n = 65536 once
+           (FPREV_PATH; its code is never copied here) and fpspec revealing
+           n = 65536 once.
+  big      numpy.sum float32 at n = 2^24: the inferred spec checked by
+           SAMPLING (targeted l(i,j) queries + a Numba replica on random
+           inputs), in a child process so that its peak RSS is its own;
+           against one numpy.sum call at that n.
+  replica  the inferred spec compiled by the Numba backend against numpy.sum,
+           bit for bit, at 1,000 random n in 1..10^6 (--quick: 100).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from a checkout
+
+import numpy as np  # noqa: E402
+
+QUICK = "--quick" in sys.argv
+N_HI = 65536
+BIG = 1 << 24
+
+
+def _arg(name, default):
+    if name in sys.argv:
+        return sys.argv[sys.argv.index(name) + 1]
+    return default
+
+
+def load_fprev():
+    path = os.environ.get("FPREV_PATH")
+    if not path or not os.path.exists(os.path.join(path, "fprev.py")):
+        return None
+    sys.path[:0] = [path, os.path.join(path, "experiments")]
+    try:
+        import fprev
+        from accumimpls.numpy import NumpySum
+    except ImportError as e:
+        print(f"FPRev at {path} does not import ({e}); fpspec columns only")
+        return None
+    return fprev, NumpySum
+
+
+def line(label, what, ref, ours, unit="s"):
+    ratio = f"{ref / ours:8.1f}x" if isinstance(ref, (int, float)) and isinstance(ours, (int, float)) and ours else \
+        "       -"
+    fr = f"{ref:12.3f}" if isinstance(ref, float) else f"{ref!s:>12}"
+    fo = f"{ours:12.3f}" if isinstance(ours, float) else f"{ours!s:>12}"
+    print(f"  {label:<40}{what:<22}{fr}{fo}  {ratio}")
+
+
+def numpy_target(n):
+    from fpspec.reveal.targets import resolve_target
+
+    return resolve_target("numpy.sum", n=n, dtype="float32")
+
+
+def row_infer():
+    from fpspec.infer import infer_spec
+    from fpspec.io import write_atomic
+    from fpspec.reveal.engine import reveal
+
+    out = _arg("--spec-out", None)
+    cmd = "python benchmarks/bench_infer.py --rows infer" + (f" --spec-out {out}" if out else "")
+    t0 = time.perf_counter()
+    r = infer_spec(numpy_target, (1, N_HI), progress=sys.stderr.isatty(), command=cmd)
+    ours = time.perf_counter() - t0
+    if out:
+        write_atomic(out, str(r.spec))
+    print(r.report())
+    fpr = load_fprev()
+    ref = ref_q = "not run"
+    if fpr is not None and not QUICK:
+        fprev, NumpySum = fpr
+        impl = NumpySum(N_HI)
+        calls = [0]
+        get_l = impl.get_l
+
+        def counted():
+            calls[0] += 1
+            return get_l()
+
+        impl.get_l = counted
+        t0 = time.perf_counter()
+        fprev.fprev(impl)
+        ref, ref_q = time.perf_counter() - t0, calls[0]
+    t0 = time.perf_counter()
+    one = reveal(numpy_target(N_HI))
+    one_s = time.perf_counter() - t0
+    held_ok = not any(c.stage == "held-out" and not c.resolved for c in r.counterexamples)
+    sampled_ok = all(s.ok for s in r.sampled)
+    print(f"\nnumpy.sum float32, n = 1..{N_HI}: one spec ({r.fit.order})")
+    print(f"  {'':<40}{'':<22}{'reference':>12}{'fpspec':>12}  ratio")
+    line("FPRev n=65536 once vs infer 1..65536", "wall seconds", ref, ours)
+    line("FPRev n=65536 once vs infer 1..65536", "queries", ref_q,
+         sum(t.queries for t in r.timings))
+    line("fpspec reveal n=65536 once vs infer", "wall seconds", one_s, ours)
+    line("", "n revealed in full", 1, len(r.revealed) + len(r.held_out))
+    line("", "held-out n (full)", "-", f"{len(r.held_out)} {'agree' if held_ok else 'DIFFER'}")
+    line("", "sampled n", "-", f"{len(r.sampled)} {'agree' if sampled_ok else 'DIFFER'}")
+    return r
+
+
+def row_big(spec_text):
+    """In a child process: the sampled check at 2^24 and its own peak RSS."""
+    code = r"""
+import json, resource, sys, time
+import numpy as np
+from fpspec.spec import parse
+from fpspec.infer.check import Replica, sampled_check
+from fpspec.reveal.targets import resolve_target
+spec = parse(sys.stdin.read())
+n = int(sys.argv[1])
+t0 = time.perf_counter()
+rep = Replica(spec, "numba")
+c = sampled_check(spec, resolve_target("numpy.sum", n=n, dtype="float32"), replica=rep)
+sec = time.perf_counter() - t0
+x = np.ones(n, np.float32)
+t1 = time.perf_counter(); x.sum(); one = time.perf_counter() - t1
+print(json.dumps({"seconds": sec, "check": c.to_json(), "text": c.text(), "numpy_call": one,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    p = subprocess.run([sys.executable, "-c", code, str(BIG)], input=spec_text, capture_output=True, text=True,
+                       env=env)
+    if p.returncode:
+        print(p.stderr[-2000:])
+        return
+    d = json.loads(p.stdout.strip().splitlines()[-1])
+    print(f"\nnumpy.sum float32 at n = 2^24: {d['text']}")
+    print(f"  {'':<40}{'':<22}{'reference':>12}{'fpspec':>12}  ratio")
+    line("numpy.sum one call vs sampled check", "wall seconds", d["numpy_call"], d["seconds"])
+    line("", "peak RSS (MB)", "-", round(d["peak_rss_mb"], 1))
+    line("", "l(i,j) queries", "-", d["check"]["pairs"])
+
+
+def row_replica(spec_text, count):
+    from fpspec.infer.check import Replica
+    from fpspec.spec import parse
+
+    rep = Replica(parse(spec_text), "numba")
+    fn = rep.module["sum"]
+    rng = np.random.default_rng(2024)
+    ns = rng.integers(1, 10 ** 6 + 1, count)
+    fn(np.ones(3, np.float32))  # compile outside the timing
+    same = 0
+    t_rep = t_np = 0.0
+    first_bad = None
+    for n in ns.tolist():
+        x = (rng.standard_normal(n) * np.exp2(rng.integers(-12, 13, n))).astype(np.float32)
+        t0 = time.perf_counter()
+        a = fn(x)
+        t1 = time.perf_counter()
+        b = np.sum(x)
+        t_np += time.perf_counter() - t1
+        t_rep += t1 - t0
+        if np.float32(a).tobytes() == np.float32(b).tobytes():
+            same += 1
+        elif first_bad is None:
+            first_bad = n
+    print(f"\nNumba replica of the inferred spec vs numpy.sum, {count} random n in 1..10^6, random float32 inputs")
+    print(f"  {'':<40}{'':<22}{'numpy.sum':>12}{'replica':>12}  ratio")
+    line("", "bitwise equal", "-", f"{same}/{count}")
+    line("", "wall seconds (sums)", t_np, t_rep)
+    if first_bad is not None:
+        print(f"  first difference at n = {first_bad}")
+
+
+def main():
+    rows = _arg("--rows", "infer,big,replica").split(",")
+    spec_text = None
+    if "infer" in rows:
+        spec_text = str(row_infer().spec)
+    if spec_text is None:
+        path = _arg("--spec", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                                           "numpy_sum.fps"))
+        spec_text = open(path).read()
+    if "big" in rows:
+        row_big(spec_text)
+    if "replica" in rows:
+        row_replica(spec_text, 100 if QUICK else 1000)
+
+
+if __name__ == "__main__":
+    main()
