@@ -19,7 +19,7 @@ import numpy as np
 from fpspec.errors import RevealRefused
 from fpspec.reveal.masks import MaskPlan, plan_masks
 
-ROW_BUDGET = 1 << 19        # elements per batched call (keeps the matrix in cache-sized chunks)
+ROW_BUDGET = 1 << 18        # elements per batched call: 1 MB of fp32 stays in cache (fastest of 2^15..2^20 here)
 
 
 class LcaOracle:
