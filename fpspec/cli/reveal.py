@@ -138,7 +138,10 @@ def reveal(
     if output:
         from fpspec.io import write_atomic
 
-        write_atomic(output, tree_file_text(rev.tree, prov, rev, lines))
+        try:
+            write_atomic(output, tree_file_text(rev.tree, prov, rev, lines))
+        except OSError as e:
+            raise FpspecError(f"cannot write {output}: {e.strerror or e}") from None
     if as_json:
         summary = rev.summary()
         summary["provenance"] = prov

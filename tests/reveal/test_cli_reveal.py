@@ -44,6 +44,11 @@ def test_writes_the_tree_with_provenance(tmp_path, capsys):
     assert parse_tree(body[0]) == parse_tree("((((0 1) (2 3)) ((4 5) (6 7))) 8)")
 
 
+def test_unwritable_output_is_one_line(tmp_path, capsys):
+    code, _, err = run(capsys, "reveal", "numpy.sum", "-n", "8", "--no-probe", "-o", str(tmp_path / "no" / "t.txt"))
+    assert code == 2 and "cannot write" in err and len(err.strip().splitlines()) == 1
+
+
 def test_json_summary(capsys):
     code, out, _ = run(capsys, "reveal", "numpy.matmul", "-n", "16", "--m", "4", "--ncols", "3",
                        "--no-probe", "--json")
