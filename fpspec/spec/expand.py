@@ -2,18 +2,16 @@
 the docstrings in fpspec.spec.ast define it.
 
 Trees are built bottom-up straight into fpspec.tree.Node (no intermediate
-objects), with the cyclic GC paused (`no_gc_scan`): a 10^6-leaf tree is
+objects), with the cyclic GC paused (`fpspec.tree.building`): a 10^6-leaf tree is
 about 10^6 Node constructions and little else.
 """
 from __future__ import annotations
 
-import gc
 import sys
-from contextlib import contextmanager
 
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
-from fpspec.tree import Node, Tree, relabel
+from fpspec.tree import Node, Tree, building, relabel
 
 # ---------------------------------------------------------------- expressions
 
@@ -185,30 +183,6 @@ def lets_of(spec: A.Spec) -> dict:
 FREEZE_ABOVE = 50_000  # leaves; below that the gen-0 pass is cheap and freezing is not worth its reach
 
 
-@contextmanager
-def no_gc_scan(freeze: bool = True):
-    """Build with the cyclic GC paused, then freeze what was built.
-
-    Note [gc after a big build]: tree.building() re-enables the collector
-    with every new object still in generation 0, and the very next
-    allocation runs a gen-0 pass over all of them: 2-6 s for a 10^6-leaf
-    tree on this machine, more than the build itself.  Nodes form no cycles,
-    so moving them to the permanent generation (gc.freeze) loses nothing and
-    makes that pass free.  (Worth moving into tree.building.)  gc.freeze
-    reaches every object alive at that moment, so it is done for big trees
-    only (`freeze`).
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            if freeze:
-                gc.freeze()
-            gc.enable()
-
-
 def apply_order(order, operands, lets=None) -> Tree:
     """`order` applied to `operands` (leaves or subtrees); lets: name -> Let."""
     ops = list(operands)
@@ -218,7 +192,7 @@ def apply_order(order, operands, lets=None) -> Tree:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))
     try:
-        with no_gc_scan(freeze=len(ops) >= FREEZE_ABOVE):
+        with building(freeze=len(ops) >= FREEZE_ABOVE):
             return ex.apply(order, ops)
     except RecursionError:
         raise SpecError("orders nest too deeply (over ~20000 levels); expected recursion on sub-ranges "

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from fpspec.errors import FpspecError
 from fpspec.spec import ast as A
-from fpspec.spec.expand import FREEZE_ABOVE, apply_order, no_gc_scan
+from fpspec.spec.expand import FREEZE_ABOVE, apply_order
+from fpspec.tree import building
 from fpspec.spec.printer import format_inline, format_order
 from fpspec.tree import Node, format_tree, relabel
 
@@ -527,7 +528,7 @@ def lower(tree, header: A.Header | None = None) -> A.Spec:
         return _lower_many(tree, header)
     n = _size(tree)
     lw = _Lowerer()
-    with no_gc_scan(freeze=n >= FREEZE_ABOVE), _deep_recursion():
+    with building(freeze=n >= FREEZE_ABOVE), _deep_recursion():
         best = lw.best(tree)
     spec = _renamed(A.Spec(_with_range(header, n, n), best.lets, best.order))
     _verify(spec, {n: tree})
@@ -539,7 +540,7 @@ def _lower_many(trees: dict, header: A.Header | None) -> A.Spec:
         raise ValueError("lower: no trees given")
     lw = _Lowerer()
     items = sorted(trees.items())
-    with no_gc_scan(freeze=sum(_size(t) for t in trees.values()) >= FREEZE_ABOVE), _deep_recursion():
+    with building(freeze=sum(_size(t) for t in trees.values()) >= FREEZE_ABOVE), _deep_recursion():
         common = lw._unify([t for _, t in items]) if len({_size(t) for _, t in items}) == 1 else None
         if common is None:
             pool = []
