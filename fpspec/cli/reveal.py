@@ -102,7 +102,8 @@ def reveal(
             from fpspec.infer import infer_spec
         except ImportError:
             raise FpspecError("parametric revelation needs fpspec.infer") from None
-        result = infer_spec(target, n_range=(lo, hi), dtype=dtype, op=op, m=m, ncols=ncols, device=device)
+        result = infer_spec(target, (lo, hi), probe=not no_probe, progress=sys.stderr.isatty(),
+                            dtype=dtype, op=op, m=m, ncols=ncols, device=device)
         typer.echo(str(result))
         return
     if tf32:
