@@ -269,8 +269,8 @@ def sampled_check(spec: A.Spec, target, *, seed: int = 0, inputs: int = 8, repli
         backend = replica.backend
         try:
             ran, bits = replica.compare(target, inputs, seed)
-        except FpspecError as e:
-            note = (note + "; " if note else "") + f"replica not run: {e}"
+        except Exception as e:  # a replica that cannot run here is reported, not fatal
+            note = (note + "; " if note else "") + f"replica not run: {type(e).__name__}: {e}"
             backend = ""
     return SampledCheck(n, 0 if got is None else len(pairs), int(bad.size), first, alts, separated,
                         ran, bits, time.perf_counter() - start, backend, note)

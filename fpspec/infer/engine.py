@@ -309,6 +309,8 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
         for n in sorted(design):
             src.tree(n, "design")
         name = _ident(getattr(src.first_target, "name", "order") or "order")
+        # the arithmetic first: the replica of every sampled check needs it
+        arith = _probe(src, make) if probe else _plain_arithmetic(src.first_target)
         stats = {"rounds": 0, "seconds": 0.0, "candidates": 0}
 
         def fit_now(base=None, exceptions=()):
@@ -379,7 +381,7 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
             bar.update(f"{stage}: n = {n}")
             t0 = time.perf_counter()
             if replica and rep is None:
-                rep = _replica(spec, replica)
+                rep = _replica(_with_header(spec, src.first_target, arith), replica)
             target = make(n)
             chk = sampled_check(spec, target, seed=seed, inputs=inputs if rep else 0, replica=rep)
             sampled.append(chk)
@@ -389,7 +391,6 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
                 counter.append(Counterexample(n, stage, chk.text(), False))
         # 5: never contradict an observation
         spec = _never_contradict(spec, src.trees)
-        arith = _probe(src, make) if probe else None
     finally:
         bar.close()
     revealed = tuple(sorted(set(src.trees) - set(held)))
@@ -398,7 +399,7 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
                     stats["seconds"],
                     tuple((r.lo, r.hi, str(r.order)) for r in (fitter.runs if fitter else ())))
     header = _header(spec, src.first_target, lo, hi, revealed, tuple(sorted(held)), sampled, exact, command,
-                     arith)
+                     arith, probe)
     spec = dataclasses.replace(spec, header=header)
     return Inference(spec, revealed, tuple(sorted(held)), tuple(sampled), tuple(counter),
                      tuple(src.timings), fit, time.perf_counter() - start, exact, (lo, hi))
@@ -533,6 +534,24 @@ def _never_contradict(spec: A.Spec, trees: dict) -> A.Spec:
     return _with_arms(spec, tuple(A.Case(A.Compare("==", A.Var(), A.Num(n)), A.Literal(t)) for n, t in wrong))
 
 
+def _plain_arithmetic(target) -> A.Block | None:
+    """Without probes: everything in the target's formats (a guess, said so)."""
+    if target is None:
+        return None
+    from fpspec.arith import Arithmetic
+
+    product = "none" if target.op == "sum" else "rounded"
+    a = Arithmetic(input=target.fmt, product=product, accumulator=target.fmt, output=target.out_fmt)
+    return A.Block("arithmetic", a.to_entries())
+
+
+def _with_header(spec: A.Spec, target, arith) -> A.Spec:
+    """The spec with op and arithmetic: what the compiler needs."""
+    sections = (arith,) if arith is not None else ()
+    op = target.op if target is not None else None
+    return dataclasses.replace(spec, header=dataclasses.replace(spec.header, op=op, sections=sections))
+
+
 def _probe(src: _Reveal, make) -> A.Block | None:
     """The arithmetic, probed at the largest revealed n up to 1024."""
     from fpspec.arith.probe import probe_arithmetic
@@ -540,11 +559,15 @@ def _probe(src: _Reveal, make) -> A.Block | None:
     n = max((n for n in src.trees if 2 <= n <= 1024), default=None)
     if n is None:
         return None
-    report = probe_arithmetic(make(n), src.trees[n])
+    try:
+        report = probe_arithmetic(make(n), src.trees[n])
+    except FpspecError:
+        return _plain_arithmetic(src.first_target)
     return A.Block("arithmetic", report.arithmetic.to_entries())
 
 
-def _header(spec, target, lo, hi, revealed, held, sampled, exact, command, arith=None) -> A.Header:
+def _header(spec, target, lo, hi, revealed, held, sampled, exact, command, arith=None,
+            probed=True) -> A.Header:
     import fpspec
 
     prov = {
@@ -555,6 +578,7 @@ def _header(spec, target, lo, hi, revealed, held, sampled, exact, command, arith
         "sampled": " ".join(str(s.n) for s in sampled) or "none",
         "sampled_ok": all(s.ok for s in sampled),
         "exact": exact,
+        "arithmetic_from": "probes" if probed else "assumed: the target's formats (--no-probe)",
         "command": command,
     }
     tname = op = None
