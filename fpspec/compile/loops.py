@@ -149,7 +149,8 @@ class LoopEmitter:
             code = _Code()
             if kind == "L1":
                 code("step = 1")
-            lst = Leaves("lo", "step", "m") if kind != "V" else Values("vals", "m", "off", "step")
+            lst = {"L": Leaves("lo", "step", "m"), "L1": Leaves("lo", "1", "m"),
+                   "V": Values("vals", "m", "off", "step")}[kind]
             if isinstance(r, Pairwise):
                 res = self.pairwise_body(r, lst, code, name, kind)
             else:
@@ -490,7 +491,7 @@ class LoopEmitter:
         with code.indent():
             code("raise ValueError('the parts of a split do not add up to its length')")
         passthrough = any(p.reducer is None for p in r.parts)
-        if passthrough and isinstance(lst, Leaves) and isinstance(r.outer, Fold):
+        if isinstance(lst, Leaves) and isinstance(r.outer, Fold):
             return self.segments_fold(r, lst, starts, lengths, code)
         if passthrough and isinstance(lst, Leaves):
             self.require_plain_leaves("a split whose leftovers meet a non-sequential order")
@@ -546,11 +547,12 @@ class LoopEmitter:
                         code(f"{acc} = _term(a, b, {k})")
                         code(f"{have} = True")
             else:
-                # one operand reduces to itself: still a leaf (note [lone leaves])
-                code(f"if {ln} == 1 and {have}:")
-                with code.indent():
-                    code(f"{acc} = _add_leaf({acc}, a, b, {sub.lo})")
-                code(f"elif {ln} > 0:")
+                if self.leafy():
+                    # one operand reduces to itself: still a leaf (note [lone leaves])
+                    code(f"if {ln} == 1 and {have}:")
+                    with code.indent():
+                        code(f"{acc} = _add_leaf({acc}, a, b, {sub.lo})")
+                code(f"{'el' if self.leafy() else ''}if {ln} > 0:")
                 with code.indent():
                     val = self.emit(part.reducer, sub, code)
                     code(f"{acc} = _add({acc}, {val}) if {have} else {val}")

@@ -117,8 +117,9 @@ def _shape(what, arr, ndim):
 
 
 
-def _pairwise0_L(a, b, lo, step, m):
+def _pairwise0_L1(a, b, lo, m):
     """pairwise0: reduce the leaves lo, lo + step, ... (m of them)."""
+    step = 1
     if m == 1:
         return _term(a, b, lo)
     h9 = m // 2
@@ -127,10 +128,10 @@ def _pairwise0_L(a, b, lo, step, m):
     if m == 2:
         return _add_leaves(a, b, lo, lo + step)
     if h9 == 1:
-        return _add_leaf(_pairwise0_L(a, b, lo + step, step, m - 1), a, b, lo)
+        return _add_leaf(_pairwise0_L1(a, b, lo + step, m - 1), a, b, lo)
     if h9 == m - 1:
-        return _add_leaf(_pairwise0_L(a, b, lo, step, h9), a, b, lo + h9 * step)
-    r10 = _add(_pairwise0_L(a, b, lo, step, h9), _pairwise0_L(a, b, lo + h9 * step, step, m - h9))
+        return _add_leaf(_pairwise0_L1(a, b, lo, h9), a, b, lo + h9 * step)
+    r10 = _add(_pairwise0_L1(a, b, lo, h9), _pairwise0_L1(a, b, lo + h9 * step, m - h9))
     return r10
 
 
@@ -181,14 +182,14 @@ def _reduce(a, b, n):
     at4 = (at2 + p3)
     if at4 != n:
         raise ValueError('the parts of a split do not add up to its length')
-    seg6 = _vals((1 if p1 > 0 else 0) + (1 if p3 > 0 else 0))
-    cnt5 = 0
-    if p1 == 1 and (1 if p1 > 0 else 0) + (1 if p3 > 0 else 0) > 1:
-        raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
-    if p1 > 0:
+    acc5 = _ZERO
+    have6 = False
+    if p1 == 1 and have6:
+        acc5 = _add_leaf(acc5, a, b, 0)
+    elif p1 > 0:
         k7 = 4
         if p1 <= k7:
-            r11 = _pairwise0_L(a, b, 0, 1, p1)
+            r11 = _pairwise0_L1(a, b, 0, p1)
             r8 = r11
         elif p1 < 2 * k7:
             raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
@@ -218,20 +219,17 @@ def _reduce(a, b, n):
                 lanes13[j14] = r17
             r32 = _pairwise0_V(lanes13, 0, 1, nl12)
             r8 = r32
-        seg6[cnt5] = r8
-        cnt5 += 1
-    if p3 == 1 and (1 if p1 > 0 else 0) + (1 if p3 > 0 else 0) > 1:
-        raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
-    if p3 > 0:
+        acc5 = _add(acc5, r8) if have6 else r8
+        have6 = True
+    if p3 == 1 and have6:
+        acc5 = _add_leaf(acc5, a, b, at2)
+    elif p3 > 0:
         acc33 = _term(a, b, at2)
         for i34 in range(1, p3):
             acc33 = _add_leaf(acc33, a, b, (at2 + i34))
-        seg6[cnt5] = acc33
-        cnt5 += 1
-    acc35 = seg6[0]
-    for i36 in range(1, cnt5):
-        acc35 = _add(acc35, seg6[i36])
-    return acc35
+        acc5 = _add(acc5, acc33) if have6 else acc33
+        have6 = True
+    return acc5
 
 
 

@@ -128,12 +128,13 @@ def _shape(what, arr, ndim):
 
 
 @_jit
-def _order_pairwise_sum_L(a, b, lo, step, m):
+def _order_pairwise_sum_L1(a, b, lo, m):
     """order_pairwise_sum: reduce the leaves lo, lo + step, ... (m of them)."""
+    step = 1
     if (m < 8):
         acc2 = _term(a, b, lo)
         for i3 in range(1, m):
-            acc2 = _add_leaf(acc2, a, b, (lo + i3 * step))
+            acc2 = _add_leaf(acc2, a, b, (lo + i3))
         r1 = acc2
     elif (m <= 128):
         p4 = (m - (m % 8))
@@ -144,50 +145,90 @@ def _order_pairwise_sum_L(a, b, lo, step, m):
             raise ValueError('the parts of a split do not add up to its length')
         acc8 = _ZERO
         have9 = False
-        if p4 == 1 and have9:
-            acc8 = _add_leaf(acc8, a, b, lo)
-        elif p4 > 0:
+        if p4 > 0:
             k10 = 8
-            nl11 = min(k10, p4)
-            lanes12 = _vals(nl11)
-            for j13 in range(nl11):
-                lanes12[j13] = _term(a, b, (lo + j13 * step))
-            rows14 = p4 // k10
-            for row15 in range(1, rows14 + (1 if p4 % k10 > 0 else 0)):
-                base16 = (lo + row15 * k10 * step)
-                for j13 in range(min(k10, p4 - row15 * k10)):
-                    lanes12[j13] = _add_leaf(lanes12[j13], a, b, (base16 + j13 * step))
-            r19 = _pairwise0_V(lanes12, 0, 1, nl11)
-            acc8 = _add(acc8, r19) if have9 else r19
-            have9 = True
-        for i20 in range(p6):
-            if have9:
-                acc8 = _add_leaf(acc8, a, b, ((lo + at5 * step) + i20 * step))
+            if p4 >= 8:
+                l12 = _term(a, b, lo)
+                l13 = _term(a, b, (lo + 1))
+                l14 = _term(a, b, (lo + 2))
+                l15 = _term(a, b, (lo + 3))
+                l16 = _term(a, b, (lo + 4))
+                l17 = _term(a, b, (lo + 5))
+                l18 = _term(a, b, (lo + 6))
+                l19 = _term(a, b, (lo + 7))
+                rows20 = p4 // 8
+                for row21 in range(1, rows20):
+                    base22 = (lo + row21 * 8)
+                    l12 = _add_leaf(l12, a, b, base22)
+                    l13 = _add_leaf(l13, a, b, (base22 + 1))
+                    l14 = _add_leaf(l14, a, b, (base22 + 2))
+                    l15 = _add_leaf(l15, a, b, (base22 + 3))
+                    l16 = _add_leaf(l16, a, b, (base22 + 4))
+                    l17 = _add_leaf(l17, a, b, (base22 + 5))
+                    l18 = _add_leaf(l18, a, b, (base22 + 6))
+                    l19 = _add_leaf(l19, a, b, (base22 + 7))
+                base22 = (lo + rows20 * 8)
+                if p4 % 8 > 0:
+                    l12 = _add_leaf(l12, a, b, base22)
+                if p4 % 8 > 1:
+                    l13 = _add_leaf(l13, a, b, (base22 + 1))
+                if p4 % 8 > 2:
+                    l14 = _add_leaf(l14, a, b, (base22 + 2))
+                if p4 % 8 > 3:
+                    l15 = _add_leaf(l15, a, b, (base22 + 3))
+                if p4 % 8 > 4:
+                    l16 = _add_leaf(l16, a, b, (base22 + 4))
+                if p4 % 8 > 5:
+                    l17 = _add_leaf(l17, a, b, (base22 + 5))
+                if p4 % 8 > 6:
+                    l18 = _add_leaf(l18, a, b, (base22 + 6))
+                s23 = _add(l12, l13)
+                s24 = _add(l14, l15)
+                s25 = _add(s23, s24)
+                s26 = _add(l16, l17)
+                s27 = _add(l18, l19)
+                s28 = _add(s26, s27)
+                s29 = _add(s25, s28)
+                r11 = s29
             else:
-                acc8 = _term(a, b, ((lo + at5 * step) + i20 * step))
+                nl30 = min(k10, p4)
+                lanes31 = _vals(nl30)
+                for j32 in range(nl30):
+                    lanes31[j32] = _term(a, b, (lo + j32))
+                rows33 = p4 // k10
+                for row34 in range(1, rows33 + (1 if p4 % k10 > 0 else 0)):
+                    base35 = (lo + row34 * k10)
+                    for j32 in range(min(k10, p4 - row34 * k10)):
+                        lanes31[j32] = _add_leaf(lanes31[j32], a, b, (base35 + j32))
+                r38 = _pairwise0_V(lanes31, 0, 1, nl30)
+                r11 = r38
+            acc8 = _add(acc8, r11) if have9 else r11
+            have9 = True
+        for i39 in range(p6):
+            if have9:
+                acc8 = _add_leaf(acc8, a, b, ((lo + at5) + i39))
+            else:
+                acc8 = _term(a, b, ((lo + at5) + i39))
                 have9 = True
         r1 = acc8
     else:
-        p21 = ((m // 2) - ((m // 2) % 8))
-        at22 = p21
-        p23 = (m - ((m // 2) - ((m // 2) % 8)))
-        at24 = (at22 + p23)
-        if at24 != m:
+        p40 = ((m // 2) - ((m // 2) % 8))
+        at41 = p40
+        p42 = (m - ((m // 2) - ((m // 2) % 8)))
+        at43 = (at41 + p42)
+        if at43 != m:
             raise ValueError('the parts of a split do not add up to its length')
-        seg26 = _vals((1 if p21 > 0 else 0) + (1 if p23 > 0 else 0))
-        cnt25 = 0
-        if p21 > 0:
-            r27 = _order_pairwise_sum_L(a, b, lo, step, p21)
-            seg26[cnt25] = r27
-            cnt25 += 1
-        if p23 > 0:
-            r28 = _order_pairwise_sum_L(a, b, (lo + at22 * step), step, p23)
-            seg26[cnt25] = r28
-            cnt25 += 1
-        acc29 = seg26[0]
-        for i30 in range(1, cnt25):
-            acc29 = _add(acc29, seg26[i30])
-        r1 = acc29
+        acc44 = _ZERO
+        have45 = False
+        if p40 > 0:
+            r46 = _order_pairwise_sum_L1(a, b, lo, p40)
+            acc44 = _add(acc44, r46) if have45 else r46
+            have45 = True
+        if p42 > 0:
+            r47 = _order_pairwise_sum_L1(a, b, (lo + at41), p42)
+            acc44 = _add(acc44, r47) if have45 else r47
+            have45 = True
+        r1 = acc44
     return r1
 
 
@@ -196,18 +237,18 @@ def _pairwise0_V(vals, off, step, m):
     """pairwise0: reduce vals[off], vals[off + step], ... (m of them)."""
     if m == 1:
         return vals[off]
-    h17 = m // 2
-    if h17 < 1 or h17 > m - 1:
+    h36 = m // 2
+    if h36 < 1 or h36 > m - 1:
         raise ValueError('a pairwise split falls outside the list')
-    r18 = _add(_pairwise0_V(vals, off, step, h17), _pairwise0_V(vals, off + h17 * step, step, m - h17))
-    return r18
+    r37 = _add(_pairwise0_V(vals, off, step, h36), _pairwise0_V(vals, off + h36 * step, step, m - h36))
+    return r37
 
 
 @_jit
 def _reduce(a, b, n):
     """The spec's order over the n terms (a[k], b[k]) of each output element."""
-    r31 = _order_pairwise_sum_L(a, b, 0, 1, n)
-    return r31
+    r48 = _order_pairwise_sum_L1(a, b, 0, n)
+    return r48
 
 
 
