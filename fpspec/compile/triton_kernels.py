@@ -270,7 +270,8 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     """A chain of fused nodes of WIDTH products over one segment, for a BM x BN tile (emulated).
 
     Same arithmetic as fp_fused_node (Note [fused node]), arranged for a GPU:
-    products one k at a time as BM x BN int32 tiles, two passes per node (the
+    products one k at a time as BM x BN int32 tiles (loops, not unrolled: an
+    unrolled node took over a minute to compile), two passes per node (the
     largest exponent, then the aligned terms).  Note [int32 terms]: a product's
     significand shifted left by G = FRAC - 2*IN_MAN (its largest possible
     left shift) is below 2^27, so every aligned product fits int32 and 16 of
@@ -289,8 +290,8 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     for j in range(0, count, WIDTH):
         # pass 1: the block's largest exponent; whether any input is inf/nan
         e_max = tl.full((BM, BN), -1000, tl.int32)
-        special = 0
-        for kk in tl.static_range(WIDTH):
+        special = tl.max(tl.zeros((BM,), dtype=tl.int32), axis=0)   # an int32 scalar, loop-carried
+        for kk in range(0, WIDTH):
             k = start + (j + kk) * stride
             sa, ea, ma, ia, na, za = fp_column(a_ptr, rm * s_am + k * s_ak, mm & ((rm * 0 + j + kk) < count),
                                                IN_EXP, IN_MAN, G)
@@ -302,7 +303,7 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         e_max = tl.maximum(tl.maximum(e_max, tl.where(csig != 0, cexp, -1000).to(tl.int32)), FLOOR)
         # pass 2: aligned finite products, truncated toward zero in sign-magnitude
         total = tl.zeros((BM, BN), dtype=tl.int32)
-        for k2 in tl.static_range(WIDTH):
+        for k2 in range(0, WIDTH):
             kc = start + (j + k2) * stride
             sa2, ea2, ma2, ia2, na2, za2 = fp_column(a_ptr, rm * s_am + kc * s_ak,
                                                      mm & ((rm * 0 + j + k2) < count), IN_EXP, IN_MAN, G)
@@ -322,7 +323,7 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
             pos = cinf & ~cneg
             negi = cinf & cneg
             nan = cnan
-            for k3 in tl.static_range(WIDTH):
+            for k3 in range(0, WIDTH):
                 k3c = start + (j + k3) * stride
                 sa3, ea3, ma3, ia3, na3, za3 = fp_column(a_ptr, rm * s_am + k3c * s_ak,
                                                          mm & ((rm * 0 + j + k3) < count), IN_EXP, IN_MAN, G)
