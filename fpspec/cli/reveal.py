@@ -57,6 +57,29 @@ def tree_file_text(tree, prov: dict, revelation=None, arithmetic_lines=()) -> st
     return "\n".join(head) + "\n" + format_tree(tree) + "\n"
 
 
+def spec_file_text(tree, prov: dict, revelation=None, report=None) -> str:
+    """The revealed tree lowered to a .fps spec, with provenance and the probed arithmetic."""
+    from fpspec.spec import Block, Header, check, expand, lower, make_header
+    from fpspec.tree import diff
+
+    prov = dict(prov)
+    if revelation is not None:
+        prov["revealed"] = (f"{revelation.queries} queries, {revelation.calls} calls, "
+                            f"{revelation.seconds:.3f} s, algorithm {revelation.algorithm}")
+    formats = {"input": prov.pop("input_format"), "output": prov.pop("output_format")}
+    header = make_header(provenance=prov, formats=formats)
+    if report is not None and getattr(report, "consistent", True):
+        header = Header(header.target, header.op, header.n,
+                        header.sections + (Block("arithmetic", report.arithmetic.to_entries()),))
+    spec = lower(tree, header)
+    check(spec)
+    # lowering is exact by construction; a spec that does not give the tree back is never written
+    d = diff(expand(spec, prov["n"]), tree)
+    if d is not None:
+        raise FpspecError(f"internal error: the lowered spec does not expand to the revealed tree: {d}")
+    return str(spec)
+
+
 def _parse_n(text: str) -> tuple[int, int | None]:
     """'32' -> (32, None); '1..65536' -> (1, 65536)."""
     try:
@@ -80,7 +103,8 @@ def reveal(
     m: Optional[int] = typer.Option(None, "--m", help="rows of the output (gemv, gemm)"),
     ncols: Optional[int] = typer.Option(None, "--ncols", help="columns of the output (gemm)"),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda"),
-    output: Optional[str] = typer.Option(None, "-o", "--output", help="write the tree (with provenance) here"),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="write the order here: a .fps spec (lowered, with provenance and the probed arithmetic)"),
+    file_format: str = typer.Option("fps", "--format", help="what -o writes: fps (a spec) or tree (the bracket tree with a # header)"),
     as_json: bool = typer.Option(False, "--json", help="print a JSON summary instead of the tree"),
     no_probe: bool = typer.Option(False, "--no-probe", help="skip the arithmetic probes"),
     algorithm: str = typer.Option("auto", "--algorithm", help="basic | fprev | modified | auto"),
@@ -113,15 +137,18 @@ def reveal(
         torch.backends.cudnn.allow_tf32 = True
     tgt = resolve_target(target, op=op, n=lo, dtype=dtype, m=m, ncols=ncols, device=device)
     rev = run_reveal(tgt, algorithm=algorithm, seed=seed, progress=sys.stderr.isatty(), split=splits[masks])
+    if file_format not in ("fps", "tree"):
+        raise FpspecError(f"--format must be fps or tree, got {file_format!r}")
     lines: list[str] = []
+    report = None
     if not no_probe:
-        try:
-            from fpspec.arith.probe import probe_arithmetic
-        except ImportError:
-            raise FpspecError("arithmetic probes need fpspec.arith.probe (not installed); pass --no-probe") from None
-        lines = list(probe_arithmetic(tgt, rev.tree).lines)
+        from fpspec.arith.probe import probe_arithmetic
+
+        report = probe_arithmetic(tgt, rev.tree)
+        lines = list(report.lines)
     argv = ["reveal", target, "-n", n, "--dtype", dtype]
-    for flag, value in (("--op", op), ("--m", m), ("--ncols", ncols), ("-o", output)):
+    for flag, value in (("--op", op), ("--m", m), ("--ncols", ncols), ("-o", output),
+                        ("--format", None if file_format == "fps" else file_format)):
         if value is not None:
             argv += [flag, str(value)]
     if device != "cpu":
@@ -140,7 +167,9 @@ def reveal(
         from fpspec.io import write_atomic
 
         try:
-            write_atomic(output, tree_file_text(rev.tree, prov, rev, lines))
+            text = (spec_file_text(rev.tree, prov, rev, report) if file_format == "fps"
+                    else tree_file_text(rev.tree, prov, rev, lines))
+            write_atomic(output, text)
         except OSError as e:
             raise FpspecError(f"cannot write {output}: {e.strerror or e}") from None
     if as_json:

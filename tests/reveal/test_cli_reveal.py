@@ -33,7 +33,7 @@ def test_probes_print_their_lines(capsys):
 
 def test_writes_the_tree_with_provenance(tmp_path, capsys):
     path = tmp_path / "order.txt"
-    code, _, _ = run(capsys, "reveal", "numpy.sum", "-n", "9", "--no-probe", "-o", str(path))
+    code, _, _ = run(capsys, "reveal", "numpy.sum", "-n", "9", "--no-probe", "--format", "tree", "-o", str(path))
     assert code == 0
     text = path.read_text()
     header = [line for line in text.splitlines() if line.startswith("#")]
@@ -42,6 +42,22 @@ def test_writes_the_tree_with_provenance(tmp_path, capsys):
     assert {"target", "op", "n", "input_format", "device", "versions", "fpspec", "date", "command"} <= keys
     assert "# command: fpspec reveal numpy.sum -n 9 --dtype float32 -o " in text
     assert parse_tree(body[0]) == parse_tree("((((0 1) (2 3)) ((4 5) (6 7))) 8)")
+
+
+def test_writes_a_lowered_spec_with_provenance_and_arithmetic(tmp_path, capsys):
+    from fpspec.spec import expand, load
+
+    path = tmp_path / "order.fps"
+    code, _, _ = run(capsys, "reveal", "numpy.sum", "-n", "129", "-o", str(path))
+    assert code == 0
+    text = path.read_text()
+    spec = load(str(path))
+    assert spec.header.target == "numpy.sum" and spec.header.op == "sum"
+    assert 'command = "fpspec reveal numpy.sum -n 129 --dtype float32 -o ' in text
+    assert "accumulator = fp32" in text and "init = +0.0" in text
+    revealed = parse_tree(run(capsys, "reveal", "numpy.sum", "-n", "129", "--no-probe")[1].splitlines()[0])
+    assert expand(spec, 129) == revealed
+    assert len(text.split("order ", 1)[1]) < 200   # lowered to combinators, not a literal tree
 
 
 def test_unwritable_output_is_one_line(tmp_path, capsys):
