@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-VECTORS = Path(os.environ.get("FPSPEC_TC_VECTORS", "/work/shared/data/tensor-core-vectors"))
+VECTORS = Path(os.environ["FPSPEC_TC_VECTORS"])   # located by tests/conftest.py
 
 # (gpu, input, output): file stem pieces
 CASES = [

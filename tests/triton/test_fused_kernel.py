@@ -1,5 +1,6 @@
 """The emulated fused node (fpspec.compile.triton_kernels) against measured GPU outputs
 and against the exact model fpspec.arith.fused, bit for bit."""
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import triton
 from fpspec.arith import fused_node, get_params
 from fpspec.compile.triton_kernels import fp_fused_rows
 
-VECTORS = Path(__file__).resolve().parents[3] / "shared" / "data" / "tensor-core-vectors"
+VECTORS = Path(os.environ["FPSPEC_TC_VECTORS"])   # located by tests/conftest.py
 BITS = {"fp16": (5, 10), "bf16": (8, 7), "fp32": (8, 23)}
 
 
