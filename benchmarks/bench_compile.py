@@ -9,7 +9,7 @@ call that compiles), with the ratio replica / library.  The specs are
 revealed here, on this machine (numpy.sum's recursive spec is checked
 against revelation at the sizes that cross its branches).  Rows:
   numpy.sum fp32, n = 10^7           (goal: numba replica <= 1.5x numpy.sum)
-  numpy.dot fp32, n = 10^6
+  numpy.dot fp32, n = 2*10^5
   numpy.matmul fp32, 512^3           GFLOP/s (goal: numba replica >= 25% of np.matmul)
   H100 fp16 torch.matmul spec, 256^3 (CPU replica; goal: numpy replica < 1 s)
 --verify N: also compare replicas and library bit for bit on N random and
@@ -69,12 +69,12 @@ def spec_with(tree_or_spec, op, arithmetic, target, lets=None):
     return lower(tree_or_spec, header)
 
 
-def revealed(name, n, **shape):
+def revealed(name, n, dtype="float32", **shape):
     from fpspec.arith.probe import probe_arithmetic
     from fpspec.reveal.engine import reveal
     from fpspec.reveal.targets import resolve_target
 
-    target = resolve_target(name, n=n, dtype="float32", **shape)
+    target = resolve_target(name, n=n, dtype=dtype, **shape)
     tree = reveal(target).tree
     return target, tree, probe_arithmetic(target, tree).arithmetic
 
@@ -122,7 +122,7 @@ def main():
         [best(lambda: nb.sum(small)), best(lambda: npr.sum(small), 2)])
 
     # numpy.dot fp32 -----------------------------------------------------
-    n = 10**5 if QUICK else 10**6
+    n = 10**5 if QUICK else 2 * 10**5       # revelation of larger dots takes minutes here
     t, tree, arith = revealed("numpy.dot", n)
     spec = spec_with(tree, "dot", arith, "numpy.dot")
     nb = load(compile_spec(spec, "numba"), "dot_nb")
@@ -169,28 +169,29 @@ def main():
 
 
 def verify(count):
-    """Replicas vs numpy.sum bit for bit on `count` inputs per n."""
+    """Replicas vs numpy.sum bit for bit on `count` inputs per n, fp32 and fp64."""
     from fpspec.compile import compile_spec
     from fpspec.inputs import samples
     from fpspec.spec import parse
 
-    target, tree, arith = revealed("numpy.sum", 300)
-    spec = spec_with(parse(NUMPY_SUM), "sum", arith, "numpy.sum", lets=True)
-    t = time.perf_counter()
-    for backend in ("numba", "numpy"):
-        mod = load(compile_spec(spec, backend), f"verify_{backend}")
-        checked = 0
-        for n in list(range(1, 301)) + [1000, 4099, 65537]:
-            args = [s.args[0] for s in samples("sum", n, "fp32", count, seed=n)]
-            X = np.stack(args, axis=1)
-            want = np.array([np.sum(a) for a in args])
-            got = mod.sums(X)
-            bad = ~((got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want)))
-            if bad.any():
-                raise SystemExit(f"{backend}: numpy.sum n={n}: {int(bad.sum())} of {count} inputs differ")
-            checked += count
-        print(f"verify {backend}: numpy.sum fp32, {checked} inputs over n = 1..300 and 3 large n: all bits equal "
-              f"({time.perf_counter() - t:.1f} s)")
+    for dtype, fmt, width in (("float32", "fp32", np.uint32), ("float64", "fp64", np.uint64)):
+        target, tree, arith = revealed("numpy.sum", 300, dtype=dtype)
+        spec = spec_with(parse(NUMPY_SUM), "sum", arith, "numpy.sum", lets=True)
+        for backend in ("numba", "numpy"):
+            t = time.perf_counter()
+            mod = load(compile_spec(spec, backend), f"verify_{backend}")
+            checked = 0
+            for n in list(range(1, 301)) + [1000, 4099, 65537]:
+                args = [s.args[0] for s in samples("sum", n, fmt, count, seed=n)]
+                X = np.stack(args, axis=1)
+                want = np.array([np.sum(a) for a in args])
+                got = mod.sums(X)
+                bad = ~((got.view(width) == want.view(width)) | (np.isnan(got) & np.isnan(want)))
+                if bad.any():
+                    raise SystemExit(f"{backend}: numpy.sum {dtype} n={n}: {int(bad.sum())} of {count} inputs differ")
+                checked += count
+            print(f"verify {backend}: numpy.sum {dtype}, {checked} inputs over n = 1..300 and 3 large n: "
+                  f"all bits equal ({time.perf_counter() - t:.1f} s)")
 
 
 if __name__ == "__main__":
