@@ -29,7 +29,14 @@ def test_installed_wheel_parses_a_spec(tmp_path):
     code = ("import fpspec.spec as s, fpspec; "
             "assert fpspec.__file__.startswith(%r), fpspec.__file__; "
             "print(s.expand(s.parse('n in 1..9\\norder lanes(8, seq, pairwise)'), 9))") % str(target)
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=elsewhere,
-                         env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
+    # -S: no site processing, so an editable install of this checkout (a .pth
+    # hook in site-packages) cannot shadow the wheel; dependencies still come
+    # from the site-packages folders, placed after the wheel's target
+    import os
+    import site
+
+    path = os.pathsep.join([str(target), *site.getsitepackages()])
+    run = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=elsewhere,
+                         env={"PYTHONPATH": path, "PATH": "/usr/bin:/bin"})
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout == "((((0 8) 1) (2 3)) ((4 5) (6 7)))\n"
