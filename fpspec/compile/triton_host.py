@@ -310,7 +310,15 @@ class Plan:
                     lo += c
         else:
             self.steps = torch.zeros((0, 3), dtype=torch.int64)
+        # facts the driver asks at every call, computed once (a plan for
+        # n = 10^8 has millions of segments: asking per call costs milliseconds)
         self.max_count = int(self.segs[:, 1].max())
+        kinds = self.segs[:, 3]
+        self.has_chain = bool((kinds == CHAIN).any())
+        self.fold_ids = torch.nonzero(kinds == FOLD).flatten()
+        self.chain_ids = {w: torch.nonzero((kinds == CHAIN) & (self.segs[:, 4] == w)).flatten()
+                          for w in sorted(set(self.segs[kinds == CHAIN, 4].tolist()))}
+        self.aligned16 = bool((self.segs[:, 0] % 16 == 0).all())
         self.devices = {}
 
     def on(self, device):
@@ -318,7 +326,10 @@ class Plan:
         key = str(device)
         got = self.devices.get(key)
         if got is None:
-            got = self.devices[key] = _DevicePlan(self.segs.to(device), self.steps.to(device))
+            got = self.devices[key] = _DevicePlan(
+                self.segs.to(device), self.steps.to(device), self.fold_ids.to(device),
+                {w: ids.to(device) for w, ids in self.chain_ids.items()},
+                torch.arange(self.segs.shape[0], dtype=torch.int64, device=device))
         return got
 
     @staticmethod
@@ -337,8 +348,8 @@ class Plan:
 
 
 class _DevicePlan:
-    def __init__(self, segs, steps):
-        self.segs, self.steps = segs, steps
+    def __init__(self, segs, steps, fold_ids, chain_ids, all_ids):
+        self.segs, self.steps, self.fold_ids, self.chain_ids, self.all_ids = segs, steps, fold_ids, chain_ids, all_ids
 
 
 def plan(root, orders, n):

@@ -8,7 +8,7 @@ names are already defined in the same module).
 import torch
 import triton
 
-from fpspec.compile.triton_host import CHAIN, FOLD, PlanError, plan
+from fpspec.compile.triton_host import CHAIN, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, finish, mm_chain_emulated, mm_chain_emulated_wide,
                                            mm_chain_native, mm_fold, sum_fold)
 # -- end imports
@@ -119,19 +119,19 @@ class Replica:
         out = torch.empty((M, N), dtype=dt_out, device=A.device)
         S = p.segs.shape[0]
         direct = p.num_slots == 1
-        segs = p.on(A.device).segs
+        dev = p.on(A.device)
+        segs = dev.segs
         if direct:
             dst, s_slot, s_m, s_n = out.view(it_out), 0, out.stride(0), out.stride(1)
         else:
             vals = torch.empty((p.num_slots, M, N), dtype=torch.float32, device=A.device)
             dst, s_slot, s_m, s_n = vals, M * N, N, 1
         init = nm.init == "+0.0"
-        kinds = p.segs[:, 3]
         if chosen == "native":
-            ids = torch.arange(S, dtype=torch.int64, device=A.device)
+            ids = dev.all_ids
             cfg = self.native_config
             grid = (triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"]), 1, S)
-            aligned = bool((p.segs[:, 0] % 16 == 0).all())
+            aligned = p.aligned16
             even_k = bool((p.segs[:, 1] % cfg["BK"] == 0).all())
             mm_chain_native[grid](A, B, dst, segs, ids, M, N, A.stride(0), A.stride(1), B.stride(0), B.stride(1),
                                   s_slot, s_m, s_n, DIRECT=direct, INIT=init,
@@ -139,16 +139,13 @@ class Replica:
         else:
             Ab, Bb = A.view(it_in), B.view(it_in)
             common = (M, N, Ab.stride(0), Ab.stride(1), Bb.stride(0), Bb.stride(1), s_slot, s_m, s_n)
-            chains = torch.nonzero(kinds == CHAIN).flatten()
-            folds = torch.nonzero(kinds == FOLD).flatten()
             f = nm.fused
-            if chains.numel() and f is None:
+            if p.has_chain and f is None:
                 raise PlanError("the order has fused chains but the spec's arithmetic has no fused section")
             # one launch per chain width (a constexpr of the kernel)
-            for width in sorted(set(p.segs[chains, 4].tolist())):
+            for width, group in dev.chain_ids.items():
                 if width > f.width:
                     raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
-                group = chains[p.segs[chains, 4] == width]
                 # the interpreter pays per operation, not per element: there the
                 # wide form (same arithmetic, few large operations) is the fast one
                 wide = self.emulated_kernel == "wide" or (self.emulated_kernel == "auto" and
@@ -156,14 +153,14 @@ class Replica:
                 kern = mm_chain_emulated_wide if wide else mm_chain_emulated
                 cfg = self.emulated_config if A.device.type == "cuda" else dict(BM=16, BN=16)
                 grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), group.numel())
-                kern[grid](Ab, Bb, dst, segs, group.to(A.device), *common, **cfg,
+                kern[grid](Ab, Bb, dst, segs, group, *common, **cfg,
                                         WIDTH=width, W=triton.next_power_of_2(width), IN_EXP=exp_in,
                                         IN_MAN=man_in, FRAC=23 + f.extra_bits, FLOOR=f.floor, TO_ZERO=f.to_zero,
                                         DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out)
-            if folds.numel():
+            if dev.fold_ids.numel():
                 BM, BN = 32, 32
-                grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), folds.numel())
-                mm_fold[grid](Ab, Bb, dst, segs, folds.to(A.device), *common, BM=BM, BN=BN,
+                grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), dev.fold_ids.numel())
+                mm_fold[grid](Ab, Bb, dst, segs, dev.fold_ids, *common, BM=BM, BN=BN,
                               IN_EXP=exp_in, IN_MAN=man_in, FMA=nm.product in ("fma", "exact"),
                               DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
                               enable_fp_fusion=False)
@@ -193,7 +190,7 @@ class Replica:
         x = x.reshape(-1)
         p = self.plan(n)
         self.last_path = "emulated"
-        if bool((p.segs[:, 3] == CHAIN).any()):
+        if p.has_chain:
             raise PlanError("fused nodes in a sum are not supported by the triton kernels")
         out = torch.empty((), dtype=dt_out, device=x.device)
         S = p.segs.shape[0]
