@@ -133,6 +133,17 @@ class Planner:
             else:
                 return r
 
+    def _parts(self, r, m):
+        """(part, start, length) of a Segments applied to m operands, lengths checked."""
+        out, start = [], 0
+        for i, part in enumerate(r.parts):
+            length = part.length(m, self.n)
+            if length < 0 or start + length > m or (i == len(r.parts) - 1 and start + length != m):
+                raise PlanError(f"segment lengths do not add up to m = {m} (part {i}: {length})")
+            out.append((part, start, length))
+            start += length
+        return out
+
     # ------------------------------------------------------------ runs of terms
 
     def run(self, r, m, stride):
@@ -166,16 +177,12 @@ class Planner:
             parts = [(self.run(r.inner, min(b, m - s), stride), s * stride) for s in range(0, m, b)]
             return self._outer(parts, r.outer)
         if isinstance(r, Segments):
-            parts, start = [], 0
-            for i, part in enumerate(r.parts):
-                length = part.length(m, self.n)
-                if length < 0 or start + length > m or (i == len(r.parts) - 1 and start + length != m):
-                    raise PlanError(f"segment lengths do not add up to m = {m} (part {i}: {length})")
+            parts = []
+            for part, start, length in self._parts(r, m):
                 if part.reducer is None:
                     parts.extend((self.run(_SINGLE, 1, stride), (start + j) * stride) for j in range(length))
                 elif length:
                     parts.append((self.run(part.reducer, length, stride), start * stride))
-                start += length
             return self._outer(parts, r.outer)
         # Pairwise, TreeReduce, Table: operands one term each, then additions
         parts = [(self.run(_SINGLE, 1, stride), j * stride) for j in range(m)]
@@ -252,13 +259,9 @@ class Planner:
             b = _positive(r.b(m, self.n), "block size")
             return self.slots(r.outer, [self.slots(r.inner, ops[s:s + b], out) for s in range(0, m, b)], out)
         if isinstance(r, Segments):
-            res, start = [], 0
-            for i, part in enumerate(r.parts):
-                length = part.length(m, self.n)
-                if length < 0 or start + length > m or (i == len(r.parts) - 1 and start + length != m):
-                    raise PlanError(f"segment lengths do not add up to m = {m} (part {i}: {length})")
+            res = []
+            for part, start, length in self._parts(r, m):
                 chunk = ops[start:start + length]
-                start += length
                 if chunk:
                     res.extend(chunk if part.reducer is None else [self.slots(part.reducer, chunk, out)])
             return self.slots(r.outer, res, out)

@@ -39,29 +39,11 @@ def fp_msb(x):
 
     No clz: the interpreter lacks it."""
     e = tl.zeros_like(x)
-    t = x >> 32
-    c = t != 0
-    e = tl.where(c, e + 32, e)
-    x = tl.where(c, t, x)
-    t = x >> 16
-    c = t != 0
-    e = tl.where(c, e + 16, e)
-    x = tl.where(c, t, x)
-    t = x >> 8
-    c = t != 0
-    e = tl.where(c, e + 8, e)
-    x = tl.where(c, t, x)
-    t = x >> 4
-    c = t != 0
-    e = tl.where(c, e + 4, e)
-    x = tl.where(c, t, x)
-    t = x >> 2
-    c = t != 0
-    e = tl.where(c, e + 2, e)
-    x = tl.where(c, t, x)
-    t = x >> 1
-    c = t != 0
-    e = tl.where(c, e + 1, e)
+    for k in tl.static_range(5, -1, -1):   # shifts 32, 16, 8, 4, 2, 1
+        t = x >> (1 << k)
+        c = t != 0
+        e = tl.where(c, e + (1 << k), e)
+        x = tl.where(c, t, x)
     return e
 
 
