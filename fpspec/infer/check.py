@@ -244,8 +244,11 @@ def sampled_check(spec: A.Spec, target, *, seed: int = 0, inputs: int = 8, repli
     from fpspec.reveal.masks import plan_masks
     from fpspec.reveal.oracle import LcaOracle
 
+    from fpspec.spec.expand import check_n
+
     start = time.perf_counter()
     n = target.n
+    check_n(spec, n)  # a spec says nothing outside its range
     rng = np.random.default_rng([seed, n])
     pairs, alts, separated = choose_pairs(spec, n, rng)
     want = spec_l_many(spec, n, pairs)
