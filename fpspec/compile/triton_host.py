@@ -353,6 +353,7 @@ class Plan:
 class _DevicePlan:
     def __init__(self, segs, steps, fold_ids, chain_ids, all_ids):
         self.segs, self.steps, self.fold_ids, self.chain_ids, self.all_ids = segs, steps, fold_ids, chain_ids, all_ids
+        self.tails = {}   # first small level -> its (lo, count) table on the device
 
 
 def plan(root, orders, n):

@@ -493,6 +493,31 @@ def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr)
 
 
 @triton.jit
+def combine_levels(vals_ptr, steps_ptr, levels_ptr, L, R, BS: tl.constexpr, BO: tl.constexpr):
+    """Several small levels in one launch of one program, a barrier between levels.
+
+    The top of a tree has many levels of few additions each: one launch per
+    level would cost more in launches than in work."""
+    for lvl in range(L):
+        lo = tl.load(levels_ptr + 2 * lvl)
+        cnt = tl.load(levels_ptr + 2 * lvl + 1)
+        for s0 in range(0, cnt, BS):
+            s = s0 + tl.arange(0, BS)
+            live = s < cnt
+            row = (lo + s).to(tl.int64) * 3
+            dst = tl.load(steps_ptr + row, mask=live, other=0)
+            a = tl.load(steps_ptr + row + 1, mask=live, other=0)
+            b = tl.load(steps_ptr + row + 2, mask=live, other=0)
+            for o0 in range(0, R, BO):
+                o = o0 + tl.arange(0, BO)
+                on = live[:, None] & (o < R)[None, :]
+                va = tl.load(vals_ptr + a[:, None] * R + o[None, :], mask=on)
+                vb = tl.load(vals_ptr + b[:, None] * R + o[None, :], mask=on)
+                tl.store(vals_ptr + dst[:, None] * R + o[None, :], va + vb, mask=on)
+        tl.debug_barrier()   # this level's results are the next level's operands
+
+
+@triton.jit
 def finish(vals_ptr, out_ptr, root, R, BO: tl.constexpr, INIT: tl.constexpr,
            OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
     o = tl.program_id(0) * BO + tl.arange(0, BO)

@@ -9,7 +9,7 @@ import torch
 import triton
 
 from fpspec.compile.triton_host import CHAIN, PlanError, plan
-from fpspec.compile.triton_kernels import (combine, finish, mm_chain_emulated, mm_chain_emulated_wide,
+from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
                                            mm_chain_native, mm_fold, sum_fold)
 # -- end imports
 
@@ -170,13 +170,24 @@ class Replica:
                                                 OUT_EXP=exp_out, OUT_MAN=man_out)
         return out
 
+    SMALL_LEVEL = 4096   # additions x outputs below which a level shares one launch with the next
+
     def _combine(self, p, vals, R):
-        steps = p.on(vals.device).steps
+        dev = p.on(vals.device)
         BO = 1 if R == 1 else min(1024, triton.next_power_of_2(R))
         BS = max(1, 1024 // BO)
-        for lo, cnt in p.levels:
-            combine[(triton.cdiv(cnt, BS), triton.cdiv(R, BO))](vals, steps, lo, cnt, R, BS=BS, BO=BO,
+        big = len(p.levels)
+        while big and p.levels[big - 1][1] * R <= self.SMALL_LEVEL:
+            big -= 1
+        for lo, cnt in p.levels[:big]:
+            combine[(triton.cdiv(cnt, BS), triton.cdiv(R, BO))](vals, dev.steps, lo, cnt, R, BS=BS, BO=BO,
                                                                  enable_fp_fusion=False)
+        if big < len(p.levels):
+            tail = dev.tails.get(big)
+            if tail is None:
+                tail = dev.tails[big] = torch.tensor(p.levels[big:], dtype=torch.int64, device=vals.device)
+            combine_levels[(1,)](vals, dev.steps, tail, len(p.levels) - big, R, BS=BS, BO=BO,
+                                 enable_fp_fusion=False)
 
     # ------------------------------------------------------------ sum
 

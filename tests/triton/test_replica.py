@@ -142,6 +142,17 @@ def test_numpy_sum_order(load_replica, count):
                                                            arithmetic=kernel.arithmetic)]))
 
 
+@pytest.mark.parametrize("small_level", [0, 8])
+def test_levels_launched_one_by_one_or_merged(load_replica, small_level):
+    """The combine levels give the same bits whether each has its own launch or they share one."""
+    kernel = Kernel("sum", Arithmetic(input="fp32", product="none", accumulator="fp32", output="fp32"),
+                    Call("pw"), orders=(("pw", numpy_pairwise()),))
+    rep = load_replica(kernel)
+    rep.REPLICA.SMALL_LEVEL = small_level
+    x = values(np.random.default_rng(4), "fp32", 3001, 12)
+    assert rep.sum(x).numpy().view(np.uint32) == np.sum(x.numpy()).view(np.uint32)
+
+
 def test_sum_of_half_inputs(load_replica):
     ar = Arithmetic(input="fp16", product="none", accumulator="fp32", init="+0.0", output="fp16")
     kernel = Kernel("sum", ar, Lanes(c(4), Fold(), TreeReduce()))
