@@ -26,6 +26,14 @@ PATHS = ("auto", "native", "emulated")
 _FORMATS = ("fp16", "bf16", "fp32")
 _ENTRY = {"sum": "sum(x)", "dot": "dot(x, y, path=PATH)", "gemv": "gemv(A, x, path=PATH)",
           "gemm": "gemm(A, B, path=PATH)"}
+# the replica's entry point per op: every op is a matrix product of the driver
+_API = {
+    "sum": "def sum(x):\n    return REPLICA.sum(x)\n",
+    "dot": ("def dot(x, y, path=PATH):\n"
+            "    return REPLICA.matmul(x.reshape(1, -1), y.reshape(-1, 1), path).reshape(())\n"),
+    "gemv": "def gemv(A, x, path=PATH):\n    return REPLICA.matmul(A, x.reshape(-1, 1), path).reshape(-1)\n",
+    "gemm": "def gemm(A, B, path=PATH):\n    return REPLICA.matmul(A, B, path)\n",
+}
 
 
 class TritonBackend(Backend):
@@ -82,6 +90,7 @@ class TritonBackend(Backend):
             library=library_source(),
             op=kernel.op,
             entry=_ENTRY[kernel.op],
+            api=_API[kernel.op],
             path=path,
             numerics=(f"Numerics(input={ar.input!r}, accumulator={ar.accumulator!r}, output={ar.output!r}, "
                       f"product={ar.product!r}, init={ar.init!r}, fused={fused})"),
