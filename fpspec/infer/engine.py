@@ -35,7 +35,7 @@ import numpy as np
 
 from fpspec.errors import FpspecError
 from fpspec.infer.check import Replica, SampledCheck, sampled_check
-from fpspec.infer.fit import Fitter, order_cost
+from fpspec.infer.fit import MAX_RUNS, Fitter, order_cost
 from fpspec.infer.shapes import Obs
 from fpspec.spec import ast as A
 from fpspec.spec.expand import expand
@@ -467,9 +467,12 @@ def _fit(trees: dict, name: str, lo: int, hi: int, base: A.Spec | None = None, e
     if found:
         found.sort(key=lambda x: x[0])
         return found[0][1], found[0][2]
-    # no order found: every n its own literal (never wrong, never compact)
-    fitter = Fitter(name=name)
-    return _never_contradict(_as_spec(A.Seq(), name, lo, hi), trees), fitter
+    # no order found: a literal per n would be a table, not a spec
+    ns = sorted(trees)
+    raise FpspecError(
+        f"no parametric spec found for {name}: the orders revealed at {len(ns)} n in {ns[0]}..{ns[-1]} need "
+        f"more than {MAX_RUNS} guarded cases; the .fps combinators do not express this order compactly: "
+        "reveal single n instead")
 
 
 def spec_cost(spec: A.Spec) -> int:

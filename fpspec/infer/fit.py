@@ -34,6 +34,7 @@ N = A.Var()
 SIMPLE = (A.Seq(), A.Pairwise(), A.Rev(), A.GpuTree(), A.Fused())
 MAX_DEPTH = 5
 SAMPLE = 10  # observations a search starts from (see Fitter.fit)
+MAX_RUNS = 16  # guard arms beyond this are a case list, not a spec: give up
 
 
 def order_cost(o) -> int:
@@ -117,6 +118,8 @@ class Fitter:
                     return None
                 best = (i, A.Literal(group[0].tree))
             runs.append(Run(ns[i], ns[best[0]], best[1]))
+            if len(runs) > MAX_RUNS:
+                return None
             i = best[0] + 1
         runs = _merge_runs(runs)
         if root:

@@ -58,3 +58,13 @@ def test_fit_never_contradicts_an_observation():
     for n, t in trees.items():
         assert expand(spec, n) == t
     assert expand(spec, 60) == sequential(range(60))
+
+
+def test_orders_without_structure_are_refused_in_one_line_not_tabled():
+    from fpspec.errors import FpspecError
+    from fpspec.tree import random_tree
+
+    rng = np.random.default_rng(9)
+    trees = {n: random_tree(n, rng) for n in range(1, 60)}
+    with pytest.raises(FpspecError, match="no parametric spec found"):
+        _fit(trees, "order", 1, 100)
