@@ -39,6 +39,7 @@ def main(
     replica: str = typer.Option("numba", "--replica", help="backend of the replica in sampled checks, or 'none'"),
     no_probe: bool = typer.Option(False, "--no-probe", help="skip the arithmetic probes"),
     seed: int = typer.Option(0, "--seed"),
+    trace: Optional[str] = typer.Option(None, "--trace", help="append one JSON line per revealed n to this file"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
 ) -> None:
     """Infer one spec for every n in LO..HI and say how it was checked."""
@@ -54,7 +55,7 @@ def main(
     result = infer_spec(target, (lo, hi), seed=seed, exact=exact, progress=not quiet and sys.stderr.isatty(),
                         holdout=holdout, full_limit=full_limit, checks=tuple(check),
                         replica=None if replica == "none" else replica, probe=not no_probe,
-                        command=command, dtype=dtype, op=op, m=m, ncols=ncols, device=device)
+                        command=command, trace=trace, dtype=dtype, op=op, m=m, ncols=ncols, device=device)
     if output:
         write_atomic(output, str(result.spec))
     else:

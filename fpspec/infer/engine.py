@@ -195,7 +195,8 @@ def design_from(order, runs, lo: int, hi: int, rng, random: int = RANDOM_DESIGN)
 class _Reveal:
     """Reveals trees through make_target; remembers every tree and timing."""
 
-    def __init__(self, make_target: Callable, seed: int, bar):
+    def __init__(self, make_target: Callable, seed: int, bar, trace: str | None = None):
+        self.trace = trace
         self.make_target = make_target
         self.seed = seed
         self.trees: dict[int, Tree] = {}
@@ -220,6 +221,14 @@ class _Reveal:
             t, queries = r.tree, r.queries
         self.trees[n] = t
         self.timings.append(NTiming(n, stage, time.perf_counter() - start, queries))
+        if self.trace:  # one JSON line per n as it comes: a run cut short still leaves its trees
+            import json
+
+            from fpspec.tree import format_tree
+
+            with open(self.trace, "a") as f:
+                f.write(json.dumps({"n": n, "stage": stage, "seconds": round(self.timings[-1].seconds, 5),
+                                    "queries": queries, "tree": format_tree(t)}) + "\n")
         self.bar.advance()
         return t
 
@@ -279,7 +288,7 @@ def _ident(name: str) -> str:
 
 def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, progress: bool = True,
                holdout=16, full_limit: int = 8192, checks: tuple = (), replica: str | None = "numba",
-               inputs: int = 6, probe: bool = True, command: str | None = None,
+               inputs: int = 6, probe: bool = True, command: str | None = None, trace: str | None = None,
                **target_kwargs) -> Inference:
     """One spec explaining the target's order at every n in n_range = (lo, hi).
 
@@ -290,7 +299,8 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
     (unless exact).  checks: extra n to check (sampled above full_limit),
     e.g. 2**20, 2**24.  replica: the fpspec.compile backend used for the
     bitwise part of sampled checks (None: queries only).  probe: find the
-    arithmetic (fpspec.arith.probe) and write it into the header.
+    arithmetic (fpspec.arith.probe) and write it into the header.  trace:
+    a file that gets one JSON line per revealed n as it is revealed.
     """
     start = time.perf_counter()
     lo, hi = int(n_range[0]), int(n_range[1])
@@ -300,7 +310,7 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
     limit = hi if exact else min(hi, full_limit)
     rng = np.random.default_rng(seed)
     bar = _Bar(progress)
-    src = _Reveal(make, seed, bar)
+    src = _Reveal(make, seed, bar, trace)
     counter: list[Counterexample] = []
     try:
         # 1-3: design, fit, redesign from the spec
