@@ -166,7 +166,8 @@ def api_sum(x):
     x = _input(x, "x")
     _shape("x", x, 1)
     a = x.astype(np.float64)[:, None]
-    return _final(_reduce(a, np.ones_like(a) if _SUM_FUSED else a, _length(x.shape[0])))[0]
+    with np.errstate(all="ignore"):   # inf and nan are results here, not errors
+        return _final(_reduce(a, np.ones_like(a) if _SUM_FUSED else a, _length(x.shape[0])))[0]
 
 
 def api_sums(X):
@@ -174,7 +175,8 @@ def api_sums(X):
     X = _input(X, "X")
     _shape("X", X, 2)
     a = X.astype(np.float64)
-    return _final(_reduce(a, np.ones_like(a) if _SUM_FUSED else a, _length(X.shape[0])))
+    with np.errstate(all="ignore"):   # inf and nan are results here, not errors
+        return _final(_reduce(a, np.ones_like(a) if _SUM_FUSED else a, _length(X.shape[0])))
 
 
 def api_dot(x, y):
@@ -185,7 +187,8 @@ def api_dot(x, y):
     if x.shape != y.shape:
         raise ValueError(f"dot: x has {x.shape[0]} elements, y has {y.shape[0]}")
     a, b = x.astype(np.float64)[:, None], y.astype(np.float64)[:, None]
-    return _final(_reduce(a, b, _length(x.shape[0])))[0]
+    with np.errstate(all="ignore"):   # inf and nan are results here, not errors
+        return _final(_reduce(a, b, _length(x.shape[0])))[0]
 
 
 def api_gemv(A, x):
@@ -196,7 +199,8 @@ def api_gemv(A, x):
     if A.shape[1] != x.shape[0]:
         raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
     a, b = A.astype(np.float64).T, x.astype(np.float64)[:, None]
-    return _final(_reduce(a, b, _length(x.shape[0])))
+    with np.errstate(all="ignore"):   # inf and nan are results here, not errors
+        return _final(_reduce(a, b, _length(x.shape[0])))
 
 
 def api_gemm(A, B):
@@ -208,4 +212,5 @@ def api_gemm(A, B):
         raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
     a = A.astype(np.float64).T[:, :, None]
     b = B.astype(np.float64)[:, None, :]
-    return _final(_reduce(a, b, _length(A.shape[1])))
+    with np.errstate(all="ignore"):   # inf and nan are results here, not errors
+        return _final(_reduce(a, b, _length(A.shape[1])))

@@ -305,5 +305,6 @@ def gemm(A, B):
         raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
     a = A.astype(np.float64).T[:, :, None]
     b = B.astype(np.float64)[:, None, :]
-    return _final(_reduce(a, b, _length(A.shape[1])))
+    with np.errstate(all="ignore"):   # inf and nan are results here, not errors
+        return _final(_reduce(a, b, _length(A.shape[1])))
 

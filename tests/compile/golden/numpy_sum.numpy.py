@@ -234,7 +234,8 @@ def sum(x):
     x = _input(x, "x")
     _shape("x", x, 1)
     a = x.astype(np.float64)[:, None]
-    return _final(_reduce(a, np.ones_like(a) if _SUM_FUSED else a, _length(x.shape[0])))[0]
+    with np.errstate(all="ignore"):   # inf and nan are results here, not errors
+        return _final(_reduce(a, np.ones_like(a) if _SUM_FUSED else a, _length(x.shape[0])))[0]
 
 
 def sums(X):
@@ -242,5 +243,6 @@ def sums(X):
     X = _input(X, "X")
     _shape("X", X, 2)
     a = X.astype(np.float64)
-    return _final(_reduce(a, np.ones_like(a) if _SUM_FUSED else a, _length(X.shape[0])))
+    with np.errstate(all="ignore"):   # inf and nan are results here, not errors
+        return _final(_reduce(a, np.ones_like(a) if _SUM_FUSED else a, _length(X.shape[0])))
 
