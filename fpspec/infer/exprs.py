@@ -61,7 +61,7 @@ TEMPLATES: dict[str, tuple[Callable[[int], Expr], ...]] = {
 
 def constants(seen: Iterable[int] = ()) -> list[int]:
     """Constants worth trying: small ones, powers of two, and values seen."""
-    cs = set(range(2, 33)) | {2 ** k for k in range(1, 25)} | {3 * 2 ** k for k in range(1, 12)}
+    cs = set(range(1, 33)) | {2 ** k for k in range(1, 25)} | {3 * 2 ** k for k in range(1, 12)}
     cs |= {int(v) for v in seen if v >= 2}
     return sorted(cs)
 

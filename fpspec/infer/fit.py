@@ -99,28 +99,14 @@ class Fitter:
         for o in obs:
             by_n.setdefault(o.n, []).append(o)
         ns = sorted(by_n)
-        runs: list[Run] = []
-        i = 0
-        while i < len(ns):
-            lo_j, hi_j, best = i, len(ns) - 1, None
-            # largest j such that ns[i..j] fit one order (fit is monotone:
-            # an order explaining a set explains its subsets)
-            while lo_j <= hi_j:
-                mid = (lo_j + hi_j) // 2
-                got = self.fit([o for n in ns[i:mid + 1] for o in by_n[n]], depth, root)
-                if got is not None:
-                    best, lo_j = (mid, got), mid + 1
-                else:
-                    hi_j = mid - 1
-            if best is None:  # no order explains even this one n: a literal tree
-                group = by_n[ns[i]]
-                if len({hash(o.tree) for o in group}) > 1 or len(set(o.tree for o in group)) > 1:
-                    return None
-                best = (i, A.Literal(group[0].tree))
-            runs.append(Run(ns[i], ns[best[0]], best[1]))
-            if len(runs) > MAX_RUNS:
-                return None
-            i = best[0] + 1
+        # greedy runs from the smallest n up, and from the largest down: the
+        # structure of large n often explains everything above a small
+        # threshold, which the upward pass cuts into pieces; keep the cheaper
+        options = [r for r in (self._runs(ns, by_n, depth, root, False),
+                               self._runs(ns, by_n, depth, root, True)) if r is not None]
+        if not options:
+            return None
+        runs = min(options, key=lambda rs: sum(2 + order_cost(r.order) for r in rs))
         runs = _merge_runs(runs)
         if root:
             self.runs = runs
@@ -128,6 +114,33 @@ class Fitter:
             return runs[0].order
         cases = tuple(A.Case(A.Compare("<=", N, A.Num(r.hi)), r.order) for r in runs[:-1])
         return A.Guard(cases, runs[-1].order)
+
+    def _runs(self, ns: list[int], by_n: dict, depth: int, root: bool, downward: bool):
+        """Maximal runs of consecutive observed n that one order explains each
+        (binary search per run: an order explaining a set explains its subsets)."""
+        order_ns = ns[::-1] if downward else ns
+        runs: list[Run] = []
+        i = 0
+        while i < len(order_ns):
+            lo_j, hi_j, best = i, len(order_ns) - 1, None
+            while lo_j <= hi_j:
+                mid = (lo_j + hi_j) // 2
+                got = self.fit([o for n in order_ns[i:mid + 1] for o in by_n[n]], depth, root)
+                if got is not None:
+                    best, lo_j = (mid, got), mid + 1
+                else:
+                    hi_j = mid - 1
+            if best is None:  # no order explains even this one n: a literal tree
+                group = by_n[order_ns[i]]
+                if len({hash(o.tree) for o in group}) > 1:
+                    return None
+                best = (i, A.Literal(group[0].tree))
+            a, b = order_ns[i], order_ns[best[0]]
+            runs.append(Run(min(a, b), max(a, b), best[1]))
+            if len(runs) > MAX_RUNS:
+                return None
+            i = best[0] + 1
+        return sorted(runs, key=lambda r: r.lo)
 
     def fit(self, obs: list[Obs], depth: int = 0, root: bool = False):
         """The cheapest unguarded order explaining every observation, or None.
