@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """fpspec reveal vs the published FPRev (peichenxie/FPRev), side by side in one run.
 
-    FPREV_PATH=/path/to/FPRev python benchmarks/bench_reveal.py [--quick]
+    FPREV_PATH=/path/to/FPRev python benchmarks/bench_reveal.py [--quick] [--only sum,gemm,trees,big]
+                                       [--repeat R] [--before DIR]
+
+--before DIR adds a column: the same library cases run by the fpspec package in
+DIR (e.g. `git archive <rev> fpspec | tar -x -C DIR`), in a subprocess of this
+run, so an optimization is measured before and after on the same loaded machine.
 
 FPRev is never vendored: point FPREV_PATH at a checkout (its fprev.py and
 experiments/accumimpls).  Without it only fpspec's columns are printed.
@@ -19,7 +24,10 @@ for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import statistics  # noqa: E402
 import sys  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from a checkout
+# run from a checkout; FPSPEC_ROOT points the --before worker at another copy of the package
+sys.path.insert(0, os.environ.get("FPSPEC_ROOT") or os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import json  # noqa: E402
+import subprocess  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -30,6 +38,42 @@ from fpspec.reveal.targets import resolve_target  # noqa: E402
 from fpspec.tree import pairwise, random_tree, sequential  # noqa: E402
 
 QUICK = "--quick" in sys.argv
+
+
+def _option(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+ONLY = set(_option("--only", "sum,gemm,trees,big").split(","))
+REPEAT = int(_option("--repeat", 1 if QUICK else 3))
+BEFORE = _option("--before", None)
+GEMM_K = 128 if QUICK else 512
+
+
+def library_targets():
+    n = 4096
+    return {
+        "sum": ("numpy.sum fp32 n=4096", lambda: resolve_target("numpy.sum", n=n)),
+        "gemm": (f"numpy GEMM fp32 n={GEMM_K}",
+                 lambda: resolve_target("numpy.matmul", n=GEMM_K, m=GEMM_K, ncols=GEMM_K)),
+    }
+
+
+def fpspec_library(case, repeat):
+    """Median seconds, calls and queries of fpspec on one library case (after one warm-up)."""
+    target = library_targets()[case][1]()
+    reveal(target)
+    sec, rev = timed(lambda: reveal(target), repeat)
+    return {"seconds": sec, "calls": rev.calls, "queries": rev.queries,
+            "tree": str(rev.tree), "differing": rev.differing_count}
+
+
+def before_library(case, repeat):
+    """The same case run by the package in BEFORE (a subprocess: two fpspecs cannot share one process)."""
+    env = dict(os.environ, FPSPEC_ROOT=os.path.abspath(BEFORE))
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", case, "--repeat", str(repeat)]
+                         + (["--quick"] if QUICK else []), env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def load_fprev():
@@ -66,15 +110,22 @@ def counting(cls):
     return Counting
 
 
-def row(label, fp, fs, key):
+def _cell(x):
+    return f"{x:12.4f}" if isinstance(x, float) else f"{x!s:>12}"
+
+
+def _ratio(a, b):
+    return f"{a / b:8.1f}x" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else "       -"
+
+
+def row(label, fp, fs, key, old=None):
     a, b = fp.get(key), fs.get(key)
-    ratio = f"{a / b:8.1f}x" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else "       -"
-    fa = f"{a:12.4f}" if isinstance(a, float) else f"{a!s:>12}"
-    fb = f"{b:12.4f}" if isinstance(b, float) else f"{b!s:>12}"
-    print(f"  {label:<34}{key:<9}{fa}{fb}  {ratio}")
+    extra = f"{_cell(old.get(key))}  {_ratio(a, old.get(key))}" if old is not None else ""
+    print(f"  {label:<34}{key:<9}{_cell(a)}{_cell(b)}  {_ratio(a, b)}{extra}")
 
 
-def bench_library(fpr, label, make_fprev, make_target, repeat):
+def bench_library(fpr, case, make_fprev, repeat):
+    label = library_targets()[case][0]
     fp = {}
     if fpr is not None:
         fprev, _ = fpr
@@ -82,15 +133,17 @@ def bench_library(fpr, label, make_fprev, make_target, repeat):
         type(impl).calls = 0
         fprev.fprev(impl)                                  # warm-up, as FPRev's rq scripts do
         type(impl).calls = 0
-        sec, _ = timed(lambda: fprev.fprev(impl), repeat)
-        fp = {"seconds": sec, "calls": type(impl).calls // repeat, "queries": type(impl).calls // repeat}
-    target = make_target()
-    reveal(target)
-    sec, rev = timed(lambda: reveal(target), repeat)
-    fs = {"seconds": sec, "calls": rev.calls, "queries": rev.queries}
+        fp_repeat = 1 if case == "gemm" else repeat          # FPRev's GEMM takes seconds per run
+        sec, _ = timed(lambda: fprev.fprev(impl), fp_repeat)
+        fp = {"seconds": sec, "calls": type(impl).calls // fp_repeat, "queries": type(impl).calls // fp_repeat}
+    old = before_library(case, repeat) if BEFORE else None
+    fs = fpspec_library(case, repeat)
     for key in ("seconds", "calls", "queries"):
-        row(label, fp, fs, key)
-    return rev
+        row(label, fp, fs, key, old)
+    if old is not None:
+        same = old["tree"] == fs["tree"] and old["differing"] == fs["differing"]
+        print(f"  {'':<34}{'result':<9}{'':>12}{'same tree and differing outputs as before' if same else 'DIFFERS FROM BEFORE'}")
+    return fs
 
 
 def fprev_queries_on_tree(fpr, tree, n):
@@ -131,18 +184,26 @@ def fprev_queries_on_tree(fpr, tree, n):
 
 
 def main():
+    if "--worker" in sys.argv:
+        print(json.dumps(fpspec_library(_option("--worker", "sum"), REPEAT)))
+        return
     fpr = load_fprev()
     print(f"FPRev: {os.environ.get('FPREV_PATH') if fpr else 'not found (set FPREV_PATH)'}")
-    print(f"numpy {np.__version__}, one BLAS thread; medians of {1 if QUICK else 3} runs\n")
-    print(f"  {'case':<34}{'':<9}{'FPRev':>12}{'fpspec':>12}  {'FPRev/fpspec':>9}")
-    repeat = 1 if QUICK else 3
+    print(f"numpy {np.__version__}, one BLAS thread; medians of {REPEAT} runs (FPRev GEMM: 1 run)\n")
+    head = f"  {'case':<34}{'':<9}{'FPRev':>12}{'fpspec':>12}  {'FPRev/fpspec':>9}"
+    print(head + (f"{'before':>12}  {'FPRev/before':>9}" if BEFORE else ""))
     n = 4096
-    bench_library(fpr, "numpy.sum fp32 n=4096",
-                  lambda: counting(fpr[1].NumpySum)(n), lambda: resolve_target("numpy.sum", n=n), repeat)
-    k = 128 if QUICK else 512
-    bench_library(fpr, f"numpy GEMM fp32 n={k}",
-                  lambda: counting(fpr[1].NumpyGEMM)(k),
-                  lambda: resolve_target("numpy.matmul", n=k, m=k, ncols=k), 1)
+    if "sum" in ONLY:
+        bench_library(fpr, "sum", lambda: counting(fpr[1].NumpySum)(n), REPEAT)
+    if "gemm" in ONLY:
+        bench_library(fpr, "gemm", lambda: counting(fpr[1].NumpyGEMM)(GEMM_K), REPEAT)
+    if "trees" in ONLY:
+        bench_trees(fpr, n)
+    if "big" in ONLY:
+        bench_big()
+
+
+def bench_trees(fpr, n):
     print()
     rng = np.random.default_rng(0)
     trees = {
@@ -163,6 +224,9 @@ def main():
         a, b = fp.get("queries"), fs["queries"]
         ratio = f"{a / b:8.1f}x" if isinstance(a, int) else "       -"
         print(f"  {name:<34}{'':<9}{a!s:>12}{b:>12}  {ratio}  {b / n:6.2f}")
+
+
+def bench_big():
     big = 1 << (16 if QUICK else 20)
     tree = S.reversed_tree(big)
     oracle = S.TreeOracle(tree)

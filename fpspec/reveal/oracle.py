@@ -115,26 +115,62 @@ class LcaOracle:
         self.queries += q
         return total - counted
 
-    def l_everywhere(self, i: int, j: int) -> np.ndarray:
-        """l(i, j) at every output element of a gemv/gemm: the same pair in every row and column."""
+    def l_everywhere(self, i: int, j: int, *, first_column: bool = False) -> np.ndarray:
+        """l(i, j) at every output element of a gemv/gemm: the same pair in every row and column
+        (NaN where an output is not a whole number of units); `first_column`: rows of column 0 only."""
+        t, p = self.target, self.plan
+        count = None
+        for res in self._everywhere_outputs(i, j):
+            if first_column:
+                res = res.reshape(t.m, -1)[:, 0]
+            c = res / p.u
+            c = np.where(np.isfinite(c) & (c == np.round(c)), c, np.nan)
+            count = c if count is None else count + c
+        self.queries += 1
+        return self.n - count
+
+    def agrees_everywhere(self, i: int, j: int, expect: int) -> np.ndarray:
+        """l(i, j) == expect at every output element, as a bool array of the output's shape.
+
+        One window: the output must be exactly (n - expect) units, which is the same test as
+        l == expect (u is a power of two at most 1, so res / u is exact or overflows, and
+        an output that is no whole number of units equals no whole count) on one compare."""
+        if self.n - 2 > self.plan.window:
+            return self.l_everywhere(i, j) == expect
+        (res,) = self._everywhere_outputs(i, j)
+        self.queries += 1
+        return res == (self.n - expect) * self.plan.u
+
+    def _everywhere_outputs(self, i: int, j: int):
+        """Outputs (float64, output shape) with masks at i, j in every row of A, one per window."""
         t, p = self.target, self.plan
         W = p.window
         others = np.setdiff1d(np.arange(self.n), [i, j])
-        count = np.zeros(t.output_shape)
+        fast = p.b_mask == p.b_unit and (self._is_numpy or self._is_torch)
         for lo in range(0, max(1, len(others)), W):
             a = np.zeros(self.n)
             a[others[lo:lo + W]] = p.a_unit
             a[i], a[j] = p.a_mask, -p.a_mask
-            A = np.tile(a, (t.m, 1))
-            B = np.full((self.n,) if t.op == "gemv" else (self.n, t.ncols), p.b_unit)
-            B[i] = B[j] = p.b_mask
+            if fast:
+                # masks in A alone leave B all units: the cached B, and A as one converted row tiled
+                A, B = self._tile(t.native(a), t.m), self._ones_b()
+            else:
+                A = np.tile(a, (t.m, 1))
+                B = np.full((self.n,) if t.op == "gemv" else (self.n, t.ncols), p.b_unit)
+                B[i] = B[j] = p.b_mask
+                A, B = t.native(A), t.native(B)
             with np.errstate(all="ignore"):
-                res = t.to_float64(t.fn(t.native(A), t.native(B))).reshape(t.output_shape)
+                res = t.to_float64(t.fn(A, B)).reshape(t.output_shape)
             self.calls += 1
-            c = res / p.u
-            count += np.where(np.isfinite(c) & (c == np.round(c)), c, np.nan)
-        self.queries += 1
-        return self.n - count
+            yield res
+
+    def _ones_b(self):
+        """The second operand of a gemv/gemm with the unit everywhere, converted once."""
+        if self._b_cache is None:
+            t = self.target
+            shape = (self.n,) if t.op == "gemv" else (self.n, t.ncols)
+            self._b_cache = t.native(np.full(shape, self.plan.b_unit))
+        return self._b_cache
 
     # ------------------------------------------------------------ rows of queries
     def _run(self, ri, rj, in_set, row_base) -> np.ndarray:
@@ -359,17 +395,26 @@ class LcaOracle:
             self.calls += rows
             return out
         lanes = len(self.rows) if self.batch else 1
-        if self._b_cache is None:
-            shape = (self.n,) if t.op == "gemv" else (self.n, t.ncols)
-            self._b_cache = t.native(np.full(shape, p.b_unit))
+        ones_b = self._ones_b()
+        native_base = t.native(base) if self._is_numpy or self._is_torch else None
         for lo in range(0, rows, lanes):
             hi = min(rows, lo + lanes)
-            A = np.zeros((t.m, self.n))
             sel = self.rows[:hi - lo]
-            A[sel] = base
             a, b = bounds[lo], bounds[hi]
-            A[sel[rr[a:b] - lo], cc[a:b]] = vv[a:b]
-            res = t.to_float64(t.fn(t.native(A), self._b_cache)).reshape(t.m, -1)
+            if native_base is not None:
+                # A built in the library's dtype: one converted row tiled, no float64 matrix to convert
+                A = self._tile(native_base, t.m)
+                if len(sel) < t.m:
+                    idle = np.ones(t.m, bool)
+                    idle[sel] = False
+                    self._put(A, np.flatnonzero(idle)[:, None], np.arange(self.n)[None, :], 0.0)
+                self._put(A, sel[rr[a:b] - lo], cc[a:b], vv[a:b])
+            else:
+                A = np.zeros((t.m, self.n))
+                A[sel] = base
+                A[sel[rr[a:b] - lo], cc[a:b]] = vv[a:b]
+                A = t.native(A)
+            res = t.to_float64(t.fn(A, ones_b)).reshape(t.m, -1)
             out[lo:hi] = res[sel, 0]
             self.calls += 1
         return out
