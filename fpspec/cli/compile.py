@@ -16,6 +16,7 @@ def compile_command(
     target: str = typer.Option("numpy", "--target", "-t", help="backend: numpy, numba or triton"),
     n: Optional[int] = typer.Option(None, "-n", help="specialize the replica for this one length"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the replica here (default: stdout)"),
+    path: Optional[str] = typer.Option(None, "--path", help="triton: emulated | native | auto (the replica's default path)"),
 ) -> None:
     """Compile a spec into a replica: a self-contained module computing the same bits."""
     from fpspec.compile import compile_kernel
@@ -30,7 +31,8 @@ def compile_command(
     spec = parse(text, str(spec_path))
     check(spec)
     # the whole module is built before anything is written: an error leaves no file
-    source = compile_kernel(build_kernel(spec, n=n, name=spec_path.name, source=text), target)
+    options = {} if path is None else {"path": path}
+    source = compile_kernel(build_kernel(spec, n=n, name=spec_path.name, source=text), target, **options)
     if output is None:
         typer.echo(source, nl=False)
     else:

@@ -11,16 +11,21 @@ from __future__ import annotations
 from fpspec.compile.ir import CompileError, Kernel
 
 
-def compile_kernel(kernel: Kernel, target: str = "numpy") -> str:
+def compile_kernel(kernel: Kernel, target: str = "numpy", **options) -> str:
+    """Render `kernel` for `target`; `options` are the backend's own (Backend.options)."""
     from fpspec.compile.backends import get_backend
 
     backend = get_backend(target)
+    unknown = sorted(set(options) - set(backend.options))
+    if unknown:
+        takes = ", ".join(backend.options) or "no options"
+        raise CompileError(f"target {target} does not take {', '.join(unknown)} (it takes {takes})")
     backend.check(kernel)
-    return backend.render(kernel)
+    return backend.render(kernel, **options)
 
 
 def compile_spec(spec, target: str = "numpy", n: int | None = None, name: str | None = None,
-                 source: str | None = None) -> str:
+                 source: str | None = None, **options) -> str:
     """Compile a parsed spec (fpspec.spec AST) for `target`; `n` specializes it.
 
     `source`: the spec's text as written (default: its canonical text), kept
@@ -28,7 +33,7 @@ def compile_spec(spec, target: str = "numpy", n: int | None = None, name: str | 
     """
     from fpspec.compile.build import build_kernel
 
-    return compile_kernel(build_kernel(spec, n=n, name=name, source=source), target)
+    return compile_kernel(build_kernel(spec, n=n, name=name, source=source), target, **options)
 
 
 __all__ = ["compile_kernel", "compile_spec", "CompileError", "Kernel"]

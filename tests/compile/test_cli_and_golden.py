@@ -134,3 +134,17 @@ def test_replica_checks_its_arguments():
     small = load_replica(compile_spec(parse(NUMPY_SUM), "numpy", n=100), "args100")
     with pytest.raises(ValueError, match="length 99 is outside the range 100..100"):
         small.sum(np.ones(99, np.float32))
+
+
+def test_path_option_reaches_the_triton_replica_and_is_refused_elsewhere(tmp_path, capsys):
+    from pathlib import Path
+
+    from fpspec.cli import main
+
+    spec = Path(__file__).resolve().parents[2] / "examples" / "gpu_triton" / "h100_fp16_matmul.fps"
+    out = tmp_path / "r.py"
+    assert main(["compile", str(spec), "--target", "triton", "--path", "emulated", "-o", str(out)]) == 0
+    assert 'PATH = "emulated"' in out.read_text()
+    bad = tmp_path / "bad.py"
+    assert main(["compile", str(spec), "--target", "numpy", "--path", "native", "-o", str(bad)]) == 2
+    assert "does not take path" in capsys.readouterr().err and not bad.exists()

@@ -31,6 +31,7 @@ class Backend:
     name: str = ""
     template: str = ""        # file name under fpspec/templates/
     requires: tuple[str, ...] = ()   # modules the generated replica imports
+    options: tuple[str, ...] = ()    # keyword options render() takes (e.g. triton's path)
 
     def check(self, kernel: Kernel) -> None:
         """Raise CompileError for anything this backend cannot express."""

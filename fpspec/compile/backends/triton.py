@@ -40,6 +40,7 @@ class TritonBackend(Backend):
     name = "triton"
     template = "triton.py.j2"
     requires = ("triton", "torch")
+    options = ("path",)
 
     def check(self, kernel: Kernel) -> None:
         ar = kernel.arithmetic
