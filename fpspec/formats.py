@@ -133,23 +133,30 @@ def fma(fmt: Format, x, y, c):
     c = np.asarray(c, np.float64)
     if fmt.precision <= 26:
         return round_to(fmt, round_to_odd_sum(x * y, c))
-    # fp64: exact product as p + e, then a correctly rounded sum of three terms
-    p = x * y
-    e = _two_prod_err(x, y, p)
-    s, t = two_sum(p, c)
-    # s + (t + e) with round-to-odd on the tail is correct to 53 bits except in
-    # rare double-rounding corners; exact rational fallback covers them
+    # fp64: the exact value as a rational, rounded once (float(Fraction) rounds
+    # to nearest even); IEEE special cases first
     from fractions import Fraction
 
     flat = np.broadcast_arrays(x, y, c)
     out = np.empty(flat[0].shape)
     for idx in np.ndindex(out.shape):
         xv, yv, cv = (float(v[idx]) for v in flat)
-        if not (np.isfinite(xv) and np.isfinite(yv) and np.isfinite(cv)):
-            out[idx] = xv * yv + cv
+        if not (np.isfinite(xv) and np.isfinite(yv)):
+            out[idx] = xv * yv + cv          # inf/nan products: plain IEEE rules
+        elif not np.isfinite(cv):
+            out[idx] = cv                    # finite exact product + inf/nan c
         else:
-            out[idx] = float(Fraction(xv) * Fraction(yv) + Fraction(cv))
-    del s, t, e
+            exact = Fraction(xv) * Fraction(yv) + Fraction(cv)
+            if exact == 0:
+                # an exact zero is +0 under RNE unless both addends are -0
+                negative_product = (np.signbit(xv) != np.signbit(yv))
+                both_negative_zero = negative_product and xv * yv == 0 and cv == 0 and np.signbit(cv)
+                out[idx] = -0.0 if both_negative_zero else 0.0
+            else:
+                try:
+                    out[idx] = float(exact)
+                except OverflowError:
+                    out[idx] = np.inf if exact > 0 else -np.inf
     return out
 
 
