@@ -350,7 +350,7 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
         # 4: held-out n, never used for fitting
         held: list[int] = []
         sampled: list[SampledCheck] = []
-        rep = None
+        rep, rep_note = None, ""
         pending_big = {n for n in checks if limit < n <= hi} | set(_powers_above(limit, hi))
         chosen = None if isinstance(holdout, int) else sorted(int(x) for x in holdout)
         explicit = chosen is not None
@@ -390,10 +390,12 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
             stage = "held-out (sampled)" if n not in pending_big else "checked (sampled)"
             bar.update(f"{stage}: n = {n}")
             t0 = time.perf_counter()
-            if replica and rep is None:
-                rep = _replica(_with_header(spec, src.first_target, arith), replica)
+            if replica and rep is None and not rep_note:
+                rep, rep_note = _replica(_with_header(spec, src.first_target, arith), replica)
             target = make(n)
             chk = sampled_check(spec, target, seed=seed, inputs=inputs if rep else 0, replica=rep)
+            if rep_note:
+                chk = dataclasses.replace(chk, note="; ".join(x for x in (chk.note, rep_note) if x))
             sampled.append(chk)
             src.timings.append(NTiming(n, stage, time.perf_counter() - t0, chk.pairs))
             bar.advance()
@@ -441,10 +443,12 @@ def _fresh(rng, lo: int, hi: int, count: int, used: set) -> list[int]:
 
 
 def _replica(spec, backend: str):
+    """(replica, "") or (None, why not): a backend that cannot take this spec
+    leaves the sampled checks to their queries, and says so."""
     try:
-        return Replica(spec, backend)
-    except Exception:  # a backend that cannot take this spec: checks run queries only
-        return None
+        return Replica(spec, backend), ""
+    except Exception as e:
+        return None, f"no {backend} replica ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
 
 
 def _fit(trees: dict, name: str, lo: int, hi: int, base: A.Spec | None = None, exceptions=()):
