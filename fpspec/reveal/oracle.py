@@ -179,8 +179,9 @@ class LcaOracle:
         """Outputs for queries (ri, rj), query k with units on in_set[row_base[k]]."""
         out = np.empty(len(ri))
         p = self.plan
-        for b in np.unique(row_base).tolist():
-            idx = np.flatnonzero(row_base == b)
+        one_base = len(in_set) == 1          # FPRev's queries: skip the grouping by base
+        for b in [0] if one_base else np.unique(row_base).tolist():
+            idx = np.arange(len(ri)) if one_base else np.flatnonzero(row_base == b)
             base = in_set[b] * p.a_unit
             if p.split:
                 out[idx] = self._split_rows(ri[idx], rj[idx], base)

@@ -165,3 +165,20 @@ def test_fused_sum_swamps_inside_a_node():
     got = S.fused_sum(np.array([2.0**30, -2.0**30, 1.0, 1.0])[:, None], "fp32")
     assert got[0] == 0.0
     assert S.fused_sum(np.array([1.0, 2.0, 3.0])[:, None], "fp16")[0] == 6.0
+
+
+def test_gemm_everywhere_checks_agree_with_counts():
+    """The one-compare sharing check and the column-0 row check say what the counts say."""
+    from fpspec.reveal.oracle import LcaOracle
+
+    tree, other = sequential(range(12)), pairwise(range(12))
+    target = S.gemm_target([tree, other, tree], "fp32", ncols=4, col_trees={2: other})
+    oracle = LcaOracle(target)
+    varied = 0
+    for a, b in [(0, 1), (0, 11), (5, 6), (3, 9)]:
+        full = oracle.l_everywhere(a, b)
+        assert np.array_equal(oracle.l_everywhere(a, b, first_column=True), full[:, 0])
+        varied += not np.all(full == full[0, 0])
+        for expect in np.unique(full).tolist() + [2, 12]:
+            assert np.array_equal(oracle.agrees_everywhere(a, b, int(expect)), full == expect)
+    assert varied >= 2          # the pairs do see the other tree in row 1 and column 2
