@@ -462,7 +462,11 @@ def _rows_sharing_row0(oracle: LcaOracle, rng) -> np.ndarray:
 
 
 def _sharing_check(checks: list, oracle: LcaOracle) -> tuple[tuple, int]:
-    """Every output element must show the revealed l on a sample of pairs; list those that do not."""
+    """Every output element must show the revealed l on a sample of pairs; list those that do not.
+
+    The sample is of pairs, not of elements: each check is one call with the same pair in every
+    row, compared at every output element (4 pairs of the root frame by default, so a gemm pays
+    4 calls here whatever its size)."""
     bad = np.zeros(oracle.target.output_shape, bool)
     for _, a, b, expect in checks:
         bad |= ~oracle.agrees_everywhere(a, b, expect)
