@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fpspec.compile.backends import Backend, header, render_template
 from fpspec.compile.backends.numpy import PUBLIC, spec_literal
-from fpspec.compile.ir import Kernel
+from fpspec.compile.ir import Call, Const, Fold, Kernel, Lanes
 from fpspec.compile.loops import emit_program
 from fpspec.compile.numerics import helper_names, plan, settings
 from fpspec.compile.runtime import embed
@@ -66,6 +66,16 @@ class NumbaBackend(Backend):
         ]))
         if program.uses_fused:
             runtime += "\n\n_NO_KS = np.empty(0, np.int64)\n"
+        columns = gemm_by_columns(kernel) if kernel.op == "gemm" else None
+        if kernel.op == "gemm":
+            extra.append(f"_GEMM_COLUMNS_MIN = {columns[0] if columns else None}  # note [gemm by columns]")
+        if columns:
+            xy = {"product": "_term_product_xy", "product_twice": "_term_product_twice_xy"}[p.term]
+            leaf = ("_add_leaf_plain_xy" if not p.fma else
+                    "_add_leaf_fma_native_xy" if p.acc_fmt is None else "_add_leaf_fma_emulated_xy")
+            runtime += "\n\n" + embed(numba_rt, [xy, leaf], {xy: "_term_xy", leaf: "_add_leaf_xy"},
+                                       decorator="@_jit")
+            parallel.append(columns[1])
         return render_template(
             self.template,
             header=header(kernel, self.name),
@@ -78,10 +88,83 @@ class NumbaBackend(Backend):
             constants=[c.source() for c in program.constants],
             functions=[f.source() for f in program.functions],
             kernels="\n\n".join(filter(None, [embed(numba_rt, serial, decorator="@_jit"),
-                                                embed(numba_rt, parallel, decorator="@_parallel")])),
+                                                embed(numba_rt, parallel[:1], decorator="@_parallel")]
+                                         + parallel[1:])),
             cache=not program.recursive,
             api=embed(numba_rt, [f"api_{n}" for n in public], {f"api_{n}": n for n in public}),
         )
+
+
+# Note [gemm by columns]: the order fixes only each output's additions, so a
+# gemm whose order is a forward sequential fold, or k lanes of forward folds
+# joined by a fixed tree, can run with k (the inner index) outer and the
+# output columns innermost: acc[lane, j] += A[i, kk] * B[kk, j] for a whole
+# contiguous row of B.  Every output sees the same operations in the same
+# order as in `_gemm_kernel` (same helpers, scalar forms), so the bits are
+# the same; only the loop nest differs, and the j loop vectorizes (no
+# reassociation: the lanes of a vector are different outputs).  Columns go
+# in tiles of _COLUMN_TILE so the tile of B stays in cache across rows.
+COLUMN_TILE = 128
+
+
+def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
+    """(least n, source of `_gemm_columns_kernel`) when `kernel`'s order allows
+    note [gemm by columns], else None."""
+    from fpspec.compile.trees import reduce_list
+    from fpspec.tree import postorder
+
+    root = kernel.root
+    if isinstance(root, Call):
+        root = kernel.order(root.name)
+    if kernel.arithmetic.fused is not None:
+        return None
+    if root == Fold():
+        lanes, least, tree = 1, 1, 0
+    elif (isinstance(root, Lanes) and isinstance(root.k, Const) and 2 <= root.k.value <= 64
+          and root.inner == Fold()):
+        lanes = root.k.value
+        least = 2 * lanes           # every lane holds at least two leaves (note [lone leaves])
+        tree = reduce_list(kernel, root.outer, list(range(lanes)), lanes)
+    else:
+        return None
+    joins, values = [], []
+    for t in postorder(tree):
+        if isinstance(t, int):
+            values.append(f"acc[{t}, j]")
+        elif t.fused:
+            return None
+        else:
+            right, left = values.pop(), values.pop()
+            joins.append(f"s{len(joins)} = _add({left}, {right})")
+            values.append(f"s{len(joins) - 1}")
+    body = "\n".join(" " * 12 + line for line in joins)
+    src = f'''@_parallel
+def _gemm_columns_kernel(A, B, out):
+    """out = A @ B by columns (note [gemm by columns]): {lanes} lane(s) per output."""
+    m, n = A.shape
+    p = B.shape[1]
+    tiles = (p + {COLUMN_TILE} - 1) // {COLUMN_TILE}
+    for t in prange(tiles * m):
+        j0 = (t // m) * {COLUMN_TILE}
+        i = t % m
+        w = min({COLUMN_TILE}, p - j0)
+        acc = np.empty(({lanes}, w), _ACC)
+        for lane in range({lanes}):
+            x = A[i, lane]
+            row = acc[lane]
+            brow = B[lane, j0:j0 + w]
+            for j in range(w):
+                row[j] = _term_xy(x, brow[j])
+        for kk in range({lanes}, n):
+            x = A[i, kk]
+            row = acc[kk % {lanes}]
+            brow = B[kk, j0:j0 + w]
+            for j in range(w):
+                row[j] = _add_leaf_xy(row[j], x, brow[j])
+        for j in range(w):
+{body + chr(10) if body else ""}            out[i, j0 + j] = _final({values[0]})
+'''
+    return least, src
 
 
 def fused_constants(kernel: Kernel) -> list[str]:

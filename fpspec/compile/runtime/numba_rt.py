@@ -99,6 +99,28 @@ def _vals(m):
     return np.empty(m, _ACC)
 
 
+# Scalar forms of _term and _add_leaf for one term x*y (the column-blocked
+# gemm kernel reads A[i, k] and a row of B, not two arrays indexed by k).
+def _term_product_xy(x, y):
+    return _round_acc(np.float64(x) * np.float64(y))
+
+
+def _term_product_twice_xy(x, y):
+    return _round_acc(_PROD(np.float64(x) * np.float64(y)))
+
+
+def _add_leaf_plain_xy(acc, x, y):
+    return _add(acc, _term_xy(x, y))
+
+
+def _add_leaf_fma_native_xy(acc, x, y):
+    return _fma(_ACC(x), _ACC(y), acc)
+
+
+def _add_leaf_fma_emulated_xy(acc, x, y):
+    return _round_acc(_fma(np.float64(x), np.float64(y), np.float64(acc)))
+
+
 def _decode(x, emin):
     """(negative, exponent, significand with 23 fraction bits) of a finite value
     of an fp32 subset, the exponent clamped at emin (arith.fused.decode)."""
@@ -264,6 +286,8 @@ _term = _term_sum
 _add = _add_plain
 _add_leaf = _add_leaf_plain
 _round_out = _round_out_native
+_term_xy = _term_product_xy
+_add_leaf_xy = _add_leaf_plain_xy
 
 
 # ---------------------------------------------------------------- the public functions
@@ -279,6 +303,8 @@ _SUM_FUSED = False   # a sum through fused nodes: each x_k enters as the product
 _IN_CARRY = np.float32
 _OUT_DTYPE = np.float32
 _OUT_CARRY = np.float32
+_GEMM_COLUMNS_MIN = None   # the least n for _gemm_columns_kernel (None: the spec has none)
+_gemm_columns_kernel = None
 
 
 def _input(x, what):
@@ -381,7 +407,10 @@ def api_gemm(A, B):
         raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
     _length(A.shape[1])
     out = np.empty((A.shape[0], B.shape[1]), _OUT_CARRY)
-    _gemm_kernel(A, np.ascontiguousarray(B.T), out)
+    if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
+        _gemm_columns_kernel(A, B, out)      # note [gemm by columns]
+    else:
+        _gemm_kernel(A, np.ascontiguousarray(B.T), out)
     return out.astype(_OUT_DTYPE)
 
 

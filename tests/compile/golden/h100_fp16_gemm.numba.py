@@ -40,6 +40,7 @@ _FP_RZ = True
 _FP_RES_P = 24
 _FP_OUT_EMIN, _FP_OUT_EMAX = -126, 127
 _FP_SUB_IN, _FP_SUB_OUT = True, True
+_GEMM_COLUMNS_MIN = None  # note [gemm by columns]
 
 _jit = njit(fastmath=False, cache=True)
 _parallel = njit(fastmath=False, cache=True, parallel=True)
@@ -289,6 +290,9 @@ def gemm(A, B):
         raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
     _length(A.shape[1])
     out = np.empty((A.shape[0], B.shape[1]), _OUT_CARRY)
-    _gemm_kernel(A, np.ascontiguousarray(B.T), out)
+    if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
+        _gemm_columns_kernel(A, B, out)      # note [gemm by columns]
+    else:
+        _gemm_kernel(A, np.ascontiguousarray(B.T), out)
     return out.astype(_OUT_DTYPE)
 
