@@ -94,6 +94,29 @@ def _parse_n(text: str) -> tuple[int, int | None]:
         raise FpspecError(f"-n must be an integer or a range like 1..65536, got {text!r}") from None
 
 
+def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe, output, as_json, argv):
+    """-n LO..HI: reveal at a designed set of n and infer one parametric spec (fpspec.infer)."""
+    from fpspec.infer import infer_spec
+
+    command = "fpspec " + " ".join(shlex.quote(a) for a in argv) if argv else None
+    result = infer_spec(target, (lo, hi), seed=seed, probe=not no_probe, progress=sys.stderr.isatty(),
+                        command=command, dtype=dtype, op=op, m=m, ncols=ncols, device=device)
+    if output:
+        from fpspec.io import write_atomic
+
+        try:
+            write_atomic(output, str(result.spec))
+        except OSError as e:
+            raise FpspecError(f"cannot write {output}: {e.strerror or e}") from None
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        typer.echo(str(result.spec))
+    typer.echo(result.report(), err=True)
+    if not result.ok:
+        raise typer.Exit(1)
+
+
 @app.command()
 def reveal(
     target: str = typer.Argument(..., help="numpy.sum, torch.matmul, jax.numpy.dot, or package.module:function"),
@@ -122,13 +145,9 @@ def reveal(
     if masks not in splits:
         raise FpspecError(f"--masks must be auto, split or unsplit, got {masks!r}")
     if hi is not None:
-        try:
-            from fpspec.infer import infer_spec
-        except ImportError:
-            raise FpspecError("parametric revelation needs fpspec.infer") from None
-        result = infer_spec(target, (lo, hi), probe=not no_probe, progress=sys.stderr.isatty(),
-                            dtype=dtype, op=op, m=m, ncols=ncols, device=device)
-        typer.echo(str(result))
+        _reveal_range(target, lo, hi, dtype=dtype, op=op, m=m, ncols=ncols, device=device, seed=seed,
+                      no_probe=no_probe, output=output, as_json=as_json,
+                      argv=["reveal", *sys.argv[2:]] if sys.argv[1:2] == ["reveal"] else None)
         return
     if tf32:
         import torch

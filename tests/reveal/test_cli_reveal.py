@@ -147,3 +147,16 @@ def test_render_writes_a_picture(tmp_path, fmt, magic):
     path = tmp_path / f"t.{fmt}"
     draw.render(parse_tree("(((0 1) 2) [3 4 5])"), path, fmt=fmt)
     assert magic in path.read_bytes()[:400]
+
+
+def test_a_range_of_n_writes_one_parametric_spec(tmp_path, capsys):
+    from fpspec.spec import expand, load
+
+    path = tmp_path / "numpy_sum.fps"
+    code, out, err = run(capsys, "reveal", "numpy.sum", "-n", "1..200", "--no-probe", "-o", str(path))
+    assert code == 0 and "held out" in err and "all agree" in err
+    spec = load(str(path))
+    assert "split(n // 2 - n // 2 % 8" in path.read_text()
+    for n in (1, 7, 8, 9, 129, 200):
+        revealed = run(capsys, "reveal", "numpy.sum", "-n", str(n), "--no-probe")[1].splitlines()[0]
+        assert expand(spec, n) == parse_tree(revealed)
