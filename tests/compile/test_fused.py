@@ -80,3 +80,15 @@ def test_replica_refuses_inputs_the_spec_does_not_cover():
         mod.gemm(np.ones((2, 16), np.float32), np.ones((16, 2), np.float32))
     with pytest.raises(ValueError, match="gemm: A is 2x16 but B is 8x2"):
         mod.gemm(np.ones((2, 16), np.float16), np.ones((8, 2), np.float16))
+
+
+def test_finite_fast_path_of_the_numpy_replica_reproduces_h100_vectors(case):
+    """`_fused` takes `_fused_finite` only when nothing is inf or nan: run it on
+    the finite vectors alone (the whole set, with specials, goes the general way)."""
+    fmt, out = case
+    a, b, c, d = vectors.load("H100", fmt, out)
+    finite = np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1) & np.isfinite(c)
+    assert finite.sum() > 100
+    mod = load_replica(compile_spec(h100_spec(fmt, out), "numpy"), f"h100_{fmt}_{out}_numpy")
+    got = mod._fused_finite(a[finite].T, b[finite].T, c[finite])
+    assert_same_bits(np.asarray(got, np.float64), d[finite], f"H100 {fmt}->{out} finite vectors (numpy fast path)")

@@ -41,6 +41,7 @@ class NumpyBackend(Backend):
         fused_src = fused_model(kernel) if program.uses_fused else ""
         if program.uses_fused:
             names.insert(names.index("_fused_range"), "_fused")
+            names.insert(names.index("_fused_range"), "_fused_finite")
         public = PUBLIC[kernel.op]
         api_names = [f"api_{name}" for name in public]
         runtime = "\n\n".join(filter(None, [

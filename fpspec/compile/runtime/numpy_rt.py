@@ -9,7 +9,7 @@ a[k] * b[k] is exact for inputs of <= 26 bits (note [leaf products]).
 """
 import numpy as np
 
-from fpspec.arith.fused import round_value
+from fpspec.arith.fused import _FORMATS, _sum_round_to_odd, addend, align, largest_exponent, products, round_value
 
 _ACC = np.float32
 _ACC_FMT = None
@@ -75,12 +75,40 @@ def _vals(m):
 def _fused(a, b, ks, c):
     """One fused node over the leaves ks (and addend c), for every output at once."""
     ks = np.asarray(ks, np.int64)
+    ak, bk = a[ks], b[ks]
+    if np.isfinite(ak).all() and np.isfinite(bk).all() and np.isfinite(c).all():
+        return _fused_finite(ak, bk, c)
     shape = np.broadcast_shapes(a.shape[1:], b.shape[1:])
     av = np.moveaxis(np.broadcast_to(a[ks], (len(ks),) + shape), 0, -1)
     bv = np.moveaxis(np.broadcast_to(b[ks], (len(ks),) + shape), 0, -1)
     d = fused_node(av.reshape(-1, len(ks)), bv.reshape(-1, len(ks)),
                    np.broadcast_to(np.asarray(c, np.float64), shape).reshape(-1), _FUSED)
     return _round_acc(d.reshape(shape))
+
+
+def _fused_finite(ak, bk, c):
+    """`_fused` when no input and no c is inf or nan (so no node is special):
+    fused_node's steps, with the inputs decoded before they are broadcast
+    (cnt x rows and cnt x columns values, not cnt x rows x columns), and the
+    term axis first instead of last.  Same integers, same bits."""
+    params = _FUSED
+    pneg, pexp, psig = (np.moveaxis(v, 0, -1) for v in products(ak, bk, params))
+    c = np.broadcast_to(np.asarray(c, np.float64), pexp.shape[:-1])
+    cneg, cexp, csig = addend(c, params)
+    if params.c_aligned:
+        emax = largest_exponent(np.concatenate([pexp, cexp[..., None]], axis=-1), params)
+    else:
+        emax = largest_exponent(pexp, params)
+    total = align(pneg, pexp, psig, pexp - 46, emax, params).sum(axis=-1)
+    if params.c_aligned:
+        total = total + align(cneg[..., None], cexp[..., None], csig[..., None],
+                              cexp[..., None] - 23, emax, params)[..., 0]
+        exact = np.ldexp(total.astype(np.float64), emax - params.fraction_bits)
+    else:
+        exact = _sum_round_to_odd(np.ldexp(total.astype(np.float64), emax - params.fraction_bits), c)
+    _, emin_out, emax_out = _FORMATS[params.output]
+    d = round_value(exact, params.result_precision, emin_out, emax_out, params.result, params.subnormal_outputs)
+    return _round_acc(np.where((psig == 0).all(axis=-1) & (csig == 0), 0.0, d))
 
 
 def _fused_range(a, b, lo, step, cnt, c):
