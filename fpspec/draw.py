@@ -50,7 +50,10 @@ def to_dot(tree: Tree, title: str = "") -> str:
         lines.extend(f"  {c} -> {name};" for c in kids)
         ids.append(name)
     if len(leaf_names) > 1:
-        lines.append("  { rank=same; " + " ".join(leaf_names) + " }")
+        # leaves left to right in index order, as in FPRev's figures: invisible
+        # same-rank edges fix their order, the tree's edges may cross
+        in_order = [f"l{i}" for i in sorted(int(x[1:]) for x in leaf_names)]
+        lines.append("  { rank=same; " + " -> ".join(in_order) + " [style=invis]; }")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -126,7 +126,9 @@ def test_dot_source_has_every_node():
     src = draw.to_dot(tree, title="numpy.sum n=5")
     assert src.count('label="#') == 5
     assert 'label="+"' in src and 'label="Σ3"' in src
-    assert src.count("->") == 2 + 3 + 2
+    tree_edges = [line for line in src.splitlines() if "->" in line and "invis" not in line]
+    assert len(tree_edges) == 2 + 3 + 2
+    assert "{ rank=same; l0 -> l1 -> l2 -> l3 -> l4 [style=invis]; }" in src   # leaves in index order
 
 
 def test_missing_dot_is_one_clear_line(monkeypatch, tmp_path):
