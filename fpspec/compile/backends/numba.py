@@ -103,8 +103,12 @@ class NumbaBackend(Backend):
 # order as in `_gemm_kernel` (same helpers, scalar forms), so the bits are
 # the same; only the loop nest differs, and the j loop vectorizes (no
 # reassociation: the lanes of a vector are different outputs).  Columns go
-# in tiles of _COLUMN_TILE so the tile of B stays in cache across rows.
-COLUMN_TILE = 128
+# in tiles of COLUMN_TILE so the tile of B stays in cache across rows.
+# A pass over a lane's row adds its next UNROLL leaves, in order, to each
+# output: one load and store of the row per UNROLL leaves, not per leaf.
+COLUMN_TILE = 256
+# leaves of one lane added per load and store of its accumulator row (in order)
+UNROLL = 4
 
 
 def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
@@ -138,6 +142,11 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
             joins.append(f"s{len(joins)} = _add({left}, {right})")
             values.append(f"s{len(joins) - 1}")
     body = "\n".join(" " * 12 + line for line in joins)
+    loads = "\n".join(" " * 16 + f"x{u}, b{u} = A[i, {at}], B[{at}, j0:j0 + w]"
+                      for u, at in ((u, f"kk + {u * lanes} + lane" if u else "kk + lane") for u in range(UNROLL)))
+    chain = "row[j]"
+    for u in range(UNROLL):
+        chain = f"_add_leaf_xy({chain}, x{u}, b{u}[j])"
     src = f'''@_parallel
 def _gemm_columns_kernel(A, B, out):
     """out = A @ B by columns (note [gemm by columns]): {lanes} lane(s) per output."""
@@ -155,7 +164,15 @@ def _gemm_columns_kernel(A, B, out):
             brow = B[lane, j0:j0 + w]
             for j in range(w):
                 row[j] = _term_xy(x, brow[j])
-        for kk in range({lanes}, n):
+        kk = {lanes}
+        while kk + {UNROLL * lanes} <= n:   # {UNROLL} leaves of each lane per pass over its row
+            for lane in range({lanes}):
+                row = acc[lane]
+{loads}
+                for j in range(w):
+                    row[j] = {chain}
+            kk += {UNROLL * lanes}
+        for kk in range(kk, n):
             x = A[i, kk]
             row = acc[kk % {lanes}]
             brow = B[kk, j0:j0 + w]
