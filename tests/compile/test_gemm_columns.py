@@ -17,7 +17,7 @@ ARITH = {
     "fp16-exact": "input = fp16\n    product = exact\n    accumulator = fp32\n    init = none\n    output = fp16",
     "bf16-fma": "input = bf16\n    product = fma\n    accumulator = bf16\n    init = none\n    output = bf16",
 }
-ORDERS = {"seq": (1, "seq"), "lanes2": (4, "lanes(2, seq, seq)"), "lanes3": (6, "lanes(3, seq, pairwise)")}
+ORDERS = {"seq": (1, "seq"), "blocks5": (1, "blocks(5, seq, seq)"), "lanes2": (4, "lanes(2, seq, seq)"), "lanes3": (6, "lanes(3, seq, pairwise)")}
 
 
 def spec(order: str, arith: str):
@@ -27,13 +27,14 @@ def spec(order: str, arith: str):
 
 # each order and each arithmetic at least once (numba compiles are slow here)
 @pytest.mark.parametrize("order,arith", [("seq", "rounded"), ("lanes2", "fma"), ("lanes3", "fp16-exact"),
-                                         ("lanes2", "bf16-fma")])
+                                         ("lanes2", "bf16-fma"), ("blocks5", "fma"),
+                                         ("blocks5", "rounded")])
 def test_columns_kernel_matches_per_output_kernel(order, arith):
     nb = load_replica(compile_spec(spec(order, arith), "numba"), f"cols_{order}_{arith}")
     ref = load_replica(compile_spec(spec(order, arith), "numpy"), f"cols_np_{order}_{arith}")
     assert nb._GEMM_COLUMNS_MIN == ORDERS[order][0]
     fmt = {"fp16-exact": "fp16", "bf16-fma": "bf16"}.get(arith, "fp32")
-    for n in (ORDERS[order][0], 7, 13, 29):   # 29: whole unrolled passes and a remainder
+    for n in sorted({ORDERS[order][0], 7, 13, 29, 30}):   # 29, 30: whole unrolled passes and a remainder
         for s in samples("gemm", n, fmt, 6, seed=n, m=3, ncols=5):
             A, B = s.args
             A, B = nb._input(A, "A"), nb._input(B, "B")
@@ -54,6 +55,13 @@ def test_wide_gemm_crosses_column_tiles():
     each = np.empty((3, 300), np.float32)
     nb._gemm_kernel(A, np.ascontiguousarray(B.T), each)
     assert_same_bits(nb.gemm(A, B), each, "300 columns")
+
+
+def test_blocks_with_a_lone_leaf_refuse_like_the_per_output_kernel():
+    nb = load_replica(compile_spec(spec("blocks5", "fma"), "numba"), "cols_blocks5_fma")
+    A, B = np.ones((2, 11), np.float32), np.ones((11, 3), np.float32)
+    with pytest.raises(ValueError, match="lone product leaf"):
+        nb.gemm(A, B)
 
 
 def test_orders_without_columns_form_keep_per_output_kernel():

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from fpspec.compile.backends import Backend, header, render_template
 from fpspec.compile.backends.numpy import PUBLIC, spec_literal
-from fpspec.compile.ir import Call, Const, Fold, Kernel, Lanes
+from fpspec.compile.ir import Blocks, Call, Const, Fold, Kernel, Lanes
+from fpspec.compile.loops import LONE_LEAF
 from fpspec.compile.loops import emit_program
 from fpspec.compile.numerics import helper_names, plan, settings
 from fpspec.compile.runtime import embed
@@ -96,8 +97,8 @@ class NumbaBackend(Backend):
 
 
 # Note [gemm by columns]: the order fixes only each output's additions, so a
-# gemm whose order is a forward sequential fold, or k lanes of forward folds
-# joined by a fixed tree, can run with k (the inner index) outer and the
+# gemm whose order is a forward sequential fold, k lanes of forward folds
+# joined by a fixed tree, or blocks of forward folds folded in order, can run with k (the inner index) outer and the
 # output columns innermost: acc[lane, j] += A[i, kk] * B[kk, j] for a whole
 # contiguous row of B.  Every output sees the same operations in the same
 # order as in `_gemm_kernel` (same helpers, scalar forms), so the bits are
@@ -122,6 +123,7 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
         root = kernel.order(root.name)
     if kernel.arithmetic.fused is not None:
         return None
+    block, lone_check = "n", ""
     if root == Fold():
         lanes, least, tree = 1, 1, 0
     elif (isinstance(root, Lanes) and isinstance(root.k, Const) and 2 <= root.k.value <= 64
@@ -129,6 +131,13 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
         lanes = root.k.value
         least = 2 * lanes           # every lane holds at least two leaves (note [lone leaves])
         tree = reduce_list(kernel, root.outer, list(range(lanes)), lanes)
+    elif (isinstance(root, Blocks) and isinstance(root.b, Const) and root.b.value >= 2
+          and root.inner == Fold() and root.outer == Fold()):
+        # blocks of b leaves folded in order, the block sums folded in order
+        lanes, least, tree, block = 1, 1, 0, str(root.b.value)
+        if kernel.arithmetic.product == "fma":     # as `_gemm_kernel` does (note [lone leaves])
+            lone_check = (f"    if n > {block} and n % {block} == 1:\n"
+                          f"        raise ValueError({LONE_LEAF!r})\n")
     else:
         return None
     joins, values = [], []
@@ -141,45 +150,50 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
             right, left = values.pop(), values.pop()
             joins.append(f"s{len(joins)} = _add({left}, {right})")
             values.append(f"s{len(joins) - 1}")
-    body = "\n".join(" " * 12 + line for line in joins)
-    loads = "\n".join(" " * 16 + f"x{u}, b{u} = A[i, {at}], B[{at}, j0:j0 + w]"
+    body = "".join(" " * 16 + line + "\n" for line in joins)
+    loads = "\n".join(" " * 20 + f"x{u}, b{u} = A[i, {at}], B[{at}, j0:j0 + w]"
                       for u, at in ((u, f"kk + {u * lanes} + lane" if u else "kk + lane") for u in range(UNROLL)))
     chain = "row[j]"
     for u in range(UNROLL):
         chain = f"_add_leaf_xy({chain}, x{u}, b{u}[j])"
     src = f'''@_parallel
 def _gemm_columns_kernel(A, B, out):
-    """out = A @ B by columns (note [gemm by columns]): {lanes} lane(s) per output."""
+    """out = A @ B by columns (note [gemm by columns]): {lanes} lane(s) per output,
+    in blocks of {block} leaves; row {lanes} of acc holds the fold over blocks."""
     m, n = A.shape
     p = B.shape[1]
-    tiles = (p + {COLUMN_TILE} - 1) // {COLUMN_TILE}
+{lone_check}    tiles = (p + {COLUMN_TILE} - 1) // {COLUMN_TILE}
     for t in prange(tiles * m):
         j0 = (t // m) * {COLUMN_TILE}
         i = t % m
         w = min({COLUMN_TILE}, p - j0)
-        acc = np.empty(({lanes}, w), _ACC)
-        for lane in range({lanes}):
-            x = A[i, lane]
-            row = acc[lane]
-            brow = B[lane, j0:j0 + w]
-            for j in range(w):
-                row[j] = _term_xy(x, brow[j])
-        kk = {lanes}
-        while kk + {UNROLL * lanes} <= n:   # {UNROLL} leaves of each lane per pass over its row
+        acc = np.empty(({lanes + 1}, w), _ACC)
+        for lo in range(0, n, {block}):
+            hi = min(lo + {block}, n)
             for lane in range({lanes}):
+                x = A[i, lo + lane]
                 row = acc[lane]
-{loads}
+                brow = B[lo + lane, j0:j0 + w]
                 for j in range(w):
-                    row[j] = {chain}
-            kk += {UNROLL * lanes}
-        for kk in range(kk, n):
-            x = A[i, kk]
-            row = acc[kk % {lanes}]
-            brow = B[kk, j0:j0 + w]
+                    row[j] = _term_xy(x, brow[j])
+            kk = lo + {lanes}
+            while kk + {UNROLL * lanes} <= hi:   # {UNROLL} leaves of each lane per pass over its row
+                for lane in range({lanes}):
+                    row = acc[lane]
+{loads}
+                    for j in range(w):
+                        row[j] = {chain}
+                kk += {UNROLL * lanes}
+            for kk in range(kk, hi):
+                x = A[i, kk]
+                row = acc[(kk - lo) % {lanes}]
+                brow = B[kk, j0:j0 + w]
+                for j in range(w):
+                    row[j] = _add_leaf_xy(row[j], x, brow[j])
             for j in range(w):
-                row[j] = _add_leaf_xy(row[j], x, brow[j])
+{body}                acc[{lanes}, j] = {values[0]} if lo == 0 else _add(acc[{lanes}, j], {values[0]})
         for j in range(w):
-{body + chr(10) if body else ""}            out[i, j0 + j] = _final({values[0]})
+            out[i, j0 + j] = _final(acc[{lanes}, j])
 '''
     return least, src
 
