@@ -45,7 +45,7 @@ import numpy as np
 from fpspec.errors import FpspecError, RevealRefused
 from fpspec.reveal.masks import plan_masks
 from fpspec.reveal.oracle import LcaOracle
-from fpspec.tree import LcaIndex, Node, Tree, postorder
+from fpspec.tree import LcaIndex, Node, Tree, building, postorder
 
 ALGORITHMS = ("auto", "basic", "fprev", "modified")
 MAX_LISTED = 4096           # differing output elements listed one by one
@@ -288,6 +288,13 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar)
 
 def _assemble(learned: _Learned) -> Tree:
     """Frames were numbered parents first: build children first, in reverse order."""
+    # the cyclic GC paused while nodes are built (fpspec.tree.building); a
+    # big tree is frozen afterwards, see note [gc after a big build]
+    with building(freeze=len(learned.pivot) >= 50_000):
+        return _assemble_now(learned)
+
+
+def _assemble_now(learned: _Learned) -> Tree:
     _, child, exceeds, _ = learned.levels()
     child, exceeds = child.tolist(), exceeds.tolist()
     F = len(learned.pivot)
