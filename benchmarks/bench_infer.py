@@ -28,6 +28,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from a checkout
 
 import numpy as np  # noqa: E402
+from fprev_ref import load_fprev  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 QUICK = "--quick" in sys.argv
 N_HI = 65536
@@ -38,20 +39,6 @@ def _arg(name, default):
     if name in sys.argv:
         return sys.argv[sys.argv.index(name) + 1]
     return default
-
-
-def load_fprev():
-    path = os.environ.get("FPREV_PATH")
-    if not path or not os.path.exists(os.path.join(path, "fprev.py")):
-        return None
-    sys.path[:0] = [path, os.path.join(path, "experiments")]
-    try:
-        import fprev
-        from accumimpls.numpy import NumpySum
-    except ImportError as e:
-        print(f"FPRev at {path} does not import ({e}); fpspec columns only")
-        return None
-    return fprev, NumpySum
 
 
 def line(label, what, ref, ours, unit="s"):
@@ -84,7 +71,8 @@ def row_infer():
     fpr = load_fprev()
     ref = ref_q = "not run"
     if fpr is not None and not QUICK:
-        fprev, NumpySum = fpr
+        fprev, fnp = fpr
+        NumpySum = fnp.NumpySum
         impl = NumpySum(N_HI)
         calls = [0]
         get_l = impl.get_l

@@ -36,6 +36,7 @@ from fpspec.reveal import synthetic as S  # noqa: E402
 from fpspec.reveal.engine import build_tree, reveal  # noqa: E402
 from fpspec.reveal.targets import resolve_target  # noqa: E402
 from fpspec.tree import pairwise, random_tree, sequential  # noqa: E402
+from fprev_ref import load_fprev  # benchmarks/ is on sys.path when run as a script
 
 QUICK = "--quick" in sys.argv
 
@@ -74,20 +75,6 @@ def before_library(case, repeat):
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", case, "--repeat", str(repeat)]
                          + (["--quick"] if QUICK else []), env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def load_fprev():
-    path = os.environ.get("FPREV_PATH")
-    if not path or not os.path.exists(os.path.join(path, "fprev.py")):
-        return None
-    sys.path[:0] = [path, os.path.join(path, "experiments")]
-    try:
-        import fprev
-        from accumimpls import numpy as fnp
-    except ImportError as e:
-        print(f"FPRev at {path} does not import ({e}); fpspec columns only")
-        return None
-    return fprev, fnp
 
 
 def timed(fn, repeat):
