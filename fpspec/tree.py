@@ -447,12 +447,9 @@ class Difference:
 
     def __str__(self) -> str:
         where = "root" if not self.path else "child " + ".".join(map(str, self.path))
-        return (f"first difference at {where} (leaves {min(leaves_of(self.left))}.."
-                f"{max(leaves_of(self.left))}):\n  left:  {_short(self.left)}\n  right: {_short(self.right)}")
-
-
-def leaves_of(t: Tree) -> list[int]:
-    return leaves(t)
+        span = leaves(self.left)
+        return (f"first difference at {where} (leaves {min(span)}..{max(span)}):"
+                f"\n  left:  {_short(self.left)}\n  right: {_short(self.right)}")
 
 
 def _short(t: Tree, limit: int = 300) -> str:
