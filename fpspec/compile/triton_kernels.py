@@ -35,16 +35,15 @@ NEG_EXP = tl.constexpr(-100000)  # the "exponent" of a zero term: below any floo
 
 @triton.jit
 def fp_msb(x):
-    """Index of the leading one of x > 0 (int64; 0 for x == 0), by binary search.
+    """Index of the leading one of x (int64, 0 <= x < 2^53; 0 for x == 0).
 
-    No clz: the interpreter lacks it."""
-    e = tl.zeros_like(x)
-    for k in tl.static_range(5, -1, -1):   # shifts 32, 16, 8, 4, 2, 1
-        t = x >> (1 << k)
-        c = t != 0
-        e = tl.where(c, e + (1 << k), e)
-        x = tl.where(c, t, x)
-    return e
+    No clz (the interpreter lacks it): x is exact in fp64, whose exponent
+    field is the answer; one conversion instead of a six-step binary search
+    in int64 (a fifth of the emulated node's instructions).  Every caller
+    passes less than 2^53: significands, and sums of at most 32 terms below
+    2^(FRAC + 2) with FRAC = 23 + extra bits."""
+    e = ((x.to(tl.float64).to(tl.int64, bitcast=True) >> 52) & 0x7FF) - 1023
+    return tl.maximum(e, 0)
 
 
 @triton.jit
@@ -221,6 +220,41 @@ def fp_store_slot(dst_ptr, offs, mask, acc, DIRECT: tl.constexpr, INIT: tl.const
     """A segment's value: into its fp32 slot, or (DIRECT) finished into the output."""
     if DIRECT:
         bits = fp_finish(acc, INIT, OUT_EXP, OUT_MAN)
+        tl.store(dst_ptr + offs, bits.to(dst_ptr.dtype.element_ty), mask=mask)
+    else:
+        tl.store(dst_ptr + offs, acc, mask=mask)
+
+
+@triton.jit
+def fp_load_f32(ptr, offs, mask, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLOAT_IN: tl.constexpr):
+    """Terms as fp32 values (exact): fp32 inputs directly, others from their bits."""
+    if FLOAT_IN:
+        return tl.load(ptr + offs, mask=mask, other=0.0)
+    else:
+        return fp_as_f32(fp_widen(tl.load(ptr + offs, mask=mask, other=0), IN_EXP, IN_MAN))
+
+
+@triton.jit
+def fp_store_native(dst_ptr, offs, mask, acc, DIRECT: tl.constexpr, INIT: tl.constexpr,
+                    OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    """fp_store_slot with the GPU's own conversion (the native path runs only on a GPU).
+
+    cvt.rn to fp16/bf16 is IEEE nearest-even with overflow to inf: fp_narrow's
+    result, for a tenth of the instructions (the integer epilogue cost a third
+    of a 4096^3 GEMM's time); NaNs get fp_narrow's quiet pattern and sign."""
+    if DIRECT:
+        if INIT:
+            acc = acc + 0.0
+        if OUT_MAN == 23:
+            bits = acc.to(tl.int32, bitcast=True)
+        else:
+            if OUT_EXP == 5:
+                bits = acc.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32)
+            else:
+                bits = acc.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32)
+            NAN: tl.constexpr = (((1 << OUT_EXP) - 1) << OUT_MAN) | (1 << (OUT_MAN - 1))
+            sign = (acc.to(tl.int32, bitcast=True) >> 31) << (OUT_EXP + OUT_MAN)   # 0 or -2^15
+            bits = tl.where(acc != acc, NAN | sign, bits)
         tl.store(dst_ptr + offs, bits.to(dst_ptr.dtype.element_ty), mask=mask)
     else:
         tl.store(dst_ptr + offs, acc, mask=mask)
@@ -444,36 +478,112 @@ def mm_chain_native(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         a_ptrs += BK * s_ak
         b_ptrs += BK * s_bk
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
-    fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
+    fp_store_native(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
 
 
 @triton.jit
-def sum_fold(x_ptr, dst_ptr, segs_ptr, S, max_count, BS: tl.constexpr,
+def sum_fold(x_ptr, dst_ptr, segs_ptr, ids_ptr, F, max_count, BS: tl.constexpr,
              IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLOAT_IN: tl.constexpr,
              DIRECT: tl.constexpr, INIT: tl.constexpr,
              OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
-    """Sequential folds of a sum's terms, BS segments side by side (one lane each)."""
-    sid = tl.program_id(0) * BS + tl.arange(0, BS)
-    live = sid < S
+    """Sequential folds of a sum's terms: the F segments ids[...], BS side by side (one lane each)."""
+    f = tl.program_id(0) * BS + tl.arange(0, BS)
+    live = f < F
+    sid = tl.load(ids_ptr + f, mask=live, other=0)
     row = sid.to(tl.int64) * 5
     start = tl.load(segs_ptr + row, mask=live, other=0)
     count = tl.load(segs_ptr + row + 1, mask=live, other=0)
     stride = tl.load(segs_ptr + row + 2, mask=live, other=0)
-    if FLOAT_IN:
-        acc = tl.load(x_ptr + start, mask=live, other=0.0)
-    else:
-        acc = fp_as_f32(fp_widen(tl.load(x_ptr + start, mask=live, other=0), IN_EXP, IN_MAN))
+    acc = fp_load_f32(x_ptr, start, live, IN_EXP, IN_MAN, FLOAT_IN)
     for i in range(1, max_count):
         on = live & (i < count)
-        if FLOAT_IN:
-            x = tl.load(x_ptr + start + i * stride, mask=on, other=0.0)
+        acc = tl.where(on, acc + fp_load_f32(x_ptr, start + i * stride, on, IN_EXP, IN_MAN, FLOAT_IN), acc)
+    fp_store_slot(dst_ptr, sid, live, acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
+
+
+@triton.jit
+def fp_pairs(v, R: tl.constexpr, C: tl.constexpr, LEVELS: tl.constexpr, HALVES: tl.constexpr):
+    """LEVELS levels of a perfect tree along the last axis of v [R, C]: returns [R, C >> LEVELS].
+
+    Each level adds elements (2i, 2i+1) (a pairwise sum split in halves, on a
+    power of two) or, with HALVES, elements (i, i + C/2) (tree_reduce).  The
+    pairs come apart by reshape + split: no reduction primitive, whose order
+    Triton does not promise."""
+    for lvl in tl.static_range(LEVELS):
+        w: tl.constexpr = C >> lvl
+        if HALVES:
+            v = tl.permute(tl.reshape(v, (R, 2, w // 2)), (0, 2, 1))
         else:
-            x = fp_as_f32(fp_widen(tl.load(x_ptr + start + i * stride, mask=on, other=0), IN_EXP, IN_MAN))
-        acc = tl.where(on, acc + x, acc)
-    if DIRECT:
-        fp_store_slot(dst_ptr, sid, live, acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
+            v = tl.reshape(v, (R, w // 2, 2))
+        a, b = tl.split(v)
+        v = a + b
+    return v
+
+
+@triton.jit
+def sum_lanes(x_ptr, dst_ptr, ids_ptr, starts_ptr, counts_ptr, L,
+              BG: tl.constexpr, K: tl.constexpr, ROWS: tl.constexpr, TAIL: tl.constexpr,
+              LOG_K: tl.constexpr, TREE: tl.constexpr, GROUP_H: tl.constexpr,
+              IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLOAT_IN: tl.constexpr,
+              DIRECT: tl.constexpr, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    """BG leaf blocks of a sum side by side, one row of a [BG, K] tile each (Note [leaf blocks]
+    in triton_host.py): K lanes folded over ROWS rows, the tree TREE over the lanes (2:
+    halves, 3: tree_reduce, 4: fold), the tail folded in.  GROUP_H > 0: then GROUP_H
+    perfect levels over consecutive blocks (Note [perfect levels]), BG >> GROUP_H results a
+    program; else each block's result goes to its slot ids[g].
+
+    Every row is its own load (ROWS unrolled): all loads are in flight at once
+    and each 8-lane row is one 32-byte sector."""
+    g = tl.program_id(0) * BG + tl.arange(0, BG)
+    live = g < L
+    start = tl.load(starts_ptr + g, mask=live, other=0)
+    count = tl.load(counts_ptr + g, mask=live, other=0)
+    main = count - count % K
+    lane = tl.arange(0, K)
+    offs = start[:, None] + lane[None, :]
+    on = live[:, None] & (lane[None, :] < main[:, None])
+    acc = fp_load_f32(x_ptr, offs, on, IN_EXP, IN_MAN, FLOAT_IN)
+    for i in tl.static_range(1, ROWS):
+        on = live[:, None] & ((i * K + lane[None, :]) < main[:, None])
+        v = fp_load_f32(x_ptr, offs + i * K, on, IN_EXP, IN_MAN, FLOAT_IN)
+        acc = tl.where(on, acc + v, acc)
+    if TREE == 4:
+        # a fold over the lanes: take lane j out exactly (an integer sum of
+        # one pattern and zeros; a float sum would turn -0.0 into +0.0)
+        bits = acc.to(tl.int32, bitcast=True)
+        t = tl.sum(tl.where(lane[None, :] == 0, bits, 0), axis=1).to(tl.float32, bitcast=True)
+        for j in tl.static_range(1, K):
+            t += tl.sum(tl.where(lane[None, :] == j, bits, 0), axis=1).to(tl.float32, bitcast=True)
     else:
-        tl.store(dst_ptr + sid, acc, mask=live)
+        t = tl.reshape(fp_pairs(acc, BG, K, LOG_K, TREE == 3), (BG,))
+    # a block shorter than K has no lanes: its fold starts at its first term
+    first = fp_load_f32(x_ptr, start, live, IN_EXP, IN_MAN, FLOAT_IN)
+    res = tl.where(main > 0, t, first)
+    for j in tl.static_range(TAIL):
+        pos = main + j
+        on = live & (pos < count) & (pos > 0)
+        res = tl.where(on, res + fp_load_f32(x_ptr, start + pos, on, IN_EXP, IN_MAN, FLOAT_IN), res)
+    if GROUP_H > 0:
+        OUT_N: tl.constexpr = BG >> GROUP_H
+        res = tl.reshape(fp_pairs(tl.reshape(res, (OUT_N, 1 << GROUP_H)), OUT_N, 1 << GROUP_H, GROUP_H, False),
+                         (OUT_N,))
+        o = tl.program_id(0) * OUT_N + tl.arange(0, OUT_N)
+        fp_store_slot(dst_ptr, o, o < (L >> GROUP_H), res, DIRECT, INIT, OUT_EXP, OUT_MAN)
+    else:
+        sid = tl.load(ids_ptr + g, mask=live, other=0)
+        fp_store_slot(dst_ptr, sid, live, res, DIRECT, INIT, OUT_EXP, OUT_MAN)
+
+
+@triton.jit
+def sum_pairs(src_ptr, dst_ptr, count_out, GH: tl.constexpr, BO: tl.constexpr,
+              DIRECT: tl.constexpr, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    """dst[i] = the perfect pairwise tree over src[i * 2^GH, (i + 1) * 2^GH), BO outputs a program."""
+    G: tl.constexpr = 1 << GH
+    o = tl.program_id(0) * BO + tl.arange(0, BO)
+    live = o < count_out
+    v = tl.load(src_ptr + o[:, None] * G + tl.arange(0, G)[None, :], mask=live[:, None], other=0.0)
+    res = tl.reshape(fp_pairs(v, BO, G, GH, False), (BO,))
+    fp_store_slot(dst_ptr, o, live, res, DIRECT, INIT, OUT_EXP, OUT_MAN)
 
 
 @triton.jit

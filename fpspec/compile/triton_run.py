@@ -10,7 +10,7 @@ import triton
 
 from fpspec.compile.triton_host import CHAIN, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
-                                           mm_chain_native, mm_fold, sum_fold)
+                                           mm_chain_native, mm_fold, sum_fold, sum_lanes, sum_pairs)
 # -- end imports
 
 # name: (exponent bits, fraction bits, torch dtype, torch int dtype of the same width)
@@ -51,13 +51,15 @@ class Replica:
         self.native_config = dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)
         self.emulated_config = dict(BM=64, BN=64, num_warps=4)
         self.emulated_kernel = "auto"   # "columns" (GPU form), "wide" (interpreter form) or "auto"
+        # leaf blocks a program (a power of two), and at most this many perfect levels a pairs launch
+        self.sum_config = dict(BG=64, num_warps=4, PAIRS_H=10)
 
     def plan(self, n):
         if n < self.n_min or (self.n_max is not None and n > self.n_max):
             raise ValueError(f"n = {n} is outside the spec's range {self.n_min}..{self.n_max or ''}")
         got = self.plans.get(n)
         if got is None:
-            got = self.plans[n] = plan(self.root, self.orders, n)
+            got = self.plans[n] = plan(self.root, self.orders, n, leaves=self.op == "sum")
         return got
 
     # ------------------------------------------------------------ paths
@@ -204,19 +206,53 @@ class Replica:
         if p.has_chain:
             raise PlanError("fused nodes in a sum are not supported by the triton kernels")
         out = torch.empty((), dtype=dt_out, device=x.device)
-        S = p.segs.shape[0]
-        direct = p.num_slots == 1
         float_in = nm.input == "fp32"
         xin = x if float_in else x.view(it_in)
-        vals = out.view(it_out) if direct else torch.empty(p.num_slots, dtype=torch.float32, device=x.device)
-        max_count = p.max_count
-        BS = 256
-        sum_fold[(triton.cdiv(S, BS),)](xin, vals, p.on(x.device).segs, S, max_count, BS=BS,
-                                        IN_EXP=exp_in, IN_MAN=man_in, FLOAT_IN=float_in, DIRECT=direct,
-                                        INIT=nm.init == "+0.0", OUT_EXP=exp_out, OUT_MAN=man_out,
-                                        enable_fp_fusion=False)
+        dev = p.on(x.device)
+        init = nm.init == "+0.0"
+        fmt = dict(IN_EXP=exp_in, IN_MAN=man_in, FLOAT_IN=float_in)
+        res = dict(INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out)
+        cfg = self.sum_config
+        up = p.upper
+        direct = up.num_slots == 1
+        vals = out.view(it_out).reshape(1) if direct else torch.empty(up.num_slots, dtype=torch.float32,
+                                                                      device=x.device)
+        if p.height:
+            # one group of leaf blocks under perfect levels (Note [perfect levels]):
+            # the leaf kernel takes the first levels, sum_pairs launches the rest
+            (g,) = dev.leaf_groups
+            L = g.ids.numel()
+            h = min(p.height, cfg["BG"].bit_length() - 1)
+            last = h == p.height
+            dst = vals if last else torch.empty(L >> h, dtype=torch.float32, device=x.device)
+            self._leaves(g, xin, dst, h, direct and last, fmt, res)
+            done, cur = h, L >> h
+            while done < p.height:
+                h = min(p.height - done, cfg["PAIRS_H"])
+                done += h
+                last = done == p.height
+                nxt = vals if last else torch.empty(cur >> h, dtype=torch.float32, device=x.device)
+                BO = max(1, 1024 >> h)
+                sum_pairs[(triton.cdiv(cur >> h, BO),)](dst, nxt, cur >> h, GH=h, BO=BO, DIRECT=direct and last,
+                                                        **res, enable_fp_fusion=False)
+                dst, cur = nxt, cur >> h
+        else:
+            F = dev.fold_ids.numel()
+            if F:
+                BS = 256
+                sum_fold[(triton.cdiv(F, BS),)](xin, vals, dev.segs, dev.fold_ids, F, p.max_count, BS=BS, **fmt,
+                                                DIRECT=direct, **res, enable_fp_fusion=False)
+            for g in dev.leaf_groups:
+                self._leaves(g, xin, vals, 0, direct, fmt, res)
         if not direct:
-            self._combine(p, vals, 1)
-            finish[(1,)](vals, out.view(it_out).reshape(1), p.root, 1, BO=1, INIT=nm.init == "+0.0",
-                         OUT_EXP=exp_out, OUT_MAN=man_out)
+            self._combine(up, vals, 1)
+            finish[(1,)](vals, out.view(it_out).reshape(1), up.root, 1, BO=1, **res)
         return out
+
+    def _leaves(self, g, xin, dst, group_h, direct, fmt, res):
+        """sum_lanes over one group of leaf blocks (Note [leaf blocks])."""
+        BG, L = self.sum_config["BG"], g.ids.numel()
+        sum_lanes[(triton.cdiv(L, BG),)](xin, dst, g.ids, g.starts, g.counts, L, BG=BG, K=g.k, ROWS=g.rows,
+                                         TAIL=g.tail, LOG_K=g.k.bit_length() - 1, TREE=g.kind,
+                                         GROUP_H=group_h, **fmt, DIRECT=direct, **res,
+                                         num_warps=self.sum_config["num_warps"], enable_fp_fusion=False)
