@@ -72,16 +72,16 @@ def main():
             tag = "x".join(str(cfg[k]) for k in ("BM", "BN", "BK")) + f" w{cfg['num_warps']} s{cfg['num_stages']}"
             rows.append((f"replica native {tag}", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,
                          "bit-identical" if same else "DIFFERS"))
-        emulated = [gemm.REPLICA.emulated_config] if "emulated" in only else []
+        emulated = [(gemm.REPLICA.emulated_kernel, gemm.REPLICA.emulated_config)] if "emulated" in only else []
         if args.configs and emulated:
-            emulated += [dict(BM=128, BN=128, num_warps=8), dict(BM=64, BN=128, num_warps=4),
-                         dict(BM=32, BN=64, num_warps=2)]
-        for cfg in emulated:
-            gemm.REPLICA.emulated_config = cfg
+            emulated += [("tile", dict(BM=16, BN=32, num_warps=4)), ("tile", dict(BM=32, BN=64, num_warps=8)),
+                         ("tile", dict(BM=16, BN=16, num_warps=2)), ("columns", dict(BM=64, BN=64, num_warps=4))]
+        for form, cfg in emulated:
+            gemm.REPLICA.emulated_kernel, gemm.REPLICA.emulated_config = form, cfg
             got = gemm.gemm(A, B, path="emulated")
             same = torch.equal(got.view(torch.int16), ref.view(torch.int16))
             t = do_bench(lambda: gemm.gemm(A, B, path="emulated"), warmup=1, rep=3, return_mode="median")
-            tag = f"{cfg['BM']}x{cfg['BN']} w{cfg['num_warps']}"
+            tag = f"{form} {cfg['BM']}x{cfg['BN']} w{cfg['num_warps']}"
             rows.append((f"replica emulated {tag}", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,
                          "bit-identical" if same else "DIFFERS"))
 

@@ -413,6 +413,7 @@ class _LeafGroup:
         # a block with main == 0 folds its first term into nothing: its tail starts at 1
         self.tail = int((counts - main).max())
         self.starts, self.counts = segs[self.ids, 0].contiguous(), counts.to(torch.int32)
+        self.aligned = bool((self.starts % k == 0).all())   # numpy's blocks start at multiples of 8
 
     def on(self, device):
         """The same group with its tables on `device`."""

@@ -261,19 +261,24 @@ def fp_store_native(dst_ptr, offs, mask, acc, DIRECT: tl.constexpr, INIT: tl.con
 
 
 @triton.jit
-def fp_column(ptr, offs, mask, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, G: tl.constexpr):
-    """Parts of one column of inputs for the chain kernel, in int32.
+def fp_parts(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, G: tl.constexpr):
+    """Parts of input bit patterns for the chain kernels, in int32.
 
     Returns (sign as 0/-1, exponent, significand << G, is_inf, is_nan, is_zero).
     Zeros, infs and nans get significand 0 and exponent -1000 (never the
     largest): the finite part of a node ignores them; specials are applied after."""
-    bits = tl.load(ptr + offs, mask=mask, other=0)
     neg, exp, sig, inf, nan = fp_decode(bits, EXP_BITS, MAN_BITS)
     sign = tl.where(neg, -1, 0).to(tl.int32)
     plain = (sig != 0) & ~inf & ~nan
     exp = tl.where(plain, exp, -1000).to(tl.int32)
     sig = tl.where(plain, sig << G, 0).to(tl.int32)
     return sign, exp, sig, inf, nan, (sig == 0) & ~inf & ~nan
+
+
+@triton.jit
+def fp_column(ptr, offs, mask, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, G: tl.constexpr):
+    """fp_parts of one column of inputs, loaded."""
+    return fp_parts(tl.load(ptr + offs, mask=mask, other=0), EXP_BITS, MAN_BITS, G)
 
 
 @triton.jit
@@ -352,6 +357,77 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                 nan = nan | p_nan
                 pos = pos | (p_inf & ~p_neg)
                 negi = negi | (p_inf & p_neg)
+            nan = nan | (pos & negi)
+            finite = tl.where(pos, 0x7F800000, finite)
+            finite = tl.where(negi, 0xFF800000, finite)
+            finite = tl.where(nan, 0x7FC00000, finite)
+        acc = finite
+    offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
+    fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)
+
+
+@triton.jit
+def mm_chain_emulated_tile(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
+                           s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
+                           BM: tl.constexpr, BN: tl.constexpr, WIDTH: tl.constexpr, W: tl.constexpr,
+                           IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC: tl.constexpr,
+                           FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
+                           INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    """mm_chain_emulated with a node's products as one [W, BM, BN] int32 tile.
+
+    The same integers as the column kernel (Note [int32 terms]), but the
+    node's A and B blocks are loaded and decoded once, as [W, BM] and [W, BN]:
+    the column kernel decodes every column in every thread holding one of its
+    rows, twice a node (SASS: ~30 instructions a product in each pass).  The
+    node's axis comes first, so the default layout keeps it inside a thread:
+    the largest exponent and the sum of the aligned terms are in-register
+    reductions (integer max and sum are exact in any order).  An inf or nan
+    c alone is applied per element; inf/nan inputs take the exact third pass."""
+    G: tl.constexpr = FRAC - 2 * IN_MAN
+    tl.static_assert(G >= 0)
+    tl.static_assert(WIDTH <= 16)
+    sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
+    start = tl.load(segs_ptr + sid * 5)
+    count = tl.load(segs_ptr + sid * 5 + 1)
+    stride = tl.load(segs_ptr + sid * 5 + 2)
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mm, mn = rm < M, rn < N
+    kw = tl.arange(0, W)
+    acc = tl.zeros((BM, BN), dtype=tl.int64)   # c of the first node: +0, changes nothing
+    for j in range(0, count, WIDTH):
+        live = ((j + kw) < count) & (kw < WIDTH)
+        kk = start + (j + kw).to(tl.int64) * stride
+        a = tl.load(a_ptr + kk[:, None] * s_ak + rm[None, :] * s_am, mask=live[:, None] & mm[None, :], other=0)
+        b = tl.load(b_ptr + kk[:, None] * s_bk + rn[None, :] * s_bn, mask=live[:, None] & mn[None, :], other=0)
+        sa, ea, ma, ia, na, za = fp_parts(a, IN_EXP, IN_MAN, G)   # [W, BM]
+        sb, eb, mb, ib, nb, zb = fp_parts(b, IN_EXP, IN_MAN, 0)   # [W, BN]
+        e = ea[:, :, None] + eb[:, None, :]
+        cneg, cexp, csig, cinf, cnan = fp_decode(acc, 8, 23)
+        e_max = tl.maximum(tl.max(e, axis=0), tl.where(csig != 0, cexp, -1000).to(tl.int32))
+        e_max = tl.maximum(e_max, FLOOR)
+        # aligned finite products, truncated toward zero in sign-magnitude
+        mag = (ma[:, :, None] * mb[:, None, :]) >> tl.minimum(e_max[None, :, :] - e, 31)
+        sgn = sa[:, :, None] ^ sb[:, None, :]
+        total = tl.sum((mag ^ sgn) - sgn, axis=0)
+        unit = e_max.to(tl.int64) - FRAC
+        ca = fp_shift(csig, cexp - 23 - unit)
+        t64 = total.to(tl.int64) + tl.where(cneg, -ca, ca)
+        finite = fp_round_pack(t64 < 0, tl.abs(t64), unit, 8, 23, TO_ZERO)
+        # finite products and an inf c: that inf; a nan c: nan (fp_fused_node's rules)
+        finite = tl.where(cinf, acc, finite)
+        finite = tl.where(cnan, 0x7FC00000, finite)
+        special = tl.max(tl.max((ia | na).to(tl.int32), axis=1), axis=0) | tl.max(tl.max((ib | nb).to(tl.int32),
+                                                                                           axis=1), axis=0)
+        if special != 0:
+            # rare: nan if any nan, inf * 0 or inf - inf; else an inf wins
+            p_nan = (na[:, :, None] | nb[:, None, :] | (ia[:, :, None] & zb[:, None, :])
+                     | (za[:, :, None] & ib[:, None, :]))
+            p_inf = (ia[:, :, None] | ib[:, None, :]) & ~p_nan
+            p_neg = sgn != 0
+            nan = cnan | (tl.max(p_nan.to(tl.int32), axis=0) != 0)
+            pos = (cinf & ~cneg) | (tl.max((p_inf & ~p_neg).to(tl.int32), axis=0) != 0)
+            negi = (cinf & cneg) | (tl.max((p_inf & p_neg).to(tl.int32), axis=0) != 0)
             nan = nan | (pos & negi)
             finite = tl.where(pos, 0x7F800000, finite)
             finite = tl.where(negi, 0xFF800000, finite)
@@ -510,11 +586,10 @@ def fp_pairs(v, R: tl.constexpr, C: tl.constexpr, LEVELS: tl.constexpr, HALVES: 
     pairs come apart by reshape + split: no reduction primitive, whose order
     Triton does not promise."""
     for lvl in tl.static_range(LEVELS):
-        w: tl.constexpr = C >> lvl
         if HALVES:
-            v = tl.permute(tl.reshape(v, (R, 2, w // 2)), (0, 2, 1))
+            v = tl.permute(tl.reshape(v, (R, 2, (C >> lvl) // 2)), (0, 2, 1))
         else:
-            v = tl.reshape(v, (R, w // 2, 2))
+            v = tl.reshape(v, (R, (C >> lvl) // 2, 2))
         a, b = tl.split(v)
         v = a + b
     return v
@@ -523,7 +598,7 @@ def fp_pairs(v, R: tl.constexpr, C: tl.constexpr, LEVELS: tl.constexpr, HALVES: 
 @triton.jit
 def sum_lanes(x_ptr, dst_ptr, ids_ptr, starts_ptr, counts_ptr, L,
               BG: tl.constexpr, K: tl.constexpr, ROWS: tl.constexpr, TAIL: tl.constexpr,
-              LOG_K: tl.constexpr, TREE: tl.constexpr, GROUP_H: tl.constexpr,
+              LOG_K: tl.constexpr, TREE: tl.constexpr, GROUP_H: tl.constexpr, ALIGNED: tl.constexpr,
               IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLOAT_IN: tl.constexpr,
               DIRECT: tl.constexpr, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
     """BG leaf blocks of a sum side by side, one row of a [BG, K] tile each (Note [leaf blocks]
@@ -538,15 +613,17 @@ def sum_lanes(x_ptr, dst_ptr, ids_ptr, starts_ptr, counts_ptr, L,
     live = g < L
     start = tl.load(starts_ptr + g, mask=live, other=0)
     count = tl.load(counts_ptr + g, mask=live, other=0)
-    main = count - count % K
+    if ALIGNED:
+        start = tl.multiple_of(start, K)   # every block starts at a multiple of K: 16-byte loads
+    rows = count // K
+    main = rows * K
     lane = tl.arange(0, K)
     offs = start[:, None] + lane[None, :]
-    on = live[:, None] & (lane[None, :] < main[:, None])
-    acc = fp_load_f32(x_ptr, offs, on, IN_EXP, IN_MAN, FLOAT_IN)
+    # masks by row, the same across a row's lanes (so a row's loads can be one vector load)
+    acc = fp_load_f32(x_ptr, offs, (live & (rows > 0))[:, None], IN_EXP, IN_MAN, FLOAT_IN)
     for i in tl.static_range(1, ROWS):
-        on = live[:, None] & ((i * K + lane[None, :]) < main[:, None])
-        v = fp_load_f32(x_ptr, offs + i * K, on, IN_EXP, IN_MAN, FLOAT_IN)
-        acc = tl.where(on, acc + v, acc)
+        on = (live & (rows > i))[:, None]
+        acc = tl.where(on, acc + fp_load_f32(x_ptr, offs + i * K, on, IN_EXP, IN_MAN, FLOAT_IN), acc)
     if TREE == 4:
         # a fold over the lanes: take lane j out exactly (an integer sum of
         # one pattern and zeros; a float sum would turn -0.0 into +0.0)

@@ -10,7 +10,8 @@ import triton
 
 from fpspec.compile.triton_host import CHAIN, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
-                                           mm_chain_native, mm_fold, sum_fold, sum_lanes, sum_pairs)
+                                           mm_chain_emulated_tile, mm_chain_native, mm_fold, sum_fold, sum_lanes,
+                                           sum_pairs)
 # -- end imports
 
 # name: (exponent bits, fraction bits, torch dtype, torch int dtype of the same width)
@@ -48,9 +49,10 @@ class Replica:
         self.plans = {}
         self.last_path = None   # "native" or "emulated": which the last call used
         # tile shapes (tuning only: the order along K does not depend on them)
-        self.native_config = dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)
-        self.emulated_config = dict(BM=64, BN=64, num_warps=4)
-        self.emulated_kernel = "auto"   # "columns" (GPU form), "wide" (interpreter form) or "auto"
+        self.native_config = dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
+        self.emulated_config = dict(BM=32, BN=32, num_warps=8)
+        # "tile" or "columns" (GPU forms), "wide" (interpreter form) or "auto"
+        self.emulated_kernel = "auto"
         # leaf blocks a program (a power of two), and at most this many perfect levels a pairs launch
         self.sum_config = dict(BG=64, num_warps=4, PAIRS_H=10)
 
@@ -150,9 +152,11 @@ class Replica:
                     raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
                 # the interpreter pays per operation, not per element: there the
                 # wide form (same arithmetic, few large operations) is the fast one
-                wide = self.emulated_kernel == "wide" or (self.emulated_kernel == "auto" and
-                                                          A.device.type != "cuda")
-                kern = mm_chain_emulated_wide if wide else mm_chain_emulated
+                form = self.emulated_kernel
+                if form == "auto":   # the GPU forms hold a product's aligned significand in int32
+                    form = "tile" if A.device.type == "cuda" and 2 * man_in <= 23 + f.extra_bits else "wide"
+                kern = {"wide": mm_chain_emulated_wide, "columns": mm_chain_emulated,
+                        "tile": mm_chain_emulated_tile}[form]
                 cfg = self.emulated_config if A.device.type == "cuda" else dict(BM=16, BN=16)
                 grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), group.numel())
                 kern[grid](Ab, Bb, dst, segs, group, *common, **cfg,
@@ -254,5 +258,5 @@ class Replica:
         BG, L = self.sum_config["BG"], g.ids.numel()
         sum_lanes[(triton.cdiv(L, BG),)](xin, dst, g.ids, g.starts, g.counts, L, BG=BG, K=g.k, ROWS=g.rows,
                                          TAIL=g.tail, LOG_K=g.k.bit_length() - 1, TREE=g.kind,
-                                         GROUP_H=group_h, **fmt, DIRECT=direct, **res,
+                                         GROUP_H=group_h, ALIGNED=g.aligned, **fmt, DIRECT=direct, **res,
                                          num_warps=self.sum_config["num_warps"], enable_fp_fusion=False)

@@ -186,16 +186,21 @@ def test_unsupported_specs_raise_one_line():
     ("h100 bf16 split-K", H100_BF16, Blocks(c(32), CHAIN16, Pairwise()), (3, 4, 70)),
     ("a100 fp16 chain of 8", A100_FP16, FusedChain(c(8)), (4, 3, 21)),
 ])
-def test_gpu_form_of_the_chain_kernel(load_replica, label, ar, root, shape):
-    """The column-by-column kernel a GPU runs, forced onto the interpreter (small shapes: it is slow there)."""
+@pytest.mark.parametrize("form", ["columns", "tile"])
+def test_gpu_form_of_the_chain_kernel(load_replica, label, ar, root, shape, form):
+    """The kernels a GPU runs, forced onto the interpreter (small shapes: the column form is slow there)."""
     kernel = Kernel("gemm", ar, root)
     rep = load_replica(kernel)
-    rep.REPLICA.emulated_kernel = "columns"
+    rep.REPLICA.emulated_kernel = form
     rng = np.random.default_rng(11)
     M, N, K = shape
     A, B = values(rng, ar.input, (M, K), 12), values(rng, ar.input, (K, N), 12)
     A[0, 3] = float("inf")   # the row with a special input takes the exact fallback
-    assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B)), label
+    want = reference_matmul(kernel, A, B)
+    assert bits_equal(rep.gemm(A, B), want), label
+    if form == "tile":   # and a block with none takes no fallback (the column form: too slow here)
+        A[0, 3] = 1.0
+        assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B)), label
 
 
 def test_rendering_is_deterministic_and_self_contained():
