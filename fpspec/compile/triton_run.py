@@ -50,11 +50,11 @@ class Replica:
         self.last_path = None   # "native" or "emulated": which the last call used
         # tile shapes (tuning only: the order along K does not depend on them)
         self.native_config = dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
-        self.emulated_config = dict(BM=32, BN=32, num_warps=8)
+        self.emulated_config = dict(BM=16, BN=32, num_warps=4)
         # "tile" or "columns" (GPU forms), "wide" (interpreter form) or "auto"
         self.emulated_kernel = "auto"
         # leaf blocks a program (a power of two), and at most this many perfect levels a pairs launch
-        self.sum_config = dict(BG=64, num_warps=4, PAIRS_H=10)
+        self.sum_config = dict(BG=32, num_warps=4, PAIRS_H=10)
 
     def plan(self, n):
         if n < self.n_min or (self.n_max is not None and n > self.n_max):
