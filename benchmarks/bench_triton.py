@@ -74,8 +74,10 @@ def main():
                          "bit-identical" if same else "DIFFERS"))
         emulated = [(gemm.REPLICA.emulated_kernel, gemm.REPLICA.emulated_config)] if "emulated" in only else []
         if args.configs and emulated:
-            emulated += [("tile", dict(BM=16, BN=32, num_warps=4)), ("tile", dict(BM=32, BN=64, num_warps=8)),
-                         ("tile", dict(BM=16, BN=16, num_warps=2)), ("columns", dict(BM=64, BN=64, num_warps=4))]
+            emulated += [(form, dict(BM=BM, BN=BN, num_warps=w)) for form, BM, BN, w in
+                         [("tile", 32, 32, 8), ("tile", 16, 32, 4), ("tile", 32, 64, 8), ("tile", 16, 16, 2),
+                          ("tile", 64, 64, 16), ("columns", 64, 64, 4)]
+                         if (form, dict(BM=BM, BN=BN, num_warps=w)) != emulated[0]]
         for form, cfg in emulated:
             gemm.REPLICA.emulated_kernel, gemm.REPLICA.emulated_config = form, cfg
             got = gemm.gemm(A, B, path="emulated")
@@ -97,7 +99,8 @@ def main():
         want = np.sum(x_cpu).view(np.uint32)
         sums = [dict(summ.REPLICA.sum_config)]
         if args.configs:
-            sums += [dict(sums[0], BG=bg, num_warps=w) for bg, w in [(32, 4), (64, 8), (128, 4), (128, 8), (256, 8)]
+            sums += [dict(sums[0], BG=bg, num_warps=w) for bg, w in [(16, 1), (16, 2), (32, 2), (32, 4), (64, 2),
+                                                                      (64, 4), (128, 4)]
                      if (bg, w) != (sums[0]["BG"], sums[0]["num_warps"])]
         for cfg in sums:
             summ.REPLICA.sum_config = cfg

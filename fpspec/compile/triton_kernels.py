@@ -31,6 +31,7 @@ import triton
 import triton.language as tl
 
 NEG_EXP = tl.constexpr(-100000)  # the "exponent" of a zero term: below any floor
+NEG_INF32 = tl.constexpr(-8388608)  # 0xFF800000 (-inf in fp32) as an int32
 
 
 @triton.jit
@@ -367,6 +368,37 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
 
 
 @triton.jit
+def fp_f64_pow2(e):
+    """2^e as fp64 (int32 e, -1022 <= e <= 1023), from its bits: no libdevice call."""
+    return ((e.to(tl.int64) + 1023) << 52).to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def fp_node_result(total, e_max, c, FRAC: tl.constexpr, TO_ZERO: tl.constexpr):
+    """fp32 bits (int32) of one fused node's result from its aligned product sum and its c.
+
+    total: the sum of the aligned products in units 2^(e_max - FRAC), int32;
+    c: the node's c as fp32 values (finite: inf/nan are the caller's).  The
+    arithmetic of fp_fused_node in fp64, exactly: c / 2^unit truncated toward
+    zero is a float-to-int conversion; the exact sum (< 2^33) times 2^unit is
+    exact in fp64; then ONE rounding into fp32 (the conversion rounds to
+    nearest even; for toward-zero, a result above the exact value in
+    magnitude steps one ulp back, and 2^128 and above is inf as in
+    fp_round_pack).  An int64 rounding costs ~100 instructions an output a
+    node; this costs ~15."""
+    unit = e_max - FRAC
+    ca = (c.to(tl.float64) * fp_f64_pow2(-unit)).to(tl.int64)
+    v = (total.to(tl.int64) + ca).to(tl.float64) * fp_f64_pow2(unit)
+    r = v.to(tl.float32)
+    bits = r.to(tl.int32, bitcast=True)
+    if TO_ZERO:
+        bits = tl.where(tl.abs(r.to(tl.float64)) > tl.abs(v), bits - 1, bits)
+        huge = tl.abs(v) >= 3.402823669209385e+38   # 2^128
+        bits = tl.where(huge, tl.where(v < 0, NEG_INF32, 0x7F800000), bits)
+    return bits
+
+
+@triton.jit
 def mm_chain_emulated_tile(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                            s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
                            BM: tl.constexpr, BN: tl.constexpr, WIDTH: tl.constexpr, W: tl.constexpr,
@@ -381,8 +413,9 @@ def mm_chain_emulated_tile(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     rows, twice a node (SASS: ~30 instructions a product in each pass).  The
     node's axis comes first, so the default layout keeps it inside a thread:
     the largest exponent and the sum of the aligned terms are in-register
-    reductions (integer max and sum are exact in any order).  An inf or nan
-    c alone is applied per element; inf/nan inputs take the exact third pass."""
+    reductions (integer max and sum are exact in any order).  c and the
+    rounding go through fp64 (fp_node_result).  An inf or nan c alone is
+    applied per element; inf/nan inputs take the exact third pass."""
     G: tl.constexpr = FRAC - 2 * IN_MAN
     tl.static_assert(G >= 0)
     tl.static_assert(WIDTH <= 16)
@@ -394,7 +427,7 @@ def mm_chain_emulated_tile(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
     kw = tl.arange(0, W)
-    acc = tl.zeros((BM, BN), dtype=tl.int64)   # c of the first node: +0, changes nothing
+    acc = tl.zeros((BM, BN), dtype=tl.float32)   # c of the first node: +0, changes nothing
     for j in range(0, count, WIDTH):
         live = ((j + kw) < count) & (kw < WIDTH)
         kk = start + (j + kw).to(tl.int64) * stride
@@ -403,24 +436,28 @@ def mm_chain_emulated_tile(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         sa, ea, ma, ia, na, za = fp_parts(a, IN_EXP, IN_MAN, G)   # [W, BM]
         sb, eb, mb, ib, nb, zb = fp_parts(b, IN_EXP, IN_MAN, 0)   # [W, BN]
         e = ea[:, :, None] + eb[:, None, :]
-        cneg, cexp, csig, cinf, cnan = fp_decode(acc, 8, 23)
-        e_max = tl.maximum(tl.max(e, axis=0), tl.where(csig != 0, cexp, -1000).to(tl.int32))
+        # c: its exponent as an fp32 value (subnormals at -126), whether inf/nan
+        cb = acc.to(tl.int32, bitcast=True)
+        cfield = (cb >> 23) & 0xFF
+        cspecial = cfield == 0xFF
+        cnan = cspecial & ((cb & 0x7FFFFF) != 0)
+        cinf = cspecial & ~cnan
+        c_live = ((cb & 0x7FFFFFFF) != 0) & ~cspecial
+        e_max = tl.maximum(tl.max(e, axis=0), tl.where(c_live, tl.maximum(cfield, 1) - 127, -1000))
         e_max = tl.maximum(e_max, FLOOR)
         # aligned finite products, truncated toward zero in sign-magnitude
         mag = (ma[:, :, None] * mb[:, None, :]) >> tl.minimum(e_max[None, :, :] - e, 31)
         sgn = sa[:, :, None] ^ sb[:, None, :]
         total = tl.sum((mag ^ sgn) - sgn, axis=0)
-        unit = e_max.to(tl.int64) - FRAC
-        ca = fp_shift(csig, cexp - 23 - unit)
-        t64 = total.to(tl.int64) + tl.where(cneg, -ca, ca)
-        finite = fp_round_pack(t64 < 0, tl.abs(t64), unit, 8, 23, TO_ZERO)
+        finite = fp_node_result(total, e_max, tl.where(cspecial, 0.0, acc), FRAC, TO_ZERO)
         # finite products and an inf c: that inf; a nan c: nan (fp_fused_node's rules)
-        finite = tl.where(cinf, acc, finite)
+        finite = tl.where(cinf, cb, finite)
         finite = tl.where(cnan, 0x7FC00000, finite)
         special = tl.max(tl.max((ia | na).to(tl.int32), axis=1), axis=0) | tl.max(tl.max((ib | nb).to(tl.int32),
                                                                                            axis=1), axis=0)
         if special != 0:
             # rare: nan if any nan, inf * 0 or inf - inf; else an inf wins
+            cneg = cb < 0
             p_nan = (na[:, :, None] | nb[:, None, :] | (ia[:, :, None] & zb[:, None, :])
                      | (za[:, :, None] & ib[:, None, :]))
             p_inf = (ia[:, :, None] | ib[:, None, :]) & ~p_nan
@@ -430,11 +467,11 @@ def mm_chain_emulated_tile(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
             negi = (cinf & cneg) | (tl.max((p_inf & p_neg).to(tl.int32), axis=0) != 0)
             nan = nan | (pos & negi)
             finite = tl.where(pos, 0x7F800000, finite)
-            finite = tl.where(negi, 0xFF800000, finite)
+            finite = tl.where(negi, NEG_INF32, finite)
             finite = tl.where(nan, 0x7FC00000, finite)
-        acc = finite
+        acc = finite.to(tl.int32).to(tl.float32, bitcast=True)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
-    fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)
+    fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
 
 
 @triton.jit
@@ -634,7 +671,7 @@ def sum_lanes(x_ptr, dst_ptr, ids_ptr, starts_ptr, counts_ptr, L,
     else:
         t = tl.reshape(fp_pairs(acc, BG, K, LOG_K, TREE == 3), (BG,))
     # a block shorter than K has no lanes: its fold starts at its first term
-    first = fp_load_f32(x_ptr, start, live, IN_EXP, IN_MAN, FLOAT_IN)
+    first = fp_load_f32(x_ptr, start, live & (rows == 0), IN_EXP, IN_MAN, FLOAT_IN)
     res = tl.where(main > 0, t, first)
     for j in tl.static_range(TAIL):
         pos = main + j

@@ -50,7 +50,7 @@ class Replica:
         self.last_path = None   # "native" or "emulated": which the last call used
         # tile shapes (tuning only: the order along K does not depend on them)
         self.native_config = dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
-        self.emulated_config = dict(BM=16, BN=32, num_warps=4)
+        self.emulated_config = dict(BM=32, BN=32, num_warps=8)
         # "tile" or "columns" (GPU forms), "wide" (interpreter form) or "auto"
         self.emulated_kernel = "auto"
         # leaf blocks a program (a power of two), and at most this many perfect levels a pairs launch

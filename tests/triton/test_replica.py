@@ -203,6 +203,29 @@ def test_gpu_form_of_the_chain_kernel(load_replica, label, ar, root, shape, form
         assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B)), label
 
 
+@pytest.mark.parametrize("fmt,first,step", [("fp16", -22, 5), ("bf16", -125, 34)])
+def test_tile_form_at_the_format_extremes(load_replica, fmt, first, step):
+    """The GPU's emulated kernel (fp64 rounding of each node) where rounding is hard: row i of A
+    scaled by 2^(first + step * i), column j of B by 2^(step // 3 * j - 10): fp16 subnormal
+    inputs; bf16 results below fp32's normals and above its range; fp32 output (no final rounding)."""
+    ar = Arithmetic(input=fmt, product="exact", accumulator="fp32", init="none", output="fp32",
+                    fused=get_params(f"h100-{fmt}"))
+    kernel = Kernel("gemm", ar, CHAIN16)
+    rep = load_replica(kernel)
+    rep.REPLICA.emulated_kernel = "tile"
+    rng = np.random.default_rng(step)
+    M, N, K = 8, 8, 40
+    scale = np.exp2(first + step * np.arange(M, dtype=np.float64))[:, None]
+    A = torch.from_numpy((rng.standard_normal((M, K)) * scale).astype(np.float32)).to(TORCH[fmt])
+    cols = np.exp2(step // 3 * np.arange(N, dtype=np.float64) - 10)[None, :]
+    B = torch.from_numpy((rng.standard_normal((K, N)) * cols).astype(np.float32)).to(TORCH[fmt])
+    B[:, 1] = -B[:, 0] * 2   # and a column cancelling against another
+    want = reference_matmul(kernel, A, B)
+    assert bits_equal(rep.gemm(A, B), want)
+    if fmt == "bf16":   # the rows did reach both ends
+        assert np.isinf(want).any() and (np.abs(want[np.isfinite(want) & (want != 0)]) < 2.0 ** -126).any()
+
+
 def test_rendering_is_deterministic_and_self_contained():
     from fpspec.compile.backends.triton import BACKEND
 
