@@ -75,8 +75,7 @@ def main():
         emulated = [(gemm.REPLICA.emulated_kernel, gemm.REPLICA.emulated_config)] if "emulated" in only else []
         if args.configs and emulated:
             emulated += [(form, dict(BM=BM, BN=BN, num_warps=w)) for form, BM, BN, w in
-                         [("tile", 32, 32, 8), ("tile", 16, 32, 4), ("tile", 32, 64, 8), ("tile", 16, 16, 2),
-                          ("tile", 64, 64, 16), ("columns", 64, 64, 4)]
+                         [("tile", 32, 32, 8), ("tile", 16, 32, 4), ("tile", 32, 64, 8), ("tile", 16, 16, 2)]
                          if (form, dict(BM=BM, BN=BN, num_warps=w)) != emulated[0]]
         for form, cfg in emulated:
             gemm.REPLICA.emulated_kernel, gemm.REPLICA.emulated_config = form, cfg

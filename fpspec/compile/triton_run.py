@@ -10,8 +10,7 @@ import triton
 
 from fpspec.compile.triton_host import CHAIN, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
-                                           mm_chain_emulated_tile, mm_chain_native, mm_fold, sum_fold, sum_lanes,
-                                           sum_pairs)
+                                           mm_chain_native, mm_fold, sum_fold, sum_lanes, sum_pairs)
 # -- end imports
 
 # name: (exponent bits, fraction bits, torch dtype, torch int dtype of the same width)
@@ -50,11 +49,11 @@ class Replica:
         self.last_path = None   # "native" or "emulated": which the last call used
         # tile shapes (tuning only: the order along K does not depend on them)
         self.native_config = dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
-        self.emulated_config = dict(BM=32, BN=32, num_warps=8)
-        # "tile" or "columns" (GPU forms), "wide" (interpreter form) or "auto"
+        self.emulated_config = dict(BM=16, BN=32, num_warps=4)
+        # "tile" (GPU form), "wide" (interpreter form) or "auto"
         self.emulated_kernel = "auto"
         # leaf blocks a program (a power of two), and at most this many perfect levels a pairs launch
-        self.sum_config = dict(BG=32, num_warps=4, PAIRS_H=10)
+        self.sum_config = dict(BG=16, num_warps=2, PAIRS_H=10)
 
     def plan(self, n):
         if n < self.n_min or (self.n_max is not None and n > self.n_max):
@@ -155,8 +154,7 @@ class Replica:
                 form = self.emulated_kernel
                 if form == "auto":   # the GPU forms hold a product's aligned significand in int32
                     form = "tile" if A.device.type == "cuda" and 2 * man_in <= 23 + f.extra_bits else "wide"
-                kern = {"wide": mm_chain_emulated_wide, "columns": mm_chain_emulated,
-                        "tile": mm_chain_emulated_tile}[form]
+                kern = {"wide": mm_chain_emulated_wide, "tile": mm_chain_emulated}[form]
                 cfg = self.emulated_config if A.device.type == "cuda" else dict(BM=16, BN=16)
                 grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), group.numel())
                 kern[grid](Ab, Bb, dst, segs, group, *common, **cfg,
