@@ -3,17 +3,15 @@
     PYTHONPATH=. python examples/gpu_triton/diag_tile.py BMxBNxWARPS ...
 """
 import sys
+import tempfile
+from pathlib import Path
 
 import torch
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from orders import matmul_kernel  # noqa: E402,F401  (keeps the example's import path)
-
-sys.path.insert(0, ".")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.bench_triton import load  # noqa: E402
 from fpspec.arith import Arithmetic, get_params  # noqa: E402
 from fpspec.compile.ir import Const, FusedChain, Kernel  # noqa: E402
-import tempfile  # noqa: E402
 
 ar = Arithmetic(input="fp16", product="exact", accumulator="fp32", init="none", output="fp16",
                 fused=get_params("h100-fp16"))
