@@ -45,7 +45,7 @@ import numpy as np
 from fpspec.errors import FpspecError, RevealRefused
 from fpspec.reveal.masks import plan_masks
 from fpspec.reveal.oracle import LcaOracle
-from fpspec.tree import LcaIndex, Node, Tree, building, postorder
+from fpspec.tree import LcaIndex, Node, Tree, build_binary, building, postorder
 
 ALGORITHMS = ("auto", "basic", "fprev", "modified")
 MAX_LISTED = 4096           # differing output elements listed one by one
@@ -94,6 +94,15 @@ class _Learned:
     lev_child: list = field(default_factory=list)
     lev_exceeds: list = field(default_factory=list)
     lev_rep: list = field(default_factory=list)
+    shape: list = field(default_factory=list)           # a proven guess (_Shape) instead of a frame
+
+    def alloc(self, k: int) -> list:
+        """k new frame ids (children get larger ids than their parents)."""
+        base = len(self.pivot)
+        for lst in (self.pivot, self.units, self.shape):
+            lst.extend([None] * k)
+        self.span.extend([(0, 0)] * k)
+        return list(range(base, base + k))
 
     def levels(self):
         cat = np.concatenate
@@ -101,7 +110,8 @@ class _Learned:
 
 
 def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = False,
-           pivot: str = "adaptive", split: bool | None = None, check: bool = True) -> Revelation:
+           pivot: str = "adaptive", split: bool | None = None, check: bool = True,
+           guess: bool = True) -> Revelation:
     """Reveal the summation tree of `target`; raise RevealRefused with a one-line reason."""
     if algorithm not in ALGORITHMS:
         raise FpspecError(f"unknown algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
@@ -125,7 +135,7 @@ def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = F
     attempt = 0 if target.m > 1 else 1    # one row: nothing to retry over
     while True:
         try:
-            tree, checks, sharing = _construct(oracle, n, rng, algorithm, pivot, progress)
+            tree, checks, sharing = _construct(oracle, n, rng, algorithm, pivot, progress, guess)
             if check:
                 _validate(checks, oracle)
             bad = _sharing_check(sharing, oracle)[0] if check and matrix else np.zeros((1, 1), bool)
@@ -167,7 +177,7 @@ def _ranges(xs: list[int]) -> str:
     return ", ".join(out[:4]) + (f", ... ({len(out)} ranges)" if len(out) > 4 else "")
 
 
-def _construct(oracle, n, rng, algorithm, pivot, progress):
+def _construct(oracle, n, rng, algorithm, pivot, progress, guess=True):
     bar = _Progress(n, progress)
     try:
         if algorithm == "basic":
@@ -175,7 +185,8 @@ def _construct(oracle, n, rng, algorithm, pivot, progress):
                 raise FpspecError(f"FPRev-basic asks n(n-1)/2 queries; use it for n <= {BASIC_MAX_N}")
             tree = _basic(oracle, n)
             return tree, _checks_from_tree(tree, rng, 24), _checks_from_tree(tree, rng, 4)
-        tree, learned = _fprev(oracle, n, rng, restricted=algorithm == "modified", pivot=pivot, bar=bar)
+        tree, learned = _fprev(oracle, n, rng, restricted=algorithm == "modified", pivot=pivot, bar=bar,
+                               hypotheses=guess)
         return tree, _checks_from_learned(learned, rng, 32), _checks_from_learned(learned, rng, 4, root_only=True)
     finally:
         bar.close()
@@ -183,54 +194,83 @@ def _construct(oracle, n, rng, algorithm, pivot, progress):
 
 # ---------------------------------------------------------------- FPRev (Algorithm 4 / modified)
 
-def build_tree(oracle, n: int, *, algorithm: str = "fprev", seed: int = 0, pivot: str = "adaptive") -> Tree:
+def build_tree(oracle, n: int, *, algorithm: str = "fprev", seed: int = 0, pivot: str = "adaptive",
+               guess: bool = True) -> Tree:
     """The tree construction alone, on any object with `l_many(pairs, units, groups)` (e.g.
     fpspec.reveal.synthetic.TreeOracle for counting queries at n = 2^20)."""
     rng = np.random.default_rng(seed)
     if algorithm == "basic":
         return _basic(oracle, n)
-    tree, _ = _fprev(oracle, n, rng, restricted=algorithm == "modified", pivot=pivot, bar=_Progress(n, False))
+    tree, _ = _fprev(oracle, n, rng, restricted=algorithm == "modified", pivot=pivot, bar=_Progress(n, False),
+                     hypotheses=guess)
     return tree
 
 
-def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar) -> tuple[Tree, _Learned]:
-    """Algorithm 4 over waves: every frame pending at one depth is asked in one batch."""
+def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
+           hypotheses: bool = True) -> tuple[Tree, _Learned]:
+    """Algorithm 4 over waves: every frame pending at one depth is asked in one batch, together
+    with the verification queries of the groups guessed in the wave before (note [hypotheses])."""
     learned = _Learned()
-    wave_leaves = [np.arange(n)]
-    wave_ctx = [-1]
+    learned.alloc(1)
     # pivot policy per frame: 0 smallest leaf (FPRev's; one pass for a left-to-right sum),
     # 1 largest (one pass for a right-to-left sum), 2 random (expected O(n log n) on any tree).
     # A frame whose biggest group keeps > 3/4 of it passes the next policy to that group.
     start_policy = {"adaptive": 0, "min": 0, "max": 1, "random": 2}[pivot]
-    wave_policy = [start_policy]
-    frame_base = 0
+    frames = [(0, np.arange(n), -1, start_policy)]      # (id, leaves, context leaf, policy)
+    guesses: list = []                                   # (id, leaves, context leaf, policy, _Shape)
+    guessing = hypotheses and not restricted
     level_base = 0
-    while wave_leaves:
-        F = len(wave_leaves)
-        sizes = np.fromiter((len(x) for x in wave_leaves), np.int64, F)
-        cat = np.concatenate(wave_leaves)
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        local = np.repeat(np.arange(F), sizes)
-        policy = np.asarray(wave_policy)
-        offset = np.where(policy == 0, 0, np.where(policy == 1, sizes - 1, rng.integers(0, sizes)))
-        pick = starts + offset
-        pivots = cat[pick]
-        keep = np.ones(len(cat), bool)
-        keep[pick] = False
-        js, gl = cat[keep], local[keep]
-        pairs = np.stack([pivots[gl], js], 1)
+    first = True
+    while frames or guesses:
+        F = len(frames)
+        # verification queries of last wave's guesses ride in this wave's batch
+        vpairs, vexpect, vcount = _verification_queries([g[4] for g in guesses])
+        next_frames: list = []
+        if F:
+            ids = np.array([f[0] for f in frames], np.int64)
+            wave_leaves = [f[1] for f in frames]
+            wave_ctx = [f[2] for f in frames]
+            sizes = np.fromiter((len(x) for x in wave_leaves), np.int64, F)
+            cat = np.concatenate(wave_leaves)
+            starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            local = np.repeat(np.arange(F), sizes)
+            policy = np.array([f[3] for f in frames], np.int64)
+            offset = np.where(policy == 0, 0, np.where(policy == 1, sizes - 1, rng.integers(0, sizes)))
+            pick = starts + offset
+            pivots = cat[pick]
+            keep = np.ones(len(cat), bool)
+            keep[pick] = False
+            js, gl = cat[keep], local[keep]
+            pairs = np.stack([pivots[gl], js], 1)
+        else:
+            pairs = np.zeros((0, 2), np.int64)
         units = None
         if restricted:
             units = [x if c < 0 else np.append(x, c) for x, c in zip(wave_leaves, wave_ctx)]
         if restricted and getattr(oracle, "can_pack", lambda: False)():
             per_frame = oracle.l_frames(pivots, np.split(js, np.cumsum(sizes - 1)[:-1]), units)
             L = np.concatenate(per_frame)
+        elif restricted:
+            L = oracle.l_many(pairs, units, gl)
         else:
-            L = oracle.l_many(pairs, units, gl if restricted else None)
-        bar.advance(F)
-        if frame_base == 0 and n > 2 and np.all(L == 2):
+            L = oracle.l_many(np.concatenate([pairs, vpairs]))
+            L, Lv = L[:len(pairs)], L[len(pairs):]
+        bar.advance(F + len(guesses))
+        if guesses:
+            wrong = np.add.reduceat(Lv != vexpect, np.concatenate([[0], np.cumsum(vcount)[:-1]]))
+            for (gid, leaves, ctx, pol, shape), bad in zip(guesses, wrong.tolist()):
+                if bad:             # the guess was wrong: reveal the group the ordinary way
+                    next_frames.append((gid, leaves, ctx, pol))
+                else:
+                    learned.shape[gid] = shape
+            guesses = []
+        if not F:
+            frames = next_frames
+            continue
+        if first and n > 2 and np.all(L == 2):
             raise RevealRefused("order-independent: every pair of masks cancels first (an exact or "
                                 "compensated sum); there is no order to reveal")
+        first = False
         order = np.lexsort((L, gl))
         L, js, gl = L[order], js[order], gl[order]
         new = np.ones(len(L), bool)
@@ -257,33 +297,144 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar)
             raise RevealRefused(
                 f"answers inconsistent with any tree: the path from leaf {pivots[gframe[k]]} has a level "
                 f"of l = {gl_val[k]} holding {covered[k]} leaves")
-        # children: single leaves directly, larger groups become frames of the next wave
+        # children: single leaves directly, larger groups become frames (or guesses) of the next wave
         big = gsize > 1
         child = np.where(big, 0, ~js[g0])
-        next_ids = frame_base + F + np.arange(int(big.sum()))
+        nbig = int(big.sum())
+        next_ids = learned.alloc(nbig)
         child[big] = next_ids
-        # already ascending: each frame's leaves are, and the stable lexsort keeps them so per group
-        next_leaves = [js[a:b] for a, b in zip(g0[big].tolist(), g1[big].tolist())]
-        next_ctx = pivots[gframe[big]].tolist()
         bad_split = gsize * 4 > 3 * sizes[gframe]
         if pivot == "adaptive":
             next_policy = np.where(bad_split, np.minimum(policy[gframe] + 1, 2), policy[gframe])[big].tolist()
         else:
-            next_policy = [start_policy] * int(big.sum())
-        # book-keeping for assembly and cross-checks
-        learned.pivot.extend(pivots.tolist())
-        learned.units.extend(units if restricted else [None] * F)
+            next_policy = [start_policy] * nbig
+        next_ctx = pivots[gframe[big]].tolist()
         fs = np.flatnonzero(first_of_frame)
         fe = np.append(fs[1:], len(g0))
-        learned.span.extend(zip((level_base + fs).tolist(), (level_base + fe).tolist()))
+        # already ascending: each frame's leaves are, and the stable lexsort keeps them so per group
+        shapes = (_guess_groups(pivots, js, g0, g1, big, exceeds, covered, fs, fe) if guessing
+                  else {})
+        for b, (k, a, z) in enumerate(zip(np.flatnonzero(big).tolist(), g0[big].tolist(), g1[big].tolist())):
+            item = (next_ids[b], js[a:z], next_ctx[b], next_policy[b])
+            if k in shapes:
+                guesses.append(item + (shapes[k],))
+            else:
+                next_frames.append(item)
+        # book-keeping for assembly and cross-checks
+        for f, fid in enumerate(ids.tolist()):
+            learned.pivot[fid] = int(pivots[f])
+            learned.units[fid] = units[f] if restricted else None
+            learned.span[fid] = (level_base + int(fs[f]), level_base + int(fe[f]))
         learned.lev_l.append(gl_val)
         learned.lev_child.append(child)
         learned.lev_exceeds.append(exceeds)
         learned.lev_rep.append(js[g0])
         level_base += len(g0)
-        frame_base += F
-        wave_leaves, wave_ctx, wave_policy = next_leaves, next_ctx, next_policy
+        frames = next_frames
     return _assemble(learned), learned
+
+
+# Note [hypotheses]: many library trees repeat themselves: numpy's pairwise sum is the
+# same 128-leaf block shifted, a BLAS kernel's second lane or K-block is the first one
+# shifted.  When a group found on a pivot's path has as many leaves as a lower level of
+# that path, with the same gaps between its sorted leaves, the group is guessed to be
+# that level's subtree relabelled in order.  A guess is never trusted: it is proven by
+# one query per internal node w (a leaf of each child of w, expecting l = |w|), asked in
+# the next wave's batch.  Proof: the answers are the true tree's l; the lca subtrees of
+# the pairs under w form a laminar family connected through shared leaves, so their union
+# is the largest of them, which holds at most |w| leaves and contains w's leaves: w's
+# leaves are a subtree of the true tree.  Every cluster of the guessed binary tree is then
+# a cluster of the true tree, and a tree holding all 2s - 1 clusters of a binary tree is
+# that tree.  A wrong guess costs its s - 1 queries and the group is revealed as usual.
+# Guesses are only made with units on every leaf (fprev): the modified algorithm's
+# restricted units give l_S, which the proof above does not cover.
+
+@dataclass
+class _Shape:
+    """A binary tree in array form: kids[w] = (x, y), a ref >= 0 is an internal node (children
+    before parents), < 0 is ~leaf; the root is the last node; leaves sorted."""
+
+    leaves: np.ndarray
+    kids: np.ndarray        # (k, 2) int64
+    first: np.ndarray       # (k,) smallest leaf under each node
+    size: np.ndarray        # (k,) leaves under each node
+
+    def relabel(self, leaves: np.ndarray) -> "_Shape":
+        """The same shape on another leaf set of the same size, i-th smallest to i-th smallest."""
+        kids = self.kids.copy()
+        neg = kids < 0
+        kids[neg] = ~leaves[np.searchsorted(self.leaves, ~kids[neg])]
+        return _Shape(leaves, kids, leaves[np.searchsorted(self.leaves, self.first)], self.size)
+
+
+def _chain(pivot: int, parts: list) -> _Shape:
+    """The level node ((pivot part1) part2) ... of a pivot's path, each part a leaf or a _Shape."""
+    rows: list = []
+    firsts: list = []
+    sizes: list = []
+    leaves = [np.array([pivot])]
+    cur, cur_first, cur_size = ~pivot, pivot, 1
+    for p in parts:
+        if isinstance(p, _Shape):
+            off = len(rows)
+            rows.extend(np.where(p.kids >= 0, p.kids + off, p.kids).tolist())
+            firsts.extend(p.first.tolist())
+            sizes.extend(p.size.tolist())
+            ref, pf, ps = len(rows) - 1, int(p.first[-1]), int(p.size[-1])
+            leaves.append(p.leaves)
+        else:
+            ref, pf, ps = ~p, p, 1
+            leaves.append(np.array([p]))
+        cur_first, cur_size = min(cur_first, pf), cur_size + ps
+        rows.append((cur, ref))
+        firsts.append(cur_first)
+        sizes.append(cur_size)
+        cur = len(rows) - 1
+    return _Shape(np.sort(np.concatenate(leaves)), np.array(rows, np.int64).reshape(-1, 2),
+                  np.array(firsts, np.int64), np.array(sizes, np.int64))
+
+
+def _guess_groups(pivots, js, g0, g1, big, exceeds, covered, fs, fe) -> dict:
+    """Group index -> guessed _Shape, for groups shaped like a lower level of their path."""
+    out: dict = {}
+    for f in np.flatnonzero(np.add.reduceat(big, fs) > 0).tolist():
+        a, b = int(fs[f]), int(fe[f])
+        parts: list = []
+        size_level: dict = {}       # |A_t| -> t, while every level up to t is known and binary
+        known = True
+        for k in range(a, b):
+            if big[k]:
+                shape = None
+                t = None if exceeds[k] else size_level.get(int(g1[k] - g0[k]))
+                if t is not None:
+                    level = _chain(int(pivots[f]), parts[:t - a + 1])
+                    group = js[g0[k]:g1[k]]
+                    if np.array_equal(np.diff(level.leaves), np.diff(group)):
+                        shape = out[k] = level.relabel(group)
+                parts.append(shape)
+                known = known and shape is not None
+            else:
+                parts.append(int(js[g0[k]]))
+            known = known and not exceeds[k]
+            if known:       # groups above an unknown level can still match the levels below it
+                size_level[int(covered[k])] = k
+    return out
+
+
+def _verification_queries(shapes: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per shape, one pair per internal node (the smallest leaf of each child) and its expected l."""
+    if not shapes:
+        return np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pairs, expect = [], []
+    for s in shapes:
+        kids = s.kids
+        pairs.append(np.where(kids < 0, ~kids, s.first[np.maximum(kids, 0)]))
+        expect.append(s.size)
+    return np.concatenate(pairs), np.concatenate(expect), np.array([len(s.size) for s in shapes])
+
+
+def _shape_nodes(shape: _Shape) -> Node:
+    return build_binary(shape.kids.tolist())
 
 
 def _assemble(learned: _Learned) -> Tree:
@@ -296,11 +447,16 @@ def _assemble(learned: _Learned) -> Tree:
 
 def _assemble_now(learned: _Learned) -> Tree:
     _, child, exceeds, _ = learned.levels()
+    if not exceeds.any():
+        return _assemble_binary(learned, child.tolist())
     child, exceeds = child.tolist(), exceeds.tolist()
     F = len(learned.pivot)
     result: list = [None] * F
     top_fused = [False] * F
     for f in range(F - 1, -1, -1):
+        if learned.shape[f] is not None:
+            result[f] = _shape_nodes(learned.shape[f])
+            continue
         r: Tree = learned.pivot[f]
         a, b = learned.span[f]
         for k in range(a, b):
@@ -320,6 +476,26 @@ def _assemble_now(learned: _Learned) -> Tree:
         result[f] = r
         top_fused[f] = exceeds[b - 1]
     return result[0]
+
+
+def _assemble_binary(learned: _Learned, child: list) -> Tree:
+    """No fused node: every frame and proven guess as (x, y) rows for one bulk build."""
+    rows: list = []
+    ref = [0] * len(learned.pivot)         # each frame's top, as a row position
+    for f in range(len(learned.pivot) - 1, -1, -1):
+        shape = learned.shape[f]
+        if shape is not None:
+            off = len(rows)
+            rows.extend(np.where(shape.kids >= 0, shape.kids + off, shape.kids).tolist())
+            ref[f] = len(rows) - 1
+            continue
+        r = ~learned.pivot[f]
+        a, b = learned.span[f]
+        for c in child[a:b]:
+            rows.append((r, c if c < 0 else ref[c]))
+            r = len(rows) - 1
+        ref[f] = r
+    return build_binary(rows) if rows else ~ref[0]
 
 
 def _checks_from_learned(learned: _Learned, rng, k: int, root_only: bool = False) -> list:
