@@ -95,6 +95,7 @@ class _Learned:
     lev_exceeds: list = field(default_factory=list)
     lev_rep: list = field(default_factory=list)
     shape: list = field(default_factory=list)           # a proven guess (_Shape) instead of a frame
+    unasked: list = field(default_factory=list)         # cross-checks left for one more call
 
     def alloc(self, k: int) -> list:
         """k new frame ids (children get larger ids than their parents)."""
@@ -130,27 +131,39 @@ def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = F
         raise RevealRefused(
             f"n = {n} is too large for {plan.out} counts with {algorithm} (at most {plan.window + 2} "
             "leaves count exactly); use --algorithm modified")
-    _check_deterministic(target, oracle, rng)
     matrix = target.op in ("gemv", "gemm")
-    attempt = 0 if target.m > 1 else 1    # one row: nothing to retry over
+    same = None
+    if matrix:
+        # determinism and the outputs that compute like element (0, 0), in two calls
+        same = _fingerprint(target, oracle, rng)
+        oracle.set_channels(same)
+    else:
+        _check_deterministic(target, oracle, rng)
+    attempt = 0 if target.m * target.ncols > 1 else 1    # one output: nothing to retry over
     while True:
+        bad = None
         try:
             tree, checks, sharing = _construct(oracle, n, rng, algorithm, pivot, progress, guess)
             if check:
                 _validate(checks, oracle)
-            bad = _sharing_check(sharing, oracle)[0] if check and matrix else np.zeros((1, 1), bool)
+            if check and matrix:
+                bad = _sharing_check(sharing, oracle, same)
         except RevealRefused:
             if not matrix or attempt:
                 raise
-            bad = np.ones((target.m, 1), bool)   # batching over rows may have mixed two orders: retry
-        if not matrix or not check or attempt or not bad[oracle.rows, 0].any():
+        if not matrix or not check or attempt or (bad is not None and not (bad & oracle.channel_elements()).any()):
             break
-        # some batching rows follow another order: batch only over rows that agree with row 0
+        # an output that answered queries failed a check: ask again only in column read_col, at
+        # rows that passed every check; after a refusal (the culprit unknown) at element (0, 0) alone
         attempt = 1
-        rows = _rows_sharing_row0(oracle, rng)
-        notes.append(f"{target.m - len(rows)} of {target.m} rows differ from row 0 on a sample; "
-                     "queries were batched over the other rows only")
-        oracle.rows = rows
+        keep = np.zeros((target.m, len(same.reshape(target.m, -1)[0])), bool)
+        col = oracle.read_col
+        if bad is not None:
+            keep[:, col] = (same.reshape(target.m, -1) & ~bad)[:, col]
+        keep[0, 0] = True
+        oracle.set_channels(keep)
+        notes.append(f"an output that answered queries failed a check; asked again at "
+                     f"{len(oracle.rows)} rows of column {oracle.read_col} only")
     if (tree.size if isinstance(tree, Node) else 1) != n:   # every construction partitions 0..n-1
         raise RevealRefused(f"the revealed tree has {tree.size} leaves, not n = {n}")
     checked = bad.size if matrix and check else 0
@@ -187,7 +200,9 @@ def _construct(oracle, n, rng, algorithm, pivot, progress, guess=True):
             return tree, _checks_from_tree(tree, rng, 24), _checks_from_tree(tree, rng, 4)
         tree, learned = _fprev(oracle, n, rng, restricted=algorithm == "modified", pivot=pivot, bar=bar,
                                hypotheses=guess)
-        return tree, _checks_from_learned(learned, rng, 32), _checks_from_learned(learned, rng, 4, root_only=True)
+        # fprev's cross-checks rode along the waves; the last wave's are left
+        checks = _checks_from_learned(learned, rng, 32) if algorithm == "modified" else learned.unasked
+        return tree, checks, _checks_from_learned(learned, rng, 8, root_only=True)
     finally:
         bar.close()
 
@@ -221,10 +236,13 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
     guessing = hypotheses and not restricted
     level_base = 0
     first = True
+    # cross-checks on pairs never asked, from the frames of one wave, ride in the next batch
+    ride = (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
     while frames or guesses:
         F = len(frames)
         # verification queries of last wave's guesses ride in this wave's batch
         vpairs, vexpect, vcount = _verification_queries([g[4] for g in guesses])
+        rpairs, rexpect = ride
         next_frames: list = []
         if F:
             ids = np.array([f[0] for f in frames], np.int64)
@@ -253,8 +271,10 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
         elif restricted:
             L = oracle.l_many(pairs, units, gl)
         else:
-            L = oracle.l_many(np.concatenate([pairs, vpairs]))
-            L, Lv = L[:len(pairs)], L[len(pairs):]
+            L = oracle.l_many(np.concatenate([pairs, vpairs, rpairs]))
+            L, Lv, Lr = L[:len(pairs)], L[len(pairs):len(pairs) + len(vpairs)], L[len(pairs) + len(vpairs):]
+            _refuse_unless_equal(rpairs, Lr, rexpect)
+            ride = (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
         bar.advance(F + len(guesses))
         if guesses:
             wrong = np.add.reduceat(Lv != vexpect, np.concatenate([[0], np.cumsum(vcount)[:-1]]))
@@ -329,9 +349,39 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
         learned.lev_child.append(child)
         learned.lev_exceeds.append(exceeds)
         learned.lev_rep.append(js[g0])
+        if not restricted:
+            ride = _wave_checks(js[g0], gl_val, fs, fe, rng)
         level_base += len(g0)
         frames = next_frames
+    learned.unasked = [(None, a, b, l) for (a, b), l in zip(ride[0].tolist(), ride[1].tolist())]
     return _assemble(learned), learned
+
+
+RIDING_CHECKS = 32      # cross-checks per wave, asked in the next wave's batch
+
+
+def _wave_checks(rep, lval, fs, fe, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (a in level t1, b in level t2 > t1 of one frame of this wave) and the l they must
+    give: their lca is the level-t2 node.  The construction asked neither pair."""
+    nlev = fe - fs
+    ok = np.flatnonzero(nlev >= 2)
+    if not len(ok):
+        return np.zeros((0, 2), np.int64), np.zeros(0, np.int64)
+    pick = rng.choice(ok, size=min(RIDING_CHECKS, 4 * len(ok)))
+    t1 = (rng.random(len(pick)) * nlev[pick]).astype(np.int64)
+    t2 = (rng.random(len(pick)) * (nlev[pick] - 1)).astype(np.int64)
+    t2 += t2 >= t1
+    t1, t2 = fs[pick] + np.minimum(t1, t2), fs[pick] + np.maximum(t1, t2)
+    return np.stack([rep[t1], rep[t2]], 1), lval[t2]
+
+
+def _refuse_unless_equal(pairs, got, expect) -> None:
+    bad = np.flatnonzero(got != expect)
+    if bad.size:
+        k = bad[0]
+        raise RevealRefused(
+            f"answers inconsistent with any tree: l({pairs[k, 0]}, {pairs[k, 1]}) = {got[k]} on a fresh call, the "
+            f"revealed tree says {expect[k]} (nondeterministic or value-dependent order?)")
 
 
 # Note [hypotheses]: many library trees repeat themselves: numpy's pairwise sum is the
@@ -567,18 +617,39 @@ def _basic(oracle: LcaOracle, n: int) -> Tree:
 
 # ---------------------------------------------------------------- checks
 
-def _check_deterministic(target, oracle: LcaOracle, rng) -> None:
-    """The same input must give the same output: call twice on random inputs and on masked ones."""
+def _random_exact(target, shape, rng) -> np.ndarray:
+    """Random values exact in the target's format: integers of p bits times powers of two (no
+    rounding pass needed)."""
     from fpspec.formats import get_format
 
-    fmt = get_format(target.fmt)
-    ops = []
-    bits = min(fmt.precision, 24) - 1
-    for shape in target.operand_shapes:
-        # integers of p bits times powers of two: exact in the format, no rounding pass needed
-        mant = rng.integers(-(1 << bits), 1 << bits, size=shape)
-        scale = 2.0 ** (np.arange(-4, 5) - bits)      # a table lookup: pow over the array costs more
-        ops.append(mant * scale[rng.integers(-4, 5, size=shape) + 4])
+    bits = min(get_format(target.fmt).precision, 24) - 1
+    mant = rng.integers(-(1 << bits), 1 << bits, size=shape)
+    scale = 2.0 ** (np.arange(-4, 5) - bits)      # a table lookup: pow over the array costs more
+    return mant * scale[rng.integers(0, 9, size=shape)]
+
+
+def _fingerprint(target, oracle: LcaOracle, rng) -> np.ndarray:
+    """gemv/gemm: every row of A the same random vector, B all ones, called twice.
+
+    The same input must give the same bits (else: nondeterministic).  Every output then sums
+    the same values; one whose bits equal element (0, 0)'s computes in its order (another order
+    rounds random values differently): only those answer queries (LcaOracle.set_channels), and
+    the others are reported as not sharing the revealed order."""
+    x = _random_exact(target, (1, target.n), rng)
+    # numpy: one row converted, then tiled in the library's dtype
+    A = np.tile(oracle._conv(x), (target.m, 1)) if oracle._dtype is not None else oracle._conv(np.tile(x, (target.m, 1)))
+    B = oracle._conv(np.ones(target.operand_shapes[1]))
+    a = target.to_float64(target.fn(A, B)).reshape(target.output_shape)
+    b = target.to_float64(target.fn(A, B)).reshape(target.output_shape)
+    oracle.calls += 2
+    if not np.array_equal(a.view(np.uint64), b.view(np.uint64)):
+        raise RevealRefused("nondeterministic: the same input gave different outputs on two calls")
+    return a.view(np.uint64) == a.reshape(-1)[:1].view(np.uint64)[0]
+
+
+def _check_deterministic(target, oracle: LcaOracle, rng) -> None:
+    """The same input must give the same output: call twice on random inputs and on masked ones."""
+    ops = [_random_exact(target, shape, rng) for shape in target.operand_shapes]
     native = [target.native(x) for x in ops]     # converted once: the queries reuse buffers too
     a = target.to_float64(target.fn(*native))
     b = target.to_float64(target.fn(*native))
@@ -621,39 +692,27 @@ def _validate(checks: list, oracle: LcaOracle) -> None:
         pairs.append((a, b, ids[key]))
         expect.append(l)
     P = np.array(pairs, np.int64)
-    got = oracle.l_many(P[:, :2], sets, P[:, 2])
-    bad = np.flatnonzero(got != np.array(expect))
-    if bad.size:
-        k = bad[0]
-        raise RevealRefused(
-            f"answers inconsistent with any tree: l({P[k, 0]}, {P[k, 1]}) = {got[k]} on a fresh call, the "
-            f"revealed tree says {expect[k]} (nondeterministic or value-dependent order?)")
+    _refuse_unless_equal(P, oracle.l_many(P[:, :2], sets, P[:, 2]), np.array(expect))
 
 
-def _rows_sharing_row0(oracle: LcaOracle, rng) -> np.ndarray:
-    """Rows whose column-0 answers match row 0 on a sample of pairs (batching is safe over them)."""
-    n = oracle.n
-    pairs = [(0, 1), (0, n - 1), (n // 2 - 1, n // 2)] + [
-        tuple(rng.choice(n, size=2, replace=False).tolist()) for _ in range(3)]
-    agree = np.ones(oracle.target.m, bool)
-    for a, b in pairs:
-        if a == b:
-            continue
-        res = oracle.l_everywhere(a, b, first_column=True)
-        agree &= res == res[0]
-    return np.flatnonzero(agree)
-
-
-def _sharing_check(checks: list, oracle: LcaOracle) -> tuple[tuple, int]:
-    """Every output element must show the revealed l on a sample of pairs; list those that do not.
-
-    The sample is of pairs, not of elements: each check is one call with the same pair in every
-    row, compared at every output element (4 pairs of the root frame by default, so a gemm pays
-    4 calls here whatever its size)."""
-    bad = np.zeros(oracle.target.output_shape, bool)
-    for _, a, b, expect in checks:
-        bad |= ~oracle.agrees_everywhere(a, b, expect)
-    return bad.reshape(oracle.target.m, -1), int(bad.size)
+def _sharing_check(checks: list, oracle: LcaOracle, same) -> np.ndarray:
+    """Outputs (bool, m x ncols) that do not share the revealed order: their bits differed from
+    element (0, 0)'s on the random input (`same`), or they answer a check pair of the root frame
+    unlike the tree.  Row r of A asks pair r mod k, so one call checks every output (one call per
+    pair when the masks are split across A and B)."""
+    t = oracle.target
+    bad = ~np.asarray(same, bool).reshape(t.m, -1)
+    if not checks:
+        return bad
+    a = np.array([c[1] for c in checks])
+    b = np.array([c[2] for c in checks])
+    expect = np.array([c[3] for c in checks])
+    if oracle.plan.split:
+        for i, j, e in zip(a.tolist(), b.tolist(), expect.tolist()):
+            bad |= ~oracle.agrees_everywhere(i, j, e).reshape(t.m, -1)
+        return bad
+    k = np.arange(t.m) % len(checks)
+    return bad | ~oracle.agrees_everywhere(a[k], b[k], expect[k]).reshape(t.m, -1)
 
 
 class _Progress:

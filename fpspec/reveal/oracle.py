@@ -36,11 +36,16 @@ class LcaOracle:
         self.queries = 0
         self.calls = 0
         self.batch = batch
-        # rows of A that carry queries for gemv/gemm (the engine narrows them after its sharing check)
+        # gemv/gemm channels, see set_channels: rows of A read at column `read_col`, and columns
+        # of B read at row `ones_row` (none until the engine opens them)
         self.rows = np.arange(target.m) if rows is None else np.asarray(rows)
+        self.read_col = 0
+        self.cols = np.zeros(0, np.int64)
+        self.ones_row = -1
         self._rows_ok: bool | None = None if (target.call_rows is not None and batch) else False
         probe = target.native(np.zeros(2))
         self._is_numpy = isinstance(probe, np.ndarray)
+        self._dtype = probe.dtype if self._is_numpy else None
         self._is_torch = type(probe).__module__.startswith("torch")
         self._b_cache = None
         self._buf = None
@@ -115,56 +120,105 @@ class LcaOracle:
         self.queries += q
         return total - counted
 
-    def l_everywhere(self, i: int, j: int, *, first_column: bool = False) -> np.ndarray:
-        """l(i, j) at every output element of a gemv/gemm: the same pair in every row and column
-        (NaN where an output is not a whole number of units); `first_column`: rows of column 0 only."""
+    def l_everywhere(self, i, j) -> np.ndarray:
+        """l at every output element of a gemv/gemm, row r of A asking the pair (i[r], j[r]) (or
+        (i, j) in every row); NaN where an output is not a whole number of units."""
         p = self.plan
         count = None
-        for res in self._everywhere_outputs(i, j, first_column):
+        for res in self._everywhere_outputs(i, j):
             c = res / p.u
             c = np.where(np.isfinite(c) & (c == np.round(c)), c, np.nan)
             count = c if count is None else count + c
-        self.queries += 1
+        self.queries += self.target.m
         return self.n - count
 
-    def agrees_everywhere(self, i: int, j: int, expect: int) -> np.ndarray:
-        """l(i, j) == expect at every output element, as a bool array of the output's shape.
+    def agrees_everywhere(self, i, j, expect) -> np.ndarray:
+        """l(i[r], j[r]) == expect[r] at every element of row r (scalars: the same in every row),
+        as a bool array of the output's shape.
 
         One window: the output must be exactly (n - expect) units, which is the same test as
         l == expect (u is a power of two at most 1, so res / u is exact or overflows, and
         an output that is no whole number of units equals no whole count) on one compare."""
+        t = self.target
+        expect = np.broadcast_to(np.asarray(expect), (t.m,))
+        shape = (t.m,) + (1,) * (len(t.output_shape) - 1)
         if self.n - 2 > self.plan.window:
-            return self.l_everywhere(i, j) == expect
+            return self.l_everywhere(i, j) == expect.reshape(shape)
         (res,) = self._everywhere_outputs(i, j)
-        self.queries += 1
-        return res == (self.n - expect) * self.plan.u
+        self.queries += t.m
+        return res == ((self.n - expect) * self.plan.u).reshape(shape)
 
-    def _everywhere_outputs(self, i: int, j: int, first_column: bool = False):
-        """Outputs (float64, output shape; or column 0's rows) with masks at i, j in every row of A,
-        one per window."""
+    def _everywhere_outputs(self, i, j):
+        """Outputs (float64, output shape) with masks at i[r], j[r] in row r of A and the unit in
+        every column of B, one call per window of units."""
         t, p = self.target, self.plan
         W = p.window
-        others = np.setdiff1d(np.arange(self.n), [i, j])
-        fast = p.b_mask == p.b_unit and (self._is_numpy or self._is_torch)
-        for lo in range(0, max(1, len(others)), W):
-            a = np.zeros(self.n)
-            a[others[lo:lo + W]] = p.a_unit
-            a[i], a[j] = p.a_mask, -p.a_mask
-            if fast:
-                # masks in A alone leave B all units: the cached B, and A as one converted row tiled
-                A, B = self._tile(t.native(a), t.m), self._ones_b()
-            else:
-                A = np.tile(a, (t.m, 1))
-                B = np.full((self.n,) if t.op == "gemv" else (self.n, t.ncols), p.b_unit)
-                B[i] = B[j] = p.b_mask
-                A, B = t.native(A), t.native(B)
+        I = np.broadcast_to(np.asarray(i, np.int64), (t.m,))
+        J = np.broadcast_to(np.asarray(j, np.int64), (t.m,))
+        rows = np.arange(t.m)
+        if self.n - 2 <= W and not p.split:
+            # one window, masks in A alone: the units everywhere else, B the cached units
+            A = np.full((t.m, self.n), p.a_unit, self._dtype or np.float64)
+            A[rows, I], A[rows, J] = p.a_mask, -p.a_mask
             with np.errstate(all="ignore"):
-                res = t.fn(A, B)
-            if first_column:      # sliced before the conversion: the rest is never read
-                yield t.to_float64(res.reshape(t.m, -1)[:, 0]).reshape(t.m)
-            else:
-                yield t.to_float64(res).reshape(t.output_shape)
+                res = t.fn(A if self._dtype is not None else self._conv(A), self._ones_b())
             self.calls += 1
+            yield t.to_float64(res).reshape(t.output_shape)
+            return
+        for lo in range(0, max(1, self.n - 2), W):
+            # window k: the units on the k-th W of the leaves other than the row's masks
+            A = np.zeros((t.m, self.n))
+            rank = np.arange(self.n)[None, :] - (np.arange(self.n)[None, :] > I[:, None]) \
+                - (np.arange(self.n)[None, :] > J[:, None])
+            A[(rank >= lo) & (rank < lo + W)] = p.a_unit
+            A[rows, I], A[rows, J] = p.a_mask, -p.a_mask
+            B = np.full((self.n,) if t.op == "gemv" else (self.n, t.ncols), p.b_unit)
+            if p.split:
+                # the masks' second factor differs from the unit's: one pair for every row
+                B[I[0]] = B[J[0]] = p.b_mask
+            with np.errstate(all="ignore"):
+                res = t.fn(self._conv(A), self._conv(B))
+            yield t.to_float64(res).reshape(t.output_shape)
+            self.calls += 1
+
+    def _conv(self, X):
+        """float64 values (exact in the format) -> the library's array."""
+        if self._dtype is not None:
+            return X.astype(self._dtype)
+        return self.target.native(X)
+
+    # ------------------------------------------------------------ gemv/gemm channels
+    def set_channels(self, same) -> None:
+        """Open the outputs that may answer queries: `same` (output shape, bool) marks the elements
+        that compute in the order of element (0, 0) (engine: equal bits on one random input).
+
+        A query row of A is read at column `read_col` against a column of units in B; with a gemm
+        and masks in A alone, a query column of B is also read at `ones_row`, a row of ones in A
+        (the row and column products that would mix masks are never read): about m + ncols
+        queries per call."""
+        t = self.target
+        same = np.asarray(same, bool).reshape(t.m, -1)
+        c0 = int(np.argmax(same.sum(0)))
+        self.read_col = c0
+        self.cols, self.ones_row = np.zeros(0, np.int64), -1
+        if t.op == "gemm" and not self.plan.split and t.ncols > 1:
+            wide = same.sum(1) - same[:, c0]
+            r1 = int(np.argmax(wide))
+            cols = np.flatnonzero(same[r1])
+            cols = cols[cols != c0]
+            if len(cols) > int(same[r1, c0]):          # worth a row of A
+                self.cols, self.ones_row = cols, r1
+        rows = np.flatnonzero(same[:, c0])
+        self.rows = rows[rows != self.ones_row]
+
+    def channel_elements(self) -> np.ndarray:
+        """Output elements (as a bool array of the output's shape) that answer queries."""
+        t = self.target
+        used = np.zeros((t.m, max(1, t.ncols) if t.op == "gemm" else 1), bool)
+        used[self.rows, self.read_col] = True
+        if self.ones_row >= 0:
+            used[self.ones_row, self.cols] = True
+        return used.reshape(t.output_shape)
 
     def _ones_b(self):
         """The second operand of a gemv/gemm with the unit everywhere, converted once."""
@@ -397,31 +451,40 @@ class LcaOracle:
                     self._put1(buf, cc[a:b], orig[cc[a:b]])
             self.calls += rows
             return out
-        lanes = len(self.rows) if self.batch else 1
-        ones_b = self._ones_b()
-        native_base = t.native(base) if self._is_numpy or self._is_torch else None
-        for lo in range(0, rows, lanes):
-            hi = min(rows, lo + lanes)
-            sel = self.rows[:hi - lo]
-            a, b = bounds[lo], bounds[hi]
-            if native_base is not None:
-                # A built in the library's dtype: one converted row tiled, no float64 matrix to convert
-                A = self._tile(native_base, t.m)
-                if len(sel) < t.m:
-                    idle = np.ones(t.m, bool)
-                    idle[sel] = False
-                    self._put(A, np.flatnonzero(idle)[:, None], np.arange(self.n)[None, :], 0.0)
-                self._put(A, sel[rr[a:b] - lo], cc[a:b], vv[a:b])
+        return self._eval_matrix(base, rr, cc, vv, rows, bounds)
+
+    def _eval_matrix(self, base, rr, cc, vv, rows, bounds) -> np.ndarray:
+        """gemv/gemm: query k in a row of A (read at read_col) or in a column of B (read at
+        ones_row), as many per call as the channels hold."""
+        t, p = self.target, self.plan
+        out = np.empty(rows)
+        R = self.rows if self.batch else self.rows[:1]
+        C = self.cols if self.batch else self.cols[:0]
+        cap = len(R) + len(C)
+        c0, r1 = self.read_col, self.ones_row
+        for lo in range(0, rows, cap):
+            hi = min(rows, lo + cap)
+            nr = min(hi - lo, len(R))
+            nc = hi - lo - nr
+            a, mid, b = bounds[lo], bounds[lo + nr], bounds[hi]
+            A = np.zeros((t.m, self.n), self._dtype or np.float64)
+            A[R[:nr]] = base
+            A[R[rr[a:mid] - lo], cc[a:mid]] = vv[a:mid]
+            if nc:
+                A[r1] = p.b_unit
+                B = np.full((self.n, t.ncols), p.b_unit, self._dtype or np.float64)
+                B[:, C[:nc]] = base[:, None]
+                B[cc[mid:b], C[rr[mid:b] - lo - nr]] = vv[mid:b]
+                B = self._conv(B) if self._dtype is None else B
             else:
-                A = np.zeros((t.m, self.n))
-                A[sel] = base
-                A[sel[rr[a:b] - lo], cc[a:b]] = vv[a:b]
-                A = t.native(A)
-            res = t.fn(A, ones_b)
-            if native_base is not None:
-                res = res.reshape(t.m, -1)[:, 0]      # column 0 alone is read: convert only it
-            res = t.to_float64(res).reshape(t.m, -1)
-            out[lo:hi] = res[sel, 0]
+                B = self._ones_b()
+            with np.errstate(all="ignore"):      # the products that mix masks overflow; never read
+                res = t.fn(A if self._dtype is not None else self._conv(A), B)
+            # a numpy output is read where it is (the float64 conversion of two slices is exact)
+            res = (res if self._dtype is not None else t.to_float64(res)).reshape(t.m, -1)
+            out[lo:lo + nr] = res[R[:nr], c0]
+            if nc:
+                out[lo + nr:hi] = res[r1, C[:nc]]
             self.calls += 1
         return out
 
