@@ -168,7 +168,9 @@ def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = F
         raise RevealRefused(f"the revealed tree has {tree.size} leaves, not n = {n}")
     checked = bad.size if matrix and check else 0
     count = int(bad.sum()) if checked else 0
-    differing = tuple(map(tuple, np.argwhere(bad)[:MAX_LISTED].tolist())) if count else ()
+    # the first MAX_LISTED only: an argwhere over every differing output costs more than a gemm call
+    first = np.flatnonzero(bad)[:MAX_LISTED] if count else np.zeros(0, np.int64)
+    differing = tuple(zip(*(ix.tolist() for ix in np.unravel_index(first, bad.shape)))) if count else ()
     if count:
         rows = np.flatnonzero(bad.any(1)).tolist()
         cols = np.flatnonzero(bad.any(0)).tolist()
@@ -241,8 +243,14 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
     while frames or guesses:
         F = len(frames)
         # verification queries of last wave's guesses ride in this wave's batch
-        vpairs, vexpect, vcount = _verification_queries([g[4] for g in guesses])
         rpairs, rexpect = ride
+        wrong = None
+        if guesses and not restricted and getattr(oracle, "packs_groups", lambda: False)():
+            # a sum: the guesses of one frame share rows (note [witness]), before this wave's batch
+            wrong = _verify_packed(oracle, guesses)
+            vpairs, vexpect, vcount = _verification_queries([])
+        else:
+            vpairs, vexpect, vcount = _verification_queries([g[4] for g in guesses])
         next_frames: list = []
         if F:
             ids = np.array([f[0] for f in frames], np.int64)
@@ -277,8 +285,9 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
             ride = (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
         bar.advance(F + len(guesses))
         if guesses:
-            wrong = np.add.reduceat(Lv != vexpect, np.concatenate([[0], np.cumsum(vcount)[:-1]]))
-            for (gid, leaves, ctx, pol, shape), bad in zip(guesses, wrong.tolist()):
+            if wrong is None:
+                wrong = np.add.reduceat(Lv != vexpect, np.concatenate([[0], np.cumsum(vcount)[:-1]])).tolist()
+            for (gid, leaves, ctx, pol, shape), bad in zip(guesses, wrong):
                 if bad:             # the guess was wrong: reveal the group the ordinary way
                     next_frames.append((gid, leaves, ctx, pol))
                 else:
@@ -417,31 +426,51 @@ class _Shape:
         return _Shape(leaves, kids, leaves[np.searchsorted(self.leaves, self.first)], self.size)
 
 
-def _chain(pivot: int, parts: list) -> _Shape:
-    """The level node ((pivot part1) part2) ... of a pivot's path, each part a leaf or a _Shape."""
-    rows: list = []
-    firsts: list = []
-    sizes: list = []
-    leaves = [np.array([pivot])]
-    cur, cur_first, cur_size = ~pivot, pivot, 1
-    for p in parts:
-        if isinstance(p, _Shape):
-            off = len(rows)
-            rows.extend(np.where(p.kids >= 0, p.kids + off, p.kids).tolist())
-            firsts.extend(p.first.tolist())
-            sizes.extend(p.size.tolist())
-            ref, pf, ps = len(rows) - 1, int(p.first[-1]), int(p.size[-1])
-            leaves.append(p.leaves)
-        else:
-            ref, pf, ps = ~p, p, 1
-            leaves.append(np.array([p]))
-        cur_first, cur_size = min(cur_first, pf), cur_size + ps
-        rows.append((cur, ref))
-        firsts.append(cur_first)
-        sizes.append(cur_size)
-        cur = len(rows) - 1
-    return _Shape(np.sort(np.concatenate(leaves)), np.array(rows, np.int64).reshape(-1, 2),
-                  np.array(firsts, np.int64), np.array(sizes, np.int64))
+class _Chain:
+    """The level nodes ((pivot part1) part2) ... of a pivot's path as one growing row array, each
+    part a leaf or a _Shape; level t's node is a prefix of the rows (built on demand, once)."""
+
+    def __init__(self, pivot: int):
+        self.parts: list = []
+        self.pieces: list = []                  # (rows, first, size) arrays, in row order
+        self.row_of: list = []                  # level -> row index of its node
+        self.cur, self.cur_first, self.cur_size = ~pivot, pivot, 1
+        self.rows = np.zeros((0, 2), np.int64)
+        self.first = self.size = np.zeros(0, np.int64)
+        self.nrows = 0
+
+    def level(self, t: int, leaves: np.ndarray) -> _Shape:
+        """Level t's node (levels counted from 0 = the first part), on its sorted `leaves`."""
+        singles: list = []
+
+        def flush():
+            if singles:
+                arr = np.array(singles, np.int64)
+                self.pieces.append((arr[:, :2], arr[:, 2], arr[:, 3]))
+                singles.clear()
+        for p in self.parts[len(self.row_of):t + 1]:
+            if isinstance(p, _Shape):
+                flush()
+                k = len(p.size)
+                self.pieces.append((np.where(p.kids >= 0, p.kids + self.nrows, p.kids), p.first, p.size))
+                self.nrows += k
+                ref, pf, ps = self.nrows - 1, int(p.first[-1]), int(p.size[-1])
+            else:
+                ref, pf, ps = ~p, p, 1
+            self.cur_first = min(self.cur_first, pf)
+            self.cur_size += ps
+            singles.append((self.cur, ref, self.cur_first, self.cur_size))
+            self.cur = self.nrows
+            self.row_of.append(self.nrows)
+            self.nrows += 1
+        flush()
+        if self.pieces:
+            self.rows = np.concatenate([self.rows] + [r for r, _, _ in self.pieces])
+            self.first = np.concatenate([self.first] + [f for _, f, _ in self.pieces])
+            self.size = np.concatenate([self.size] + [s for _, _, s in self.pieces])
+            self.pieces = []
+        end = self.row_of[t] + 1
+        return _Shape(leaves, self.rows[:end], self.first[:end], self.size[:end])
 
 
 def _guess_groups(pivots, js, g0, g1, big, exceeds, covered, fs, fe) -> dict:
@@ -449,7 +478,7 @@ def _guess_groups(pivots, js, g0, g1, big, exceeds, covered, fs, fe) -> dict:
     out: dict = {}
     for f in np.flatnonzero(np.add.reduceat(big, fs) > 0).tolist():
         a, b = int(fs[f]), int(fe[f])
-        parts: list = []
+        chain = _Chain(int(pivots[f]))
         size_level: dict = {}       # |A_t| -> t, while every level up to t is known and binary
         known = True
         for k in range(a, b):
@@ -457,18 +486,33 @@ def _guess_groups(pivots, js, g0, g1, big, exceeds, covered, fs, fe) -> dict:
                 shape = None
                 t = None if exceeds[k] else size_level.get(int(g1[k] - g0[k]))
                 if t is not None:
-                    level = _chain(int(pivots[f]), parts[:t - a + 1])
+                    # js is sorted by (frame, l): levels a..t of this frame are one slice
+                    leaves = np.sort(np.append(js[g0[a]:g1[t]], pivots[f]))
                     group = js[g0[k]:g1[k]]
-                    if np.array_equal(np.diff(level.leaves), np.diff(group)):
-                        shape = out[k] = level.relabel(group)
-                parts.append(shape)
+                    if np.array_equal(np.diff(leaves), np.diff(group)):
+                        shape = out[k] = chain.level(t - a, leaves).relabel(group)
+                chain.parts.append(shape)
                 known = known and shape is not None
             else:
-                parts.append(int(js[g0[k]]))
+                chain.parts.append(int(js[g0[k]]))
             known = known and not exceeds[k]
             if known:       # groups above an unknown level can still match the levels below it
                 size_level[int(covered[k])] = k
     return out
+
+
+def _verify_packed(oracle, guesses: list) -> list[bool]:
+    """Per guess, whether its proof failed; the guesses of one frame share rows (l_groups)."""
+    by_frame: dict = {}
+    for k, g in enumerate(guesses):
+        by_frame.setdefault(g[2], []).append(k)
+    wrong = [False] * len(guesses)
+    for ctx, ks in by_frame.items():
+        checks = [_verification_queries([guesses[k][4]]) for k in ks]
+        got = oracle.l_groups(ctx, [guesses[k][1] for k in ks], [c[0] for c in checks])
+        for k, c, g in zip(ks, checks, got):
+            wrong[k] = not np.array_equal(g, c[1])
+    return wrong
 
 
 def _verification_queries(shapes: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -636,15 +680,22 @@ def _fingerprint(target, oracle: LcaOracle, rng) -> np.ndarray:
     rounds random values differently): only those answer queries (LcaOracle.set_channels), and
     the others are reported as not sharing the revealed order."""
     x = _random_exact(target, (1, target.n), rng)
-    # numpy: one row converted, then tiled in the library's dtype
-    A = np.tile(oracle._conv(x), (target.m, 1)) if oracle._dtype is not None else oracle._conv(np.tile(x, (target.m, 1)))
-    B = oracle._conv(np.ones(target.operand_shapes[1]))
-    a = target.to_float64(target.fn(A, B)).reshape(target.output_shape)
-    b = target.to_float64(target.fn(A, B)).reshape(target.output_shape)
+    A = oracle._matrix("A", (target.m, target.n), 0.0)
+    A[:] = x            # numpy: converted to the library's dtype in the copy
+    A = A if oracle._dtype is not None else oracle._conv(A)
+    B = oracle._ones_b() if oracle.plan.b_unit == 1 else oracle._conv(np.ones(target.operand_shapes[1]))
+
+    def bits():
+        # a numpy output compared in its own dtype, as unsigned integers of its width
+        out = target.fn(A, B)
+        out = out if isinstance(out, np.ndarray) else target.to_float64(out)
+        return out.reshape(target.output_shape).view(f"u{out.itemsize}")
+
+    a, b = bits(), bits()
     oracle.calls += 2
-    if not np.array_equal(a.view(np.uint64), b.view(np.uint64)):
+    if not np.array_equal(a, b):
         raise RevealRefused("nondeterministic: the same input gave different outputs on two calls")
-    return a.view(np.uint64) == a.reshape(-1)[:1].view(np.uint64)[0]
+    return a == a.reshape(-1)[0]
 
 
 def _check_deterministic(target, oracle: LcaOracle, rng) -> None:

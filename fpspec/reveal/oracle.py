@@ -48,6 +48,7 @@ class LcaOracle:
         self._dtype = probe.dtype if self._is_numpy else None
         self._is_torch = type(probe).__module__.startswith("torch")
         self._b_cache = None
+        self._bufs: dict = {}
         self._buf = None
         self._buf_key = None
         self._dirty = None
@@ -144,13 +145,14 @@ class LcaOracle:
         shape = (t.m,) + (1,) * (len(t.output_shape) - 1)
         if self.n - 2 > self.plan.window:
             return self.l_everywhere(i, j) == expect.reshape(shape)
-        (res,) = self._everywhere_outputs(i, j)
+        (res,) = self._everywhere_outputs(i, j, native=True)
         self.queries += t.m
-        return res == ((self.n - expect) * self.plan.u).reshape(shape)
+        # a count below 2^p times u is exact in the output format: compared there, unconverted
+        return res == ((self.n - expect) * self.plan.u).reshape(shape).astype(res.dtype)
 
-    def _everywhere_outputs(self, i, j):
+    def _everywhere_outputs(self, i, j, native: bool = False):
         """Outputs (float64, output shape) with masks at i[r], j[r] in row r of A and the unit in
-        every column of B, one call per window of units."""
+        every column of B, one call per window of units; `native`: a numpy output unconverted."""
         t, p = self.target, self.plan
         W = p.window
         I = np.broadcast_to(np.asarray(i, np.int64), (t.m,))
@@ -158,12 +160,14 @@ class LcaOracle:
         rows = np.arange(t.m)
         if self.n - 2 <= W and not p.split:
             # one window, masks in A alone: the units everywhere else, B the cached units
-            A = np.full((t.m, self.n), p.a_unit, self._dtype or np.float64)
+            A = self._matrix("A", (t.m, self.n), p.a_unit)
             A[rows, I], A[rows, J] = p.a_mask, -p.a_mask
             with np.errstate(all="ignore"):
                 res = t.fn(A if self._dtype is not None else self._conv(A), self._ones_b())
             self.calls += 1
-            yield t.to_float64(res).reshape(t.output_shape)
+            if not (native and isinstance(res, np.ndarray)):
+                res = t.to_float64(res)
+            yield res.reshape(t.output_shape)
             return
         for lo in range(0, max(1, self.n - 2), W):
             # window k: the units on the k-th W of the leaves other than the row's masks
@@ -225,8 +229,20 @@ class LcaOracle:
         if self._b_cache is None:
             t = self.target
             shape = (self.n,) if t.op == "gemv" else (self.n, t.ncols)
-            self._b_cache = t.native(np.full(shape, self.plan.b_unit))
+            if self._dtype is not None:
+                self._b_cache = np.full(shape, self.plan.b_unit, self._dtype)
+            else:
+                self._b_cache = t.native(np.full(shape, self.plan.b_unit))
         return self._b_cache
+
+    def _matrix(self, key: str, shape, fill):
+        """A numpy operand buffer kept between calls and refilled (fresh megabytes cost page
+        faults on every call); float64 for other libraries (converted by _conv)."""
+        buf = self._bufs.get(key)
+        if buf is None or buf.shape != shape:
+            buf = self._bufs[key] = np.empty(shape, self._dtype or np.float64)
+        buf.fill(fill)
+        return buf
 
     # ------------------------------------------------------------ rows of queries
     def _run(self, ri, rj, in_set, row_base) -> np.ndarray:
@@ -323,6 +339,65 @@ class LcaOracle:
     def can_pack(self) -> bool:
         """Several queries per row need units that add up exactly: masks in one operand only."""
         return not self.plan.split
+
+    def packs_groups(self) -> bool:
+        """l_groups pays off where a row costs what a call costs: a sum batched over rows."""
+        return self.can_pack() and self.target.op == "sum" and self._rows_ok is not False \
+            and self.n - 2 <= self.plan.window
+
+    def l_groups(self, witness: int, groups: list, pairs: list) -> list[np.ndarray]:
+        """l(a, b) for pairs inside disjoint leaf groups that hang off one pivot's path (the
+        groups of one FPRev frame; `witness` is its pivot), several groups sharing each row.
+
+        Note [witness]: group k carries its units at scale 2^off_k, the witness leaf at its
+        own scale, every other leaf zero.  The levels of a pivot's path are subtrees, so the
+        lca of two leaves of group G_t either stays inside G_t or holds the level below it,
+        the pivot included.  A row whose witness unit survived therefore had every lca inside
+        its own group: each count is read from its own bits and is that pair's l.  A row whose
+        witness was swamped gives -1 for all its pairs (some pair's lca left its group).
+        """
+        p = self.plan
+        bits = min(52, int(p.window + 1).bit_length() - 1) - 1       # one bit for the witness
+        width = [int(len(g)).bit_length() for g in groups]
+        order = sorted(range(len(groups)), key=lambda k: -len(pairs[k]))
+        blocks: list[list] = []          # [[bits used, [(k, offset)]]]
+        for k in order:
+            for blk in blocks:
+                if blk[0] + width[k] <= bits:
+                    blk[1].append((k, blk[0]))
+                    blk[0] += width[k]
+                    break
+            else:
+                blocks.append([width[k], [(k, 0)]])
+        out: list = [None] * len(groups)
+        for used, members in blocks:
+            base = np.zeros(self.n)
+            base[witness] = p.a_unit * 2.0 ** used
+            rows = max(len(pairs[k]) for k, _ in members)
+            rr, cc, vv = [], [], []
+            for k, off in members:
+                base[groups[k]] = p.a_unit * 2.0 ** off
+                q = len(pairs[k])
+                rr += [np.arange(q), np.arange(q)]
+                cc += [pairs[k][:, 0], pairs[k][:, 1]]
+                vv += [np.full(q, p.a_mask), np.full(q, -p.a_mask)]
+            with np.errstate(all="ignore"):
+                res = self._eval_rows(base, np.concatenate(rr), np.concatenate(cc), np.concatenate(vv), rows)
+            total = res / p.u
+            ok = np.isfinite(total) & (total == np.round(total)) & (total >= 0) & (total < 2.0 ** (used + 1))
+            if not np.all(ok):
+                bad = int(np.flatnonzero(~ok)[0])
+                raise RevealRefused(
+                    f"output {res[bad]!r} is not a whole number of units: l is not an integer in [2, n], "
+                    "so the target is not a summation tree over its inputs")
+            total = total.astype(np.int64)
+            seen = (total >> used) & 1 == 1
+            for k, off in members:
+                q = len(pairs[k])
+                count = (total[:q] >> off) & ((1 << width[k]) - 1)
+                out[k] = np.where(seen[:q], len(groups[k]) - count, -1)
+        self.queries += sum(len(x) for x in pairs)
+        return out
 
     def l_frames(self, pivots, js_list, units_list) -> list[np.ndarray]:
         """l_S(p_k, j) for every j of every frame k, several frames sharing each row.
@@ -467,12 +542,12 @@ class LcaOracle:
             nr = min(hi - lo, len(R))
             nc = hi - lo - nr
             a, mid, b = bounds[lo], bounds[lo + nr], bounds[hi]
-            A = np.zeros((t.m, self.n), self._dtype or np.float64)
+            A = self._matrix("A", (t.m, self.n), 0.0)
             A[R[:nr]] = base
             A[R[rr[a:mid] - lo], cc[a:mid]] = vv[a:mid]
             if nc:
                 A[r1] = p.b_unit
-                B = np.full((self.n, t.ncols), p.b_unit, self._dtype or np.float64)
+                B = self._matrix("B", (self.n, t.ncols), p.b_unit)
                 B[:, C[:nc]] = base[:, None]
                 B[cc[mid:b], C[rr[mid:b] - lo - nr]] = vv[mid:b]
                 B = self._conv(B) if self._dtype is None else B

@@ -208,6 +208,10 @@ def test_guessed_blocks_are_proven_and_cut_queries():
     Node((sequential(range(8)), sequential(range(15, 7, -1)))),
     # the group hangs under a fused parent: its guessed top is not a node of the true tree
     Node((sequential(range(4)), Node((4, 5)), Node((6, 7))), fused=True),
+    # the same, and every pair inside the group's children right: with units on the group
+    # alone its top would read |G| like the guess; only the witness (the pivot) shows the lca
+    # left the group (note [witness])
+    Node((pairwise(range(4)), Node((4, 5)), Node((6, 7))), fused=True),
     # one leaf of the guessed copy sits elsewhere: 8 leaves in the group, not in guessed places
     Node((Node((sequential(range(4)), sequential([4, 5, 7, 6]))), sequential(range(8, 16)))),
 ])
@@ -217,6 +221,23 @@ def test_a_wrong_guess_is_caught_not_revealed(tree):
     assert build_tree(oracle, n) == tree
     assert reveal(S.sum_target(tree, "fp32")).tree == tree
     assert reveal(S.sum_target(tree, "fp16")).tree == tree
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "fp64"])
+def test_packed_proofs_with_one_wrong_block(fmt):
+    # 16 blocks of 16 summed pairwise, block 5 reversed and block 11 a fused node: their guesses
+    # share rows with right ones (note [witness]) and fail alone or with their row
+    from fpspec.tree import relabel
+
+    blocks = [sequential(range(16))] * 16
+    blocks[5] = S.reversed_tree(16)
+    blocks[11] = Node((sequential(range(8)), Node((8, 9)), sequential(range(10, 16))), fused=True)
+    parts = [relabel(b, list(range(16 * c, 16 * c + 16))) for c, b in enumerate(blocks)]
+    tree = S._combine(parts, "pairwise")
+    target = S.sum_target(tree, fmt)
+    rev = reveal(target)
+    assert rev.tree == tree
+    assert reveal(target, guess=False).tree == tree
 
 
 @settings(max_examples=30, deadline=None)
