@@ -139,31 +139,44 @@ def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = F
         oracle.set_channels(same)
     else:
         _check_deterministic(target, oracle, rng)
-    attempt = 0 if target.m * target.ncols > 1 else 1    # one output: nothing to retry over
+    attempt = 0
+    last_attempt = 2 if matrix and target.m * target.ncols > 1 else 0    # one output: no retry
     while True:
-        bad = None
+        bad, err = None, None
         try:
             tree, checks, sharing = _construct(oracle, n, rng, algorithm, pivot, progress, guess)
-            if check:
-                _validate(checks, oracle)
-            if check and matrix:
-                bad = _sharing_check(sharing, oracle, same)
-        except RevealRefused:
-            if not matrix or attempt:
-                raise
-        if not matrix or not check or attempt or (bad is not None and not (bad & oracle.channel_elements()).any()):
+        except RevealRefused as e:
+            err = e
+        if matrix:
+            _settle_repeat(target, oracle)      # nondeterminism explains a failure first
+        if err is None:
+            try:
+                if check:
+                    _validate(checks, oracle)
+                if check and matrix:
+                    bad = _sharing_check(sharing, oracle, same)
+            except RevealRefused as e:
+                err = e
+        if err is None and (bad is None or not (bad & oracle.channel_elements().reshape(bad.shape)).any()):
             break
-        # an output that answered queries failed a check: ask again only in column read_col, at
-        # rows that passed every check; after a refusal (the culprit unknown) at element (0, 0) alone
-        attempt = 1
-        keep = np.zeros((target.m, len(same.reshape(target.m, -1)[0])), bool)
-        col = oracle.read_col
-        if bad is not None:
-            keep[:, col] = (same.reshape(target.m, -1) & ~bad)[:, col]
-        keep[0, 0] = True
+        if attempt == last_attempt:
+            if err is not None:
+                raise err
+            break
+        # outputs that answered queries failed a check: ask again where every check passed;
+        # after a refusal (the culprit unknown) where a second random input also agrees with
+        # element (0, 0), and after a second refusal at element (0, 0) alone
+        attempt += 1
+        if err is None:
+            keep = same & ~bad.reshape(same.shape)
+        elif attempt == 1:
+            keep = same & _fingerprint(target, oracle, rng)
+        else:
+            keep = np.zeros_like(same)
+        keep.reshape(-1)[0] = True
         oracle.set_channels(keep)
-        notes.append(f"an output that answered queries failed a check; asked again at "
-                     f"{len(oracle.rows)} rows of column {oracle.read_col} only")
+        notes.append(f"an output that answered queries failed a check; asked again at {int(keep.sum())} "
+                     "outputs")
     if (tree.size if isinstance(tree, Node) else 1) != n:   # every construction partitions 0..n-1
         raise RevealRefused(f"the revealed tree has {tree.size} leaves, not n = {n}")
     checked = bad.size if matrix and check else 0
@@ -661,41 +674,74 @@ def _basic(oracle: LcaOracle, n: int) -> Tree:
 
 # ---------------------------------------------------------------- checks
 
-def _random_exact(target, shape, rng) -> np.ndarray:
-    """Random values exact in the target's format: integers of p bits times powers of two (no
-    rounding pass needed)."""
+def _random_exact(target, shape, rng, spread: int = 4) -> np.ndarray:
+    """Random values exact in the target's format: integers of p bits times powers of two in
+    [2^-spread, 2^spread] (no rounding pass needed)."""
     from fpspec.formats import get_format
 
     bits = min(get_format(target.fmt).precision, 24) - 1
     mant = rng.integers(-(1 << bits), 1 << bits, size=shape)
-    scale = 2.0 ** (np.arange(-4, 5) - bits)      # a table lookup: pow over the array costs more
-    return mant * scale[rng.integers(0, 9, size=shape)]
+    scale = 2.0 ** (np.arange(-spread, spread + 1) - bits)   # a table lookup: pow over the array costs more
+    return mant * scale[rng.integers(0, 2 * spread + 1, size=shape)]
 
 
 def _fingerprint(target, oracle: LcaOracle, rng) -> np.ndarray:
-    """gemv/gemm: every row of A the same random vector, B all ones, called twice.
+    """gemv/gemm: every row of A the same random vector, B all ones.
 
-    The same input must give the same bits (else: nondeterministic).  Every output then sums
-    the same values; one whose bits equal element (0, 0)'s computes in its order (another order
-    rounds random values differently): only those answer queries (LcaOracle.set_channels), and
-    the others are reported as not sharing the revealed order."""
-    x = _random_exact(target, (1, target.n), rng)
+    Every output then sums the same values; one whose bits equal element (0, 0)'s computes in
+    its order (another order rounds random values differently): only those answer queries
+    (LcaOracle.set_channels), and the others are reported as not sharing the revealed order.
+
+    Note [repeat]: the same input must give the same bits.  The rows of A that answer no
+    query in the next call carry this input again, and their outputs against the columns of
+    units must not change (oracle.repeat_same); a construction that never leaves a row idle
+    pays a second call instead (_settle_repeat)."""
+    x = _order_sensitive(target, oracle, rng)[None, :]
+    bits = _fingerprint_bits(target, oracle, x)
+    oracle.calls += 1
+    oracle.repeat, oracle.repeat_same = (x[0], bits), None
+    return bits == bits.reshape(-1)[0]
+
+
+def _order_sensitive(target, oracle: LcaOracle, rng) -> np.ndarray:
+    """A row for the fingerprint: random values exact in the format, and masks at leaves 0 and
+    1 (unless the masks are split across A and B).  An output is the sum, in its order, of the
+    values outside the lca of leaves 0 and 1: two orders give the same bits only if they agree
+    on l(0, 1) and also happen to round the rest alike (random values alone give one number
+    whose last few bits carry the order: two orders agree on it too often)."""
+    p = oracle.plan
+    spread = 3
+    # the values' sum stays below the units a query may carry, so the masks swamp it
+    top = min(10, int(np.log2(p.window * p.u)) - int(target.n).bit_length() - spread - 1)
+    x = _random_exact(target, (target.n,), rng, spread) * 2.0 ** top
+    if not p.split and target.n > 2:
+        x[0], x[1] = p.a_mask, -p.a_mask
+    return x
+
+
+def _fingerprint_bits(target, oracle: LcaOracle, x) -> np.ndarray:
     A = oracle._matrix("A", (target.m, target.n), 0.0)
     A[:] = x            # numpy: converted to the library's dtype in the copy
     A = A if oracle._dtype is not None else oracle._conv(A)
     B = oracle._ones_b() if oracle.plan.b_unit == 1 else oracle._conv(np.ones(target.operand_shapes[1]))
+    out = target.fn(A, B)
+    # a numpy output compared in its own dtype, as unsigned integers of its width
+    out = out if isinstance(out, np.ndarray) else target.to_float64(out)
+    return out.reshape(target.output_shape).view(f"u{out.itemsize}")
 
-    def bits():
-        # a numpy output compared in its own dtype, as unsigned integers of its width
-        out = target.fn(A, B)
-        out = out if isinstance(out, np.ndarray) else target.to_float64(out)
-        return out.reshape(target.output_shape).view(f"u{out.itemsize}")
 
-    a, b = bits(), bits()
-    oracle.calls += 2
-    if not np.array_equal(a, b):
+def _settle_repeat(target, oracle: LcaOracle) -> None:
+    """The determinism check of note [repeat], once the construction is over (or has failed)."""
+    if oracle.repeat is None or oracle.repeat_same:
+        return
+    x, first = oracle.repeat
+    oracle.repeat = None
+    oracle.calls += 1
+    if not np.array_equal(_fingerprint_bits(target, oracle, x[None, :]), first):
         raise RevealRefused("nondeterministic: the same input gave different outputs on two calls")
-    return a == a.reshape(-1)[0]
+    if oracle.repeat_same is False:
+        raise RevealRefused("value-dependent: outputs changed with the values in other rows of A; "
+                            "their order cannot be revealed one query per row")
 
 
 def _check_deterministic(target, oracle: LcaOracle, rng) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 from fpspec.errors import RevealRefused
 from fpspec.reveal.masks import MaskPlan, plan_masks
 
+REPEAT_OUTPUTS = 256        # idle outputs that stand for a repeated call (note [repeat])
 ROW_BUDGET = 1 << 19        # elements per batched call: 2 MB of fp32 (fastest of 2^16..2^20 here, numpy.sum n=4096)
 
 
@@ -42,6 +43,10 @@ class LcaOracle:
         self.read_col = 0
         self.cols = np.zeros(0, np.int64)
         self.ones_row = -1
+        # gemv/gemm: (row of A, output bits) of the engine's fingerprint call, repeated on the idle
+        # rows of the next query call; repeat_same: None until then, then whether the bits agreed
+        self.repeat = None
+        self.repeat_same: bool | None = None
         self._rows_ok: bool | None = None if (target.call_rows is not None and batch) else False
         probe = target.native(np.zeros(2))
         self._is_numpy = isinstance(probe, np.ndarray)
@@ -545,6 +550,14 @@ class LcaOracle:
             A = self._matrix("A", (t.m, self.n), 0.0)
             A[R[:nr]] = base
             A[R[rr[a:mid] - lo], cc[a:mid]] = vv[a:mid]
+            idle = None
+            if self.repeat is not None and self.repeat_same is None:
+                # rows of A that answer nothing repeat the fingerprint input (note [repeat])
+                idle = np.ones(t.m, bool)
+                idle[R[:nr]] = False
+                if nc:
+                    idle[r1] = False
+                A[idle] = self.repeat[0]
             if nc:
                 A[r1] = p.b_unit
                 B = self._matrix("B", (self.n, t.ncols), p.b_unit)
@@ -557,6 +570,12 @@ class LcaOracle:
                 res = t.fn(A if self._dtype is not None else self._conv(A), B)
             # a numpy output is read where it is (the float64 conversion of two slices is exact)
             res = (res if self._dtype is not None else t.to_float64(res)).reshape(t.m, -1)
+            ones = np.ones(res.shape[1], bool)
+            ones[C[:nc]] = False
+            # enough outputs to stand for a second call (else _settle_repeat makes one)
+            if idle is not None and idle.sum() * ones.sum() >= min(REPEAT_OUTPUTS, t.m * t.ncols // 4):
+                got = res[idle][:, ones].view(f"u{res.itemsize}")
+                self.repeat_same = bool(np.array_equal(got, self.repeat[1].reshape(t.m, -1)[idle][:, ones]))
             out[lo:lo + nr] = res[R[:nr], c0]
             if nc:
                 out[lo + nr:hi] = res[r1, C[:nc]]
