@@ -213,8 +213,8 @@ def _construct(oracle, n, rng, algorithm, pivot, progress, guess=True):
                 raise FpspecError(f"FPRev-basic asks n(n-1)/2 queries; use it for n <= {BASIC_MAX_N}")
             tree = _basic(oracle, n)
             return tree, _checks_from_tree(tree, rng, 24), _checks_from_tree(tree, rng, 4)
-        tree, learned = _fprev(oracle, n, rng, restricted=algorithm == "modified", pivot=pivot, bar=bar,
-                               hypotheses=guess)
+        tree, learned = _fprev_rewinding(oracle, n, rng, restricted=algorithm == "modified", pivot=pivot,
+                                         bar=bar, hypotheses=guess)
         # fprev's cross-checks rode along the waves; the last wave's are left
         checks = _checks_from_learned(learned, rng, 32) if algorithm == "modified" else learned.unasked
         return tree, checks, _checks_from_learned(learned, rng, 8, root_only=True)
@@ -231,13 +231,21 @@ def build_tree(oracle, n: int, *, algorithm: str = "fprev", seed: int = 0, pivot
     rng = np.random.default_rng(seed)
     if algorithm == "basic":
         return _basic(oracle, n)
-    tree, _ = _fprev(oracle, n, rng, restricted=algorithm == "modified", pivot=pivot, bar=_Progress(n, False),
-                     hypotheses=guess)
+    tree, _ = _fprev_rewinding(oracle, n, rng, restricted=algorithm == "modified", pivot=pivot,
+                               bar=_Progress(n, False), hypotheses=guess)
     return tree
 
 
+def _fprev_rewinding(oracle, n, rng, **kw) -> tuple[Tree, "_Learned"]:
+    """_fprev, and again without the probe when a level it guessed was wrong (note [probe])."""
+    try:
+        return _fprev(oracle, n, rng, **kw)
+    except _Rewind:
+        return _fprev(oracle, n, rng, probe=False, **kw)
+
+
 def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
-           hypotheses: bool = True) -> tuple[Tree, _Learned]:
+           hypotheses: bool = True, probe: bool = True) -> tuple[Tree, _Learned]:
     """Algorithm 4 over waves: every frame pending at one depth is asked in one batch, together
     with the verification queries of the groups guessed in the wave before (note [hypotheses])."""
     learned = _Learned()
@@ -249,6 +257,9 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
     frames = [(0, np.arange(n), -1, start_policy)]      # (id, leaves, context leaf, policy)
     guesses: list = []                                   # (id, leaves, context leaf, policy, _Shape)
     guessing = hypotheses and not restricted
+    packing = guessing and getattr(oracle, "packs_groups", lambda: False)()
+    probing = probe and packing and pivot in ("adaptive", "min") and n >= PROBE_MIN_N and n & (n - 1) == 0
+    proven_upto = n             # root levels above this l were guessed by the probe
     level_base = 0
     first = True
     # cross-checks on pairs never asked, from the frames of one wave, ride in the next batch
@@ -257,13 +268,15 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
         F = len(frames)
         # verification queries of last wave's guesses ride in this wave's batch
         rpairs, rexpect = ride
-        wrong = None
-        if guesses and not restricted and getattr(oracle, "packs_groups", lambda: False)():
-            # a sum: the guesses of one frame share rows (note [witness]), before this wave's batch
-            wrong = _verify_packed(oracle, guesses)
-            vpairs, vexpect, vcount = _verification_queries([])
-        else:
-            vpairs, vexpect, vcount = _verification_queries([g[4] for g in guesses])
+        # a sum: the guesses of one frame share rows (note [witness]) before this wave's batch,
+        # except those on levels the probe guessed (note [probe]), which go in the batch
+        packed = [k for k, g in enumerate(guesses) if packing and g[5] is None]
+        alone = [k for k, g in enumerate(guesses) if not (packing and g[5] is None)]
+        wrong = [False] * len(guesses)
+        for k, bad in zip(packed, _verify_packed(oracle, [guesses[k] for k in packed]) if packed else []):
+            wrong[k] = bad
+        vpairs, vexpect, vcount = _verification_queries([guesses[k][4] for k in alone],
+                                                        [guesses[k][5] for k in alone])
         next_frames: list = []
         if F:
             ids = np.array([f[0] for f in frames], np.int64)
@@ -291,6 +304,9 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
             L = np.concatenate(per_frame)
         elif restricted:
             L = oracle.l_many(pairs, units, gl)
+        elif first and probing:
+            L, proven_upto = _probe_root(oracle, pairs, n)
+            Lv = np.zeros(0, np.int64)
         else:
             L = oracle.l_many(np.concatenate([pairs, vpairs, rpairs]))
             L, Lv, Lr = L[:len(pairs)], L[len(pairs):len(pairs) + len(vpairs)], L[len(pairs) + len(vpairs):]
@@ -298,9 +314,13 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
             ride = (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
         bar.advance(F + len(guesses))
         if guesses:
-            if wrong is None:
-                wrong = np.add.reduceat(Lv != vexpect, np.concatenate([[0], np.cumsum(vcount)[:-1]])).tolist()
-            for (gid, leaves, ctx, pol, shape), bad in zip(guesses, wrong):
+            if alone:
+                starts = np.concatenate([[0], np.cumsum(vcount)[:-1]])
+                for k, bad in zip(alone, np.add.reduceat(Lv != vexpect, starts).tolist()):
+                    wrong[k] = bad
+            for (gid, leaves, ctx, pol, shape, level), bad in zip(guesses, wrong):
+                if bad and level is not None:
+                    raise _Rewind     # a level the probe guessed is wrong: start again, asking all
                 if bad:             # the guess was wrong: reveal the group the ordinary way
                     next_frames.append((gid, leaves, ctx, pol))
                 else:
@@ -358,10 +378,18 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
                   else {})
         for b, (k, a, z) in enumerate(zip(np.flatnonzero(big).tolist(), g0[big].tolist(), g1[big].tolist())):
             item = (next_ids[b], js[a:z], next_ctx[b], next_policy[b])
+            # a level the probe guessed: its group must be guessed too, and its own l proven
+            level = None
+            if gl_val[k] > proven_upto:
+                if k not in shapes:
+                    raise _Rewind
+                level = (np.array([[pivots[gframe[k]], js[a]]]), gl_val[k:k + 1])
             if k in shapes:
-                guesses.append(item + (shapes[k],))
+                guesses.append(item + (shapes[k], level))
             else:
                 next_frames.append(item)
+        if proven_upto < n and np.any((gl_val > proven_upto) & ~big):
+            raise _Rewind           # a single leaf on a guessed level: not the pattern guessed
         # book-keeping for assembly and cross-checks
         for f, fid in enumerate(ids.tolist()):
             learned.pivot[fid] = int(pivots[f])
@@ -373,6 +401,8 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
         learned.lev_rep.append(js[g0])
         if not restricted:
             ride = _wave_checks(js[g0], gl_val, fs, fe, rng)
+            ride = (ride[0][ride[1] <= proven_upto], ride[1][ride[1] <= proven_upto])
+            proven_upto = n
         level_base += len(g0)
         frames = next_frames
     learned.unasked = [(None, a, b, l) for (a, b), l in zip(ride[0].tolist(), ride[1].tolist())]
@@ -514,6 +544,42 @@ def _guess_groups(pivots, js, g0, g1, big, exceeds, covered, fs, fe) -> dict:
     return out
 
 
+PROBE_MIN_N = 1024      # the probe asks n / PROBE_PART of the root wave
+PROBE_PART = 16
+
+
+class _Rewind(Exception):
+    """A level guessed by the probe was wrong: the construction starts again without it."""
+
+
+def _probe_root(oracle, pairs, n: int) -> tuple[np.ndarray, int]:
+    """The root wave (pivot 0, pairs (0, x)) asked only for x < s = n / PROBE_PART when that
+    prefix looks like the start of a halving sum.
+
+    Note [probe]: when the prefix [0, s) is the lowest level node of size s on leaf 0's path
+    (l(0, x) <= s for every x < s, = s for x in [s/2, s)) and n / s is a power of two, the
+    rest is guessed to double: l(0, x) = the power of two above x.  Nothing guessed is
+    trusted: each guessed level's group must then be guessed as a copy of the level below
+    (note [hypotheses]) and the next wave proves, with all units, the level's own pair and
+    every node of the copy.  With the nodes the asked answers revealed, every node of the
+    final tree then has a pair of leaves, one under each child, whose l is its size: the
+    proof of note [hypotheses] covers the whole tree.  Any failure starts the construction
+    again without the probe (_Rewind).  Returns l per pair and the largest l actually asked.
+    """
+    s = n // PROBE_PART
+    x = pairs[:, 1]
+    head = x < s
+    L = np.empty(len(pairs), np.int64)
+    L[head] = oracle.l_many(pairs[head])
+    top = L[head]
+    if np.all(top <= s) and np.all(top[x[head] >= s // 2] == s):
+        # the power of two above x (x >= s >= 2): 2^bit_length(x)
+        L[~head] = 1 << np.floor(np.log2(x[~head])).astype(np.int64) + 1
+        return L, s
+    L[~head] = oracle.l_many(pairs[~head])
+    return L, n
+
+
 def _verify_packed(oracle, guesses: list) -> list[bool]:
     """Per guess, whether its proof failed; the guesses of one frame share rows (l_groups)."""
     by_frame: dict = {}
@@ -528,16 +594,21 @@ def _verify_packed(oracle, guesses: list) -> list[bool]:
     return wrong
 
 
-def _verification_queries(shapes: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per shape, one pair per internal node (the smallest leaf of each child) and its expected l."""
+def _verification_queries(shapes: list, extra: list | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per shape, one pair per internal node (the smallest leaf of each child) and its expected l,
+    plus its `extra` (pairs, expected l) where given."""
     if not shapes:
         return np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    pairs, expect = [], []
-    for s in shapes:
+    pairs, expect, count = [], [], []
+    for k, s in enumerate(shapes):
         kids = s.kids
         pairs.append(np.where(kids < 0, ~kids, s.first[np.maximum(kids, 0)]))
         expect.append(s.size)
-    return np.concatenate(pairs), np.concatenate(expect), np.array([len(s.size) for s in shapes])
+        if extra is not None and extra[k] is not None:
+            pairs.append(extra[k][0])
+            expect.append(extra[k][1])
+        count.append(len(s.size) + (0 if extra is None or extra[k] is None else len(extra[k][1])))
+    return np.concatenate(pairs), np.concatenate(expect), np.array(count)
 
 
 def _shape_nodes(shape: _Shape) -> Node:

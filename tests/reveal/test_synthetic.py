@@ -256,6 +256,34 @@ def test_repeated_random_blocks(k, copies, seed):
     assert build_tree(S.TreeOracle(tree), tree.size) == tree
 
 
+# ---------------------------------------------------------------- the probe (note [probe])
+
+def _halves_then(n, block, outer):
+    """Blocks of `block` leaves summed pairwise inside, combined by `outer`."""
+    from fpspec.tree import relabel
+
+    parts = [relabel(pairwise(range(block)), list(range(lo, lo + block))) for lo in range(0, n, block)]
+    return S._combine(parts, outer)
+
+
+@pytest.mark.parametrize("tree,probed", [
+    (pairwise(range(1024)), True),                      # the guessed halving holds
+    (_halves_then(1024, 128, "sequential"), False),     # [256, 512) joins at 384, not 512
+    (_halves_then(1024, 64, "pairwise"), True),
+    # the halving holds for the levels, but block [512, 1024) is no copy of [0, 512)
+    (Node((pairwise(range(512)), sequential(range(512, 1024)))), False),
+    (S.strided_lanes(1024, 8), False),                  # no halving prefix: asked in full
+])
+def test_probe_guesses_halving_and_rewinds_when_wrong(tree, probed):
+    target = S.sum_target(tree, "fp32")
+    rev = reveal(target)
+    assert rev.tree == tree
+    plain = reveal(target, guess=False)
+    assert plain.tree == tree
+    # a probe that held asks little more than the prefix, the verifications and the checks
+    assert (rev.queries < 1024 + 1024 // 2) == probed
+
+
 def test_build_binary_equals_node():
     from fpspec.tree import build_binary
 
