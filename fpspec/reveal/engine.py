@@ -781,11 +781,12 @@ def _order_sensitive(target, oracle: LcaOracle, rng) -> np.ndarray:
     on l(0, 1) and also happen to round the rest alike (random values alone give one number
     whose last few bits carry the order: two orders agree on it too often)."""
     p = oracle.plan
+    oracle.fingerprint_masked = not p.split and target.n > 2
     spread = 3
     # the values' sum stays below the units a query may carry, so the masks swamp it
     top = min(10, int(np.log2(p.window * p.u)) - int(target.n).bit_length() - spread - 1)
     x = _random_exact(target, (target.n,), rng, spread) * 2.0 ** top
-    if not p.split and target.n > 2:
+    if oracle.fingerprint_masked:
         x[0], x[1] = p.a_mask, -p.a_mask
     return x
 
@@ -870,7 +871,9 @@ def _sharing_check(checks: list, oracle: LcaOracle, same) -> np.ndarray:
     pair when the masks are split across A and B)."""
     t = oracle.target
     bad = ~np.asarray(same, bool).reshape(t.m, -1)
-    if not checks:
+    if not checks or oracle.fingerprint_masked:
+        # the fingerprint held masks at leaves 0 and 1: an output with its bits sums the same
+        # values outside the same lca in the same rounding, which one l per output adds little to
         return bad
     a = np.array([c[1] for c in checks])
     b = np.array([c[2] for c in checks])

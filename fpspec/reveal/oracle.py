@@ -19,6 +19,8 @@ import numpy as np
 from fpspec.errors import RevealRefused
 from fpspec.reveal.masks import MaskPlan, plan_masks
 
+SCRATCH_BYTES = 1 << 25     # operand buffers up to 32 MB are kept for the next call (LcaOracle._matrix)
+_SCRATCH: dict = {}
 REPEAT_OUTPUTS = 256        # idle outputs that stand for a repeated call (note [repeat])
 ROW_BUDGET = 1 << 19        # elements per batched call: 2 MB of fp32 (fastest of 2^16..2^20 here, numpy.sum n=4096)
 
@@ -47,6 +49,7 @@ class LcaOracle:
         # rows of the next query call; repeat_same: None until then, then whether the bits agreed
         self.repeat = None
         self.repeat_same: bool | None = None
+        self.fingerprint_masked = False
         self._rows_ok: bool | None = None if (target.call_rows is not None and batch) else False
         probe = target.native(np.zeros(2))
         self._is_numpy = isinstance(probe, np.ndarray)
@@ -235,17 +238,28 @@ class LcaOracle:
             t = self.target
             shape = (self.n,) if t.op == "gemv" else (self.n, t.ncols)
             if self._dtype is not None:
-                self._b_cache = np.full(shape, self.plan.b_unit, self._dtype)
+                # read-only for the library: one copy for every oracle of this shape
+                slot = ("ones_b", shape, np.dtype(self._dtype).str, self.plan.b_unit)
+                if slot not in _SCRATCH:
+                    _SCRATCH[slot] = np.full(shape, self.plan.b_unit, self._dtype)
+                self._b_cache = _SCRATCH[slot]
             else:
                 self._b_cache = t.native(np.full(shape, self.plan.b_unit))
         return self._b_cache
 
     def _matrix(self, key: str, shape, fill):
-        """A numpy operand buffer kept between calls and refilled (fresh megabytes cost page
-        faults on every call); float64 for other libraries (converted by _conv)."""
-        buf = self._bufs.get(key)
-        if buf is None or buf.shape != shape:
-            buf = self._bufs[key] = np.empty(shape, self._dtype or np.float64)
+        """An operand buffer refilled for each call: numpy's dtype, float64 for other libraries
+        (converted by _conv).  Kept between calls and between oracles (_SCRATCH): fresh
+        megabytes cost page faults on every touch, about a fifth of a 512^3 gemm call here."""
+        dtype = np.dtype(self._dtype or np.float64)
+        slot = (key, tuple(shape), dtype.str)
+        buf = _SCRATCH.get(slot)
+        if buf is None:
+            buf = np.empty(shape, dtype)
+            if buf.nbytes <= SCRATCH_BYTES:
+                if sum(b.nbytes for b in _SCRATCH.values()) > 4 * SCRATCH_BYTES:
+                    _SCRATCH.clear()        # many shapes: keep only the latest
+                _SCRATCH[slot] = buf
         buf.fill(fill)
         return buf
 
@@ -561,7 +575,11 @@ class LcaOracle:
             if nc:
                 A[r1] = p.b_unit
                 B = self._matrix("B", (self.n, t.ncols), p.b_unit)
-                B[:, C[:nc]] = base[:, None]
+                cols = C[:nc]
+                if cols[-1] - cols[0] == nc - 1:      # one run of columns: a strided slice, no gather
+                    B[:, cols[0]:cols[-1] + 1] = base[:, None]
+                else:
+                    B[:, cols] = base[:, None]
                 B[cc[mid:b], C[rr[mid:b] - lo - nr]] = vv[mid:b]
                 B = self._conv(B) if self._dtype is None else B
             else:
