@@ -516,13 +516,22 @@ class LcaOracle:
             per_call = max(1, ROW_BUDGET // self.n)
             native_base = t.native(base)
             key = base.tobytes()
+            if self._is_numpy:
+                # flat positions in the row buffer: one put per chunk, no 2-d fancy index
+                flat = (rr % per_call) * self.n + cc
+                vals = vv.astype(native_base.dtype)
             for lo in range(0, rows, per_call):
                 hi = min(rows, lo + per_call)
                 X = self._rows_buffer(native_base, key, hi - lo)
                 a, b = bounds[lo], bounds[hi]
-                self._put(X, rr[a:b] - lo, cc[a:b], vv[a:b])
-                self._dirty = (rr[a:b] - lo, cc[a:b])
-                out[lo:hi] = t.to_float64(t.call_rows(X)).reshape(-1)
+                if self._is_numpy:
+                    X.reshape(-1)[flat[a:b]] = vals[a:b]
+                    self._dirty = flat[a:b]
+                    out[lo:hi] = t.call_rows(X)
+                else:
+                    self._put(X, rr[a:b] - lo, cc[a:b], vv[a:b])
+                    self._dirty = (rr[a:b] - lo, cc[a:b])
+                    out[lo:hi] = t.to_float64(t.call_rows(X)).reshape(-1)
                 self.calls += 1
             return out
         if t.op in ("sum", "dot"):
@@ -608,8 +617,11 @@ class LcaOracle:
             buf = self._buf = self._tile(native_row, max(rows, max(1, ROW_BUDGET // self.n)))
             self._buf_key, self._dirty = key, None
         elif self._buf_key == key and self._dirty is not None:
-            r, c = self._dirty
-            self._put(buf, r, c, native_row[c] if self._is_numpy else native_row[c.tolist()])
+            if self._is_numpy:          # flat positions (numpy rows of n): restore the row's values
+                buf.reshape(-1)[self._dirty] = native_row[self._dirty % self.n]
+            else:
+                r, c = self._dirty
+                self._put(buf, r, c, native_row[c.tolist()])
         elif self._buf_key != key:
             if self._is_torch:
                 buf.copy_(native_row.unsqueeze(0).expand(len(buf), -1))
