@@ -29,11 +29,25 @@ O(n log n) queries on any tree; about 2n on a reversed sum instead of n^2/2).
 All groups pending at the same depth are asked in one batch ("wave"), so a
 GEMM answers a whole wave in a few calls.
 
+Guesses (fprev): a group shaped like a lower level of its pivot's path is
+guessed to be that level relabelled and proven with one query per node in the
+next wave (note [hypotheses]); on a sum the proofs of one frame share rows
+(note [witness]), and a sixteenth of the root wave may stand for the rest of a
+halving sum (note [probe]).  numpy.sum at n = 4096: ~1.05 n queries instead of
+~5 n; a 512^3 gemm: 2 waves instead of 3.
+
+gemv/gemm: one fingerprint call (the same masked random row in every row of A)
+picks the outputs that compute like element (0, 0); rows of A and columns of B
+then both carry queries (LcaOracle.set_channels), and the fingerprint input is
+repeated on idle rows of the next call for the determinism check (note
+[repeat]).  A 512^3 numpy gemm takes 3 calls.
+
 Every answer is checked: l must be an integer in [2, |S|], each level of a
-pivot's path must hold exactly the leaves counted so far, and the finished tree
-is checked against fresh queries on pairs the construction never asked (a
-nondeterministic or value-dependent target fails here); a batched call is
-trusted only after it answered a sample exactly like single calls.
+pivot's path must hold exactly the leaves counted so far, and the tree is
+checked against fresh queries on pairs the construction never asked, riding in
+the next wave's batch (a nondeterministic or value-dependent target fails
+here); a batched call is trusted only after it answered a sample exactly like
+single calls.
 """
 from __future__ import annotations
 

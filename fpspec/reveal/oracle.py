@@ -6,7 +6,9 @@ given).  One query: +M at i, -M at j, u on S - {i, j}, zero elsewhere; the
 output is u * (units not swamped).  With S = all leaves this is FPRev's l(i, j).
 
 Batching (the adapter's whole job, DESIGN.md "Op kinds"):
-- gemv/gemm: one query per row of A against a column (or columns) of ones;
+- gemv/gemm: one query per row of A read against a column of units, and (gemm)
+  one per column of B read against a row of ones in A, on the outputs the
+  engine found to compute like element (0, 0) (set_channels);
 - sum: one library call over a (b, n) matrix (numpy.sum(X, axis=-1)) when the
   target offers `call_rows` and a sample of batched answers matches single
   calls;
@@ -23,6 +25,21 @@ SCRATCH_BYTES = 1 << 25     # operand buffers up to 32 MB are kept for the next 
 _SCRATCH: dict = {}
 REPEAT_OUTPUTS = 256        # idle outputs that stand for a repeated call (note [repeat])
 ROW_BUDGET = 1 << 19        # elements per batched call: 2 MB of fp32 (fastest of 2^16..2^20 here, numpy.sum n=4096)
+
+
+def _first_fit(items, bits: int) -> list:
+    """Pack (key, width) items into rows of `bits` bits, first fit in the order given:
+    [[bits used, [(key, offset, width)]]]."""
+    blocks: list[list] = []
+    for k, w in items:
+        for blk in blocks:
+            if blk[0] + w <= bits:
+                blk[1].append((k, blk[0], w))
+                blk[0] += w
+                break
+        else:
+            blocks.append([w, [(k, 0, w)]])
+    return blocks
 
 
 class LcaOracle:
@@ -379,41 +396,24 @@ class LcaOracle:
         bits = min(52, int(p.window + 1).bit_length() - 1) - 1       # one bit for the witness
         width = [int(len(g)).bit_length() for g in groups]
         order = sorted(range(len(groups)), key=lambda k: -len(pairs[k]))
-        blocks: list[list] = []          # [[bits used, [(k, offset)]]]
-        for k in order:
-            for blk in blocks:
-                if blk[0] + width[k] <= bits:
-                    blk[1].append((k, blk[0]))
-                    blk[0] += width[k]
-                    break
-            else:
-                blocks.append([width[k], [(k, 0)]])
+        blocks = _first_fit([(k, width[k]) for k in order], bits)
         out: list = [None] * len(groups)
         for used, members in blocks:
             base = np.zeros(self.n)
             base[witness] = p.a_unit * 2.0 ** used
-            rows = max(len(pairs[k]) for k, _ in members)
+            rows = max(len(pairs[k]) for k, _, _ in members)
             rr, cc, vv = [], [], []
-            for k, off in members:
+            for k, off, _ in members:
                 base[groups[k]] = p.a_unit * 2.0 ** off
                 q = len(pairs[k])
                 rr += [np.arange(q), np.arange(q)]
                 cc += [pairs[k][:, 0], pairs[k][:, 1]]
                 vv += [np.full(q, p.a_mask), np.full(q, -p.a_mask)]
-            with np.errstate(all="ignore"):
-                res = self._eval_rows(base, np.concatenate(rr), np.concatenate(cc), np.concatenate(vv), rows)
-            total = res / p.u
-            ok = np.isfinite(total) & (total == np.round(total)) & (total >= 0) & (total < 2.0 ** (used + 1))
-            if not np.all(ok):
-                bad = int(np.flatnonzero(~ok)[0])
-                raise RevealRefused(
-                    f"output {res[bad]!r} is not a whole number of units: l is not an integer in [2, n], "
-                    "so the target is not a summation tree over its inputs")
-            total = total.astype(np.int64)
+            total = self._packed_counts(base, rr, cc, vv, rows, used + 1)
             seen = (total >> used) & 1 == 1
-            for k, off in members:
+            for k, off, w in members:
                 q = len(pairs[k])
-                count = (total[:q] >> off) & ((1 << width[k]) - 1)
+                count = (total[:q] >> off) & ((1 << w) - 1)
                 out[k] = np.where(seen[:q], len(groups[k]) - count, -1)
         self.queries += sum(len(x) for x in pairs)
         return out
@@ -435,15 +435,7 @@ class LcaOracle:
             w = int(len(S)).bit_length()
             (packable if w <= bits and len(S) <= self.plan.window else alone).append((k, w))
         packable.sort(key=lambda kw: -len(js_list[kw[0]]))
-        blocks: list[list] = []         # [[bits used, [(k, offset, width)]]]
-        for k, w in packable:
-            for blk in blocks:
-                if blk[0] + w <= bits:
-                    blk[1].append((k, blk[0], w))
-                    blk[0] += w
-                    break
-            else:
-                blocks.append([w, [(k, 0, w)]])
+        blocks = _first_fit(packable, bits)
         redo: list[tuple[int, np.ndarray]] = []
         for used, members in blocks:
             base = np.zeros(self.n)
@@ -459,17 +451,7 @@ class LcaOracle:
                 rr += [np.arange(q), np.arange(q)]
                 cc += [np.full(q, pivots[k]), js]
                 vv += [np.full(q, self.plan.a_mask), np.full(q, -self.plan.a_mask)]
-            rr, cc, vv = np.concatenate(rr), np.concatenate(cc), np.concatenate(vv)
-            with np.errstate(all="ignore"):
-                res = self._eval_rows(base, rr, cc, vv, rows)
-            total = res / self.plan.u
-            ok = np.isfinite(total) & (total == np.round(total)) & (total >= 0) & (total < 2.0 ** used)
-            if not np.all(ok):
-                bad = int(np.flatnonzero(~ok)[0])
-                raise RevealRefused(
-                    f"output {res[bad]!r} is not a whole number of units: l is not an integer in [2, n], "
-                    "so the target is not a summation tree over its inputs")
-            total = total.astype(np.int64)
+            total = self._packed_counts(base, rr, cc, vv, rows, used)
             spoiled = np.zeros(rows, bool)
             for k, off, w in members:
                 q = len(js_list[k])
@@ -501,6 +483,20 @@ class LcaOracle:
                 out[k][idx] = L[pos:pos + len(idx)]
                 pos += len(idx)
         return out
+
+    def _packed_counts(self, base, rr, cc, vv, rows: int, bits: int) -> np.ndarray:
+        """Rows of packed queries (lists of rr, cc, vv pieces) -> their outputs as whole numbers of
+        units below 2^bits (else the target is no summation tree: refused)."""
+        with np.errstate(all="ignore"):
+            res = self._eval_rows(base, np.concatenate(rr), np.concatenate(cc), np.concatenate(vv), rows)
+        total = res / self.plan.u
+        ok = np.isfinite(total) & (total == np.round(total)) & (total >= 0) & (total < 2.0 ** bits)
+        if not np.all(ok):
+            bad = int(np.flatnonzero(~ok)[0])
+            raise RevealRefused(
+                f"output {res[bad]!r} is not a whole number of units: l is not an integer in [2, n], "
+                "so the target is not a summation tree over its inputs")
+        return total.astype(np.int64)
 
     def _eval_rows(self, base, rr, cc, vv, rows) -> np.ndarray:
         """Outputs of `rows` inputs: operand A = base (float64 values) with (rr, cc) set to vv."""
