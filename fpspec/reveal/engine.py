@@ -231,7 +231,11 @@ def _construct(oracle, n, rng, algorithm, pivot, progress, guess=True):
                                          bar=bar, hypotheses=guess)
         # fprev's cross-checks rode along the waves; the last wave's are left
         checks = _checks_from_learned(learned, rng, 32) if algorithm == "modified" else learned.unasked
-        return tree, checks, _checks_from_learned(learned, rng, 8, root_only=True)
+        # sharing-check pairs: gemv/gemm only, and only where no masked fingerprint stands for them
+        sharing = (_checks_from_learned(learned, rng, 8, root_only=True)
+                   if oracle.target.op in ("gemv", "gemm") and not getattr(oracle, "fingerprint_masked", False)
+                   else [])
+        return tree, checks, sharing
     finally:
         bar.close()
 
