@@ -130,6 +130,20 @@ def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = F
     """Reveal the summation tree of `target`; raise RevealRefused with a one-line reason."""
     if algorithm not in ALGORITHMS:
         raise FpspecError(f"unknown algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
+    # Note [gc during a reveal]: a reveal makes thousands of small containers (query
+    # bookkeeping, then n - 1 Nodes) and no reference cycles.  With the collector running,
+    # every 700 of them start a collection and every tenth of those scans an older
+    # generation, up to the whole heap of the process: about a third of numpy.sum's reveal
+    # at n = 4096 went there.  Paused for the reveal, it collects once afterwards; a big
+    # tree is frozen as in fpspec.tree.building.
+    with building(freeze=target.n >= FREEZE_N):
+        return _reveal(target, algorithm, seed, progress, pivot, split, check, guess)
+
+
+FREEZE_N = 50_000           # trees from this many leaves are frozen after the reveal (tree.building)
+
+
+def _reveal(target, algorithm, seed, progress, pivot, split, check, guess) -> Revelation:
     start = time.perf_counter()
     n = target.n
     plan = plan_masks(target, split=split)
@@ -637,7 +651,7 @@ def _assemble(learned: _Learned) -> Tree:
     """Frames were numbered parents first: build children first, in reverse order."""
     # the cyclic GC paused while nodes are built (fpspec.tree.building); a
     # big tree is frozen afterwards, see note [gc after a big build]
-    with building(freeze=len(learned.pivot) >= 50_000):
+    with building(freeze=len(learned.pivot) >= FREEZE_N):
         return _assemble_now(learned)
 
 
