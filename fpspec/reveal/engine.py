@@ -287,7 +287,9 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
     # A frame whose biggest group keeps > 3/4 of it passes the next policy to that group.
     start_policy = {"adaptive": 0, "min": 0, "max": 1, "random": 2}[pivot]
     frames = [(0, np.arange(n), -1, start_policy)]      # (id, leaves, context leaf, policy)
-    guesses: list = []                                   # (id, leaves, context leaf, policy, _Shape)
+    # (id, leaves, context leaf, policy, _Shape, level) where level is (pair, l) when the probe
+    # guessed the group's level too (note [probe]), else None
+    guesses: list = []
     guessing = hypotheses and not restricted
     packing = guessing and getattr(oracle, "packs_groups", lambda: False)()
     probing = probe and packing and pivot in ("adaptive", "min") and n >= PROBE_MIN_N and n & (n - 1) == 0
@@ -298,10 +300,10 @@ def _fprev(oracle: LcaOracle, n: int, rng, *, restricted: bool, pivot: str, bar,
     ride = (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
     while frames or guesses:
         F = len(frames)
-        # verification queries of last wave's guesses ride in this wave's batch
         rpairs, rexpect = ride
-        # a sum: the guesses of one frame share rows (note [witness]) before this wave's batch,
-        # except those on levels the probe guessed (note [probe]), which go in the batch
+        # the proofs of last wave's guesses: on a sum those of one frame share rows (note
+        # [witness]), asked before this wave's batch; the others (and those on levels the probe
+        # guessed, note [probe]) ride in the batch
         packed = [k for k, g in enumerate(guesses) if packing and g[5] is None]
         alone = [k for k, g in enumerate(guesses) if not (packing and g[5] is None)]
         wrong = [False] * len(guesses)
