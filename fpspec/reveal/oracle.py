@@ -67,6 +67,7 @@ class LcaOracle:
         self.repeat = None
         self.repeat_same: bool | None = None
         self.fingerprint_masked = False
+        self._same = None           # set_channels' outputs computing like (0, 0), for _diagonal
         self._rows_ok: bool | None = None if (target.call_rows is not None and batch) else False
         probe = target.native(np.zeros(2))
         self._is_numpy = isinstance(probe, np.ndarray)
@@ -227,6 +228,7 @@ class LcaOracle:
         queries per call."""
         t = self.target
         same = np.asarray(same, bool).reshape(t.m, -1)
+        self._same = same
         c0 = int(np.argmax(same.sum(0)))
         self.read_col = c0
         self.cols, self.ones_row = np.zeros(0, np.int64), -1
@@ -240,10 +242,32 @@ class LcaOracle:
         rows = np.flatnonzero(same[:, c0])
         self.rows = rows[rows != self.ones_row]
 
+    def _diagonal(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, cols): distinct rows and distinct columns pairing outputs that compute like
+        element (0, 0) (a greedy matching on set_channels' `same`; without it rows by columns
+        0, 1, ...): masks split across A and B ask one query per such output."""
+        if self._same is None:
+            k = min(len(self.rows), self.target.ncols)
+            return self.rows[:k], np.arange(k)
+        free = self._same.copy()
+        rows, cols = [], []
+        for c in range(free.shape[1]):
+            r = int(np.argmax(free[:, c]))
+            if free[r, c]:
+                rows.append(r)
+                cols.append(c)
+                free[r, :] = False
+        if not self.batch:
+            rows, cols = rows[:1], cols[:1]
+        return np.array(rows, np.int64), np.array(cols, np.int64)
+
     def channel_elements(self) -> np.ndarray:
         """Output elements (as a bool array of the output's shape) that answer queries."""
         t = self.target
         used = np.zeros((t.m, max(1, t.ncols) if t.op == "gemm" else 1), bool)
+        if self.plan.split and t.op == "gemm":
+            used[self._diagonal()] = True
+            return used.reshape(t.output_shape)
         used[self.rows, self.read_col] = True
         if self.ones_row >= 0:
             used[self.ones_row, self.cols] = True
@@ -350,7 +374,9 @@ class LcaOracle:
             self.calls += q
             return out
         rows = self.rows if self.batch else self.rows[:1]
-        lanes = 1 if t.op == "gemv" or not self.batch else min(len(rows), t.ncols)
+        # gemm: query k at output (rows[k], cols[k]), outputs that compute like (0, 0)
+        rows, cols = (rows, None) if t.op == "gemv" else self._diagonal()
+        lanes = 1 if t.op == "gemv" or not self.batch else len(rows)
         for lo in range(0, q, lanes):
             hi = min(q, lo + lanes)
             A = np.zeros((t.m, self.n))
@@ -364,7 +390,7 @@ class LcaOracle:
                 out[lo:hi] = t.to_float64(t.fn(t.native(A), t.native(B))).reshape(t.m)[sel]
             else:
                 B = np.full((self.n, t.ncols), p.b_unit)
-                c = np.arange(hi - lo)
+                c = cols[:hi - lo]
                 B[ri[lo:hi], c] = p.b_mask
                 B[rj[lo:hi], c] = p.b_mask
                 out[lo:hi] = t.to_float64(t.fn(t.native(A), t.native(B))).reshape(t.m, t.ncols)[sel, c]

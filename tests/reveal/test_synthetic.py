@@ -328,3 +328,15 @@ def test_gemm_value_dependent_row_is_caught():
     rev = reveal(target)
     assert rev.tree == tree
     assert {r for r, _ in rev.differing} == {1}
+
+
+def test_split_masks_gemm_asks_only_outputs_like_the_first():
+    # masks split across A and B (bf16 products are exact in this synthetic): one query per
+    # output on a matching of rows and columns that avoids row 1 and column 2, which sum in
+    # another order
+    tree, other = S.strided_lanes(16, 4), sequential(range(16))
+    target = S.gemm_target([tree, other, tree, tree, tree], "bf16", ncols=5, col_trees={2: other})
+    rev = reveal(target, split=True)
+    assert "split" in rev.plan
+    assert rev.tree == tree
+    assert set(rev.differing) == {(1, c) for c in range(5)} | {(r, 2) for r in range(5)}
