@@ -168,6 +168,42 @@ def building(freeze: bool = True):
                 gc.freeze()
             gc.enable()
 
+def build_binary(kids) -> Tree:
+    """Binary Nodes in bulk: `kids` holds (x, y) pairs, x >= 0 the node built at position x
+    earlier, x < 0 the leaf ~x; returns the last node built.
+
+    Each node equals Node((a, b)) (canonical order, same metadata and hash), made without
+    Node.__init__'s checks and call (the pairs come from code, not users): about half the
+    cost per node, which matters for the revelation engine's n - 1 nodes.
+    """
+    new, set_c, set_f, set_m = object.__new__, _SET_CHILDREN, _SET_FUSED, _SET_META
+    built: list = []
+    append = built.append
+    for x, y in kids:
+        if x < 0:
+            a = ~x
+            sa, fa, ha, xa = 1, a, 0, a
+        else:
+            a = built[x]
+            sa, fa, ha, xa = a._meta
+        if y < 0:
+            b = ~y
+            sb, fb, hb, xb = 1, b, 0, b
+        else:
+            b = built[y]
+            sb, fb, hb, xb = b._meta
+        t = new(Node)
+        if fb < fa:
+            set_c(t, (b, a))
+            set_m(t, (sa + sb, fb, 1 + (ha if ha > hb else hb), hash((False, xb, xa))))
+        else:
+            set_c(t, (a, b))
+            set_m(t, (sa + sb, fa, 1 + (ha if ha > hb else hb), hash((False, xa, xb))))
+        set_f(t, False)
+        append(t)
+    return built[-1]
+
+
 def node(*children: Tree) -> Node:
     """A binary node."""
     return Node(tuple(children))
