@@ -58,7 +58,7 @@ def build_order(o) -> ir.Reducer:
     if isinstance(o, A.Fused):
         return ir.FusedChain(M)
     if isinstance(o, A.Chain):
-        return ir.FusedChain(build_expr(o.w))
+        return ir.FusedChain(build_expr(o.w), None if o.at is None else build_expr(o.at))
     if isinstance(o, A.Lanes):
         return ir.Lanes(build_expr(o.k), build_order(o.inner), build_order(o.outer))
     if isinstance(o, A.Blocks):

@@ -194,8 +194,14 @@ class FusedChain:
     """Chain of fused nodes of `width` operands: node_0 = fused(o_0..o_{w-1}),
     node_j = fused(node_{j-1}, next w operands); the last node takes what is left
     (at least one operand).  m <= w: one fused node (m == 1: the operand itself).
+
+    With `at`, the short group (m % w operands) is group min(at, m // w)
+    instead of the last (fpspec.tree.chain_groups); a first group of one
+    operand is a fused node of one product (in a tree it shows as the next
+    node having w + 1 leaves: fpspec.arith.evaluate note [fused nodes]).
     """
     width: IntExpr
+    at: "IntExpr | None" = None
 
 
 @dataclass(frozen=True)

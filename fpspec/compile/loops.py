@@ -302,13 +302,30 @@ class LoopEmitter:
         code("else:")
         with code.indent():
             code(f"{w} = {py_int(r.width, m=lst.m)}")
-            code(f"{res} = _fused_range(a, b, {lst.lo}, {lst.step}, min({w}, {lst.m}), _ZERO)")
-            code(f"{s} = {w}")
+            if r.at is None:
+                code(f"{res} = _fused_range(a, b, {lst.lo}, {lst.step}, min({w}, {lst.m}), _ZERO)")
+                code(f"{s} = {w}")
+                code(f"while {s} < {lst.m}:")
+                with code.indent():
+                    code(f"{res} = _fused_range(a, b, {_plus(lst.lo, _times(s, lst.step))}, {lst.step}, "
+                         f"min({w}, {lst.m} - {s}), {res})")
+                    code(f"{s} += {w}")
+                return res
+            # the short group (q operands) is group p; a first group of one joins the next node
+            # (a first group of one is a fused node of one product: fpspec.arith.evaluate note [fused nodes])
+            q, p, g, j = self.fresh("q"), self.fresh("p"), self.fresh("g"), self.fresh("j")
+            code(f"{q} = {lst.m} % {w}")
+            code(f"{p} = min({py_int(r.at, m=lst.m)}, {lst.m} // {w}) if {q} else -1")
+            code(f"{g} = {q} if {p} == 0 else min({w}, {lst.m})")
+            code(f"{j} = 1")
+            code(f"{res} = _fused_range(a, b, {lst.lo}, {lst.step}, {g}, _ZERO)")
+            code(f"{s} = {g}")
             code(f"while {s} < {lst.m}:")
             with code.indent():
-                code(f"{res} = _fused_range(a, b, {_plus(lst.lo, _times(s, lst.step))}, {lst.step}, "
-                     f"min({w}, {lst.m} - {s}), {res})")
-                code(f"{s} += {w}")
+                code(f"{g} = {q} if {j} == {p} else {w}")
+                code(f"{res} = _fused_range(a, b, {_plus(lst.lo, _times(s, lst.step))}, {lst.step}, {g}, {res})")
+                code(f"{s} += {g}")
+                code(f"{j} += 1")
         return res
 
     def emit_table(self, r: Table, lst, code):

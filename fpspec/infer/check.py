@@ -172,6 +172,9 @@ def boundaries(spec: A.Spec, n: int, limit: int = 160) -> list[int]:
             elif type(o) is A.Chain:
                 w = eval_expr(o.w, m)
                 out.update(x for x in (lo + w, lo + 2 * w, lo + m - m % w) if lo < x < lo + m)
+                if o.at is not None and m % w:
+                    s = lo + min(eval_expr(o.at, m), m // w) * w   # the short group's ends
+                    out.update(x for x in (s, s + m % w) if lo < x < lo + m)
         except SpecError:
             continue
     return sorted(x for x in out if 0 < x < n)

@@ -17,6 +17,7 @@ import numpy as np
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
 from fpspec.spec.expand import eval_cond, eval_expr, lets_of
+from fpspec.tree import chain_node_end
 
 # ---------------------------------------------------------------- operand weights
 
@@ -158,9 +159,8 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
         if cls is A.Fused:
             return w.total(0, m)
         if cls is A.Chain:
-            width = _within(o.w, m, 1)
-            g = max(0, (b - width) // width + 1) if b >= width else 0
-            return w.total(0, min((g + 1) * width, m))
+            at = None if o.at is None else _within(o.at, m, 0)
+            return w.total(0, chain_node_end(m, _within(o.w, m, 1), at, b))
         if cls is A.Pairwise:
             lo, hi = 0, m
             while True:

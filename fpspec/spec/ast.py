@@ -204,9 +204,16 @@ class Chain(_Printable):
     W operands (the last group may be shorter, down to one operand):
     r = [r g0 g1 ...], a fused node of len(g) + 1 children.  For n <= W it is
     one fused node of n operands.  Tensor-core matmul: chain(16).
+
+    `chain(W, AT)`: the short group (n % W operands, if any) is the AT-th
+    group instead of the last (AT >= n // W: last); a first group of one
+    operand is that operand, so the next node has W + 1 children.  cuBLAS
+    loops over K in tiles of T starting with the partial tile:
+    chain(16, n % T // 16).
     """
 
     w: Expr
+    at: Expr | None = None
     loc: Location | None = _loc()
 
 

@@ -173,6 +173,9 @@ class _DryRun:
                 self.run(o, n - h)
         elif isinstance(o, A.Chain):
             _positive(o.w, n, "chain width")
+            if o.at is not None and eval_expr(o.at, n) < 0:
+                raise SpecError(f"chain short-group index {o.at} = {eval_expr(o.at, n)} at n = {n}; "
+                                f"expected an integer >= 0", o.at.loc or o.loc)
         elif isinstance(o, A.Literal):
             size = 1 if isinstance(o.tree, int) else o.tree.size
             if size != n:

@@ -11,7 +11,7 @@ import sys
 
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
-from fpspec.tree import Node, Tree, building, relabel
+from fpspec.tree import Node, Tree, building, fused_chain, relabel
 
 # ---------------------------------------------------------------- expressions
 
@@ -56,6 +56,13 @@ def _size_param(e, n: int, what: str, lo: int = 1) -> int:
     v = eval_expr(e, n)
     if v < lo:
         raise SpecError(f"{what} {e} = {v} at n = {n}; expected an integer >= {lo}", e.loc)
+    return v
+
+
+def _chain_at(e, n: int) -> int:
+    v = eval_expr(e, n)
+    if v < 0:
+        raise SpecError(f"chain short-group index {e} = {v} at n = {n}; expected an integer >= 0", e.loc)
     return v
 
 
@@ -124,10 +131,12 @@ class _Expander:
             return Node(tuple(ops), True)
         if cls is A.Chain:
             w = _size_param(o.w, n, "chain width")
-            acc = ops[0] if w == 1 else Node(tuple(ops[:w]), True)
-            for i in range(w, n, w):
-                acc = Node((acc, *ops[i:i + w]), True)
-            return acc
+            if w == 1:
+                acc = ops[0]
+                for i in range(1, n):
+                    acc = Node((acc, ops[i]), True)
+                return acc
+            return fused_chain(ops, w, None if o.at is None else _chain_at(o.at, n))
         if cls is A.Literal:
             return self._literal(o, ops)
         raise TypeError(f"not an order: {o!r}")

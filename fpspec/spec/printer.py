@@ -85,7 +85,8 @@ def format_inline(o) -> str:
     if isinstance(o, A.Pairwise):
         return "pairwise" if o.split is None else f"pairwise({format_expr(o.split)})"
     if isinstance(o, A.Chain):
-        return f"chain({format_expr(o.w)})"
+        at = "" if o.at is None else f", {format_expr(o.at)}"
+        return f"chain({format_expr(o.w)}{at})"
     if isinstance(o, A.Lanes):
         return f"lanes({format_expr(o.k)}, {format_inline(o.inner)}, {format_inline(o.outer)})"
     if isinstance(o, A.Blocks):

@@ -43,7 +43,7 @@ def literal_trees(draw):
 
 simple_orders = st.one_of(
     st.builds(A.Seq), st.builds(A.Rev), st.builds(A.GpuTree), st.builds(A.Fused),
-    st.builds(A.Pairwise, st.one_of(st.none(), exprs)), st.builds(A.Chain, exprs),
+    st.builds(A.Pairwise, st.one_of(st.none(), exprs)), st.builds(A.Chain, exprs, st.one_of(st.none(), exprs)),
     NAMES.map(A.Ref), literal_trees(),
 )
 orders = st.recursive(

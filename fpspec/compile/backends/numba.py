@@ -208,6 +208,7 @@ def fused_constants(kernel: Kernel) -> list[str]:
     return [
         f"# fused nodes: {f}",
         f"_ZERO_EXP = {_ZERO_EXP}",
+        f"_FP_W = {f.w}  # products per node",
         f"_FP_F = {f.fraction_bits}  # alignment grid: bits below the largest exponent",
         f"_FP_EMIN_IN = {_FORMATS[f.input][1]}",
         f"_FP_FLOOR = {floor}",
