@@ -68,6 +68,14 @@ def reduce_list(kernel: Kernel, r: Reducer, ops: list, n: int) -> Tree:
         return slots[-1]
     if isinstance(r, Lanes):
         k = _positive(int_value(r.k, m, n), "lane count")
+        if r.left is not None:
+            if m < k:
+                return reduce_list(kernel, r.left, ops, n)
+            p = m - m % k
+            lanes = [reduce_list(kernel, r.inner, ops[j:p:k], n) for j in range(k)]
+            if p < m:
+                lanes[0] = reduce_list(kernel, r.left, [lanes[0]] + list(ops[p:]), n)
+            return reduce_list(kernel, r.outer, lanes, n)
         lanes = [ops[j::k] for j in range(min(k, m))]
         return reduce_list(kernel, r.outer, [reduce_list(kernel, r.inner, lane, n) for lane in lanes], n)
     if isinstance(r, Blocks):

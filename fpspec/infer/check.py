@@ -168,6 +168,8 @@ def boundaries(spec: A.Spec, n: int, limit: int = 160) -> list[int]:
                 todo.append((o.inner, lo, min(b, m), depth + 1))
             elif type(o) is A.Lanes:
                 k = eval_expr(o.k, m)
+                if o.left is not None:
+                    out.update(x for x in (lo + m - m % k - 1, lo + m - m % k) if lo < x < lo + m)
                 out.update(x for x in (lo + k - 1, lo + k, lo + 2 * k, lo + m - m % k) if lo < x < lo + m)
             elif type(o) is A.Chain:
                 w = eval_expr(o.w, m)

@@ -26,7 +26,7 @@ from fpspec.errors import SpecError
 from fpspec.spec import ast as A
 from fpspec.spec.expand import apply_order, eval_expr
 from fpspec.infer.exprs import constants, expr_cost, fit_param, roundness
-from fpspec.infer.shapes import (Obs, block_parts, equal_shifted, lane_candidates, lane_parts, prefix_sizes,
+from fpspec.infer.shapes import (Obs, block_parts, equal_shifted, lane_candidates, lane_parts, lane_parts_left, lane_strides, prefix_sizes,
                                  split_parts, split_point, tail_parts)
 from fpspec.tree import Tree, building, chain_shape, observable
 
@@ -48,7 +48,8 @@ def order_cost(o) -> int:
     if isinstance(o, A.Chain):
         return 1 + expr_cost(o.w)
     if isinstance(o, A.Lanes):
-        return 1 + expr_cost(o.k) + order_cost(o.inner) + order_cost(o.outer)
+        return (1 + expr_cost(o.k) + order_cost(o.inner) + order_cost(o.outer)
+                + (0 if o.left is None else order_cost(o.left)))
     if isinstance(o, A.Blocks):
         return 1 + expr_cost(o.b) + order_cost(o.inner) + order_cost(o.outer)
     if isinstance(o, A.Tail):
@@ -378,6 +379,28 @@ class Fitter:
                 found += 1
                 if found >= 2:
                     return
+        for k in [k for k in lane_strides(big) if 1 < k < big.n][:8]:
+            got = self._lanes_left(obs, k, depth)
+            if got is not None:
+                self.seen.add(k)
+                yield got
+                return
+
+    def _lanes_left(self, obs, k: int, depth: int):
+        """lanes(k, inner, outer, left): the leftovers join lane 0 (torch.sum)."""
+        parts = [lane_parts_left(o, k) for o in obs]
+        if any(p is None for p in parts) or not any(p[2] is not None and p[1] is not None for p in parts):
+            return None
+        inner_obs = [x for p in parts for x in p[0]]
+        inner = self.fit_guarded(inner_obs, depth + 1) if inner_obs else A.Seq()
+        if inner is None:
+            return None
+        outer_obs = [p[1] for p in parts if p[1] is not None]
+        outer = self.fit_guarded(outer_obs, depth + 1)
+        if outer is None:
+            return None
+        left = self.fit_guarded([p[2] for p in parts if p[2] is not None], depth + 1)
+        return None if left is None else A.Lanes(A.Num(k), inner, outer, left)
 
     def _blocks(self, obs, depth, root):
         big = obs[0]

@@ -194,6 +194,25 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
                 b = b - p + 1
                 o = o.outer
             continue
+        if cls is A.Lanes and o.left is not None:
+            k = _within(o.k, m, 1)
+            p = m - m % k
+            if p == 0:
+                o = o.left
+                continue
+            la, lb = (a % k if a < p else 0), (b % k if b < p else 0)
+            if a < p and b < p and la == lb:
+                o, w, a, b = o.inner, w.sub(0, p).strided(la, k), a // k, b // k
+            elif la == lb:   # lane 0 and a leftover, or two leftovers: LEFT over [lane 0, leftovers]
+                w = Prepend(w.sub(0, p).strided(0, k).total(0, p // k), w.sub(p, m))
+                a = 0 if a < p else a - p + 1
+                b = b - p + 1
+                o = o.left
+            else:
+                totals = w.sub(0, p).lane_totals(k).array().copy()
+                totals[0] += w.total(p, m)
+                o, w, a, b = o.outer, Arr(totals), min(la, lb), max(la, lb)
+            continue
         if cls is A.Lanes:
             k = _within(o.k, m, 1)
             la, lb = a % k, b % k

@@ -226,11 +226,19 @@ class Lanes(_Printable):
     `tail` to treat leftovers apart).  INNER orders each lane (n = the lane's
     length); OUTER combines the lane results in lane order (n = the number of
     lanes).  numpy.sum blocks: lanes(8, seq, pairwise).
+
+    `lanes(K, INNER, OUTER, LEFT)`: the lanes take the first n - n % K
+    operands only (every lane the same length); LEFT orders lane 0's result
+    followed by the n % K leftovers (n = 1 + n % K), and its result stands in
+    for lane 0's before OUTER.  A vectorized loop whose scalar tail goes into
+    the first vector lane: torch.sum is lanes(8, ..., seq, split(1, seq, seq)).
+    With fewer than K operands there are no lanes: LEFT orders them all.
     """
 
     k: Expr
     inner: "Order"
     outer: "Order"
+    left: "Order | None" = None
     loc: Location | None = _loc()
 
 

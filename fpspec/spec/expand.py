@@ -92,7 +92,15 @@ class _Expander:
         if cls is A.Lanes:
             k = _size_param(o.k, n, "lanes count")
             inner, apply = o.inner, self.apply
-            return apply(o.outer, [apply(inner, ops[j::k]) for j in range(min(k, n))])
+            if o.left is None:
+                return apply(o.outer, [apply(inner, ops[j::k]) for j in range(min(k, n))])
+            if n < k:
+                return apply(o.left, ops)
+            p = n - n % k
+            lanes = [apply(inner, ops[j:p:k]) for j in range(k)]
+            if p < n:
+                lanes[0] = apply(o.left, [lanes[0]] + ops[p:])
+            return apply(o.outer, lanes)
         if cls is A.Blocks:
             b = _size_param(o.b, n, "block size")
             inner, apply = o.inner, self.apply

@@ -406,6 +406,45 @@ class _Lowerer:
                 continue
             outer = self.best(_contract(t, parts))
             out.append(_candidate(A.Lanes(A.Num(k), inner.order, outer.order), _merge_lets(inner, outer)))
+        return out + self._lanes_left(t, m, path, index)
+
+    def _lanes_left(self, t, m: int, path, index) -> list:
+        """lanes(k, inner, outer, left): lane 0 over 0, k, .., p - k (p = m - m % k),
+        inside the node that also holds the leftovers p..m-1 (torch.sum's tail)."""
+        out = []
+        for i, lane0 in enumerate(path[1:], start=1):
+            if lane0.__class__ is int:   # lanes of one operand: k from the node holding 0 and the leftovers
+                above = _leaves_sorted(path[i - 1])
+                k = above[1] if len(above) > 1 else 0
+                ls = [0]
+            else:
+                ls = _leaves_sorted(lane0)
+                k = ls[1]
+            p = len(ls) * k
+            r = m - p
+            if k < 2 or not 0 < r < k or ls != list(range(0, p, k)):
+                continue
+            want = set(range(0, p, k)) | set(range(p, m))
+            ext = next((x for x in reversed(path[:i]) if _size(x) == len(want)), None)
+            if ext is None or set(_leaves_sorted(ext)) != want:
+                continue
+            parts = {ext: 0}
+            for j in range(1, k):
+                node = index.get((j, p // k))
+                if node is None or (node.__class__ is not int and _leaves_sorted(node) != list(range(j, p, k))):
+                    parts = None
+                    break
+                parts[node] = j
+            if parts is None:
+                continue
+            local = [i // k for i in range(m)]
+            inner = self._unify([relabel(lane0, local)] + [relabel(node, local) for node in list(parts)[1:]])
+            if inner is None:
+                continue
+            left = self.best(_contract(ext, {lane0: 0, **{x: x - p + 1 for x in range(p, m)}}))
+            outer = self.best(_contract(t, parts))
+            order = A.Lanes(A.Num(k), inner.order, outer.order, left.order)
+            out.append(_candidate(order, _merge_lets(inner, outer, left)))
         return out
 
     def _recursive_split(self, t, m: int, maxes) -> list:
@@ -589,7 +628,8 @@ def rename_refs(o, mapping: dict):
     if isinstance(o, A.Ref):
         return A.Ref(mapping.get(o.name, o.name))
     if isinstance(o, A.Lanes):
-        return A.Lanes(o.k, rename_refs(o.inner, mapping), rename_refs(o.outer, mapping))
+        return A.Lanes(o.k, rename_refs(o.inner, mapping), rename_refs(o.outer, mapping),
+                       None if o.left is None else rename_refs(o.left, mapping))
     if isinstance(o, A.Blocks):
         return A.Blocks(o.b, rename_refs(o.inner, mapping), rename_refs(o.outer, mapping))
     if isinstance(o, A.Split):
