@@ -326,13 +326,11 @@ class Replica:
     """A spec compiled once (fpspec.compile) and called at any n."""
 
     def __init__(self, spec: A.Spec, backend: str = "numba"):
-        from fpspec.compile import compile_spec
+        from fpspec.compile import compile_spec, load_replica
 
         self.backend = backend
         self.source = compile_spec(spec, backend)
-        ns: dict = {}
-        exec(compile(self.source, f"<{backend} replica>", "exec"), ns)
-        self.module = ns
+        self.module = vars(load_replica(self.source, f"{backend} replica"))   # from a file: numba caches
 
     def compare(self, target, count: int, seed: int) -> tuple[int, int]:
         """(inputs run, inputs whose outputs differ in bits) on random inputs.

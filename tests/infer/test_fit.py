@@ -89,3 +89,15 @@ def test_fits_cublas_chains_from_the_h100_trace():
                           "elif n <= 86: chain(16, n % 32 // 16) else: chain(16, n % 128 // 16)")
     for o in obs:
         assert observable(apply_order(order, range(o.n))) == o.tree, o.n
+
+
+def test_fits_lanes_whose_leftovers_join_lane_0():
+    from fpspec.infer.fit import Fitter
+    from fpspec.infer.shapes import Obs
+    from fpspec.spec import expand, parse
+
+    spec = parse("order if n <= 7: lanes(4, seq, seq, seq) "
+                 "else: lanes(8, lanes(4, seq, seq, seq), seq, split(1, seq, seq))")
+    ns = list(range(2, 70)) + [100, 127, 128, 129, 200, 255, 256, 300, 511, 512, 513]
+    order = Fitter().fit_root([Obs(n, expand(spec, n)) for n in ns])
+    assert str(order) == str(spec.order)

@@ -49,7 +49,7 @@ simple_orders = st.one_of(
 orders = st.recursive(
     simple_orders,
     lambda inner: st.one_of(
-        st.builds(A.Lanes, exprs, inner, inner),
+        st.builds(A.Lanes, exprs, inner, inner, st.one_of(st.none(), inner)),
         st.builds(A.Blocks, exprs, inner, inner),
         st.builds(A.Split, exprs, inner, inner),
         st.builds(A.Tail, exprs, inner, inner),
