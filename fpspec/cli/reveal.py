@@ -60,7 +60,7 @@ def tree_file_text(tree, prov: dict, revelation=None, arithmetic_lines=()) -> st
 def spec_file_text(tree, prov: dict, revelation=None, report=None) -> str:
     """The revealed tree lowered to a .fps spec, with provenance and the probed arithmetic."""
     from fpspec.spec import Block, Header, check, expand, lower, make_header
-    from fpspec.tree import diff
+    from fpspec.tree import diff, observable
 
     prov = dict(prov)
     if revelation is not None:
@@ -74,7 +74,7 @@ def spec_file_text(tree, prov: dict, revelation=None, report=None) -> str:
     spec = lower(tree, header)
     check(spec)
     # lowering is exact by construction; a spec that does not give the tree back is never written
-    d = diff(expand(spec, prov["n"]), tree)
+    d = diff(observable(expand(spec, prov["n"])), observable(tree))   # fused pairs reveal as binary
     if d is not None:
         raise FpspecError(f"internal error: the lowered spec does not expand to the revealed tree: {d}")
     return str(spec)

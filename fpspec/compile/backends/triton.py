@@ -58,6 +58,12 @@ class TritonBackend(Backend):
             if has_binary:
                 raise CompileError("triton: exact fp32 products entering binary additions are not supported "
                                    "(write product = fma or rounded)")
+        if any(isinstance(r, Lanes) and r.left is not None for r in _reducers(kernel)):
+            raise CompileError("triton: lanes(k, inner, outer, left) (leftovers joining lane 0) is not supported; "
+                               "compile it for numpy or numba")
+        if any(isinstance(r, FusedChain) and r.at is not None for r in _reducers(kernel)):
+            raise CompileError("triton: chain(w, at) with the short node not last is not supported; "
+                               "compile it for numpy or numba")
         f = ar.fused
         if f is not None:
             if f.aligned != "truncate" or not f.c_aligned:
