@@ -59,8 +59,8 @@ class TreeReduce:
 
 
 class FusedChain:
-    def __init__(self, width):
-        self.width = width
+    def __init__(self, width, at=None):
+        self.width, self.at = width, at
 
 
 class Table:
@@ -69,8 +69,8 @@ class Table:
 
 
 class Lanes:
-    def __init__(self, k, inner, outer):
-        self.k, self.inner, self.outer = k, inner, outer
+    def __init__(self, k, inner, outer, left=None):
+        self.k, self.inner, self.outer, self.left = k, inner, outer, left
 
 
 class Blocks:
@@ -106,7 +106,7 @@ class Call:
 class SubPlan:
     """Segments (start relative to the run's first term) and steps over local slots.
 
-    segs: int64 [S, 5] (start, count, stride, kind, width); steps: int64
+    segs: int64 [S, 6] (start, count, stride, kind, width, head); steps: int64
     [T, 2] (a, b), step t writing slot S + t; root: the result's slot.
     """
 
@@ -119,8 +119,10 @@ class SubPlan:
 _NO_STEPS = torch.zeros((0, 2), dtype=torch.int64)
 
 
-def _leaf_run(start, count, stride, kind, width):
-    seg = torch.tensor([[start, count, stride, kind, width]], dtype=torch.int64)
+def _leaf_run(start, count, stride, kind, width, head=0):
+    """head (CHAIN): the chain's nodes run over the first `head` terms (the
+    last of them short), then over the rest in whole nodes; 0: no head."""
+    seg = torch.tensor([[start, count, stride, kind, width, head]], dtype=torch.int64)
     return SubPlan(seg, _NO_STEPS, 0)
 
 
@@ -187,7 +189,23 @@ class Planner:
             w = r.width(m, self.n)
             if w < 2:
                 raise PlanError(f"fused chain width must be >= 2, got {w}")
-            return _leaf_run(0, m, stride, CHAIN, w)
+            head = 0
+            if r.at is not None and m % w:   # the short node at index at: the head ends with it
+                p = min(r.at(m, self.n), m // w)
+                if p < 0:
+                    raise PlanError(f"fused chain short-node index must be >= 0, got {p}")
+                head = 0 if p == m // w else p * w + m % w
+            return _leaf_run(0, m, stride, CHAIN, w, head)
+        if isinstance(r, Lanes) and r.left is not None:
+            k = _positive(r.k(m, self.n), "lane count")
+            if m < k:
+                return self.run(r.left, m, stride)
+            p = m - m % k
+            lanes = [(self.run(r.inner, p // k, stride * k), j * stride) for j in range(k)]
+            if p < m:   # the leftovers join lane 0 through `left`
+                tail = [(self.run(_SINGLE, 1, stride), (p + i) * stride) for i in range(m - p)]
+                lanes[0] = (self._outer([lanes[0]] + tail, r.left), 0)
+            return self._outer(lanes, r.outer)
         if isinstance(r, Lanes):
             k = _positive(r.k(m, self.n), "lane count")
             parts = [(self.run(r.inner, (m - j + k - 1) // k, stride * k), j * stride)

@@ -277,6 +277,25 @@ def fp_parts(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, G: tl.constex
 
 
 @triton.jit
+def fp_chain_node(t, head, hn, count, WIDTH: tl.constexpr):
+    """(first term, end) of node t of a chain whose first `head` terms are
+    nodes of WIDTH (the last one short) and the rest whole nodes; hn: the
+    number of head nodes (triton_host._leaf_run)."""
+    j = tl.where(t < hn, t * WIDTH, head + (t - hn) * WIDTH)
+    end = tl.minimum(j + WIDTH, tl.where(t < hn, head, count))
+    return j, end
+
+
+@triton.jit
+def fp_chain_shape(segs_ptr, sid, count, WIDTH: tl.constexpr):
+    """(head, head nodes, nodes) of segment sid (head 0 in the table: none)."""
+    head = tl.load(segs_ptr + sid * 6 + 5)
+    head = tl.where(head == 0, count, head)
+    hn = (head + WIDTH - 1) // WIDTH
+    return head, hn, hn + (count - head + WIDTH - 1) // WIDTH
+
+
+@triton.jit
 def fp_node_block(ptr, j, start, count, stride, s_k, s_x, rx, mx, WIDTH: tl.constexpr, W: tl.constexpr):
     """Bits of one node's terms j .. j+WIDTH-1 of a segment, for rows/columns rx: [W, len(rx)].
 
@@ -346,19 +365,22 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     tl.static_assert(G >= 0)
     tl.static_assert(WIDTH <= 16)
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
-    start = tl.load(segs_ptr + sid * 5)
-    count = tl.load(segs_ptr + sid * 5 + 1)
-    stride = tl.load(segs_ptr + sid * 5 + 2)
+    start = tl.load(segs_ptr + sid * 6)
+    count = tl.load(segs_ptr + sid * 6 + 1)
+    stride = tl.load(segs_ptr + sid * 6 + 2)
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
     acc = tl.zeros((BM, BN), dtype=tl.float32)   # c of the first node: +0, changes nothing
-    a_next = fp_node_block(a_ptr, 0, start, count, stride, s_ak, s_am, rm, mm, WIDTH, W)
-    b_next = fp_node_block(b_ptr, 0, start, count, stride, s_bk, s_bn, rn, mn, WIDTH, W)
-    for j in range(0, count, WIDTH):
+    head, hn, nodes = fp_chain_shape(segs_ptr, sid, count, WIDTH)
+    j, end = fp_chain_node(0, head, hn, count, WIDTH)
+    a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W)
+    b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W)
+    for t in range(0, nodes):
         a, b = a_next, b_next
-        a_next = fp_node_block(a_ptr, j + WIDTH, start, count, stride, s_ak, s_am, rm, mm, WIDTH, W)
-        b_next = fp_node_block(b_ptr, j + WIDTH, start, count, stride, s_bk, s_bn, rn, mn, WIDTH, W)
+        j, end = fp_chain_node(t + 1, head, hn, count, WIDTH)
+        a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W)
+        b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W)
         sa, ea, ma, ia, na, za = fp_parts(a, IN_EXP, IN_MAN, G)   # [W, BM]
         sb, eb, mb, ib, nb, zb = fp_parts(b, IN_EXP, IN_MAN, 0)   # [W, BN]
         e = ea[:, :, None] + eb[:, None, :]
@@ -413,16 +435,18 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     pays per operation); on a GPU its registers overflow.  W: WIDTH rounded up
     to a power of two; the extra lanes load zeros, which a fused node ignores."""
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
-    start = tl.load(segs_ptr + sid * 5)
-    count = tl.load(segs_ptr + sid * 5 + 1)
-    stride = tl.load(segs_ptr + sid * 5 + 2)
+    start = tl.load(segs_ptr + sid * 6)
+    count = tl.load(segs_ptr + sid * 6 + 1)
+    stride = tl.load(segs_ptr + sid * 6 + 2)
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
     acc = tl.zeros((BM, BN), dtype=tl.int64)   # c of the first node: +0, changes nothing
-    for j in range(0, count, WIDTH):
+    head, hn, nodes = fp_chain_shape(segs_ptr, sid, count, WIDTH)
+    for t in range(0, nodes):
+        j, end = fp_chain_node(t, head, hn, count, WIDTH)
         ks = j + tl.arange(0, W)
-        live = (ks < count) & (tl.arange(0, W) < WIDTH)
+        live = (ks < end) & (tl.arange(0, W) < WIDTH)
         kk = start + ks.to(tl.int64) * stride
         a = tl.load(a_ptr + rm[:, None] * s_am + kk[None, :] * s_ak, mask=mm[:, None] & live[None, :], other=0)
         b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
@@ -443,9 +467,9 @@ def mm_fold(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     The first product is rounded; with FMA each later one is fused into the
     partial sum.  Launched with enable_fp_fusion=False: no other contraction."""
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
-    start = tl.load(segs_ptr + sid * 5)
-    count = tl.load(segs_ptr + sid * 5 + 1)
-    stride = tl.load(segs_ptr + sid * 5 + 2)
+    start = tl.load(segs_ptr + sid * 6)
+    count = tl.load(segs_ptr + sid * 6 + 1)
+    stride = tl.load(segs_ptr + sid * 6 + 2)
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
@@ -485,8 +509,8 @@ def mm_chain_native(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     starts at a multiple of 16 (lets loads be 16 bytes wide); EVEN_K: every
     segment's length is a multiple of BK (no masks along K)."""
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
-    start = tl.load(segs_ptr + sid * 5)
-    count = tl.load(segs_ptr + sid * 5 + 1)
+    start = tl.load(segs_ptr + sid * 6)
+    count = tl.load(segs_ptr + sid * 6 + 1)
     if ALIGNED:
         start = tl.multiple_of(start, 16)
     # grouped tile order: neighbouring programs share A rows in L2
@@ -505,14 +529,25 @@ def mm_chain_native(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     a_ptrs = a_ptr + rm[:, None] * s_am + (start + rk[None, :]) * s_ak
     b_ptrs = b_ptr + (start + rk[:, None]) * s_bk + rn[None, :] * s_bn
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for j in range(0, count, BK):
+    head = tl.load(segs_ptr + sid * 6 + 5)   # a head (the short node not last): nodes restart after it
+    head = tl.where(head == 0, count, head)
+    for j in range(0, head, BK):
         if EVEN_K:
             a = tl.load(a_ptrs, mask=mm[:, None], other=0.0)
             b = tl.load(b_ptrs, mask=mn[None, :], other=0.0)
         else:
-            live = (j + rk) < count
+            live = (j + rk) < head
             a = tl.load(a_ptrs, mask=mm[:, None] & live[None, :], other=0.0)
             b = tl.load(b_ptrs, mask=live[:, None] & mn[None, :], other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BK * s_ak
+        b_ptrs += BK * s_bk
+    a_ptrs = a_ptr + rm[:, None] * s_am + (start + head + rk[None, :]) * s_ak
+    b_ptrs = b_ptr + (start + head + rk[:, None]) * s_bk + rn[None, :] * s_bn
+    for j in range(head, count, BK):   # empty without a head
+        live = (j + rk) < count
+        a = tl.load(a_ptrs, mask=mm[:, None] & live[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=live[:, None] & mn[None, :], other=0.0)
         acc = tl.dot(a, b, acc)
         a_ptrs += BK * s_ak
         b_ptrs += BK * s_bk
@@ -529,7 +564,7 @@ def sum_fold(x_ptr, dst_ptr, segs_ptr, ids_ptr, F, max_count, BS: tl.constexpr,
     f = tl.program_id(0) * BS + tl.arange(0, BS)
     live = f < F
     sid = tl.load(ids_ptr + f, mask=live, other=0)
-    row = sid.to(tl.int64) * 5
+    row = sid.to(tl.int64) * 6
     start = tl.load(segs_ptr + row, mask=live, other=0)
     count = tl.load(segs_ptr + row + 1, mask=live, other=0)
     stride = tl.load(segs_ptr + row + 2, mask=live, other=0)

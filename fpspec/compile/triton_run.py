@@ -135,7 +135,7 @@ class Replica:
             cfg = self.native_config
             grid = (triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"]), 1, S)
             aligned = p.aligned16
-            even_k = bool((p.segs[:, 1] % cfg["BK"] == 0).all())
+            even_k = bool(((p.segs[:, 1] % cfg["BK"] == 0) & (p.segs[:, 5] == 0)).all())
             mm_chain_native[grid](A, B, dst, segs, ids, M, N, A.stride(0), A.stride(1), B.stride(0), B.stride(1),
                                   s_slot, s_m, s_n, DIRECT=direct, INIT=init,
                                   OUT_EXP=exp_out, OUT_MAN=man_out, ALIGNED=aligned, EVEN_K=even_k, **cfg)

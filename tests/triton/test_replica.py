@@ -69,6 +69,10 @@ MATRIX_CASES = [
     ("fp32 4 lanes, tree", FP32_ROUNDED, Lanes(c(4), Fold(), TreeReduce()), [(5, 3, 30)]),
     ("fp32 8 lanes fma, pairwise", FP32_FMA, Lanes(c(8), Fold(), Pairwise()), [(2, 2, 67)]),
     ("fp32 pairwise", FP32_ROUNDED, Pairwise(split=BinOp("-", m, c(1))), [(3, 3, 9)]),
+    # cuBLAS: the K loop starts with the partial tile of 64, so the short node is first or inside
+    ("h100 fp16 chain, short node at m % 64 // 16", H100_FP16,
+     FusedChain(c(16), BinOp("//", BinOp("%", m, c(64)), c(16))), [(3, 4, 50), (2, 3, 65), (4, 2, 77), (2, 2, 81)]),
+    ("h100 bf16 chain, short node first", H100_BF16, FusedChain(c(16), c(0)), [(3, 3, 34)]),
 ]
 
 
@@ -307,3 +311,16 @@ def test_sum_signed_zeros_and_specials(load_replica):
     x = torch.ones(52)
     x[7], x[40] = float("inf"), float("-inf")
     check_sum(rep, kernel, x)
+
+
+@pytest.mark.parametrize("count", [3, 7, 9, 33, 100, 127, 300])
+def test_lanes_whose_leftovers_join_lane_0(load_replica, count):
+    """torch.sum's order: lanes(8, lanes(4, seq, seq, seq), seq, split(1, seq, seq))."""
+    inner = Lanes(c(4), Fold(), Fold(), Fold())
+    left = Segments((Part(c(1), Fold()), Part(BinOp("-", m, c(1)), Fold())), Fold())
+    kernel = Kernel("sum", Arithmetic(input="fp32", product="none", accumulator="fp32", init="+0.0", output="fp32"),
+                    Lanes(c(8), inner, Fold(), left))
+    rep = load_replica(kernel)
+    x = values(np.random.default_rng(count), "fp32", count, 12)
+    want = evaluate(tree_of(kernel, count), as_f64(x), arithmetic=kernel.arithmetic)
+    assert bits_equal(rep.sum(x).reshape(1), np.asarray([want]))

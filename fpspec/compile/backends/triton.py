@@ -58,12 +58,6 @@ class TritonBackend(Backend):
             if has_binary:
                 raise CompileError("triton: exact fp32 products entering binary additions are not supported "
                                    "(write product = fma or rounded)")
-        if any(isinstance(r, Lanes) and r.left is not None for r in _reducers(kernel)):
-            raise CompileError("triton: lanes(k, inner, outer, left) (leftovers joining lane 0) is not supported; "
-                               "compile it for numpy or numba")
-        if any(isinstance(r, FusedChain) and r.at is not None for r in _reducers(kernel)):
-            raise CompileError("triton: chain(w, at) with the short node not last is not supported; "
-                               "compile it for numpy or numba")
         f = ar.fused
         if f is not None:
             if f.aligned != "truncate" or not f.c_aligned:
@@ -137,13 +131,15 @@ class _ReducerPrinter:
         return "TreeReduce()"
 
     def _print_FusedChain(self, r: FusedChain) -> str:
-        return f"FusedChain(width={self._int(r.width)})"
+        at = "" if r.at is None else f", at={self._int(r.at)}"
+        return f"FusedChain(width={self._int(r.width)}{at})"
 
     def _print_Table(self, r: Table) -> str:
         return f"Table({r.size}, {r.children!r}, {r.offsets!r}, {r.fused!r})"
 
     def _print_Lanes(self, r: Lanes) -> str:
-        return f"Lanes({self._int(r.k)}, {self.print(r.inner)}, {self.print(r.outer)})"
+        left = "" if r.left is None else f", left={self.print(r.left)}"
+        return f"Lanes({self._int(r.k)}, {self.print(r.inner)}, {self.print(r.outer)}{left})"
 
     def _print_Blocks(self, r: Blocks) -> str:
         return f"Blocks({self._int(r.b)}, {self.print(r.inner)}, {self.print(r.outer)})"
