@@ -31,7 +31,7 @@ class NumbaBackend(Backend):
 
     def render(self, kernel: Kernel) -> str:
         p = plan(kernel)
-        program = emit_program(kernel)
+        program = emit_program(kernel, vector_lanes=vector_lanes(kernel, p), iterative_splits=True)
         fma = "_add_leaf_fma_native" if p.acc_fmt is None else "_add_leaf_fma_emulated"
         names, rename = helper_names(p, program, fma=fma)
         if "_table_step" in names:
@@ -67,6 +67,10 @@ class NumbaBackend(Backend):
         ]))
         if program.uses_fused:
             runtime += "\n\n_NO_KS = np.empty(0, np.int64)\n"
+        # note [vector lanes] in fpspec.compile.loops
+        text = "\n".join(line for f in program.functions for line in f.body)
+        if "_lane_folds(" in text:
+            runtime += "\n\n" + embed(numba_rt, ["_lane_folds"])
         columns = gemm_by_columns(kernel) if kernel.op == "gemm" else None
         if kernel.op == "gemm":
             extra.append(f"_GEMM_COLUMNS_MIN = {columns[0] if columns else None}  # note [gemm by columns]")
@@ -196,6 +200,14 @@ def _gemm_columns_kernel(A, B, out):
             out[i, j0 + j] = _final(acc[{lanes}, j])
 '''
     return least, src
+
+
+def vector_lanes(kernel: Kernel, p) -> bool:
+    """Whether lanes over leaves may use `_lane_folds` (note [vector lanes] in
+    fpspec.compile.loops): a leaf must be its input value unchanged, so op
+    sum into a native accumulator of the input's own carrier."""
+    return (kernel.op == "sum" and p.term == "sum" and p.acc_fmt is None and p.acc_dtype == p.in_carry
+            and kernel.arithmetic.fused is None)
 
 
 def fused_constants(kernel: Kernel) -> list[str]:

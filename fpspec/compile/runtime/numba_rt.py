@@ -32,6 +32,46 @@ def _fma(typingctx, x, y, z):
     return x(x, y, z), codegen
 
 
+@intrinsic
+def _lane_folds(typingctx, a, lo, rows, k):
+    """The k lane sums of the rows x k values a[lo:lo + rows * k] (row-major,
+    rows >= 1): lane j is ((a[lo + j] + a[lo + k + j]) + a[lo + 2k + j]) + ...
+    One <k x T> vector add per row: k independent IEEE adds side by side, no
+    fast-math flags, nothing reassociated (note [vector lanes] in
+    fpspec.compile.loops).  `a` must be C-contiguous, k a literal."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    if not (isinstance(k, types.IntegerLiteral) and isinstance(a, types.Array) and a.ndim == 1
+            and a.layout == "C"):
+        return None
+    lanes = k.literal_value
+    ret = types.UniTuple(a.dtype, lanes)
+
+    def codegen(context, builder, signature, args):
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        start = context.cast(builder, args[1], signature.args[1], types.intp)
+        count = context.cast(builder, args[2], signature.args[2], types.intp)
+        scalar = context.get_value_type(signature.args[0].dtype)
+        vector = ir.VectorType(scalar, lanes)
+        one = ir.Constant(start.type, 1)
+
+        def row(r):
+            at = builder.add(start, builder.mul(r, ir.Constant(start.type, lanes)))
+            ptr = builder.bitcast(builder.gep(arr.data, [at]), vector.as_pointer())
+            return builder.load(ptr, align=context.get_abi_sizeof(scalar))
+        acc = cgutils.alloca_once(builder, vector)
+        builder.store(row(ir.Constant(start.type, 0)), acc)
+        with cgutils.for_range_slice(builder, one, count, one) as (r, _):
+            builder.store(builder.fadd(builder.load(acc), row(r)), acc)
+        total = builder.load(acc)
+        out = cgutils.get_null_value(context.get_value_type(ret))
+        for j in range(lanes):
+            out = builder.insert_value(out, builder.extract_element(total, ir.Constant(ir.IntType(32), j)), j)
+        return out
+    return ret(a, lo, rows, k), codegen
+
+
 def _round_dir(v, precision, emin, emax, rz, subnormals):
     """Round a float64 to `precision` bits (toward zero or nearest even) with
     the exponent range emin..emax (fpspec.arith.fused.round_value, scalar)."""

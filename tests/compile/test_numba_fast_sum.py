@@ -1,0 +1,98 @@
+"""Numba fast paths for sums: vector lanes and iterative splits (notes
+[vector lanes] and [iterative splits] in fpspec.compile.loops) give the bits
+of the NumPy replica and of numpy.sum, on every input family of fpspec.inputs,
+at lengths that cross every branch of the specs."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from conftest import assert_same_bits, load_replica
+
+from fpspec.compile import compile_spec
+from fpspec.inputs import samples
+from fpspec.spec import parse
+
+ARITH = "arithmetic {{\n    input = {f}\n    accumulator = {f}\n    init = {init}\n    output = {f}\n}}\n"
+# numpy.sum's order (examples/numpy_sum.fps), valid for every n
+NUMPY_SUM = ("let numpy_sum =\n    if n <= 128: tail(8, lanes(8, seq, pairwise), seq)\n"
+             "    else: split(n // 2 - n // 2 % 8, numpy_sum, numpy_sum)\norder numpy_sum\n")
+# deeper than the driver's stacks (SPLIT_STACK = 64): walked by a call every 64 levels;
+# the recursive branch is `otherwise`, after a case that is not recursive
+DEEP = "let deep =\n    if n <= 2: seq\n    else: split(n - 2, deep, deep)\norder deep\n"
+SIZES = sorted(set(range(1, 301)) | {(128 << k) + d for k in range(1, 6) for d in (-1, 0, 1)}
+               | {100_003})
+FORMATS = {"float32": "fp32", "float64": "fp64"}
+
+
+def spec(order: str, fmt: str = "fp32", init: str = "none"):
+    return parse(f'target "test.sum"\nop sum\nn in 1..\n\n{ARITH.format(f=fmt, init=init)}\n{order}')
+
+
+def check(nb, ref, n, fmt, count, library=True):
+    args = [s.args[0] for s in samples("sum", n, fmt, count, seed=n)]
+    X = np.stack(args, axis=1)
+    want = ref.sums(X)
+    assert_same_bits(nb.sums(X), want, f"n={n} (sums vs numpy replica)")
+    assert_same_bits(nb.sum(args[0]), want[0], f"n={n} (sum vs numpy replica)")
+    if library:
+        assert_same_bits(want, np.array([np.sum(x) for x in args]), f"n={n} (numpy replica vs numpy.sum)")
+
+
+def test_numpy_sum_order_fp32_every_branch():
+    source = compile_spec(spec(NUMPY_SUM, init="+0.0"), "numba")
+    assert "_lane_folds(a, lo, rows" in source and "_order_numpy_sum_leaf_L1(a, b, lo, m)" in source
+    nb = load_replica(source, "fast_npsum")
+    ref = load_replica(compile_spec(spec(NUMPY_SUM, init="+0.0"), "numpy"), "fast_npsum_np")
+    for n in SIZES:
+        check(nb, ref, n, "fp32", 7 if n <= 300 else 2)
+
+
+def test_deep_split_beyond_the_stacks():
+    nb = load_replica(compile_spec(spec(DEEP), "numba"), "fast_deep")
+    ref = load_replica(compile_spec(spec(DEEP), "numpy"), "fast_deep_np")
+    for n in (1, 2, 3, 4, 5, 129, 130, 131, 257, 300):    # 300: 149 levels, two walks past 64
+        check(nb, ref, n, "fp32", 7, library=False)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("k", [3, 8, 16])
+def test_vector_lanes_each_width_and_dtype(dtype, k):
+    order = f"order tail({k}, lanes({k}, seq, seq), seq)\n"
+    fmt = FORMATS[dtype]
+    nb = load_replica(compile_spec(spec(order, fmt), "numba"), f"fast_lanes{k}_{dtype}")
+    ref = load_replica(compile_spec(spec(order, fmt), "numpy"), f"fast_lanes{k}_{dtype}_np")
+    for n in sorted({1, k - 1, k, k + 1, 2 * k, 3 * k + 1, 37, 100, 129}):
+        if n >= 1:
+            check(nb, ref, n, fmt, 7, library=False)
+
+
+def test_vector_lanes_are_vector_adds_without_fast_math(tmp_path):
+    # a fresh file: a kernel loaded from numba's disk cache has no IR to inspect
+    import importlib.util
+    import sys
+
+    path = tmp_path / "fast_lanes8_ir.py"
+    path.write_text(compile_spec(spec("order lanes(8, seq, seq)\n"), "numba"))
+    loader = importlib.util.spec_from_file_location(f"fast_lanes8_ir_{tmp_path.name}", path)
+    nb = importlib.util.module_from_spec(loader)
+    sys.modules[loader.name] = nb
+    loader.loader.exec_module(nb)
+    nb.sum(np.arange(1, 40, dtype=np.float32))
+    ir = "\n".join(nb._one_kernel.inspect_llvm().values())
+    assert re.search(r"fadd <8 x float>", ir), "no 8-wide vector add in the kernel"
+    assert not re.search(r"\bfadd\s+(fast|reassoc|contract|nnan|ninf|nsz|arcp|afn)\b", ir)
+    assert "fma" not in ir.lower()
+    asm = "\n".join(nb._one_kernel.inspect_asm().values())
+    assert re.search(r"vaddps\s[^\n]*ymm", asm), "the lanes do not run as ymm adds"
+
+
+def test_vector_lanes_only_where_a_leaf_is_its_input():
+    """A dot's leaves are products and a bf16 accumulator rounds: scalar lanes stay."""
+    dot = parse('target "t"\nop dot\nn in 1..\n\narithmetic {\n    input = fp32\n    product = rounded\n'
+                '    accumulator = fp32\n    init = none\n    output = fp32\n}\n\norder lanes(8, seq, seq)\n')
+    assert "_lane_folds" not in compile_spec(dot, "numba")
+    narrow = parse('target "t"\nop sum\nn in 1..\n\narithmetic {\n    input = bf16\n    accumulator = bf16\n'
+                   '    init = none\n    output = bf16\n}\n\norder lanes(8, seq, seq)\n')
+    assert "_lane_folds" not in compile_spec(narrow, "numba")
