@@ -134,7 +134,7 @@ def main():
 
     # numpy.matmul fp32 512^3 ---------------------------------------------
     k = 256 if QUICK else 512
-    t, tree, arith = revealed("numpy.matmul", k, m=4, ncols=4)
+    t, tree, arith = revealed("numpy.matmul", k, m=k, ncols=k)   # the order depends on the shape
     spec = spec_with(tree, "gemm", arith, "numpy.matmul")
     nb = load(compile_spec(spec, "numba"), "gemm_nb")
     npr = load(compile_spec(spec, "numpy"), "gemm_np")

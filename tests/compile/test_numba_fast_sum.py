@@ -68,17 +68,23 @@ def test_vector_lanes_each_width_and_dtype(dtype, k):
             check(nb, ref, n, fmt, 7, library=False)
 
 
-def test_vector_lanes_are_vector_adds_without_fast_math(tmp_path):
-    # a fresh file: a kernel loaded from numba's disk cache has no IR to inspect
+def fresh_module(source: str, folder):
+    """Import `source` from a new file in `folder`: a kernel that numba loads
+    from its disk cache has no IR to inspect."""
     import importlib.util
     import sys
 
-    path = tmp_path / "fast_lanes8_ir.py"
-    path.write_text(compile_spec(spec("order lanes(8, seq, seq)\n"), "numba"))
-    loader = importlib.util.spec_from_file_location(f"fast_lanes8_ir_{tmp_path.name}", path)
-    nb = importlib.util.module_from_spec(loader)
-    sys.modules[loader.name] = nb
-    loader.loader.exec_module(nb)
+    path = folder / "fresh_replica.py"
+    path.write_text(source)
+    loader = importlib.util.spec_from_file_location(f"fresh_replica_{folder.name}", path)
+    module = importlib.util.module_from_spec(loader)
+    sys.modules[loader.name] = module
+    loader.loader.exec_module(module)
+    return module
+
+
+def test_vector_lanes_are_vector_adds_without_fast_math(tmp_path):
+    nb = fresh_module(compile_spec(spec("order lanes(8, seq, seq)\n"), "numba"), tmp_path)
     nb.sum(np.arange(1, 40, dtype=np.float32))
     ir = "\n".join(nb._one_kernel.inspect_llvm().values())
     assert re.search(r"fadd <8 x float>", ir), "no 8-wide vector add in the kernel"
