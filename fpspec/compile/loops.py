@@ -20,6 +20,7 @@ _table_step_values(...), _ZERO.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from fpspec.compile.backends import py_cond, py_int
@@ -612,13 +613,16 @@ class LoopEmitter:
         with code.indent():
             code("while True:")
             with code.indent():
-                for i, case in enumerate(r.cases[:at + 1] if at < len(r.cases) else r.cases):
+                # h: the left part's length where the split branch applies, else -1
+                split_at, first_case = py_int(seg.parts[0].length, m="m"), r.cases[:at + 1]
+                for i, case in enumerate(first_case):
                     code(f"{'if' if i == 0 else 'elif'} {py_cond(case.cond, m='m')}:")
                     with code.indent():
-                        code(f"{h} = {py_int(seg.parts[0].length, m='m') if i == at else '-1'}")
-                code("else:" if r.cases[:at + 1] else "if True:")
-                with code.indent():
-                    code(f"{h} = {py_int(seg.parts[0].length, m='m') if at == len(r.cases) else '-1'}")
+                        code(f"{h} = {split_at if i == at else '-1'}")
+                if first_case:
+                    code("else:")
+                with code.indent() if first_case else nullcontext():
+                    code(f"{h} = {split_at if at == len(r.cases) else '-1'}")
                 code(f"if {h} < 0:")
                 with code.indent():
                     code("break")

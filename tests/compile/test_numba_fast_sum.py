@@ -21,6 +21,11 @@ NUMPY_SUM = ("let numpy_sum =\n    if n <= 128: tail(8, lanes(8, seq, pairwise),
 # deeper than the driver's stacks (SPLIT_STACK = 64): walked by a call every 64 levels;
 # the recursive branch is `otherwise`, after a case that is not recursive
 DEEP = "let deep =\n    if n <= 2: seq\n    else: split(n - 2, deep, deep)\norder deep\n"
+# the split branch first, two branches after it that do not recurse
+FIRST = ("let first =\n    if n > 20: split(n // 3, first, first)\n    elif n > 9: lanes(4, seq, seq)\n"
+         "    else: seq\norder first\n")
+# strided leaves: each lane walks its own split tree (kind "L", a step)
+STRIDED = "let half =\n    if n <= 4: seq\n    else: split(n // 2, half, half)\norder lanes(3, half, seq)\n"
 SIZES = sorted(set(range(1, 301)) | {(128 << k) + d for k in range(1, 6) for d in (-1, 0, 1)}
                | {100_003})
 FORMATS = {"float32": "fp32", "float64": "fp64"}
@@ -49,10 +54,16 @@ def test_numpy_sum_order_fp32_every_branch():
         check(nb, ref, n, "fp32", 7 if n <= 300 else 2)
 
 
-def test_deep_split_beyond_the_stacks():
-    nb = load_replica(compile_spec(spec(DEEP), "numba"), "fast_deep")
-    ref = load_replica(compile_spec(spec(DEEP), "numpy"), "fast_deep_np")
-    for n in (1, 2, 3, 4, 5, 129, 130, 131, 257, 300):    # 300: 149 levels, two walks past 64
+@pytest.mark.parametrize("order,sizes", [(DEEP, (1, 2, 3, 4, 5, 129, 130, 131, 257, 300)),  # 300: 149 levels
+                                         (FIRST, (1, 9, 10, 20, 21, 22, 61, 62, 63, 64, 300, 1001)),
+                                         (STRIDED, (1, 2, 3, 4, 12, 13, 15, 16, 50, 301))])
+def test_split_orders_of_other_shapes(order, sizes):
+    name = order.split()[1]
+    source = compile_spec(spec(order), "numba")
+    assert re.search(rf"_order_{name}_leaf_L1?\(a, b, lo, (step, )?m\)", source)
+    nb = load_replica(source, f"fast_{name}")
+    ref = load_replica(compile_spec(spec(order), "numpy"), f"fast_{name}_np")
+    for n in sizes:
         check(nb, ref, n, "fp32", 7, library=False)
 
 
