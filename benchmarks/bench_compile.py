@@ -53,7 +53,11 @@ def load(source: str, tag: str):
 
 
 def best(fn, repeat=5):
+    # the thread pools of the step before (OpenBLAS, numba's OpenMP) spin for a
+    # while after their last call and take the cores from this one: let them sleep
+    time.sleep(0.5)
     fn()                              # warm-up: compiles
+    time.sleep(0.5)
     times = []
     for _ in range(repeat):
         t = time.perf_counter()

@@ -78,7 +78,7 @@ def test_tiles_match_per_output_kernel_and_numpy_replica(order, arith, tile):
 
 def test_tiles_only_where_a_leaf_is_one_operation_of_the_carrier():
     for order, arith in [("seq", "fp16-exact"), ("blocks(4, lanes(2, seq, pairwise), pairwise)", "fma"),
-                         ("lanes(8, seq, seq)", "fma")]:
+                         ("lanes(8, seq, seq)", "fma"), ("blocks(3, lanes(2, seq, seq), seq)", "rounded")]:
         source = compile_spec(spec(order, arith), "numba")
         assert "_GEMM_TILE = None" in source and "_gemm_tile(" not in source, (order, arith)
 

@@ -56,7 +56,8 @@ def test_numpy_sum_order_fp32_every_branch():
 
 @pytest.mark.parametrize("order,sizes", [(DEEP, (1, 2, 3, 4, 5, 129, 130, 131, 257, 300)),  # 300: 149 levels
                                          (FIRST, (1, 9, 10, 20, 21, 22, 61, 62, 63, 64, 300, 1001)),
-                                         (STRIDED, (1, 2, 3, 4, 12, 13, 15, 16, 50, 301))])
+                                         (STRIDED, (1, 2, 3, 4, 12, 13, 15, 16, 50, 301))],
+                         ids=["deep", "split-first", "strided"])
 def test_split_orders_of_other_shapes(order, sizes):
     name = order.split()[1]
     source = compile_spec(spec(order), "numba")

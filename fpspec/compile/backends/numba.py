@@ -231,7 +231,8 @@ def vector_lanes(kernel: Kernel, p) -> bool:
 # `_gemm_kernel` in the spec's order; block sums are folded in order into
 # `out`, then `_final` runs in place.  Tiles go in parallel (prange;
 # consecutive tiles share a panel of B); rows that do not fill a tile go in
-# tiles of one row, columns that do not fill one through `_gemm_kernel`.
+# tiles of one row, columns that do not fill one (and lengths whose last
+# block has a lane of fewer than two leaves) through `_gemm_rest`.
 TILE_ACCUMULATORS = 12  # lanes x rows x vectors: with a row of B and a broadcast, 15 of the 16 ymm
 TILE_VECTORS = 2
 TILE_MAX_LANES = 4
@@ -263,6 +264,8 @@ def gemm_tiles(kernel: Kernel, p) -> tuple[tuple[int, int, int, int], str] | Non
         tree = reduce_list(kernel, inner.outer, list(range(lanes)), lanes)
     else:
         return None
+    if block and block < 2 * lanes:     # blocks whose lanes are not all full (note [lone leaves])
+        return None
     postfix = ""
     for t in postorder(tree):
         if not isinstance(t, int) and t.fused:
@@ -273,6 +276,7 @@ def gemm_tiles(kernel: Kernel, p) -> tuple[tuple[int, int, int, int], str] | Non
     size = str(block) if block else "n"
     lone_check = "" if not (p.fma and block and lanes == 1) else (
         f"    if n > {block} and n % {block} == 1:\n        raise ValueError({LONE_LEAF!r})\n")
+
     def tile_loop(first: str, count: str, tile_rows: int, tag: str) -> str:
         # a task: one panel of columns x up to TILE_GROUP tiles of rows; blocks outermost so the
         # block's rows of B stay in cache across the tiles (each output still gets its blocks in order)
