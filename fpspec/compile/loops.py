@@ -20,6 +20,7 @@ _table_step_values(...), _ZERO.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from fpspec.compile.backends import py_cond, py_int
@@ -28,7 +29,7 @@ from fpspec.tree import postorder
 # lanes with a constant count up to this many become scalar accumulators
 MAX_UNROLLED_LANES = 16
 from fpspec.compile.ir import (Blocks, Call, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes,
-                               Pairwise, Reducer, Segments, Table, TreeReduce, walk)
+                               Pairwise, Reducer, Segments, Table, TreeReduce, uses_var, walk)
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,12 @@ class _Code:
 class LoopEmitter:
     """Builds the loop program of one kernel (see `emit_program`)."""
 
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel: Kernel, vector_lanes: bool = False, iterative_splits: bool = False):
         self.kernel = kernel
+        # note [vector lanes]: the backend provides `_lane_folds` and `_term` is the identity
+        self.vector_lanes = vector_lanes
+        # note [iterative splits]
+        self.iterative_splits = iterative_splits
         self.counter = 0
         self.functions: dict[str, Function] = {}
         self.pending: list[tuple[str, Reducer, str]] = []
@@ -151,8 +156,11 @@ class LoopEmitter:
                 code("step = 1")
             lst = {"L": Leaves("lo", "step", "m"), "L1": Leaves("lo", "1", "m"),
                    "V": Values("vals", "m", "off", "step")}[kind]
+            split = self.self_split(label, r) if kind != "V" else None
             if isinstance(r, Pairwise):
                 res = self.pairwise_body(r, lst, code, name, kind)
+            elif split is not None:
+                res = self.split_driver(r, split, lst, code, label, kind)
             else:
                 res = self.emit(r, lst, code)
             code(f"return {res}")
@@ -406,14 +414,19 @@ class LoopEmitter:
         lo, step, m = lst.lo, lst.step, lst.m
         lanes = [self.fresh("l") for _ in range(k)]
         rows, row, base = self.fresh("rows"), self.fresh("row"), self.fresh("base")
-        for j, v in enumerate(lanes):
-            code(f"{v} = _term(a, b, {_plus(lo, _times(str(j), step))})")
-        code(f"{rows} = {m} // {k}")
-        code(f"for {row} in range(1, {rows}):")
-        with code.indent():
-            code(f"{base} = {_plus(lo, _times(_times(row, str(k)), step))}")
+        if self.vector_lanes and step == "1":
+            # note [vector lanes]: the whole rows as k-wide vector adds
+            code(f"{rows} = {m} // {k}")
+            code(f"{', '.join(lanes)} = _lane_folds(a, {lo}, {rows}, {k})")
+        else:
             for j, v in enumerate(lanes):
-                code(f"{v} = _add_leaf({v}, a, b, {_plus(base, _times(str(j), step))})")
+                code(f"{v} = _term(a, b, {_plus(lo, _times(str(j), step))})")
+            code(f"{rows} = {m} // {k}")
+            code(f"for {row} in range(1, {rows}):")
+            with code.indent():
+                code(f"{base} = {_plus(lo, _times(_times(row, str(k)), step))}")
+                for j, v in enumerate(lanes):
+                    code(f"{v} = _add_leaf({v}, a, b, {_plus(base, _times(str(j), step))})")
         code(f"{base} = {_plus(lo, _times(_times(rows, str(k)), step))}")
         for j, v in enumerate(lanes[:-1]):
             code(f"if {m} % {k} > {j}:")
@@ -613,6 +626,92 @@ class LoopEmitter:
                     code(f"{have} = True")
         return acc
 
+    # ------------------------------------------------------------ iterative splits
+
+    def self_split(self, label: str, r: Reducer) -> tuple[int, Segments] | None:
+        """(branch index, the split) when `r`, the body of the named order of
+        `label`, is a guard with one branch split(h, self, self) folded in
+        order and no other branch calling itself: note [iterative splits]."""
+        if not (self.iterative_splits and label.startswith("order_") and isinstance(r, Guard)) or self.leafy():
+            return None
+        me = Call(label[len("order_"):])
+        branches = [c.reducer for c in r.cases] + [r.otherwise]
+        found = [i for i, b in enumerate(branches)
+                 if isinstance(b, Segments) and len(b.parts) == 2 and b.outer == Fold()
+                 and all(p.reducer == me for p in b.parts)]
+        if len(found) != 1:
+            return None
+        others = [b for i, b in enumerate(branches) if i != found[0] and b is not None]
+        if any(me in walk(b) for b in others) or any(uses_var(c.cond, "n") for c in r.cases) \
+                or any(uses_var(p.length, "n") for p in branches[found[0]].parts):
+            return None
+        return found[0], branches[found[0]]
+
+    def split_driver(self, r: Guard, split: tuple[int, Segments], lst: Leaves, code: _Code, label: str,
+                     kind: str) -> str:
+        """note [iterative splits]: walk the split tree with explicit stacks:
+        descend to the leftmost leaf range pushing right siblings, reduce it
+        by the guard's other branches, then add finished left siblings."""
+        at, seg = split
+        cases = r.cases[:at] if at == len(r.cases) else r.cases[:at] + r.cases[at + 1:]
+        otherwise = r.otherwise if at < len(r.cases) else None
+        rest = Guard(cases, otherwise) if cases else otherwise
+        leaf = self.function_for(rest, kind, f"{label}_leaf") if rest is not None else None
+        h, res, v, sp = self.fresh("h"), self.fresh("r"), self.fresh("v"), self.fresh("sp")
+        los, ms, vals = self.fresh("los"), self.fresh("ms"), self.fresh("vals")
+        code(f"{los} = np.empty({SPLIT_STACK}, np.int64)   # start of each pending right part")
+        code(f"{ms} = np.empty({SPLIT_STACK}, np.int64)    # its length; 0 once its left sibling is done")
+        code(f"{vals} = _vals({SPLIT_STACK})               # the finished left sibling")
+        code(f"{sp} = 0")
+        code("while True:")
+        with code.indent():
+            code("while True:")
+            with code.indent():
+                # h: the left part's length where the split branch applies, else -1
+                split_at, first_case = py_int(seg.parts[0].length, m="m"), r.cases[:at + 1]
+                for i, case in enumerate(first_case):
+                    code(f"{'if' if i == 0 else 'elif'} {py_cond(case.cond, m='m')}:")
+                    with code.indent():
+                        code(f"{h} = {split_at if i == at else '-1'}")
+                if first_case:
+                    code("else:")
+                with code.indent() if first_case else nullcontext():
+                    code(f"{h} = {split_at if at == len(r.cases) else '-1'}")
+                code(f"if {h} < 0:")
+                with code.indent():
+                    code("break")
+                code(f"if {h} < 1 or {h} > m - 1 or {h} + {py_int(seg.parts[1].length, m='m')} != m:")
+                with code.indent():
+                    code(f"raise ValueError({SPLIT_PARTS!r})")
+                code(f"if {sp} == {SPLIT_STACK}:")
+                with code.indent():
+                    code("break")
+                code(f"{los}[{sp}] = {_plus('lo', _times(h, lst.step))}")
+                code(f"{ms}[{sp}] = m - {h}")
+                code(f"{sp} += 1")
+                code(f"m = {h}")
+            args = "a, b, lo, m" if kind == "L1" else "a, b, lo, step, m"
+            code(f"if {h} < 0:")
+            with code.indent():
+                code(f"{v} = {leaf}({args})" if leaf is not None else
+                     "raise ValueError('no case of the spec applies to this length')")
+            code("else:   # the stacks are full: this part by a walk of its own")
+            with code.indent():
+                code(f"{v} = _{label}_{kind}({args})")
+            code(f"while {sp} > 0 and {ms}[{sp} - 1] == 0:")
+            with code.indent():
+                code(f"{sp} -= 1")
+                code(f"{v} = _add({vals}[{sp}], {v})")
+            code(f"if {sp} == 0:")
+            with code.indent():
+                code(f"{res} = {v}")
+                code("break")
+            code(f"{vals}[{sp} - 1] = {v}")
+            code(f"lo = {los}[{sp} - 1]")
+            code(f"m = {ms}[{sp} - 1]")
+            code(f"{ms}[{sp} - 1] = 0")
+        return res
+
     # ------------------------------------------------------------ checks
 
     def leafy(self) -> bool:
@@ -640,6 +739,31 @@ class LoopEmitter:
 # leaf the outer order runs on the leaves themselves; a sequential fold over
 # parts fuses a lone leaf; any other mix of lone leaves and partial sums
 # raises at run time instead of giving other bits.
+# Note [vector lanes]: k lanes of sequential folds over contiguous leaves are
+# k independent accumulators, so a row of k leaves is one k-wide vector add:
+# elementwise IEEE adds, the same k roundings as k scalar adds, nothing
+# reassociated.  Numba's loop vectorizer does not see this (the k adds are
+# straight-line code and numba runs no SLP vectorizer), so the backend
+# provides `_lane_folds(a, lo, rows, k)`, an explicit <k x T> loop in LLVM IR
+# that returns the k lane sums of rows x k contiguous values.  Only where a
+# leaf is its input value (op sum, accumulator = the input's carrier): the
+# backend asks for it through `emit_program(vector_lanes=True)`.
+
+# Note [iterative splits]: a named order that splits itself in two
+# (numpy.sum's `split(n // 2 - n // 2 % 8, numpy_sum, numpy_sum)` above 128)
+# recursed once per node: 2 * 10^5 numba calls for n = 10^7, which cost as
+# much as all the additions.  With `iterative_splits` its function walks the
+# same tree with explicit stacks instead: it descends to the leftmost range
+# that no longer splits (pushing each right part), reduces that range by the
+# guard's other branches (a function of its own, not recursive), then adds
+# it to every finished left sibling above it and moves to the next pending
+# right part.  Same nodes, same operands, same order of operands per node.
+# The stacks have a fixed size (growing them made numba keep their arrays in
+# loop-carried variables: twice the time); a part deeper than that is walked
+# by a call of the function on it (recursion only every SPLIT_STACK levels).
+SPLIT_STACK = 64
+SPLIT_PARTS = "a recursive split must cut its list into two non-empty parts that add up to it"
+
 LONE_LEAF = ("this length puts a lone product leaf among partial sums, which the replica cannot "
              "fuse (product = fma or fused nodes); see note [lone leaves]")
 
@@ -673,9 +797,10 @@ def _check_fused_table(r: Table) -> None:
                 raise CompileError("a literal fused node with more than one partial-sum child cannot be expressed")
 
 
-def emit_program(kernel: Kernel) -> LoopProgram:
-    """The loop program of `kernel`: helper functions, then `_reduce(a, b, n)`."""
-    em = LoopEmitter(kernel)
+def emit_program(kernel: Kernel, vector_lanes: bool = False, iterative_splits: bool = False) -> LoopProgram:
+    """The loop program of `kernel`: helper functions, then `_reduce(a, b, n)`.
+    `vector_lanes`, `iterative_splits`: notes [vector lanes], [iterative splits]."""
+    em = LoopEmitter(kernel, vector_lanes, iterative_splits)
     code = _Code()
     res = em.emit(kernel.root, Leaves("0", "1", "n"), code)
     code(f"return {res}")

@@ -31,7 +31,7 @@ class NumbaBackend(Backend):
 
     def render(self, kernel: Kernel) -> str:
         p = plan(kernel)
-        program = emit_program(kernel)
+        program = emit_program(kernel, vector_lanes=vector_lanes(kernel, p), iterative_splits=True)
         fma = "_add_leaf_fma_native" if p.acc_fmt is None else "_add_leaf_fma_emulated"
         names, rename = helper_names(p, program, fma=fma)
         if "_table_step" in names:
@@ -67,9 +67,16 @@ class NumbaBackend(Backend):
         ]))
         if program.uses_fused:
             runtime += "\n\n_NO_KS = np.empty(0, np.int64)\n"
+        # note [vector lanes] in fpspec.compile.loops
+        text = "\n".join(line for f in program.functions for line in f.body)
+        if "_lane_folds(" in text:
+            runtime += "\n\n" + embed(numba_rt, ["_lane_folds"])
         columns = gemm_by_columns(kernel) if kernel.op == "gemm" else None
+        tiles = gemm_tiles(kernel, p) if kernel.op == "gemm" else None
         if kernel.op == "gemm":
+            runtime += "\n\n" + embed(numba_rt, ["_gemm_rest"])
             extra.append(f"_GEMM_COLUMNS_MIN = {columns[0] if columns else None}  # note [gemm by columns]")
+            extra.append(f"_GEMM_TILE = {tiles[0] if tiles else None}  # note [gemm tiles]")
         if columns:
             xy = {"product": "_term_product_xy", "product_twice": "_term_product_twice_xy"}[p.term]
             leaf = ("_add_leaf_plain_xy" if not p.fma else
@@ -77,6 +84,9 @@ class NumbaBackend(Backend):
             runtime += "\n\n" + embed(numba_rt, [xy, leaf], {xy: "_term_xy", leaf: "_add_leaf_xy"},
                                        decorator="@_jit")
             parallel.append(columns[1])
+        if tiles:
+            runtime += "\n\n" + embed(numba_rt, ["_gemm_tile"]) + "\n\n" + embed(numba_rt, ["_gemm_tiled"])
+            parallel.append(tiles[1])
         return render_template(
             self.template,
             header=header(kernel, self.name),
@@ -196,6 +206,103 @@ def _gemm_columns_kernel(A, B, out):
             out[i, j0 + j] = _final(acc[{lanes}, j])
 '''
     return least, src
+
+
+def vector_lanes(kernel: Kernel, p) -> bool:
+    """Whether lanes over leaves may use `_lane_folds` (note [vector lanes] in
+    fpspec.compile.loops): a leaf must be its input value unchanged, so op
+    sum into a native accumulator of the input's own carrier."""
+    return (kernel.op == "sum" and p.term == "sum" and p.acc_fmt is None and p.acc_dtype == p.in_carry
+            and kernel.arithmetic.fused is None)
+
+
+# Note [gemm tiles]: the columns form (note [gemm by columns]) keeps each
+# partial sum in memory, one load and store per UNROLL leaves.  Where an
+# order is k lanes of forward folds joined by a fixed tree (k = 1: one fold),
+# alone or as the inner order of blocks of b folded in order (numpy.matmul's
+# `blocks(256, lanes(2, seq, seq), seq)` at 512^3), and a leaf is one IEEE
+# operation of the carrier (native accumulator = input carrier = output
+# carrier; product = fma as llvm.fma, or a product rounded to the
+# accumulator then added), `_gemm_tile` (an explicit LLVM IR loop: numba runs
+# no SLP vectorizer) keeps a tile of rows x 2 vectors of outputs per lane in
+# registers for a whole block: per leaf a row of B is loaded (contiguous),
+# A[i, k] broadcast, one vector FMA per vector of outputs.  A vector element
+# is an output, so every output gets exactly the scalar operations of
+# `_gemm_kernel` in the spec's order; block sums are folded in order into
+# `out`, then `_final` runs in place.  Tiles go in parallel (prange;
+# consecutive tiles share a panel of B); rows that do not fill a tile go in
+# tiles of one row, columns that do not fill one (and lengths whose last
+# block has a lane of fewer than two leaves) through `_gemm_rest`.
+TILE_ACCUMULATORS = 12  # lanes x rows x vectors: with a row of B and a broadcast, 15 of the 16 ymm
+TILE_VECTORS = 2
+TILE_MAX_LANES = 4
+TILE_GROUP = 16         # tiles of rows per parallel task
+
+
+def gemm_tiles(kernel: Kernel, p) -> tuple[tuple[int, int, int, int], str] | None:
+    """((rows, columns, block or 0, lanes) of a tile, source of
+    `_gemm_tiles_kernel`) when note [gemm tiles] applies to `kernel`, else None."""
+    from fpspec.compile.trees import reduce_list
+    from fpspec.tree import postorder
+
+    root = kernel.root
+    if isinstance(root, Call):
+        root = kernel.order(root.name)
+    a = kernel.arithmetic
+    if not (p.acc_fmt is None and p.acc_dtype == p.in_carry == p.out_carry and p.term == "product"
+            and (p.fma or a.product in ("rounded", "exact")) and a.fused is None):
+        return None
+    block, inner = 0, root
+    if (isinstance(root, Blocks) and isinstance(root.b, Const) and root.b.value >= 2
+            and root.outer == Fold()):
+        block, inner = root.b.value, root.inner
+    if inner == Fold():
+        lanes, tree = 1, 0
+    elif (isinstance(inner, Lanes) and isinstance(inner.k, Const) and 2 <= inner.k.value <= TILE_MAX_LANES
+          and inner.inner == Fold()):
+        lanes = inner.k.value
+        tree = reduce_list(kernel, inner.outer, list(range(lanes)), lanes)
+    else:
+        return None
+    if block and block < 2 * lanes:     # blocks whose lanes are not all full (note [lone leaves])
+        return None
+    postfix = ""
+    for t in postorder(tree):
+        if not isinstance(t, int) and t.fused:
+            return None
+        postfix += str(t) if isinstance(t, int) else "+"
+    rows = TILE_ACCUMULATORS // (lanes * TILE_VECTORS)
+    columns = TILE_VECTORS * (32 // {"float32": 4, "float64": 8}[p.acc_dtype])
+    size = str(block) if block else "n"
+    lone_check = "" if not (p.fma and block and lanes == 1) else (
+        f"    if n > {block} and n % {block} == 1:\n        raise ValueError({LONE_LEAF!r})\n")
+
+    def tile_loop(first: str, count: str, tile_rows: int, tag: str) -> str:
+        # a task: one panel of columns x up to TILE_GROUP tiles of rows; blocks outermost so the
+        # block's rows of B stay in cache across the tiles (each output still gets its blocks in order)
+        return f'''    groups{tag} = ({count} + {TILE_GROUP - 1}) // {TILE_GROUP}
+    for t{tag} in prange(groups{tag} * pt):
+        j0 = (t{tag} // groups{tag}) * {columns}
+        g0 = (t{tag} % groups{tag}) * {TILE_GROUP}
+        g1 = min(g0 + {TILE_GROUP}, {count})
+        for lo in range(0, n, {size}):
+            for g in range(g0, g1):
+                _gemm_tile(A, B, out, {first}g * {tile_rows}, j0, lo, min(lo + {size}, n), lo == 0, {tile_rows},
+                           {TILE_VECTORS}, {int(p.fma)}, {lanes}, {postfix!r})
+        for i in range({first}g0 * {tile_rows}, {first}g1 * {tile_rows}):
+            for j in range(j0, j0 + {columns}):
+                out[i, j] = _final(out[i, j])
+'''
+    src = f'''@_parallel
+def _gemm_tiles_kernel(A, B, out):
+    """out[:, :p - p % {columns}] = A @ B in tiles of {rows} rows (the last rows one by one) x {columns}
+    columns (note [gemm tiles]): in blocks of {size} leaves, {lanes} lane(s) per block joined by
+    {postfix!r}, the block sums folded in order."""
+    m, n = A.shape
+    p = B.shape[1]
+{lone_check}    mt, pt = m // {rows}, p // {columns}
+{tile_loop("", "mt", rows, "")}{tile_loop(f"mt * {rows} + ", f"(m - mt * {rows})", 1, "_rest")}'''
+    return (rows, columns, block, lanes), src
 
 
 def fused_constants(kernel: Kernel) -> list[str]:

@@ -33,6 +33,142 @@ def _fma(typingctx, x, y, z):
     return x(x, y, z), codegen
 
 
+@intrinsic
+def _lane_folds(typingctx, a, lo, rows, k):
+    """The k lane sums of the rows x k values a[lo:lo + rows * k] (row-major,
+    rows >= 1): lane j is ((a[lo + j] + a[lo + k + j]) + a[lo + 2k + j]) + ...
+    One <k x T> vector add per row: k independent IEEE adds side by side, no
+    fast-math flags, nothing reassociated (note [vector lanes] in
+    fpspec.compile.loops).  `a` must be C-contiguous, k a literal."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    if not (isinstance(k, types.IntegerLiteral) and isinstance(a, types.Array) and a.ndim == 1
+            and a.layout == "C"):
+        return None
+    lanes = k.literal_value
+    ret = types.UniTuple(a.dtype, lanes)
+
+    def codegen(context, builder, signature, args):
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        start = context.cast(builder, args[1], signature.args[1], types.intp)
+        count = context.cast(builder, args[2], signature.args[2], types.intp)
+        scalar = context.get_value_type(signature.args[0].dtype)
+        vector = ir.VectorType(scalar, lanes)
+        one = ir.Constant(start.type, 1)
+
+        def row(r):
+            at = builder.add(start, builder.mul(r, ir.Constant(start.type, lanes)))
+            ptr = builder.bitcast(builder.gep(arr.data, [at]), vector.as_pointer())
+            return builder.load(ptr, align=context.get_abi_sizeof(scalar))
+        acc = cgutils.alloca_once(builder, vector)
+        builder.store(row(ir.Constant(start.type, 0)), acc)
+        with cgutils.for_range_slice(builder, one, count, one) as (r, _):
+            builder.store(builder.fadd(builder.load(acc), row(r)), acc)
+        total = builder.load(acc)
+        out = cgutils.get_null_value(context.get_value_type(ret))
+        for j in range(lanes):
+            out = builder.insert_value(out, builder.extract_element(total, ir.Constant(ir.IntType(32), j)), j)
+        return out
+    return ret(a, lo, rows, k), codegen
+
+
+@intrinsic
+def _gemm_tile(typingctx, A, B, out, i0, j0, lo, hi, first, rows, vectors, fused, lanes, tree):
+    """One register tile of A @ B over the block of leaves lo..hi-1: for each of
+    the rows x (vectors * V) outputs (i, j) at (i0, j0), V the elements of a
+    256-bit vector, each of the `lanes` lanes (lane l: leaves lo + l, lo + l +
+    lanes, ...; every lane non-empty) is s = A[i, k] * B[k, j] rounded for its
+    first leaf, then s = fma(A[i, k], B[k, j], s) (fused = 1, llvm.fma) or
+    s + A[i, k] * B[k, j] rounded twice (fused = 0), in order; the lane sums
+    are joined by `tree` (postfix: a digit pushes that lane, + adds the top
+    two, left first); then out[i, j] = that if first else out[i, j] + that.
+    Each output's operations are the scalar ones of `_gemm_kernel`: a vector
+    only holds different outputs side by side (note [gemm tiles] in
+    fpspec.compile.backends.numba).  A, B, out: C-contiguous 2-D arrays of one
+    dtype; rows, vectors, fused, lanes, tree: literals."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    literals = (rows, vectors, fused, lanes)
+    if not (all(isinstance(x, types.Array) and x.ndim == 2 and x.layout == "C" for x in (A, B, out))
+            and A.dtype == B.dtype == out.dtype and A.dtype in (types.float32, types.float64)
+            and all(isinstance(x, types.IntegerLiteral) for x in literals)
+            and isinstance(tree, types.StringLiteral)):
+        return None
+    nr, nv, fma, nl = (x.literal_value for x in literals)
+    postfix = tree.literal_value
+
+    def codegen(context, builder, signature, args):
+        a, b, o = (context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3]))
+        i0, j0, lo, hi = (context.cast(builder, v, t, types.intp) for v, t in zip(args[3:7], signature.args[3:7]))
+        is_first = context.cast(builder, args[7], signature.args[7], types.boolean)
+        scalar = context.get_value_type(signature.args[0].dtype)
+        size = context.get_abi_sizeof(scalar)
+        width = 32 // size
+        vector = ir.VectorType(scalar, width)
+        fma_fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
+                                                f"llvm.fma.v{width}f{8 * size}")
+        n, p, q = (builder.extract_value(x.shape, 1) for x in (a, b, o))
+
+        def const(v):
+            return ir.Constant(i0.type, v)
+
+        def b_vector(k, c):         # B[k, j0 + c*width : ...]
+            at = builder.add(builder.mul(k, p), builder.add(j0, const(c * width)))
+            return builder.load(builder.bitcast(builder.gep(b.data, [at]), vector.as_pointer()), align=size)
+
+        def a_broadcast(r, k):      # A[i0 + r, k] in every element
+            x = builder.load(builder.gep(a.data, [builder.add(builder.mul(builder.add(i0, const(r)), n), k)]))
+            v = builder.insert_element(ir.Constant(vector, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
+            return builder.shuffle_vector(v, ir.Constant(vector, ir.Undefined),
+                                          ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width))
+
+        def leaf(lane, k, start):   # leaf k into the accumulators of `lane`
+            bs = [b_vector(k, c) for c in range(nv)]
+            for r in range(nr):
+                x = a_broadcast(r, k)
+                for c in range(nv):
+                    if start:
+                        builder.store(builder.fmul(x, bs[c]), accs[lane][r][c])
+                        continue
+                    acc = builder.load(accs[lane][r][c])
+                    new = (builder.call(fma_fn, [x, bs[c], acc]) if fma
+                           else builder.fadd(acc, builder.fmul(x, bs[c])))
+                    builder.store(new, accs[lane][r][c])
+
+        accs = [[[cgutils.alloca_once(builder, vector) for _ in range(nv)] for _ in range(nr)] for _ in range(nl)]
+        for lane in range(nl):
+            leaf(lane, builder.add(lo, const(lane)), True)
+        full = builder.sdiv(builder.sub(hi, lo), const(nl))      # rows of `lanes` leaves
+        with cgutils.for_range_slice(builder, const(1), full, const(1)) as (row, _):
+            base = builder.add(lo, builder.mul(row, const(nl)))
+            for lane in range(nl):
+                leaf(lane, builder.add(base, const(lane)), False)
+        base = builder.add(lo, builder.mul(full, const(nl)))
+        for lane in range(nl - 1):  # the first (hi - lo) % lanes lanes take one more leaf
+            with builder.if_then(builder.icmp_signed("<", builder.add(base, const(lane)), hi)):
+                leaf(lane, builder.add(base, const(lane)), False)
+        for r in range(nr):
+            for c in range(nv):
+                stack = []
+                for token in postfix:
+                    if token == "+":
+                        right, left = stack.pop(), stack.pop()
+                        stack.append(builder.fadd(left, right))
+                    else:
+                        stack.append(builder.load(accs[int(token)][r][c]))
+                at = builder.add(builder.mul(builder.add(i0, const(r)), q), builder.add(j0, const(c * width)))
+                ptr = builder.bitcast(builder.gep(o.data, [at]), vector.as_pointer())
+                with builder.if_else(is_first) as (then, otherwise):
+                    with then:
+                        builder.store(stack[0], ptr, align=size)
+                    with otherwise:
+                        builder.store(builder.fadd(builder.load(ptr, align=size), stack[0]), ptr, align=size)
+        return context.get_dummy_value()
+    return types.none(A, B, out, i0, j0, lo, hi, first, rows, vectors, fused, lanes, tree), codegen
+
+
 def _round_dir(v, precision, emin, emax, rz, subnormals):
     """Round a float64 to `precision` bits (toward zero or nearest even) with
     the exponent range emin..emax (fpspec.arith.fused.round_value, scalar)."""
@@ -309,6 +445,37 @@ _OUT_DTYPE = np.float32
 _OUT_CARRY = np.float32
 _GEMM_COLUMNS_MIN = None   # the least n for _gemm_columns_kernel (None: the spec has none)
 _gemm_columns_kernel = None
+_GEMM_TILE = None   # (rows, columns, block, lanes) of `_gemm_tiles_kernel` (None: the spec has none)
+_gemm_tiles_kernel = None
+
+
+def _gemm_tiled(A, B, out):
+    """A @ B into out: `_gemm_tiles_kernel` up to the last whole tile of
+    columns, the columns left over (and lengths whose last block has a lane
+    of fewer than two leaves, note [lone leaves]) by `_gemm_rest` (note
+    [gemm tiles])."""
+    (m, n), p = A.shape, B.shape[1]
+    rows, columns, block, lanes = _GEMM_TILE
+    short = n % block if block else n
+    if lanes > 1 and 0 < short < 2 * lanes:
+        _gemm_rest(A, B, out)
+        return
+    pt = p - p % columns
+    if pt > 0:
+        _gemm_tiles_kernel(A, B, out)
+    if pt < p:
+        edge = np.empty((m, p - pt), out.dtype)
+        _gemm_rest(A, np.ascontiguousarray(B[:, pt:]), edge)
+        out[:, pt:] = edge
+
+
+def _gemm_rest(A, B, out):
+    """A @ B into out without tiles: by columns where the order allows (note
+    [gemm by columns]), else one output at a time."""
+    if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
+        _gemm_columns_kernel(A, B, out)
+    else:
+        _gemm_kernel(A, np.ascontiguousarray(B.T), out)
 
 
 def _input(x, what):
@@ -411,10 +578,10 @@ def api_gemm(A, B):
         raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
     _length(A.shape[1])
     out = np.empty((A.shape[0], B.shape[1]), _OUT_CARRY)
-    if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
-        _gemm_columns_kernel(A, B, out)      # note [gemm by columns]
+    if _GEMM_TILE is not None:
+        _gemm_tiled(A, B, out)               # note [gemm tiles]
     else:
-        _gemm_kernel(A, np.ascontiguousarray(B.T), out)
+        _gemm_rest(A, B, out)
     return out.astype(_OUT_DTYPE)
 
 

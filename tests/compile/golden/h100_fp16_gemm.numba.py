@@ -42,6 +42,7 @@ _FP_RES_P = 24
 _FP_OUT_EMIN, _FP_OUT_EMAX = -126, 127
 _FP_SUB_IN, _FP_SUB_OUT = True, True
 _GEMM_COLUMNS_MIN = None  # note [gemm by columns]
+_GEMM_TILE = None  # note [gemm tiles]
 
 _jit = njit(fastmath=False, cache=True)
 _parallel = njit(fastmath=False, cache=True, parallel=True)
@@ -256,6 +257,15 @@ def _shape(what, arr, ndim):
 _NO_KS = np.empty(0, np.int64)
 
 
+def _gemm_rest(A, B, out):
+    """A @ B into out without tiles: by columns where the order allows (note
+    [gemm by columns]), else one output at a time."""
+    if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
+        _gemm_columns_kernel(A, B, out)
+    else:
+        _gemm_kernel(A, np.ascontiguousarray(B.T), out)
+
+
 
 @_jit
 def _reduce(a, b, n):
@@ -291,9 +301,9 @@ def gemm(A, B):
         raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
     _length(A.shape[1])
     out = np.empty((A.shape[0], B.shape[1]), _OUT_CARRY)
-    if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
-        _gemm_columns_kernel(A, B, out)      # note [gemm by columns]
+    if _GEMM_TILE is not None:
+        _gemm_tiled(A, B, out)               # note [gemm tiles]
     else:
-        _gemm_kernel(A, np.ascontiguousarray(B.T), out)
+        _gemm_rest(A, B, out)
     return out.astype(_OUT_DTYPE)
 

@@ -126,10 +126,93 @@ def _shape(what, arr, ndim):
         raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
 
 
+@intrinsic
+def _lane_folds(typingctx, a, lo, rows, k):
+    """The k lane sums of the rows x k values a[lo:lo + rows * k] (row-major,
+    rows >= 1): lane j is ((a[lo + j] + a[lo + k + j]) + a[lo + 2k + j]) + ...
+    One <k x T> vector add per row: k independent IEEE adds side by side, no
+    fast-math flags, nothing reassociated (note [vector lanes] in
+    fpspec.compile.loops).  `a` must be C-contiguous, k a literal."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    if not (isinstance(k, types.IntegerLiteral) and isinstance(a, types.Array) and a.ndim == 1
+            and a.layout == "C"):
+        return None
+    lanes = k.literal_value
+    ret = types.UniTuple(a.dtype, lanes)
+
+    def codegen(context, builder, signature, args):
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        start = context.cast(builder, args[1], signature.args[1], types.intp)
+        count = context.cast(builder, args[2], signature.args[2], types.intp)
+        scalar = context.get_value_type(signature.args[0].dtype)
+        vector = ir.VectorType(scalar, lanes)
+        one = ir.Constant(start.type, 1)
+
+        def row(r):
+            at = builder.add(start, builder.mul(r, ir.Constant(start.type, lanes)))
+            ptr = builder.bitcast(builder.gep(arr.data, [at]), vector.as_pointer())
+            return builder.load(ptr, align=context.get_abi_sizeof(scalar))
+        acc = cgutils.alloca_once(builder, vector)
+        builder.store(row(ir.Constant(start.type, 0)), acc)
+        with cgutils.for_range_slice(builder, one, count, one) as (r, _):
+            builder.store(builder.fadd(builder.load(acc), row(r)), acc)
+        total = builder.load(acc)
+        out = cgutils.get_null_value(context.get_value_type(ret))
+        for j in range(lanes):
+            out = builder.insert_value(out, builder.extract_element(total, ir.Constant(ir.IntType(32), j)), j)
+        return out
+    return ret(a, lo, rows, k), codegen
+
+
 
 @_jit
 def _order_pairwise_sum_L1(a, b, lo, m):
     """order_pairwise_sum: reduce the leaves lo, lo + step, ... (m of them)."""
+    step = 1
+    los44 = np.empty(64, np.int64)   # start of each pending right part
+    ms45 = np.empty(64, np.int64)    # its length; 0 once its left sibling is done
+    vals46 = _vals(64)               # the finished left sibling
+    sp43 = 0
+    while True:
+        while True:
+            if (m < 8):
+                h40 = -1
+            elif (m <= 128):
+                h40 = -1
+            else:
+                h40 = ((m // 2) - ((m // 2) % 8))
+            if h40 < 0:
+                break
+            if h40 < 1 or h40 > m - 1 or h40 + (m - ((m // 2) - ((m // 2) % 8))) != m:
+                raise ValueError('a recursive split must cut its list into two non-empty parts that add up to it')
+            if sp43 == 64:
+                break
+            los44[sp43] = (lo + h40)
+            ms45[sp43] = m - h40
+            sp43 += 1
+            m = h40
+        if h40 < 0:
+            v42 = _order_pairwise_sum_leaf_L1(a, b, lo, m)
+        else:   # the stacks are full: this part by a walk of its own
+            v42 = _order_pairwise_sum_L1(a, b, lo, m)
+        while sp43 > 0 and ms45[sp43 - 1] == 0:
+            sp43 -= 1
+            v42 = _add(vals46[sp43], v42)
+        if sp43 == 0:
+            r41 = v42
+            break
+        vals46[sp43 - 1] = v42
+        lo = los44[sp43 - 1]
+        m = ms45[sp43 - 1]
+        ms45[sp43 - 1] = 0
+    return r41
+
+
+@_jit
+def _order_pairwise_sum_leaf_L1(a, b, lo, m):
+    """order_pairwise_sum_leaf: reduce the leaves lo, lo + step, ... (m of them)."""
     step = 1
     if (m < 8):
         acc2 = _term(a, b, lo)
@@ -148,25 +231,8 @@ def _order_pairwise_sum_L1(a, b, lo, m):
         if p4 > 0:
             k10 = 8
             if p4 >= 8:
-                l12 = _term(a, b, lo)
-                l13 = _term(a, b, (lo + 1))
-                l14 = _term(a, b, (lo + 2))
-                l15 = _term(a, b, (lo + 3))
-                l16 = _term(a, b, (lo + 4))
-                l17 = _term(a, b, (lo + 5))
-                l18 = _term(a, b, (lo + 6))
-                l19 = _term(a, b, (lo + 7))
                 rows20 = p4 // 8
-                for row21 in range(1, rows20):
-                    base22 = (lo + row21 * 8)
-                    l12 = _add_leaf(l12, a, b, base22)
-                    l13 = _add_leaf(l13, a, b, (base22 + 1))
-                    l14 = _add_leaf(l14, a, b, (base22 + 2))
-                    l15 = _add_leaf(l15, a, b, (base22 + 3))
-                    l16 = _add_leaf(l16, a, b, (base22 + 4))
-                    l17 = _add_leaf(l17, a, b, (base22 + 5))
-                    l18 = _add_leaf(l18, a, b, (base22 + 6))
-                    l19 = _add_leaf(l19, a, b, (base22 + 7))
+                l12, l13, l14, l15, l16, l17, l18, l19 = _lane_folds(a, lo, rows20, 8)
                 base22 = (lo + rows20 * 8)
                 if p4 % 8 > 0:
                     l12 = _add_leaf(l12, a, b, base22)
@@ -212,23 +278,7 @@ def _order_pairwise_sum_L1(a, b, lo, m):
                 have9 = True
         r1 = acc8
     else:
-        p40 = ((m // 2) - ((m // 2) % 8))
-        at41 = p40
-        p42 = (m - ((m // 2) - ((m // 2) % 8)))
-        at43 = (at41 + p42)
-        if at43 != m:
-            raise ValueError('the parts of a split do not add up to its length')
-        acc44 = _ZERO
-        have45 = False
-        if p40 > 0:
-            r46 = _order_pairwise_sum_L1(a, b, lo, p40)
-            acc44 = _add(acc44, r46) if have45 else r46
-            have45 = True
-        if p42 > 0:
-            r47 = _order_pairwise_sum_L1(a, b, (lo + at41), p42)
-            acc44 = _add(acc44, r47) if have45 else r47
-            have45 = True
-        r1 = acc44
+        raise ValueError('no case of the spec applies to this length')
     return r1
 
 
@@ -247,8 +297,8 @@ def _pairwise0_V(vals, off, step, m):
 @_jit
 def _reduce(a, b, n):
     """The spec's order over the n terms (a[k], b[k]) of each output element."""
-    r48 = _order_pairwise_sum_L1(a, b, 0, n)
-    return r48
+    r47 = _order_pairwise_sum_L1(a, b, 0, n)
+    return r47
 
 
 
