@@ -259,7 +259,7 @@ def gemm_tiles(kernel: Kernel, p) -> tuple[tuple[int, int, int, int], str] | Non
     if inner == Fold():
         lanes, tree = 1, 0
     elif (isinstance(inner, Lanes) and isinstance(inner.k, Const) and 2 <= inner.k.value <= TILE_MAX_LANES
-          and inner.inner == Fold()):
+          and inner.inner == Fold() and inner.left is None):
         lanes = inner.k.value
         tree = reduce_list(kernel, inner.outer, list(range(lanes)), lanes)
     else:
