@@ -90,3 +90,104 @@ def has_regions(spec: A.Spec) -> bool:
 def node_key(t) -> tuple:
     """(smallest leaf, number of leaves): names a subtree of a tree with distinct leaves."""
     return (t, 1) if isinstance(t, int) else (t.first, t.size)
+
+
+def override_entries(main: Arithmetic, arith: Arithmetic) -> tuple:
+    """The fewest entries of `arithmetic NAME { ... }` that turn `main` into `arith`."""
+    base = {e.key: e for e in main.to_entries()}
+    mine = [e for e in arith.to_entries() if e.key not in WHOLE]
+    tries = ([e for e in mine if base.get(e.key) != e],
+             [e for e in mine if base.get(e.key) != e or e.key == "product"],
+             mine)
+    main_block = A.Block("arithmetic", main.to_entries())
+    for entries in tries:
+        if named_arithmetic(main_block, main, A.NamedArithmetic("x", tuple(entries))) == arith:
+            return tuple(entries)
+    raise SpecError(f"internal error: no arithmetic section gives {arith}")   # pragma: no cover
+
+
+# the parts of a top-level order that `regionalize` may give their own arithmetic
+_PARTS = {A.Tail: ("body",), A.Split: ("first", "rest"), A.Lanes: ("inner",), A.Blocks: ("inner",)}
+
+
+def regionalize(spec: A.Spec, n: int):
+    """(order, names) where `order` is the spec's order at n with each part of
+    its top-level combinator wrapped in using(PART, ...) (tail: its body; split:
+    both halves; lanes and blocks: the inner order), and `names` maps the key
+    of every node made inside a part to the part's name.  None when the order
+    at n has no parts (fpspec.arith.probe note [region probes] uses these)."""
+    from fpspec.spec.expand import apply_order, eval_cond, lets_of
+
+    lets = lets_of(spec)
+    o = spec.order
+    for _ in range(100):      # guards and named orders decided for the root list (length n)
+        if isinstance(o, A.Ref) and o.name in lets:
+            o = lets[o.name].order
+        elif isinstance(o, A.Guard):
+            o = next((c.order for c in o.cases if eval_cond(c.cond, n)), o.otherwise)
+        else:
+            break
+    parts = _PARTS.get(type(o))
+    if parts is None:
+        return None
+    from dataclasses import replace
+
+    order = replace(o, **{p: A.Using(p, getattr(o, p)) for p in parts})
+    names: dict = {}
+    apply_order(order, range(n), lets, names)
+    return order, names
+
+
+def with_probed_arithmetic(spec: A.Spec, n: int, tree, target, report, *, seed: int = 0, checks: int = 256):
+    """`spec` (the order revealed at n, lowered) with the arithmetic the probes found,
+    checked on random and special inputs against `target` (fpspec.arith.probe
+    note [region probes]).  `report`: probe_arithmetic's.  One arithmetic when it
+    passes the sample check, else one per top-level part plus the joining nodes;
+    RevealRefused when neither passes: a spec the check contradicts is never made.
+    Returns (spec, lines): lines say what was found and checked."""
+    from dataclasses import replace
+
+    from fpspec.arith.probe import probe_regions, sample_check
+    from fpspec.errors import RevealRefused
+
+    first = report.arithmetic
+    checked, bad = sample_check(target, tree, first, seed=seed, count=checks)
+    if report.consistent and bad == 0:
+        header = replace(spec.header, sections=spec.header.sections + (A.Block("arithmetic", first.to_entries()),))
+        return replace(spec, header=header), [f"sample check: {checked} random and special inputs, all equal "
+                                              "to the model bit for bit"]
+    lines = [f"one arithmetic for the whole tree ({_short(first)}) differs from {target.name} "
+             f"on {bad} of {checked} sample inputs: probing its parts"]
+    parts = regionalize(spec, n)
+    if parts is None:
+        raise RevealRefused(f"{target.name} at n = {n}: no arithmetic reproduces it ({bad} of {checked} sample "
+                            "inputs differ) and its order has no parts to probe apart")
+    order, names = parts
+    rr = probe_regions(target, tree, names, first, seed=seed, checks=checks)
+    lines += rr.lines
+    if not rr.consistent:
+        raise RevealRefused(f"{target.name} at n = {n}: no arithmetic reproduces it, for the whole tree or per "
+                            f"part ({rr.lines[-1]})")
+    used = sorted(k for k in set(names.values()) if rr.regions.get(k, rr.main) != rr.main)
+    # a part in the main arithmetic needs no using
+    order = replace(order, **{k: getattr(order, k).order for k in set(names.values()) if k not in used})
+    header = replace(spec.header, sections=spec.header.sections + (A.Block("arithmetic", rr.main.to_entries()),),
+                     arithmetics=tuple(A.NamedArithmetic(k, override_entries(rr.main, rr.regions[k]))
+                                       for k in used))
+    out = replace(spec, header=header, order=order)
+    # the spec as written, expanded again, must give what was checked
+    from fpspec.arith.probe import sample_check as check_again
+    from fpspec.spec.expand import expand_arith
+
+    tree2, main, regions = expand_arith(out, n)
+    checked, bad = check_again(target, tree2, main, regions, seed=seed + 7, count=checks)
+    if bad:
+        raise RevealRefused(f"{target.name} at n = {n}: the per-part arithmetic differs on {bad} of {checked} "
+                            "fresh sample inputs")
+    lines.append(f"sample check of the written spec: {checked} fresh inputs, all equal bit for bit")
+    return out, lines
+
+
+def _short(a: Arithmetic) -> str:
+    return f"{a.product} products" + (f" to {a.product_format}" if a.product_format else "") + \
+        f", {a.accumulator} accumulator"
