@@ -691,19 +691,6 @@ def _random_inputs(target, rng, count: int):
 # check (random and special inputs) agrees bit for bit.
 
 
-@dataclass(frozen=True)
-class RegionReport:
-    main: Arithmetic                 # the joining nodes (every node outside a region)
-    regions: dict                    # region name -> Arithmetic
-    lines: list = field(default_factory=list)
-    consistent: bool = True
-    checked: int = 0
-    mismatches: int = 0
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines)
-
-
 def _region_map(names: dict, chosen: dict) -> dict:
     """node key -> Arithmetic, from node key -> region name and name -> Arithmetic."""
     return {key: chosen[name] for key, name in names.items() if name in chosen}
@@ -716,6 +703,15 @@ def _region_leaves(tree, names: dict, name) -> list:
         if isinstance(s, Node) and names.get((s.first, s.size)) == name:
             out += [c for c in s.children if isinstance(c, int)]
     return out
+
+
+def _leaves_below(tree, names: dict, name) -> list:
+    """Every leaf under a node of region `name`."""
+    out: set = set()
+    for s in postorder(tree):
+        if isinstance(s, Node) and names.get((s.first, s.size)) == name:
+            out.update(leaves(s))
+    return sorted(out)
 
 
 def _misses_regions(main, regions, tree, X, Y, outputs, product) -> int:
@@ -781,23 +777,29 @@ def sample_check(target, tree, arithmetic: Arithmetic, regions: dict | None = No
     return len(got), _misses_regions(arithmetic, regions, tree, X, Y, got, target.op != "sum")
 
 
-def probe_regions(target, tree, names: dict, start: Arithmetic, *, seed: int = 0, rows: int = 200,
-                  checks: int = 256) -> RegionReport:
-    """The arithmetic of each region of `tree` and of the joining nodes (note [region probes]).
+def region_candidates(target, init: str) -> list[Arithmetic]:
+    """The arithmetics a region may have, in preference order (init is the whole accumulation's)."""
+    return [a for a in _binary_candidates(target) if a.init == init]
 
-    names: node key (smallest leaf, size) -> region name, for the nodes inside a
-    region; start: the whole-tree probe's arithmetic (input, output and init
-    are kept from it).
-    """
+
+def region_keep_sets(target, tree, names: dict, start: Arithmetic, *, seed: int = 0,
+                     rows: int = 150) -> dict:
+    """For each region of `tree` (names: node key -> region name) and for the
+    joining nodes (key None): the candidates that reproduce the target on
+    probes placed at that region's leaves (note [region probes]), in preference
+    order.  A region without nodes at this n is left out (anything fits it)."""
     rng = np.random.default_rng(seed + 1)
     run = _Runner(target)
     product = target.op != "sum"
-    cands = [a for a in _binary_candidates(target) if a.init == start.init]
+    cands = region_candidates(target, start.init)
     region_names = sorted(set(names.values()))
-    lines = [f"regions on {target.describe()}: {', '.join(region_names)} and the joining nodes"]
-    chosen: dict = {}
-    for name in region_names:
-        pool = sorted(set(_region_leaves(tree, names, name)))
+    direct = {name: sorted(set(_region_leaves(tree, names, name))) for name in region_names}
+    keep: dict = {}
+    # regions that take leaves first (their leaves decide them); then regions whose
+    # nodes only add partial sums, probed through the leaves below them, with the
+    # regions already decided at their first fit
+    for name in sorted(region_names, key=lambda k: not direct[k]):
+        pool = direct[name] or _leaves_below(tree, names, name)
         if not pool:
             continue
         r = _binary_rows(target, tree, rng, rows, pool=pool)
@@ -805,39 +807,20 @@ def probe_regions(target, tree, names: dict, start: Arithmetic, *, seed: int = 0
         X2, Y2 = _dense_rows(target, rng, rows, pool)
         X, Y = np.vstack([X1, X2]), np.vstack([Y1, Y2])
         got = run(X, Y)
-        others = {k: start for k in region_names if k != name}
-        keep = [a for a in cands
-                if _misses_regions(start, _region_map(names, {**others, name: a}), tree, X, Y, got, product) == 0]
-        if not keep:
-            lines.append(f"region {name}: no arithmetic in the model's space reproduces {target.name} "
-                         f"on its {len(pool)} leaves")
-            return RegionReport(start, chosen, lines, False)
-        chosen[name] = keep[0]
-        lines.append(f"region {name} ({len(pool)} leaves): {_describe(keep[0])}"
-                     + (f" ({len(keep) - 1} other candidates also fit)" if len(keep) > 1 else ""))
-    # the joining nodes, with the regions fixed, on random inputs over the whole tree
-    join_pool = sorted(set(_region_leaves(tree, names, None))) or list(range(target.n))
-    r = _binary_rows(target, tree, rng, rows, pool=join_pool)
-    _double_rounding_rows(r, target, tree, names, rng)
-    X1, Y1 = r.arrays()
-    X2, Y2 = _random_inputs(target, rng, rows)
-    X, Y = np.vstack([X1, X2]), np.vstack([Y1, Y2])
-    got = run(X, Y)
-    regions = _region_map(names, chosen)
-    # a join at least as wide as the regions it takes first (a narrower one rounds their sum once more)
-    widest = max([get_format(a.accumulator).precision for a in chosen.values()], default=0)
-    cands = sorted(cands, key=lambda a: get_format(a.accumulator).precision < widest)
-    keep = [a for a in cands if _misses_regions(a, regions, tree, X, Y, got, product) == 0]
-    if not keep:
-        lines.append(f"joining nodes: no arithmetic in the model's space reproduces {target.name} "
-                     "with the regions above")
-        return RegionReport(start, chosen, lines, False)
-    # with no leaf among the joins' children their product handling is not observable:
-    # a region's arithmetic that fits keeps the spec shorter (that region needs no section)
-    same = [a for a in keep if a in chosen.values()] if not _region_leaves(tree, names, None) else []
-    main = (same or keep)[0]
-    lines.append(f"joining nodes: {_describe(main)}")
-    checked, bad = sample_check(target, tree, main, regions, seed=seed + 2, count=checks)
-    lines.append(f"check: {checked} random and special inputs, {checked - bad} equal to the model bit for bit"
-                 + ("" if not bad else f", {bad} DIFFER"))
-    return RegionReport(main, chosen, lines, bad == 0, checked, bad)
+        others = {k: (keep[k][0] if keep.get(k) else start) for k in region_names if k != name}
+        keep[name] = [a for a in cands if _misses_regions(start, _region_map(names, {**others, name: a}),
+                                                          tree, X, Y, got, product) == 0]
+    has_joins = any(isinstance(s, Node) and (s.first, s.size) not in names for s in postorder(tree))
+    if has_joins:
+        # the joining nodes, the regions fixed at their first fit, on inputs over the whole tree
+        chosen = {k: v[0] for k, v in keep.items() if v}
+        regions = _region_map(names, {**{k: start for k in region_names}, **chosen})
+        join_pool = sorted(set(_region_leaves(tree, names, None))) or list(range(target.n))
+        r = _binary_rows(target, tree, rng, rows, pool=join_pool)
+        _double_rounding_rows(r, target, tree, names, rng)
+        X1, Y1 = r.arrays()
+        X2, Y2 = _random_inputs(target, rng, rows)
+        X, Y = np.vstack([X1, X2]), np.vstack([Y1, Y2])
+        got = run(X, Y)
+        keep[None] = [a for a in cands if _misses_regions(a, regions, tree, X, Y, got, product) == 0]
+    return keep

@@ -106,88 +106,215 @@ def override_entries(main: Arithmetic, arith: Arithmetic) -> tuple:
     raise SpecError(f"internal error: no arithmetic section gives {arith}")   # pragma: no cover
 
 
-# the parts of a top-level order that `regionalize` may give their own arithmetic
-_PARTS = {A.Tail: ("body",), A.Split: ("first", "rest"), A.Lanes: ("inner",), A.Blocks: ("inner",)}
+# Note [parts]: where a probe may find a different arithmetic.  The root
+# order (each arm of a root guard on its own) is cut into parts: each field
+# of its combinator (tail's body, split's halves, lanes' and blocks' inner
+# order) except `outer`, whose nodes join the parts and keep the main
+# arithmetic; inside a part every field of its combinator is a part again
+# (two levels: sdot's fp32 kernel holds FMA lanes and their fp32 sum).
+# `partition` wraps each part in using(PART, ...); probes then give each
+# part the arithmetics that fit (fpspec.arith.probe.region_keep_sets), at
+# every probed n, and `choose` keeps what fits at all of them.
+_FIELDS = {A.Tail: ("body", "outer"), A.Split: ("first", "rest"), A.Lanes: ("inner", "outer"),
+           A.Blocks: ("inner", "outer")}
 
 
-def regionalize(spec: A.Spec, n: int):
-    """(order, names) where `order` is the spec's order at n with each part of
-    its top-level combinator wrapped in using(PART, ...) (tail: its body; split:
-    both halves; lanes and blocks: the inner order), and `names` maps the key
-    of every node made inside a part to the part's name.  None when the order
-    at n has no parts (fpspec.arith.probe note [region probes] uses these)."""
-    from fpspec.spec.expand import apply_order, eval_cond, lets_of
+def _wrap_fields(o, prefix: str, top: bool, parents: dict, parent):
+    fields = _FIELDS.get(type(o))
+    if fields is None:
+        return o
+    changes = {}
+    for f in fields:
+        if top and f == "outer":
+            continue
+        name = f"{prefix}_{f}" if prefix else f
+        parents[name] = parent
+        inner = _wrap_fields(getattr(o, f), name, False, parents, name) if top else getattr(o, f)
+        changes[f] = A.Using(name, inner)
+    from dataclasses import replace
 
-    lets = lets_of(spec)
+    return replace(o, **changes)
+
+
+def partition(spec: A.Spec):
+    """(order, parents): the spec's root order with its parts (note [parts]) wrapped
+    in using(PART, ...), and part -> enclosing part (None: the main arithmetic).
+    None when the order has no parts.  Named orders are left whole."""
+    from dataclasses import replace
+
     o = spec.order
-    for _ in range(100):      # guards and named orders decided for the root list (length n)
-        if isinstance(o, A.Ref) and o.name in lets:
-            o = lets[o.name].order
-        elif isinstance(o, A.Guard):
-            o = next((c.order for c in o.cases if eval_cond(c.cond, n)), o.otherwise)
-        else:
-            break
-    parts = _PARTS.get(type(o))
-    if parts is None:
-        return None
-    from dataclasses import replace
+    parents: dict = {}
+    if isinstance(o, A.Guard):
+        cases = tuple(replace(c, order=_wrap_fields(c.order, f"b{i}", True, parents, None))
+                      for i, c in enumerate(o.cases))
+        new = replace(o, cases=cases,
+                      otherwise=_wrap_fields(o.otherwise, f"b{len(o.cases)}", True, parents, None))
+    else:
+        new = _wrap_fields(o, "", True, parents, None)
+    return (new, parents) if parents else None
 
-    order = replace(o, **{p: A.Using(p, getattr(o, p)) for p in parts})
+
+def part_names(spec: A.Spec, order, n: int) -> dict:
+    """node key -> part name for the nodes made inside a part at n."""
+    from fpspec.spec.expand import apply_order, lets_of
+
     names: dict = {}
-    apply_order(order, range(n), lets, names)
-    return order, names
+    apply_order(order, range(n), lets_of(spec), names)
+    return names
 
 
-def with_probed_arithmetic(spec: A.Spec, n: int, tree, target, report, *, seed: int = 0, checks: int = 256):
-    """`spec` (the order revealed at n, lowered) with the arithmetic the probes found,
-    checked on random and special inputs against `target` (fpspec.arith.probe
-    note [region probes]).  `report`: probe_arithmetic's.  One arithmetic when it
-    passes the sample check, else one per top-level part plus the joining nodes;
-    RevealRefused when neither passes: a spec the check contradicts is never made.
-    Returns (spec, lines): lines say what was found and checked."""
+def section_name(a: Arithmetic) -> str:
+    """A section name that says what the arithmetic is: fma_fp32, rounded_fp32, ..."""
+    words = ["fused" if a.fused is not None else a.product]
+    if a.product_format:
+        words.append(a.product_format)
+    return "_".join(words + [a.accumulator])
+
+
+def choose(order, parents: dict, keep: dict, main: Arithmetic):
+    """(order, sections): every part in one arithmetic that fit it at every probed n
+    (keep: part -> candidates, absent when nothing constrained it), written as
+    using(SECTION, ...) only where it differs from the enclosing arithmetic;
+    sections: name -> Arithmetic.  Preference: the enclosing arithmetic, then
+    one already chosen, then the probes' first.  A combinator whose parts all
+    got the same arithmetic takes one using around it."""
     from dataclasses import replace
 
-    from fpspec.arith.probe import probe_regions, sample_check
-    from fpspec.errors import RevealRefused
+    chosen: dict = {}
+    sections: dict = {}
 
-    first = report.arithmetic
-    checked, bad = sample_check(target, tree, first, seed=seed, count=checks)
-    if report.consistent and bad == 0:
-        header = replace(spec.header, sections=spec.header.sections + (A.Block("arithmetic", first.to_entries()),))
-        return replace(spec, header=header), [f"sample check: {checked} random and special inputs, all equal "
-                                              "to the model bit for bit"]
-    lines = [f"one arithmetic for the whole tree ({_short(first)}) differs from {target.name} "
-             f"on {bad} of {checked} sample inputs: probing its parts"]
-    parts = regionalize(spec, n)
-    if parts is None:
-        raise RevealRefused(f"{target.name} at n = {n}: no arithmetic reproduces it ({bad} of {checked} sample "
-                            "inputs differ) and its order has no parts to probe apart")
-    order, names = parts
-    rr = probe_regions(target, tree, names, first, seed=seed, checks=checks)
-    lines += rr.lines
-    if not rr.consistent:
-        raise RevealRefused(f"{target.name} at n = {n}: no arithmetic reproduces it, for the whole tree or per "
-                            f"part ({rr.lines[-1]})")
-    used = sorted(k for k in set(names.values()) if rr.regions.get(k, rr.main) != rr.main)
-    # a part in the main arithmetic needs no using
-    order = replace(order, **{k: getattr(order, k).order for k in set(names.values()) if k not in used})
-    header = replace(spec.header, sections=spec.header.sections + (A.Block("arithmetic", rr.main.to_entries()),),
-                     arithmetics=tuple(A.NamedArithmetic(k, override_entries(rr.main, rr.regions[k]))
-                                       for k in used))
-    out = replace(spec, header=header, order=order)
-    # the spec as written, expanded again, must give what was checked
-    from fpspec.arith.probe import sample_check as check_again
+    def pick(name, enclosing):
+        fits = keep.get(name)
+        if fits is None or enclosing in fits:
+            return enclosing
+        for a in chosen.values():
+            if a in fits:
+                return a
+        return fits[0]
+
+    def walk(o, enclosing):
+        if isinstance(o, A.Using):
+            a = chosen[o.name] = pick(o.name, enclosing)
+            inner = walk(o.order, a)
+            return inner if a == enclosing else A.Using(_section(a), inner)
+        if isinstance(o, A.Guard):
+            return replace(o, cases=tuple(replace(c, order=walk(c.order, enclosing)) for c in o.cases),
+                           otherwise=walk(o.otherwise, enclosing))
+        fields = _FIELDS.get(type(o))
+        if fields is None:
+            return o
+        new = {f: walk(getattr(o, f), enclosing) for f in fields}
+        names = {x.name if isinstance(x, A.Using) else None for x in new.values()}
+        if len(names) == 1 and None not in names:      # every part in one arithmetic: one using around
+            name = names.pop()
+            return A.Using(name, replace(o, **{f: x.order for f, x in new.items()}))
+        return replace(o, **new)
+
+    def _section(a):
+        for k, v in sections.items():
+            if v == a:
+                return k
+        base = section_name(a)
+        name, i = base, 2
+        while name in sections:
+            name, i = f"{base}_{i}", i + 1
+        sections[name] = a
+        return name
+
+    return walk(order, main), sections
+
+
+def with_sections(spec: A.Spec, order, main: Arithmetic, sections: dict) -> A.Spec:
+    """`spec` with `order`, the main arithmetic section and `arithmetic NAME { ... }` sections."""
+    from dataclasses import replace
+
+    used = set()
+    stack = [order]
+    from fpspec.spec.check import order_children
+
+    while stack:
+        x = stack.pop()
+        if isinstance(x, A.Using):
+            used.add(x.name)
+        stack.extend(order_children(x))
+    base = tuple(b for b in spec.header.sections if b.name != "arithmetic")
+    header = replace(spec.header, sections=base + (A.Block("arithmetic", main.to_entries()),),
+                     arithmetics=tuple(A.NamedArithmetic(k, override_entries(main, a))
+                                       for k, a in sections.items() if k in used))
+    return replace(spec, header=header, order=order)
+
+
+def probe_spec_arithmetic(spec: A.Spec, targets: dict, trees: dict, start, *, seed: int = 0,
+                          checks: int = 256, probe_ns=None):
+    """The arithmetic of a spec whose order fits `trees` (n -> revealed tree; targets:
+    n -> Target), checked bit for bit on sample inputs at every n of `trees`.
+
+    start: fpspec.arith.probe's ProbeReport at one n (its arithmetic is the
+    whole-tree answer).  One arithmetic when it passes every sample check;
+    else one per part (note [parts], fpspec.arith.probe note [region probes]),
+    probed at `probe_ns` (default: every n of trees).  RevealRefused when no
+    choice passes: a spec the sample check contradicts is never made.
+    Returns (spec, lines)."""
+    from fpspec.arith.probe import region_keep_sets, sample_check
+    from fpspec.errors import RevealRefused
     from fpspec.spec.expand import expand_arith
 
-    tree2, main, regions = expand_arith(out, n)
-    checked, bad = check_again(target, tree2, main, regions, seed=seed + 7, count=checks)
-    if bad:
-        raise RevealRefused(f"{target.name} at n = {n}: the per-part arithmetic differs on {bad} of {checked} "
-                            "fresh sample inputs")
-    lines.append(f"sample check of the written spec: {checked} fresh inputs, all equal bit for bit")
+    first = start.arithmetic
+    ns = sorted(trees)
+    target_name = targets[ns[0]].name
+    whole = with_sections(spec, spec.order, first, {})
+    results = [(n,) + sample_check(targets[n], trees[n], first, seed=seed + n, count=checks) for n in ns]
+    bad = [(n, c, b) for n, c, b in results if b]
+    total = sum(c for _, c, _ in results)
+    if getattr(start, "consistent", True) and not bad:
+        return whole, [f"sample check: {total} random and special inputs at {len(ns)} n, all equal to the "
+                       "model bit for bit"]
+    n0, c0, b0 = bad[0] if bad else results[0]
+    lines = [f"one arithmetic for the whole tree ({_short(first)}) differs from {target_name} on {b0} of "
+             f"{c0} sample inputs at n = {n0}: probing its parts"]
+    parted = partition(spec)
+    if parted is None:
+        raise RevealRefused(f"{target_name}: no arithmetic reproduces it ({b0} of {c0} sample inputs differ at "
+                            f"n = {n0}) and its order has no parts to probe apart")
+    order, parents = parted
+    keep: dict = {}
+    for n in (probe_ns or ns):
+        names = part_names(spec, order, n)
+        for name, fits in region_keep_sets(targets[n], trees[n], names, first, seed=seed + n).items():
+            keep[name] = [a for a in keep[name] if a in fits] if name in keep else fits
+    empty = [k for k, v in keep.items() if not v]
+    if empty:
+        what = ", ".join("the joining nodes" if k is None else f"part {k}" for k in empty)
+        raise RevealRefused(f"{target_name}: no arithmetic in the model's space fits {what} at every probed n")
+    joins = keep.pop(None, None)
+    if joins:
+        # the most shared candidate: a part in the main arithmetic needs no section
+        main = max(joins, key=lambda a: (sum(a in v for v in keep.values()), -joins.index(a)))
+    else:
+        main = first
+    new_order, sections = choose(order, parents, keep, main)
+    out = with_sections(spec, new_order, main, sections)
+    for k, a in sections.items():
+        lines.append(f"arithmetic {k}: {_short(a)}")
+    lines.append(f"main arithmetic (the joining nodes): {_short(main)}")
+    checked = 0
+    for n in ns:
+        tree, m, regions = expand_arith(out, n)
+        c, b = sample_check(targets[n], tree, m, regions, seed=seed + 7 * n + 1, count=checks)
+        checked += c
+        if b:
+            raise RevealRefused(f"{target_name} at n = {n}: the per-part arithmetic differs on {b} of {c} "
+                                "sample inputs")
+    lines.append(f"sample check of the spec: {checked} random and special inputs at {len(ns)} n, all equal "
+                 "bit for bit")
     return out, lines
 
 
+def with_probed_arithmetic(spec: A.Spec, n: int, tree, target, report, *, seed: int = 0, checks: int = 256):
+    """probe_spec_arithmetic at one revealed n (fpspec reveal -o)."""
+    return probe_spec_arithmetic(spec, {n: target}, {n: tree}, report, seed=seed, checks=checks)
+
+
 def _short(a: Arithmetic) -> str:
-    return f"{a.product} products" + (f" to {a.product_format}" if a.product_format else "") + \
-        f", {a.accumulator} accumulator"
+    return (f"{a.product} products" + (f" to {a.product_format}" if a.product_format else "")
+            + f", {a.accumulator} accumulator")
