@@ -107,21 +107,30 @@ def override_entries(main: Arithmetic, arith: Arithmetic) -> tuple:
 
 
 # Note [parts]: where a probe may find a different arithmetic.  The root
-# order (each arm of a root guard on its own) is cut into parts: each field
-# of its combinator (tail's body, split's halves, lanes' and blocks' inner
-# order) except `outer`, whose nodes join the parts and keep the main
-# arithmetic; inside a part every field of its combinator is a part again
-# (two levels: sdot's fp32 kernel holds FMA lanes and their fp32 sum).
-# `partition` wraps each part in using(PART, ...); probes then give each
-# part the arithmetics that fit (fpspec.arith.probe.region_keep_sets), at
-# every probed n, and `choose` keeps what fits at all of them.
+# order is cut into parts: each field of its combinator (tail's body,
+# split's halves, lanes' and blocks' inner order) except `outer`, whose
+# nodes join the parts and keep the main arithmetic; inside a part every
+# field of a combinator is a part again, down to PART_DEPTH levels, and a
+# guard's arms are cut alike (sdot: an fp32 kernel whose FMA lanes meet in
+# plain fp32 adds, inside an fp64 loop).  `partition` wraps each part in
+# using(PART, ...); probes give each part the arithmetics that fit
+# (fpspec.arith.probe.region_keep_sets) at every probed n, and `choose`
+# keeps, top down, what fits at all of them.
 _FIELDS = {A.Tail: ("body", "outer"), A.Split: ("first", "rest"), A.Lanes: ("inner", "outer"),
            A.Blocks: ("inner", "outer")}
+PART_DEPTH = 4
 
 
-def _wrap_fields(o, prefix: str, top: bool, parents: dict, parent):
+def _wrap_fields(o, prefix: str, top: bool, parents: dict, parent, depth: int = PART_DEPTH):
+    from dataclasses import replace
+
+    if isinstance(o, A.Guard):
+        cases = tuple(replace(c, order=_wrap_fields(c.order, f"{prefix}b{i}", top, parents, parent, depth))
+                      for i, c in enumerate(o.cases))
+        return replace(o, cases=cases, otherwise=_wrap_fields(o.otherwise, f"{prefix}b{len(o.cases)}", top,
+                                                               parents, parent, depth))
     fields = _FIELDS.get(type(o))
-    if fields is None:
+    if fields is None or depth == 0:
         return o
     changes = {}
     for f in fields:
@@ -129,10 +138,7 @@ def _wrap_fields(o, prefix: str, top: bool, parents: dict, parent):
             continue
         name = f"{prefix}_{f}" if prefix else f
         parents[name] = parent
-        inner = _wrap_fields(getattr(o, f), name, False, parents, name) if top else getattr(o, f)
-        changes[f] = A.Using(name, inner)
-    from dataclasses import replace
-
+        changes[f] = A.Using(name, _wrap_fields(getattr(o, f), name, False, parents, name, depth - 1))
     return replace(o, **changes)
 
 
@@ -140,17 +146,8 @@ def partition(spec: A.Spec):
     """(order, parents): the spec's root order with its parts (note [parts]) wrapped
     in using(PART, ...), and part -> enclosing part (None: the main arithmetic).
     None when the order has no parts.  Named orders are left whole."""
-    from dataclasses import replace
-
-    o = spec.order
     parents: dict = {}
-    if isinstance(o, A.Guard):
-        cases = tuple(replace(c, order=_wrap_fields(c.order, f"b{i}", True, parents, None))
-                      for i, c in enumerate(o.cases))
-        new = replace(o, cases=cases,
-                      otherwise=_wrap_fields(o.otherwise, f"b{len(o.cases)}", True, parents, None))
-    else:
-        new = _wrap_fields(o, "", True, parents, None)
+    new = _wrap_fields(spec.order, "", True, parents, None)
     return (new, parents) if parents else None
 
 
@@ -176,7 +173,7 @@ def choose(order, parents: dict, keep: dict, main: Arithmetic):
     (keep: part -> candidates, absent when nothing constrained it), written as
     using(SECTION, ...) only where it differs from the enclosing arithmetic;
     sections: name -> Arithmetic.  Preference: the enclosing arithmetic, then
-    one already chosen, then the probes' first.  A combinator whose parts all
+    the latest one already chosen (a sibling's), then the probes' first.  A combinator whose parts all
     got the same arithmetic takes one using around it."""
     from dataclasses import replace
 
@@ -187,7 +184,7 @@ def choose(order, parents: dict, keep: dict, main: Arithmetic):
         fits = keep.get(name)
         if fits is None or enclosing in fits:
             return enclosing
-        for a in chosen.values():
+        for a in reversed(list(chosen.values())):    # the latest chosen first: a sibling's
             if a in fits:
                 return a
         return fits[0]
@@ -278,36 +275,59 @@ def probe_spec_arithmetic(spec: A.Spec, targets: dict, trees: dict, start, *, se
                             f"n = {n0}) and its order has no parts to probe apart")
     order, parents = parted
     keep: dict = {}
-    for n in (probe_ns or ns):
-        names = part_names(spec, order, n)
-        for name, fits in region_keep_sets(targets[n], trees[n], names, first, seed=seed + n).items():
-            keep[name] = [a for a in keep[name] if a in fits] if name in keep else fits
-    empty = [k for k, v in keep.items() if not v]
-    if empty:
-        what = ", ".join("the joining nodes" if k is None else f"part {k}" for k in empty)
-        raise RevealRefused(f"{target_name}: no arithmetic in the model's space fits {what} at every probed n")
-    joins = keep.pop(None, None)
-    if joins:
+    probed: set = set()
+    pending = list(probe_ns or ns)
+    for _ in range(len(ns) + 1):
+        # a check that fails at an n not probed yet adds that n's probes and chooses again
+        for n in pending:
+            names = part_names(spec, order, n)
+            for name, fits in region_keep_sets(targets[n], trees[n], names, first, seed=seed + n).items():
+                keep[name] = [a for a in keep[name] if a in fits] if name in keep else fits
+            probed.add(n)
+        empty = [k for k, v in keep.items() if not v]
+        if empty:
+            what = ", ".join("the joining nodes" if k is None else f"part {k}" for k in empty)
+            raise RevealRefused(f"{target_name}: no arithmetic in the model's space fits {what} at every "
+                                f"probed n ({compress_ns(sorted(probed))})")
+        parts = dict(keep)
+        joins = parts.pop(None, None)
         # the most shared candidate: a part in the main arithmetic needs no section
-        main = max(joins, key=lambda a: (sum(a in v for v in keep.values()), -joins.index(a)))
-    else:
-        main = first
-    new_order, sections = choose(order, parents, keep, main)
-    out = with_sections(spec, new_order, main, sections)
+        main = (max(joins, key=lambda a: (sum(a in v for v in parts.values()), -joins.index(a)))
+                if joins else first)
+        new_order, sections = choose(order, parents, parts, main)
+        out = with_sections(spec, new_order, main, sections)
+        checked, failed = 0, None
+        for n in ns:
+            tree, m, regions = expand_arith(out, n)
+            c, b = sample_check(targets[n], tree, m, regions, seed=seed + 7 * n + 1, count=checks)
+            checked += c
+            if b:
+                failed = (n, c, b)
+                break
+        if failed is None:
+            break
+        if failed[0] in probed:
+            raise RevealRefused(f"{target_name} at n = {failed[0]}: the per-part arithmetic differs on "
+                                f"{failed[2]} of {failed[1]} sample inputs")
+        pending = [failed[0]]
     for k, a in sections.items():
         lines.append(f"arithmetic {k}: {_short(a)}")
     lines.append(f"main arithmetic (the joining nodes): {_short(main)}")
-    checked = 0
-    for n in ns:
-        tree, m, regions = expand_arith(out, n)
-        c, b = sample_check(targets[n], tree, m, regions, seed=seed + 7 * n + 1, count=checks)
-        checked += c
-        if b:
-            raise RevealRefused(f"{target_name} at n = {n}: the per-part arithmetic differs on {b} of {c} "
-                                "sample inputs")
-    lines.append(f"sample check of the spec: {checked} random and special inputs at {len(ns)} n, all equal "
-                 "bit for bit")
+    lines.append(f"probed per part at n = {compress_ns(sorted(probed))}; sample check of the spec: {checked} "
+                 f"random and special inputs at {len(ns)} n, all equal bit for bit")
     return out, lines
+
+
+def compress_ns(ns: list) -> str:
+    """1 2 3 7 8 -> '1..3 7 8' (runs of three or more)."""
+    out, i = [], 0
+    while i < len(ns):
+        j = i
+        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
+            j += 1
+        out += [f"{ns[i]}..{ns[j]}"] if j - i >= 2 else [str(x) for x in ns[i:j + 1]]
+        i = j + 1
+    return " ".join(out)
 
 
 def with_probed_arithmetic(spec: A.Spec, n: int, tree, target, report, *, seed: int = 0, checks: int = 256):
