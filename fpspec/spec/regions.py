@@ -52,7 +52,10 @@ def named_arithmetic(main_block: A.Block | None, main: Arithmetic, section: A.Na
     try:
         arith = Arithmetic.from_entries(tuple(entries.values()))
     except SpecError as e:
-        raise SpecError(f"{where}: {e.message.removeprefix('arithmetic: ')}", e.location or section.loc) from None
+        # point at the entry of this section the message names, else at the section
+        message = e.message.removeprefix("arithmetic: ")
+        loc = next((given[k].loc for k in given if message.startswith(f"{k} ") and given[k].loc), section.loc)
+        raise SpecError(f"{where}: {message}", loc) from None
     for key in WHOLE:
         if getattr(arith, key) != getattr(main, key):
             loc = given[key].loc if key in given else section.loc
