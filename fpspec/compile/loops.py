@@ -191,15 +191,20 @@ class LoopEmitter:
     def emit_call(self, r: Call, lst, code):
         return self.call(self.kernel.order(r.name), lst, code, f"order_{r.name}")
 
-    def emit_witharithmetic(self, r: WithArithmetic, lst, code):
-        """note [regions in loops]"""
-        outer, inner = self.arith(), self.kernel.named_arithmetic(r.name)
-        if inner.fused is not None or any(isinstance(x, (Table, FusedChain)) for x in walk(r.reducer)):
-            raise CompileError(f"using({r.name}, ...): literal trees and fused nodes inside a region cannot be "
+    def region_fits(self, name: str, reducer=None) -> bool:
+        """Raise CompileError for a region the loops cannot run (note [regions in loops])."""
+        outer, inner = self.arith(), self.kernel.named_arithmetic(name)
+        if inner.fused is not None or any(isinstance(x, (Table, FusedChain)) for x in walk(reducer or Fold())):
+            raise CompileError(f"using({name}, ...): literal trees and fused nodes inside a region cannot be "
                                "compiled yet")
         if get_format(inner.accumulator).precision > get_format(outer.accumulator).precision:
-            raise CompileError(f"using({r.name}, ...): its {inner.accumulator} accumulator is wider than the "
+            raise CompileError(f"using({name}, ...): its {inner.accumulator} accumulator is wider than the "
                                f"{outer.accumulator} around it; one rounding of the exact sum cannot be expressed")
+        return True
+
+    def emit_witharithmetic(self, r: WithArithmetic, lst, code):
+        """note [regions in loops]"""
+        self.region_fits(r.name, r.reducer)
         saved, self.region = self.region, r.name
         self.regions_used.add(r.name)
         try:
@@ -391,7 +396,8 @@ class LoopEmitter:
 
     def lanes_body(self, r: Lanes, lst, code, k: str):
         if (isinstance(lst, Leaves) and isinstance(r.k, Const) and 2 <= r.k.value <= MAX_UNROLLED_LANES
-                and r.inner == Fold() and not self.leafy()):
+                and r.inner == Fold() and not self.leafy()
+                and not any(isinstance(x, WithArithmetic) for x in walk(r.outer))):   # its joins are written inline
             res = self.fresh("r")
             code(f"if {lst.m} >= {r.k.value}:")
             with code.indent():
@@ -442,22 +448,29 @@ class LoopEmitter:
         nl = self.fresh("nl")
         code(f"{nl} = min({k}, {lst.m})")
         lanes, j = self.fresh("lanes"), self.fresh("j")
-        code(f"{lanes} = _vals({nl})")
-        if isinstance(lst, Leaves) and r.inner == Fold():
+        # lanes folded in their own arithmetic (using(NAME, seq)) keep the loop below, in NAME's helpers
+        part = r.inner.name if isinstance(r.inner, WithArithmetic) and r.inner.reducer == Fold() else None
+        if part is not None and not self.region_fits(part):
+            part = None
+        region = (lambda line: in_region(line, part)) if part else (lambda line: line)
+        code(region(f"{lanes} = _vals({nl})"))
+        if isinstance(lst, Leaves) and (r.inner == Fold() or part is not None):
             # k accumulators side by side: the inner loop runs across lanes,
             # which vectorizes without reassociating any lane
+            if part is not None:
+                self.regions_used.add(part)
             rows, row, base = self.fresh("rows"), self.fresh("row"), self.fresh("base")
             lo, step, m = lst.lo, lst.step, lst.m
             code(f"for {j} in range({nl}):")
             with code.indent():
-                code(f"{lanes}[{j}] = _term(a, b, {_plus(lo, _times(j, step))})")
+                code(region(f"{lanes}[{j}] = _term(a, b, {_plus(lo, _times(j, step))})"))
             code(f"{rows} = {m} // {k}")
             code(f"for {row} in range(1, {rows} + (1 if {m} % {k} > 0 else 0)):")
             with code.indent():
                 code(f"{base} = {_plus(lo, _times(_times(row, k), step))}")
                 code(f"for {j} in range(min({k}, {m} - {row} * {k})):")
                 with code.indent():
-                    code(f"{lanes}[{j}] = _add_leaf({lanes}[{j}], a, b, {_plus(base, _times(j, step))})")
+                    code(region(f"{lanes}[{j}] = _add_leaf({lanes}[{j}], a, b, {_plus(base, _times(j, step))})"))
         else:
             lm = self.fresh("lm")
             code(f"for {j} in range({nl}):")

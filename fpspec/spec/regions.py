@@ -77,17 +77,17 @@ def arithmetics(spec: A.Spec) -> dict:
     return out
 
 
-def has_regions(spec: A.Spec) -> bool:
-    """Whether any order of the spec says `using`."""
+def using_names(*orders) -> set:
+    """The arithmetic names every `using` in these orders refers to."""
     from fpspec.spec.check import order_children
 
-    stack = [spec.order] + [d.order for d in spec.lets]
+    found, stack = set(), list(orders)
     while stack:
         o = stack.pop()
         if isinstance(o, A.Using):
-            return True
+            found.add(o.name)
         stack.extend(order_children(o))
-    return False
+    return found
 
 
 def node_key(t) -> tuple:
@@ -228,15 +228,7 @@ def with_sections(spec: A.Spec, order, main: Arithmetic, sections: dict) -> A.Sp
     """`spec` with `order`, the main arithmetic section and `arithmetic NAME { ... }` sections."""
     from dataclasses import replace
 
-    used = set()
-    stack = [order]
-    from fpspec.spec.check import order_children
-
-    while stack:
-        x = stack.pop()
-        if isinstance(x, A.Using):
-            used.add(x.name)
-        stack.extend(order_children(x))
+    used = using_names(order)
     base = tuple(b for b in spec.header.sections if b.name != "arithmetic")
     header = replace(spec.header, sections=base + (A.Block("arithmetic", main.to_entries()),),
                      arithmetics=tuple(A.NamedArithmetic(k, override_entries(main, a))

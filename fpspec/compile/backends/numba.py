@@ -129,7 +129,7 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
     root = kernel.root
     if isinstance(root, Call):
         root = kernel.order(root.name)
-    if kernel.arithmetic.fused is not None:
+    if kernel.arithmetic.fused is not None or kernel.arithmetics:     # one arithmetic, written inline
         return None
     block, lone_check = "n", ""
     if root == Fold():
