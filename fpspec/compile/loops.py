@@ -208,9 +208,11 @@ class LoopEmitter:
         saved, self.region = self.region, r.name
         self.regions_used.add(r.name)
         try:
-            return self.call(r.reducer, lst, code, f"region{self.node_id(r)}")
+            res = self.call(r.reducer, lst, code, f"region{self.node_id(r)}")
         finally:
             self.region = saved
+        # widened to the enclosing carrier, so its additions round as the enclosing arithmetic says
+        return self.let(code, "w", f"_ACC({res})")
 
     def emit_guard(self, r: Guard, lst, code):
         res = self.fresh("r")
@@ -471,6 +473,13 @@ class LoopEmitter:
                 code(f"for {j} in range(min({k}, {m} - {row} * {k})):")
                 with code.indent():
                     code(region(f"{lanes}[{j}] = _add_leaf({lanes}[{j}], a, b, {_plus(base, _times(j, step))})"))
+            if part is not None:       # the lane sums widened to the enclosing carrier (as emit_witharithmetic)
+                wide = self.fresh("lanes")
+                code(f"{wide} = _vals({nl})")
+                code(f"for {j} in range({nl}):")
+                with code.indent():
+                    code(f"{wide}[{j}] = _ACC({lanes}[{j}])")
+                lanes = wide
         else:
             lm = self.fresh("lm")
             code(f"for {j} in range({nl}):")

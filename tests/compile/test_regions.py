@@ -84,17 +84,19 @@ FLAGS = re.compile(r"\b(fadd|fmul|fsub)\s+(fast|reassoc|contract|nnan|ninf|nsz|a
 
 
 def test_numba_regions_fma_only_in_the_fma_part(sdot):
-    mod = load_replica(compile_spec(sdot, "numba"), "sdot_numba")
+    source = compile_spec(sdot, "numba")
+    # in the source, only the FMA part's leaf helper calls the explicit fma
+    callers = {m.group(1) for m in re.finditer(r"^def (\w+)\(.*?(?=^\S)", source, re.M | re.S)
+               if "_fma(" in m.group(0) and not m.group(1) == "_fma"}
+    callers = {name for name in callers
+               if re.search(rf"^def {name}\(.*?\n\s+return [^\n]*\b_fma\(", source, re.M | re.S)}
+    assert callers == {"_add_leaf__fma_fp32"}, callers
+    mod = load_replica(source, "sdot_numba")
     x = np.arange(1, 70, dtype=np.float32)
     mod.dot(x, x)
     ir = "\n".join(mod._one_kernel.inspect_llvm().values())
     assert not FLAGS.search(ir)
-    assert "llvm.fma.f64" not in ir
-    with_fma = set()
-    for m in re.finditer(r"^define [^\n]*?@(\S+?)\(.*?^}", ir, re.M | re.S):
-        if re.search(r"call [^\n]*@llvm\.fma\.f32", m.group(0)):
-            with_fma.add(m.group(1))
-    assert with_fma and all("__fma_fp32" in name for name in with_fma), with_fma
+    assert re.search(r"call [^\n]*@llvm\.fma\.f32", ir) and "llvm.fma.f64" not in ir
 
 
 SPEC = """op dot
@@ -142,3 +144,43 @@ def test_a_narrow_part_in_a_wide_loop_matches_the_model():
             want = np.float32(evaluate(tree, x, y, main, regions))
             for mod in mods:
                 assert_same_bits(mod.dot(x, y), want, f"n = {n}")
+
+
+MIXED = """op dot
+n in 1..
+arithmetic {
+    input = fp32
+    product = rounded
+    product_format = fp32
+    accumulator = fp64
+    init = none
+    output = fp32
+}
+arithmetic f32 {
+    product = fma
+    accumulator = fp32
+}
+arithmetic r32 {
+    accumulator = fp32
+}
+order
+    if n <= 20: lanes(4, seq, using(r32, pairwise))
+    elif n <= 40: blocks(8, using(f32, seq), seq)
+    elif n <= 60: split(n // 2, using(f32, lanes(2, seq, seq)), using(r32, rev))
+    else: using(r32, lanes(4, using(f32, seq), pairwise))
+"""
+
+
+@pytest.mark.parametrize("target", ["numpy", "numba"])
+def test_parts_anywhere_give_the_bits_of_the_model(target):
+    """using() as a lane join, a block order, both halves of a split, nested: each replica
+    equals fpspec.arith.evaluate of the spec bit for bit."""
+    spec = parse(MIXED)
+    mod = load_replica(compile_spec(spec, target), f"mixed_{target}")
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 3, 5, 8, 19, 20, 21, 24, 33, 41, 42, 59, 61, 64, 67, 100):
+        tree, main, regions = expand_arith(spec, n)
+        for _ in range(8):
+            x, y = rng.uniform(-1, 1, (2, n)).astype(np.float32)
+            want = np.float32(evaluate(tree, x, y, main, regions))
+            assert_same_bits(mod.dot(x, y), want, f"{target}, n = {n}")
