@@ -61,9 +61,10 @@ def main():
         rows.append((f"cuBLAS fp16 GEMM {S}^3", t_cublas, flops / t_cublas / 1e9, "TFLOP/s", 1.0, "reference"))
         configs = [gemm.REPLICA.native_config] if "native" in only else []
         if args.configs and configs:
-            configs += [dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3),
-                        dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=4, num_stages=4),
-                        dict(BM=256, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)]
+            configs += [dict(BM=BM, BN=BN, BK=64, GROUP=8, num_warps=w, num_stages=st)
+                        for BM, BN, w, st in [(128, 256, 8, 3), (128, 256, 8, 4), (256, 128, 8, 3), (256, 128, 8, 4),
+                                              (128, 128, 8, 4), (128, 128, 4, 4), (128, 128, 8, 3)]
+                        if dict(BM=BM, BN=BN, BK=64, GROUP=8, num_warps=w, num_stages=st) != configs[0]]
         for cfg in configs:
             gemm.REPLICA.native_config = cfg
             same = torch.equal(gemm.gemm(A, B, path="native").view(torch.int16), ref.view(torch.int16))
@@ -71,16 +72,17 @@ def main():
             tag = "x".join(str(cfg[k]) for k in ("BM", "BN", "BK")) + f" w{cfg['num_warps']} s{cfg['num_stages']}"
             rows.append((f"replica native {tag}", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,
                          "bit-identical" if same else "DIFFERS"))
-        emulated = [gemm.REPLICA.emulated_config] if "emulated" in only else []
+        emulated = [(gemm.REPLICA.emulated_kernel, gemm.REPLICA.emulated_config)] if "emulated" in only else []
         if args.configs and emulated:
-            emulated += [dict(BM=128, BN=128, num_warps=8), dict(BM=64, BN=128, num_warps=4),
-                         dict(BM=32, BN=64, num_warps=2)]
-        for cfg in emulated:
-            gemm.REPLICA.emulated_config = cfg
+            emulated += [(form, dict(BM=BM, BN=BN, num_warps=w)) for form, BM, BN, w in
+                         [("tile", 32, 32, 8), ("tile", 16, 32, 4), ("tile", 32, 64, 8), ("tile", 16, 16, 2)]
+                         if (form, dict(BM=BM, BN=BN, num_warps=w)) != emulated[0]]
+        for form, cfg in emulated:
+            gemm.REPLICA.emulated_kernel, gemm.REPLICA.emulated_config = form, cfg
             got = gemm.gemm(A, B, path="emulated")
             same = torch.equal(got.view(torch.int16), ref.view(torch.int16))
             t = do_bench(lambda: gemm.gemm(A, B, path="emulated"), warmup=1, rep=3, return_mode="median")
-            tag = f"{cfg['BM']}x{cfg['BN']} w{cfg['num_warps']}"
+            tag = f"{form} {cfg['BM']}x{cfg['BN']} w{cfg['num_warps']}"
             rows.append((f"replica emulated {tag}", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,
                          "bit-identical" if same else "DIFFERS"))
 
@@ -93,11 +95,18 @@ def main():
         t_torch = do_bench(lambda: torch.sum(x), warmup=20, rep=200, return_mode="median")
         rows.append((f"torch.sum float32 n={n}", t_torch, nbytes / t_torch / 1e6, "GB/s", 1.0, "reference"))
         summ = load(numpy_sum_kernel(), tmp)
-        got = summ.sum(x)   # plans once (cached per n)
-        same = got.cpu().numpy().view(np.uint32) == np.sum(x_cpu).view(np.uint32)
-        t = do_bench(lambda: summ.sum(x), warmup=20, rep=200, return_mode="median")
-        rows.append(("replica of numpy.sum order", t, nbytes / t / 1e6, "GB/s", t_torch / t,
-                     "bit-identical to numpy.sum" if same else "DIFFERS from numpy.sum"))
+        want = np.sum(x_cpu).view(np.uint32)
+        sums = [dict(summ.REPLICA.sum_config)]
+        if args.configs:
+            sums += [dict(sums[0], BG=bg, num_warps=w) for bg, w in [(16, 1), (16, 2), (32, 2), (32, 4), (64, 2),
+                                                                      (64, 4), (128, 4)]
+                     if (bg, w) != (sums[0]["BG"], sums[0]["num_warps"])]
+        for cfg in sums:
+            summ.REPLICA.sum_config = cfg
+            same = summ.sum(x).cpu().numpy().view(np.uint32) == want   # plans once (cached per n)
+            t = do_bench(lambda: summ.sum(x), warmup=20, rep=200, return_mode="median")
+            rows.append((f"replica of numpy.sum order BG{cfg['BG']} w{cfg['num_warps']}", t, nbytes / t / 1e6,
+                         "GB/s", t_torch / t, "bit-identical to numpy.sum" if same else "DIFFERS from numpy.sum"))
 
 
 class _Table(list):

@@ -168,6 +168,42 @@ def building(freeze: bool = True):
                 gc.freeze()
             gc.enable()
 
+def build_binary(kids) -> Tree:
+    """Binary Nodes in bulk: `kids` holds (x, y) pairs, x >= 0 the node built at position x
+    earlier, x < 0 the leaf ~x; returns the last node built.
+
+    Each node equals Node((a, b)) (canonical order, same metadata and hash), made without
+    Node.__init__'s checks and call (the pairs come from code, not users): about half the
+    cost per node, which matters for the revelation engine's n - 1 nodes.
+    """
+    new, set_c, set_f, set_m = object.__new__, _SET_CHILDREN, _SET_FUSED, _SET_META
+    built: list = []
+    append = built.append
+    for x, y in kids:
+        if x < 0:
+            a = ~x
+            sa, fa, ha, xa = 1, a, 0, a
+        else:
+            a = built[x]
+            sa, fa, ha, xa = a._meta
+        if y < 0:
+            b = ~y
+            sb, fb, hb, xb = 1, b, 0, b
+        else:
+            b = built[y]
+            sb, fb, hb, xb = b._meta
+        t = new(Node)
+        if fb < fa:
+            set_c(t, (b, a))
+            set_m(t, (sa + sb, fb, 1 + (ha if ha > hb else hb), hash((False, xb, xa))))
+        else:
+            set_c(t, (a, b))
+            set_m(t, (sa + sb, fa, 1 + (ha if ha > hb else hb), hash((False, xa, xb))))
+        set_f(t, False)
+        append(t)
+    return built[-1]
+
+
 def node(*children: Tree) -> Node:
     """A binary node."""
     return Node(tuple(children))
@@ -219,6 +255,26 @@ def check_leaves(t: Tree, n: int | None = None) -> None:
 def relabel(t: Tree, mapping) -> Tree:
     """Replace leaf i by mapping[i] (an int or a subtree)."""
     return _rebuild(t, lambda leaf: mapping[leaf])
+
+
+def observable(t: Tree) -> Tree:
+    """The tree as revelation sees it: a fused node of two children has the
+    same l(i, j) as a binary node, so it is revealed as one (a chain's last
+    node over one new operand, say).  The spec's tree keeps the flag, which
+    the arithmetic needs; compare a spec with a revealed tree through this."""
+    if not any(s.__class__ is not int and s.fused and len(s.children) == 2 for s in postorder(t)):
+        return t
+    results: list = []
+    with building(freeze=False):
+        for s in postorder(t):
+            if s.__class__ is int:
+                results.append(s)
+            else:
+                k = len(s.children)
+                kids = tuple(results[-k:])
+                del results[-k:]
+                results.append(Node(kids, s.fused and k > 2))
+    return results[0]
 
 
 def _rebuild(t: Tree, leaf_fn) -> Tree:
@@ -545,6 +601,85 @@ def pairwise(idx) -> Tree:
                 mid = lo + (hi - lo) // 2
                 stack.extend(((lo, hi, True), (mid, hi, False), (lo, mid, False)))
     return out[0]
+
+
+def chain_groups(m: int, w: int, at: int | None = None) -> list[int]:
+    """Group sizes of a chain of w-wide fused nodes over m operands, in chain order.
+
+    Every group has w operands except a short one of m % w (if any), which
+    sits at index min(at, m // w); at None means last.  cuBLAS puts it first
+    or in the middle when its K loop starts with the partial tile.
+    """
+    if w < 1 or m < 1:
+        raise ValueError(f"chain of width {w} over {m} operands")
+    full, r = divmod(m, w)
+    sizes = [w] * full
+    if r:
+        sizes.insert(full if at is None else min(max(at, 0), full), r)
+    return sizes
+
+
+def chain_node_end(m: int, w: int, at: int | None, x: int) -> int:
+    """End (exclusive) of the operands under the first chain node that holds
+    operand x: `chain_groups` in closed form, for l(i, j) at huge m."""
+    full, r = divmod(m, w)
+    p = full if (at is None or not r) else min(max(at, 0), full)
+    start = p * w   # the short group (r operands; none if r == 0) starts here
+    if x < start:
+        end = (x // w + 1) * w
+    elif x < start + r:
+        end = start + r
+    else:
+        end = start + r + ((x - start - r) // w + 1) * w
+    if end == 1 and m > 1:   # a first group of one operand is no node: the next node holds it
+        end = 1 + min(w, m - 1)
+    return min(end, m)
+
+
+def chain_shape(t: Tree) -> tuple[int, int | None] | None:
+    """(w, at) if t is a chain of fused nodes (`fused_chain(range(m), w, at)`
+    up to operand labels, at None when the short group is last or there is
+    none), else None.  Only the shape is read: callers compare trees.
+    Binary nodes stand for fused pairs (`observable`)."""
+    if t.__class__ is int:
+        return None
+    groups = []
+    while True:
+        inner = [c for c in t.children if c.__class__ is not int]
+        if len(inner) > 1 or (inner and inner[0] is not t.children[0]):
+            return None
+        groups.append(len(t.children) - len(inner))
+        if not inner:
+            break
+        t = inner[0]
+    groups.reverse()
+    m = sum(groups)
+    rest = groups[1:]
+    if rest and groups[0] == max(rest) + 1 and min(rest) == max(rest):   # a first group of one, in the next node
+        return (rest[0], 0) if m % rest[0] == 1 else None
+    w = max(groups)
+    short = [i for i, g in enumerate(groups) if g != w]
+    if not short or short == [len(groups) - 1]:
+        return w, None
+    return (w, short[0]) if len(short) == 1 else None
+
+
+def fused_chain(idx, w: int, at: int | None = None) -> Tree:
+    """A chain of fused nodes: the first group, then each next group fused with
+    the result so far (a first group of one operand is that operand, so the
+    next node has w + 1 leaf children)."""
+    idx = list(idx)
+    pos = 0
+    acc: Tree | None = None
+    with building():
+        for g in chain_groups(len(idx), w, at):
+            group = idx[pos:pos + g]
+            pos += g
+            if acc is None:
+                acc = group[0] if g == 1 else Node(tuple(group), True)
+            else:
+                acc = Node((acc, *group), True)
+    return acc
 
 
 def random_tree(n: int, rng: np.random.Generator, fused_prob: float = 0.0, max_fan: int = 5) -> Tree:

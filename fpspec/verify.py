@@ -42,7 +42,8 @@ import numpy as np
 from fpspec import inputs as fpinputs
 from fpspec.errors import FpspecError
 from fpspec.formats import get_format
-from fpspec.tree import Tree, diff as tree_diff, format_tree, leaves, size
+from fpspec.tree import Tree, diff as tree_diff, format_tree, leaves, observable, size
+from fpspec.compile import load_replica
 
 # how many samples per n are also run a second time, to catch a replica that
 # answers the same input two ways
@@ -320,7 +321,7 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
             except Exception as e:
                 problems.append(Problem("tree", side.name, n, _failure_text(e)))
                 continue
-            d = tree_diff(ref_trees[n], got)
+            d = tree_diff(observable(ref_trees[n]), observable(got))   # fused pairs reveal as binary
             text = None if d is None else _difference_text(d, reference.name, side.name)
             trees.append(TreeCheck(n, side.name, d is None, text, time.perf_counter() - t0))
             clock["trees"] += time.perf_counter() - t0
@@ -817,36 +818,6 @@ def _resolve_target():
     except ImportError:
         from fpspec.reveal.targets import resolve_target
     return resolve_target
-
-
-def load_replica(source: str, label: str):
-    """Import replica source as a module (from a file, so that numba can see it)."""
-    import importlib.util
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    import hashlib
-
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / "fpspec-replicas"
-    folder.mkdir(exist_ok=True)
-    path = folder / f"replica_{digest}.py"
-    if not path.exists():
-        from fpspec.io import write_atomic
-
-        write_atomic(path, source)
-    modname = f"fpspec_replica_{digest}"
-    if modname in sys.modules:
-        return sys.modules[modname]
-    spec = importlib.util.spec_from_file_location(modname, path)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:
-        raise FpspecError(f"replica {label} does not import: {type(e).__name__}: {_one_line(e)}") from None
-    sys.modules[modname] = module
-    return module
 
 
 def replica_callable(module, op: str, label: str) -> Callable:

@@ -33,8 +33,9 @@ SHAPES = ([(8, 8, 40), (4, 4, 17)] if QUICK else
            (96, 80, 77), (64, 64, 4096), (16, 16, 8192), (2048, 2048, 520)])
 for arg in sys.argv[2:]:
     if arg.startswith("--shapes="):   # e.g. --shapes=96x80x77,64x64x4096
-        SHAPES = [tuple(int(v) for v in s.split("x")) for s in arg.split("=", 1)[1].split(",")]
-SUMS = [1, 9, 129, 1000, 10 ** 5 + 3] if QUICK else [1, 9, 129, 1000, 10 ** 5 + 3, 10 ** 7, 10 ** 8]
+        SHAPES = [tuple(int(v) for v in s.split("x")) for s in arg.split("=", 1)[1].split(",") if s]
+SUMS = ([1, 9, 129, 1000, 4099, 10 ** 5 + 3] if QUICK else
+        [1, 9, 129, 1000, 4099, 10 ** 5 + 3, 10 ** 7, 10 ** 8, 10 ** 8 + 3])
 if "--no-sum" in sys.argv:
     SUMS = []
 OUT.mkdir(parents=True, exist_ok=True)

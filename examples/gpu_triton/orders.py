@@ -1,86 +1,40 @@
-"""Kernel IR for the orders this example replicates (until spec lowering builds them).
+"""Kernel IR for the orders this example replicates.
 
-- `matmul_kernel(tree, fmt)`: the IR of a revealed cuBLAS tree: fused chains
-  over contiguous K ranges (split-K parts) combined by a binary tree; checked
-  by expanding it back (fpspec.compile.trees.tree_of) to the revealed tree.
+- `matmul_kernel(tree, fmt)`: the IR of a revealed cuBLAS tree, through
+  spec lowering (fpspec.spec.lower) and fpspec.compile.build; checked by
+  expanding it back (fpspec.compile.trees.tree_of) to the revealed tree.
 - `numpy_sum_kernel()`: numpy.sum's pairwise order for float32 (any n).
 """
 from fpspec.arith import Arithmetic, get_params
-from fpspec.compile.ir import (BinOp, Call, Case, Compare, Const, Fold, FusedChain, Guard, Kernel, Lanes,
-                               Pairwise, Part, Segments)
-from fpspec.compile.trees import table_of, tree_of
-from fpspec.tree import Node, leaves, size
+from fpspec.compile.ir import BinOp, Call, Case, Compare, Const, Fold, Guard, Kernel, Lanes, Pairwise, Part, Segments
+from fpspec.compile.trees import tree_of
+from fpspec.tree import size
 
 m = __import__("fpspec.compile.ir", fromlist=["Var"]).Var("m")
 
 
-def _chain_width(t):
-    """w if t is a FusedChain(w) over contiguous leaves (tree_of's semantics), else None."""
-    if isinstance(t, int) or not t.fused:
-        return None
-    node = t
-    while True:   # down to the first node of the chain
-        inner = [c for c in node.children if not isinstance(c, int)]
-        if not inner:
-            break
-        if len(inner) != 1 or not inner[0].fused:
-            return None
-        node = inner[0]
-    w = len(node.children)
-    lv = sorted(leaves(t))
-    if lv != list(range(lv[0], lv[0] + len(lv))):
-        return None
-    probe = Kernel("gemm", Arithmetic(), FusedChain(Const(w)))
-    expected = tree_of(probe, len(lv))
-    shifted = _shift(expected, lv[0])
-    return w if shifted == t else None
-
-
-def _shift(t, k):
-    if isinstance(t, int):
-        return t + k
-    return Node(tuple(_shift(c, k) for c in t.children), t.fused)
-
-
 def matmul_kernel(tree, fmt: str, output: str | None = None) -> Kernel:
-    """IR for a revealed torch.matmul tree; raises ValueError if it is not chains under binary nodes."""
+    """IR for a revealed torch.matmul tree, through the real pipeline: the tree
+    lowered to a spec (chain(w[, at]), split-K blocks, literal where nothing
+    fits; a fused pair that revealed as binary stays fused), with the H100
+    arithmetic, built to a kernel.  Raises ValueError if it does not expand
+    back to the revealed tree (as revelation sees it)."""
+    from fpspec.compile.build import build_kernel
+    from fpspec.spec import ast as A
+    from fpspec.spec.lower import lower
+    from fpspec.tree import observable
+
     n = size(tree)
-    parts, outer_leaves = [], []
-
-    def walk(t):
-        w = _chain_width(t)
-        if isinstance(t, int) or w is not None:
-            lo = t if isinstance(t, int) else min(leaves(t))
-            length = 1 if isinstance(t, int) else size(t)
-            parts.append((lo, length, w))
-            return len(parts) - 1
-        if t.fused:
-            raise ValueError("a fused node outside a chain")
-        return Node((walk(t.children[0]), walk(t.children[1])))
-
-    skeleton = walk(tree)
-    order = sorted(range(len(parts)), key=lambda i: parts[i][0])
-    rank = {old: new for new, old in enumerate(order)}
-    skeleton = _relabel(skeleton, rank)
-    parts = [parts[i] for i in order]
     ar = Arithmetic(input=fmt, product="exact", accumulator="fp32", init="none", output=output or fmt,
                     fused=get_params(f"h100-{fmt}"))
-    if len(parts) == 1:
-        root = FusedChain(Const(parts[0][2]))
-    else:
-        root = Segments(tuple(Part(Const(length), None if w is None else FusedChain(Const(w)))
-                              for _, length, w in parts), table_of(skeleton))
-    kernel = Kernel("gemm", ar, root, n_min=n, n_max=n if len(parts) > 1 else None,
-                    source=f"# torch.matmul {fmt}, revealed at K = {n}", name=f"torch.matmul.{fmt}.K{n}")
-    if tree_of(kernel, n) != tree:
+    lowered = lower(tree)
+    header = A.Header(target=f"torch.matmul ({fmt}, cuda)", op="gemm", n=A.Range(n, n),
+                      sections=(A.Block("arithmetic", ar.to_entries()),))
+    spec = A.Spec(header, lowered.lets, lowered.order)
+    kernel = build_kernel(spec, name=f"torch.matmul.{fmt}.K{n}", source=f"# torch.matmul {fmt}, revealed at K = {n}")
+    if observable(tree_of(kernel, n)) != observable(tree):
         raise ValueError("the IR does not expand back to the revealed tree")
     return kernel
-
-
-def _relabel(t, rank):
-    if isinstance(t, int):
-        return rank[t]
-    return Node(tuple(_relabel(c, rank) for c in t.children), t.fused)
 
 
 def numpy_sum_kernel() -> Kernel:

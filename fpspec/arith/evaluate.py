@@ -21,6 +21,10 @@ Note [fused nodes]: a fused node's leaf children are its products (always
 exact, decoded as the input format); a non-leaf child is its c, a value in the
 accumulator format.  At most one non-leaf child: that is what the hardware
 adds.  For a sum, the leaf x[k] enters as the product x[k] * 1.
+A fused node of w + 1 products and no c is a chain whose first node held one
+product (fpspec.tree.chain_groups; a node of one child is no node in a tree):
+that product goes through a fused node alone, and the result is the c of the
+other w.
 
 Note [init and output]: init = +0.0 adds +0.0 to the result in the accumulator
 (fpspec.arith.model note [init +0.0]); then the result is cast to the output
@@ -173,6 +177,10 @@ def _fused(kids, X, Y, ar):
     partial = [k for k in kids if not _is_leaf(k)]
     if len(partial) > 1:
         raise FpspecError(f"a fused node adds at most one partial result (c); this one has {len(partial)}")
+    if len(leaves) == ar.fused.w + 1 and not partial:   # note [fused nodes]: a first group of one
+        first = leaves.pop(0)
+        partial = [fused_node(X[first][..., None], Y[first][..., None], np.zeros(np.shape(X[first])), ar.fused)
+                   .reshape(np.shape(X[first]))]
     if len(leaves) > ar.fused.w:
         raise FpspecError(f"a fused node of {len(leaves)} products exceeds w = {ar.fused.w}")
     a = np.stack([X[k] for k in leaves], axis=-1)

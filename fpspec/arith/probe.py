@@ -203,7 +203,10 @@ def _places(tree) -> _Places:
             for c in s.children:
                 if not isinstance(c, int):
                     feeds.append((tuple(leaves(c)), own))
-    w = max((len(f) for f in fused), default=0)
+    # a chain's first group of one shows as a node of w + 1 leaves without c
+    # (fpspec.arith.evaluate note [fused nodes]): nodes with a c say what w is
+    with_c = {own for _, own in feeds}
+    w = max((len(f) for f in with_c), default=0) or max((len(f) for f in fused), default=0)
     return _Places(len(leaves(tree)), tuple(fused), tuple(feeds), w)
 
 

@@ -62,7 +62,7 @@ def spec_file_text(tree, prov: dict, revelation=None, report=None, target=None, 
     (with `target`: checked on sample inputs, per part of the tree where one
     arithmetic does not fit: fpspec.spec.regions.with_probed_arithmetic)."""
     from fpspec.spec import Block, Header, check, expand, lower, make_header
-    from fpspec.tree import diff
+    from fpspec.tree import diff, observable
 
     prov = dict(prov)
     if revelation is not None:
@@ -82,7 +82,7 @@ def spec_file_text(tree, prov: dict, revelation=None, report=None, target=None, 
             notes += lines
     check(spec)
     # lowering is exact by construction; a spec that does not give the tree back is never written
-    d = diff(expand(spec, prov["n"]), tree)
+    d = diff(observable(expand(spec, prov["n"])), observable(tree))   # fused pairs reveal as binary
     if d is not None:
         raise FpspecError(f"internal error: the lowered spec does not expand to the revealed tree: {d}")
     return str(spec)

@@ -36,4 +36,35 @@ def compile_spec(spec, target: str = "numpy", n: int | None = None, name: str | 
     return compile_kernel(build_kernel(spec, n=n, name=name, source=source), target, **options)
 
 
-__all__ = ["compile_kernel", "compile_spec", "CompileError", "Kernel"]
+def load_replica(source: str, label: str):
+    """Import replica source as a module (from a file, so that numba can see it)."""
+    import importlib.util
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import hashlib
+
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / "fpspec-replicas"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"replica_{digest}.py"
+    if not path.exists():
+        from fpspec.io import write_atomic
+
+        write_atomic(path, source)
+    modname = f"fpspec_replica_{digest}"
+    if modname in sys.modules:
+        return sys.modules[modname]
+    spec = importlib.util.spec_from_file_location(modname, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CompileError(f"replica {label} does not import: {type(e).__name__}: {first}") from None
+    sys.modules[modname] = module
+    return module
+
+
+__all__ = ["compile_kernel", "compile_spec", "load_replica", "CompileError", "Kernel"]

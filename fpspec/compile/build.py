@@ -58,9 +58,10 @@ def build_order(o) -> ir.Reducer:
     if isinstance(o, A.Fused):
         return ir.FusedChain(M)
     if isinstance(o, A.Chain):
-        return ir.FusedChain(build_expr(o.w))
+        return ir.FusedChain(build_expr(o.w), None if o.at is None else build_expr(o.at))
     if isinstance(o, A.Lanes):
-        return ir.Lanes(build_expr(o.k), build_order(o.inner), build_order(o.outer))
+        return ir.Lanes(build_expr(o.k), build_order(o.inner), build_order(o.outer),
+                        None if o.left is None else build_order(o.left))
     if isinstance(o, A.Blocks):
         return ir.Blocks(build_expr(o.b), build_order(o.inner), build_order(o.outer))
     if isinstance(o, A.Split):

@@ -194,8 +194,14 @@ class FusedChain:
     """Chain of fused nodes of `width` operands: node_0 = fused(o_0..o_{w-1}),
     node_j = fused(node_{j-1}, next w operands); the last node takes what is left
     (at least one operand).  m <= w: one fused node (m == 1: the operand itself).
+
+    With `at`, the short group (m % w operands) is group min(at, m // w)
+    instead of the last (fpspec.tree.chain_groups); a first group of one
+    operand is a fused node of one product (in a tree it shows as the next
+    node having w + 1 leaves: fpspec.arith.evaluate note [fused nodes]).
     """
     width: IntExpr
+    at: "IntExpr | None" = None
 
 
 @dataclass(frozen=True)
@@ -235,10 +241,15 @@ class Lanes:
     """k strided lanes: lane j holds o_j, o_{j+k}, o_{j+2k}, ... (the first m % k
     lanes are one longer); each non-empty lane is reduced by `inner`, and the
     lane results (in lane order) by `outer`.  k accumulators.
+
+    With `left`: the lanes take the first m - m % k operands (all lanes the
+    same length), `left` reduces lane 0's result followed by the m % k
+    leftovers, and its result is lane 0's for `outer`; m < k: `left` alone.
     """
     k: IntExpr
     inner: "Reducer"
     outer: "Reducer"
+    left: "Reducer | None" = None
 
 
 @dataclass(frozen=True)
@@ -368,7 +379,9 @@ class Kernel:
 
 def children(r: Reducer) -> tuple:
     """The reducers directly inside `r` (for passes that walk the IR)."""
-    if isinstance(r, (Lanes, Blocks)):
+    if isinstance(r, Lanes):
+        return (r.inner, r.outer) + (() if r.left is None else (r.left,))
+    if isinstance(r, Blocks):
         return (r.inner, r.outer)
     if isinstance(r, Segments):
         return tuple(p.reducer for p in r.parts if p.reducer is not None) + (r.outer,)

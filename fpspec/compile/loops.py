@@ -332,13 +332,30 @@ class LoopEmitter:
         code("else:")
         with code.indent():
             code(f"{w} = {py_int(r.width, m=lst.m)}")
-            code(f"{res} = _fused_range(a, b, {lst.lo}, {lst.step}, min({w}, {lst.m}), _ZERO)")
-            code(f"{s} = {w}")
+            if r.at is None:
+                code(f"{res} = _fused_range(a, b, {lst.lo}, {lst.step}, min({w}, {lst.m}), _ZERO)")
+                code(f"{s} = {w}")
+                code(f"while {s} < {lst.m}:")
+                with code.indent():
+                    code(f"{res} = _fused_range(a, b, {_plus(lst.lo, _times(s, lst.step))}, {lst.step}, "
+                         f"min({w}, {lst.m} - {s}), {res})")
+                    code(f"{s} += {w}")
+                return res
+            # the short group (q operands) is group p; a first group of one joins the next node
+            # (a first group of one is a fused node of one product: fpspec.arith.evaluate note [fused nodes])
+            q, p, g, j = self.fresh("q"), self.fresh("p"), self.fresh("g"), self.fresh("j")
+            code(f"{q} = {lst.m} % {w}")
+            code(f"{p} = min({py_int(r.at, m=lst.m)}, {lst.m} // {w}) if {q} else -1")
+            code(f"{g} = {q} if {p} == 0 else min({w}, {lst.m})")
+            code(f"{j} = 1")
+            code(f"{res} = _fused_range(a, b, {lst.lo}, {lst.step}, {g}, _ZERO)")
+            code(f"{s} = {g}")
             code(f"while {s} < {lst.m}:")
             with code.indent():
-                code(f"{res} = _fused_range(a, b, {_plus(lst.lo, _times(s, lst.step))}, {lst.step}, "
-                     f"min({w}, {lst.m} - {s}), {res})")
-                code(f"{s} += {w}")
+                code(f"{g} = {q} if {j} == {p} else {w}")
+                code(f"{res} = _fused_range(a, b, {_plus(lst.lo, _times(s, lst.step))}, {lst.step}, {g}, {res})")
+                code(f"{s} += {g}")
+                code(f"{j} += 1")
         return res
 
     def emit_table(self, r: Table, lst, code):
@@ -381,6 +398,8 @@ class LoopEmitter:
 
     def emit_lanes(self, r: Lanes, lst, code):
         k = self.let(code, "k", py_int(r.k, m=lst.m))
+        if r.left is not None:
+            return self.lanes_left(r, lst, code, k)
         if not (isinstance(lst, Leaves) and self.leafy()):
             return self.lanes_body(r, lst, code, k)
         # note [lone leaves]
@@ -491,6 +510,41 @@ class LoopEmitter:
                     sub = Values(lst.vals, lm, _plus(lst.off, _times(j, lst.step)), _times(lst.step, k))
                 code(f"{lanes}[{j}] = {self.emit(r.inner, sub, code)}")
         return self.emit(r.outer, Values(lanes, nl), code)
+
+    def lanes_left(self, r: Lanes, lst, code, k: str):
+        """Lanes over the first m - m % k operands; the leftovers join lane 0
+        through `left` (ir.Lanes); fewer than k operands: `left` alone."""
+        if isinstance(lst, Leaves):
+            self.require_plain_leaves("lanes whose leftovers join lane 0")
+        res, p, lanes, j, lm = (self.fresh(x) for x in ("r", "p", "lanes", "j", "lm"))
+        code(f"if {lst.m} < {k}:")
+        with code.indent():
+            code(f"{res} = {self.emit(r.left, lst, code)}")
+        code("else:")
+        with code.indent():
+            code(f"{p} = {lst.m} - {lst.m} % {k}")
+            code(f"{lm} = {p} // {k}")
+            code(f"{lanes} = _vals({k})")
+            code(f"for {j} in range({k}):")
+            with code.indent():
+                if isinstance(lst, Leaves):
+                    sub = Leaves(_plus(lst.lo, _times(j, lst.step)), _times(lst.step, k), lm)
+                else:
+                    sub = Values(lst.vals, lm, _plus(lst.off, _times(j, lst.step)), _times(lst.step, k))
+                code(f"{lanes}[{j}] = {self.emit(r.inner, sub, code)}")
+            code(f"if {p} < {lst.m}:")
+            with code.indent():
+                ext, i = self.fresh("ext"), self.fresh("i")
+                code(f"{ext} = _vals(1 + {lst.m} - {p})")
+                code(f"{ext}[0] = {lanes}[0]")
+                code(f"for {i} in range({lst.m} - {p}):")
+                with code.indent():
+                    value = (f"_term(a, b, {_plus(lst.lo, _times(_plus(p, i), lst.step))})"
+                             if isinstance(lst, Leaves) else lst.at(_plus(p, i)))
+                    code(f"{ext}[1 + {i}] = {value}")
+                code(f"{lanes}[0] = {self.emit(r.left, Values(ext, _plus('1', f'{lst.m} - {p}')), code)}")
+            code(f"{res} = {self.emit(r.outer, Values(lanes, k), code)}")
+        return res
 
     def emit_blocks(self, r: Blocks, lst, code):
         bs = self.let(code, "bs", py_int(r.b, m=lst.m))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from fpspec.compile.ir import (Blocks, Call, CompileError, FusedChain, Fold, Guard, Kernel, Lanes,
                                Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, cond_value,
                                int_value)
-from fpspec.tree import Node, Tree, postorder, size
+from fpspec.tree import Node, Tree, fused_chain, postorder, size
 
 
 def tree_of(kernel: Kernel, n: int) -> Tree:
@@ -57,10 +57,10 @@ def reduce_list(kernel: Kernel, r: Reducer, ops: list, n: int) -> Tree:
         w = int_value(r.width, m, n)
         if w < 2:
             raise CompileError(f"fused chain width must be >= 2, got {w}")
-        acc = Node(tuple(ops[:w]), fused=True)
-        for s in range(w, m, w):
-            acc = Node((acc, *ops[s:s + w]), fused=True)
-        return acc
+        at = None if r.at is None else int_value(r.at, m, n)
+        if at is not None and at < 0:
+            raise CompileError(f"fused chain short-group index must be >= 0, got {at}")
+        return fused_chain(ops, w, at)
     if isinstance(r, Table):
         if r.size != m:
             raise CompileError(f"a literal tree over {r.size} operands was applied to {m}")
@@ -71,6 +71,14 @@ def reduce_list(kernel: Kernel, r: Reducer, ops: list, n: int) -> Tree:
         return slots[-1]
     if isinstance(r, Lanes):
         k = _positive(int_value(r.k, m, n), "lane count")
+        if r.left is not None:
+            if m < k:
+                return reduce_list(kernel, r.left, ops, n)
+            p = m - m % k
+            lanes = [reduce_list(kernel, r.inner, ops[j:p:k], n) for j in range(k)]
+            if p < m:
+                lanes[0] = reduce_list(kernel, r.left, [lanes[0]] + list(ops[p:]), n)
+            return reduce_list(kernel, r.outer, lanes, n)
         lanes = [ops[j::k] for j in range(min(k, m))]
         return reduce_list(kernel, r.outer, [reduce_list(kernel, r.inner, lane, n) for lane in lanes], n)
     if isinstance(r, Blocks):

@@ -31,20 +31,20 @@ import triton
 import triton.language as tl
 
 NEG_EXP = tl.constexpr(-100000)  # the "exponent" of a zero term: below any floor
+NEG_INF32 = tl.constexpr(-8388608)  # 0xFF800000 (-inf in fp32) as an int32
 
 
 @triton.jit
 def fp_msb(x):
-    """Index of the leading one of x > 0 (int64; 0 for x == 0), by binary search.
+    """Index of the leading one of x (int64, 0 <= x < 2^53; 0 for x == 0).
 
-    No clz: the interpreter lacks it."""
-    e = tl.zeros_like(x)
-    for k in tl.static_range(5, -1, -1):   # shifts 32, 16, 8, 4, 2, 1
-        t = x >> (1 << k)
-        c = t != 0
-        e = tl.where(c, e + (1 << k), e)
-        x = tl.where(c, t, x)
-    return e
+    No clz (the interpreter lacks it): x is exact in fp64, whose exponent
+    field is the answer; one conversion instead of a six-step binary search
+    in int64 (a fifth of the emulated node's instructions).  Every caller
+    passes less than 2^53: significands, and sums of at most 32 terms below
+    2^(FRAC + 2) with FRAC = 23 + extra bits."""
+    e = ((x.to(tl.float64).to(tl.int64, bitcast=True) >> 52) & 0x7FF) - 1023
+    return tl.maximum(e, 0)
 
 
 @triton.jit
@@ -227,19 +227,114 @@ def fp_store_slot(dst_ptr, offs, mask, acc, DIRECT: tl.constexpr, INIT: tl.const
 
 
 @triton.jit
-def fp_column(ptr, offs, mask, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, G: tl.constexpr):
-    """Parts of one column of inputs for the chain kernel, in int32.
+def fp_load_f32(ptr, offs, mask, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLOAT_IN: tl.constexpr):
+    """Terms as fp32 values (exact): fp32 inputs directly, others from their bits."""
+    if FLOAT_IN:
+        return tl.load(ptr + offs, mask=mask, other=0.0)
+    else:
+        return fp_as_f32(fp_widen(tl.load(ptr + offs, mask=mask, other=0), IN_EXP, IN_MAN))
+
+
+@triton.jit
+def fp_store_native(dst_ptr, offs, mask, acc, DIRECT: tl.constexpr, INIT: tl.constexpr,
+                    OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    """fp_store_slot with the GPU's own conversion (the native path runs only on a GPU).
+
+    cvt.rn to fp16/bf16 is IEEE nearest-even with overflow to inf: fp_narrow's
+    result, for a tenth of the instructions (the integer epilogue cost a third
+    of a 4096^3 GEMM's time); NaNs get fp_narrow's quiet pattern and sign."""
+    if DIRECT:
+        if INIT:
+            acc = acc + 0.0
+        if OUT_MAN == 23:
+            bits = acc.to(tl.int32, bitcast=True)
+        else:
+            if OUT_EXP == 5:
+                bits = acc.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32)
+            else:
+                bits = acc.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32)
+            NAN: tl.constexpr = (((1 << OUT_EXP) - 1) << OUT_MAN) | (1 << (OUT_MAN - 1))
+            sign = (acc.to(tl.int32, bitcast=True) >> 31) << (OUT_EXP + OUT_MAN)   # 0 or -2^15
+            bits = tl.where(acc != acc, NAN | sign, bits)
+        tl.store(dst_ptr + offs, bits.to(dst_ptr.dtype.element_ty), mask=mask)
+    else:
+        tl.store(dst_ptr + offs, acc, mask=mask)
+
+
+@triton.jit
+def fp_parts(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, G: tl.constexpr):
+    """Parts of input bit patterns for the chain kernel, in int32.
 
     Returns (sign as 0/-1, exponent, significand << G, is_inf, is_nan, is_zero).
     Zeros, infs and nans get significand 0 and exponent -1000 (never the
     largest): the finite part of a node ignores them; specials are applied after."""
-    bits = tl.load(ptr + offs, mask=mask, other=0)
     neg, exp, sig, inf, nan = fp_decode(bits, EXP_BITS, MAN_BITS)
     sign = tl.where(neg, -1, 0).to(tl.int32)
     plain = (sig != 0) & ~inf & ~nan
     exp = tl.where(plain, exp, -1000).to(tl.int32)
     sig = tl.where(plain, sig << G, 0).to(tl.int32)
     return sign, exp, sig, inf, nan, (sig == 0) & ~inf & ~nan
+
+
+@triton.jit
+def fp_chain_node(t, head, hn, count, WIDTH: tl.constexpr):
+    """(first term, end) of node t of a chain whose first `head` terms are
+    nodes of WIDTH (the last one short) and the rest whole nodes; hn: the
+    number of head nodes (triton_host._leaf_run)."""
+    j = tl.where(t < hn, t * WIDTH, head + (t - hn) * WIDTH)
+    end = tl.minimum(j + WIDTH, tl.where(t < hn, head, count))
+    return j, end
+
+
+@triton.jit
+def fp_chain_shape(segs_ptr, sid, count, WIDTH: tl.constexpr):
+    """(head, head nodes, nodes) of segment sid (head 0 in the table: none)."""
+    head = tl.load(segs_ptr + sid * 6 + 5)
+    head = tl.where(head == 0, count, head)
+    hn = (head + WIDTH - 1) // WIDTH
+    return head, hn, hn + (count - head + WIDTH - 1) // WIDTH
+
+
+@triton.jit
+def fp_node_block(ptr, j, start, count, stride, s_k, s_x, rx, mx, WIDTH: tl.constexpr, W: tl.constexpr):
+    """Bits of one node's terms j .. j+WIDTH-1 of a segment, for rows/columns rx: [W, len(rx)].
+
+    Lanes past WIDTH or past the segment's end load zeros (a fused node ignores them)."""
+    kw = tl.arange(0, W)
+    live = ((j + kw) < count) & (kw < WIDTH)
+    kk = start + (j + kw).to(tl.int64) * stride
+    return tl.load(ptr + kk[:, None] * s_k + rx[None, :] * s_x, mask=live[:, None] & mx[None, :], other=0)
+
+
+@triton.jit
+def fp_f64_pow2(e):
+    """2^e as fp64 (int32 e, -1022 <= e <= 1023), from its bits: no libdevice call."""
+    return ((e.to(tl.int64) + 1023) << 52).to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def fp_node_result(total, e_max, c, FRAC: tl.constexpr, TO_ZERO: tl.constexpr):
+    """fp32 bits (int32) of one fused node's result from its aligned product sum and its c.
+
+    total: the sum of the aligned products in units 2^(e_max - FRAC), int32;
+    c: the node's c as fp32 values (finite: inf/nan are the caller's).  The
+    arithmetic of fp_fused_node in fp64, exactly: c / 2^unit truncated toward
+    zero is a float-to-int conversion; the exact sum (< 2^33) times 2^unit is
+    exact in fp64; then ONE rounding into fp32 (the conversion rounds to
+    nearest even; for toward-zero, a result above the exact value in
+    magnitude steps one ulp back, and 2^128 and above is inf as in
+    fp_round_pack).  An int64 rounding costs ~100 instructions an output a
+    node; this costs ~15."""
+    unit = e_max - FRAC
+    ca = (c.to(tl.float64) * fp_f64_pow2(-unit)).to(tl.int64)
+    v = (total.to(tl.int64) + ca).to(tl.float64) * fp_f64_pow2(unit)
+    r = v.to(tl.float32)
+    bits = r.to(tl.int32, bitcast=True)
+    if TO_ZERO:
+        bits = tl.where(tl.abs(r.to(tl.float64)) > tl.abs(v), bits - 1, bits)
+        huge = tl.abs(v) >= 3.402823669209385e+38   # 2^128
+        bits = tl.where(huge, tl.where(v < 0, NEG_INF32, 0x7F800000), bits)
+    return bits
 
 
 @triton.jit
@@ -252,79 +347,79 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     """A chain of fused nodes of WIDTH products over one segment, for a BM x BN tile (emulated).
 
     Same arithmetic as fp_fused_node (Note [fused node]), arranged for a GPU:
-    products one k at a time as BM x BN int32 tiles (loops, not unrolled: an
-    unrolled node took over a minute to compile), two passes per node (the
-    largest exponent, then the aligned terms).  Note [int32 terms]: a product's
-    significand shifted left by G = FRAC - 2*IN_MAN (its largest possible
-    left shift) is below 2^27, so every aligned product fits int32 and 16 of
-    them sum below 2^31; c and the rounding use int64.  Tiles with an inf or
-    nan among the inputs or c take a third pass for the special results."""
+    a node's A and B blocks are loaded and decoded once, as [W, BM] and
+    [W, BN], and its products form one [W, BM, BN] int32 tile.  The node's
+    axis comes first, so the default layout keeps it inside a thread: the
+    largest exponent and the sum of the aligned terms are in-register
+    reductions (integer max and sum are exact in any order).  Note [int32
+    terms]: a product's significand shifted left by G = FRAC - 2*IN_MAN (its
+    largest possible left shift) is below 2^27, so every aligned product fits
+    int32 and 16 of them sum below 2^31.  c and the rounding go through fp64
+    (fp_node_result).  An inf or nan c alone is applied per element; tiles
+    with inf/nan inputs take a third pass for the special results.  (It
+    replaced a column-by-column kernel that decoded every column in every
+    thread holding one of its rows, twice a node: 0.50 -> 0.69 TFLOP/s at
+    4096^3 on an H100.)  The next node's blocks are loaded before this node
+    is computed, so their latency overlaps the arithmetic."""
     G: tl.constexpr = FRAC - 2 * IN_MAN
+    tl.static_assert(G >= 0)
     tl.static_assert(WIDTH <= 16)
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
-    start = tl.load(segs_ptr + sid * 5)
-    count = tl.load(segs_ptr + sid * 5 + 1)
-    stride = tl.load(segs_ptr + sid * 5 + 2)
+    start = tl.load(segs_ptr + sid * 6)
+    count = tl.load(segs_ptr + sid * 6 + 1)
+    stride = tl.load(segs_ptr + sid * 6 + 2)
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
-    acc = tl.zeros((BM, BN), dtype=tl.int64)   # c of the first node: +0, changes nothing
-    for j in range(0, count, WIDTH):
-        # pass 1: the block's largest exponent; whether any input is inf/nan
-        e_max = tl.full((BM, BN), -1000, tl.int32)
-        special = tl.max(tl.zeros((BM,), dtype=tl.int32), axis=0)   # an int32 scalar, loop-carried
-        for kk in range(0, WIDTH):
-            k = start + (j + kk) * stride
-            sa, ea, ma, ia, na, za = fp_column(a_ptr, rm * s_am + k * s_ak, mm & ((rm * 0 + j + kk) < count),
-                                               IN_EXP, IN_MAN, G)
-            sb, eb, mb, ib, nb, zb = fp_column(b_ptr, k * s_bk + rn * s_bn, mn & ((rn * 0 + j + kk) < count),
-                                               IN_EXP, IN_MAN, 0)
-            e_max = tl.maximum(e_max, ea[:, None] + eb[None, :])
-            special = special | tl.max((ia | na).to(tl.int32), axis=0) | tl.max((ib | nb).to(tl.int32), axis=0)
-        cneg, cexp, csig, cinf, cnan = fp_decode(acc, 8, 23)
-        e_max = tl.maximum(tl.maximum(e_max, tl.where(csig != 0, cexp, -1000).to(tl.int32)), FLOOR)
-        # pass 2: aligned finite products, truncated toward zero in sign-magnitude
-        total = tl.zeros((BM, BN), dtype=tl.int32)
-        for k2 in range(0, WIDTH):
-            kc = start + (j + k2) * stride
-            sa2, ea2, ma2, ia2, na2, za2 = fp_column(a_ptr, rm * s_am + kc * s_ak,
-                                                     mm & ((rm * 0 + j + k2) < count), IN_EXP, IN_MAN, G)
-            sb2, eb2, mb2, ib2, nb2, zb2 = fp_column(b_ptr, kc * s_bk + rn * s_bn,
-                                                     mn & ((rn * 0 + j + k2) < count), IN_EXP, IN_MAN, 0)
-            r = tl.minimum(e_max - (ea2[:, None] + eb2[None, :]), 31)
-            mag = (ma2[:, None] * mb2[None, :]) >> r
-            sgn = sa2[:, None] ^ sb2[None, :]
-            total += (mag ^ sgn) - sgn
-        unit = e_max.to(tl.int64) - FRAC
-        ca = fp_shift(csig, cexp - 23 - unit)
-        t64 = total.to(tl.int64) + tl.where(cneg, -ca, ca)
-        finite = fp_round_pack(t64 < 0, tl.abs(t64), unit, 8, 23, TO_ZERO)
-        special = special | tl.max(tl.max((cinf | cnan).to(tl.int32), axis=1), axis=0)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)   # c of the first node: +0, changes nothing
+    head, hn, nodes = fp_chain_shape(segs_ptr, sid, count, WIDTH)
+    j, end = fp_chain_node(0, head, hn, count, WIDTH)
+    a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W)
+    b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W)
+    for t in range(0, nodes):
+        a, b = a_next, b_next
+        j, end = fp_chain_node(t + 1, head, hn, count, WIDTH)
+        a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W)
+        b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W)
+        sa, ea, ma, ia, na, za = fp_parts(a, IN_EXP, IN_MAN, G)   # [W, BM]
+        sb, eb, mb, ib, nb, zb = fp_parts(b, IN_EXP, IN_MAN, 0)   # [W, BN]
+        e = ea[:, :, None] + eb[:, None, :]
+        # c: its exponent as an fp32 value (subnormals at -126), whether inf/nan
+        cb = acc.to(tl.int32, bitcast=True)
+        cfield = (cb >> 23) & 0xFF
+        cspecial = cfield == 0xFF
+        cnan = cspecial & ((cb & 0x7FFFFF) != 0)
+        cinf = cspecial & ~cnan
+        c_live = ((cb & 0x7FFFFFFF) != 0) & ~cspecial
+        e_max = tl.maximum(tl.max(e, axis=0), tl.where(c_live, tl.maximum(cfield, 1) - 127, -1000))
+        e_max = tl.maximum(e_max, FLOOR)
+        # aligned finite products, truncated toward zero in sign-magnitude
+        mag = (ma[:, :, None] * mb[:, None, :]) >> tl.minimum(e_max[None, :, :] - e, 31)
+        sgn = sa[:, :, None] ^ sb[:, None, :]
+        total = tl.sum((mag ^ sgn) - sgn, axis=0)
+        finite = fp_node_result(total, e_max, tl.where(cspecial, 0.0, acc), FRAC, TO_ZERO)
+        # finite products and an inf c: that inf; a nan c: nan (fp_fused_node's rules)
+        finite = tl.where(cinf, cb, finite)
+        finite = tl.where(cnan, 0x7FC00000, finite)
+        special = tl.max(tl.max((ia | na).to(tl.int32), axis=1), axis=0) | tl.max(tl.max((ib | nb).to(tl.int32),
+                                                                                           axis=1), axis=0)
         if special != 0:
-            # pass 3 (rare): nan if any nan, inf * 0 or inf - inf; else an inf wins
-            pos = cinf & ~cneg
-            negi = cinf & cneg
-            nan = cnan
-            for k3 in range(0, WIDTH):
-                k3c = start + (j + k3) * stride
-                sa3, ea3, ma3, ia3, na3, za3 = fp_column(a_ptr, rm * s_am + k3c * s_ak,
-                                                         mm & ((rm * 0 + j + k3) < count), IN_EXP, IN_MAN, G)
-                sb3, eb3, mb3, ib3, nb3, zb3 = fp_column(b_ptr, k3c * s_bk + rn * s_bn,
-                                                         mn & ((rn * 0 + j + k3) < count), IN_EXP, IN_MAN, 0)
-                p_nan = (na3[:, None] | nb3[None, :] | (ia3[:, None] & zb3[None, :])
-                         | (za3[:, None] & ib3[None, :]))
-                p_inf = (ia3[:, None] | ib3[None, :]) & ~p_nan
-                p_neg = (sa3[:, None] ^ sb3[None, :]) != 0
-                nan = nan | p_nan
-                pos = pos | (p_inf & ~p_neg)
-                negi = negi | (p_inf & p_neg)
+            # rare: nan if any nan, inf * 0 or inf - inf; else an inf wins
+            cneg = cb < 0
+            p_nan = (na[:, :, None] | nb[:, None, :] | (ia[:, :, None] & zb[:, None, :])
+                     | (za[:, :, None] & ib[:, None, :]))
+            p_inf = (ia[:, :, None] | ib[:, None, :]) & ~p_nan
+            p_neg = sgn != 0
+            nan = cnan | (tl.max(p_nan.to(tl.int32), axis=0) != 0)
+            pos = (cinf & ~cneg) | (tl.max((p_inf & ~p_neg).to(tl.int32), axis=0) != 0)
+            negi = (cinf & cneg) | (tl.max((p_inf & p_neg).to(tl.int32), axis=0) != 0)
             nan = nan | (pos & negi)
             finite = tl.where(pos, 0x7F800000, finite)
-            finite = tl.where(negi, 0xFF800000, finite)
+            finite = tl.where(negi, NEG_INF32, finite)
             finite = tl.where(nan, 0x7FC00000, finite)
-        acc = finite
+        acc = finite.to(tl.int32).to(tl.float32, bitcast=True)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
-    fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)
+    fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
 
 
 @triton.jit
@@ -334,22 +429,24 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC: tl.constexpr,
                       FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
                       INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
-    """mm_chain_emulated with each node as one BM x BN x W tensor through fp_fused_node.
+    """mm_chain_emulated with each node as one BM x BN x W tensor through fp_fused_node (int64).
 
     Few, wide operations: the fast form for the interpreter (TRITON_INTERPRET=1
     pays per operation); on a GPU its registers overflow.  W: WIDTH rounded up
     to a power of two; the extra lanes load zeros, which a fused node ignores."""
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
-    start = tl.load(segs_ptr + sid * 5)
-    count = tl.load(segs_ptr + sid * 5 + 1)
-    stride = tl.load(segs_ptr + sid * 5 + 2)
+    start = tl.load(segs_ptr + sid * 6)
+    count = tl.load(segs_ptr + sid * 6 + 1)
+    stride = tl.load(segs_ptr + sid * 6 + 2)
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
     acc = tl.zeros((BM, BN), dtype=tl.int64)   # c of the first node: +0, changes nothing
-    for j in range(0, count, WIDTH):
+    head, hn, nodes = fp_chain_shape(segs_ptr, sid, count, WIDTH)
+    for t in range(0, nodes):
+        j, end = fp_chain_node(t, head, hn, count, WIDTH)
         ks = j + tl.arange(0, W)
-        live = (ks < count) & (tl.arange(0, W) < WIDTH)
+        live = (ks < end) & (tl.arange(0, W) < WIDTH)
         kk = start + ks.to(tl.int64) * stride
         a = tl.load(a_ptr + rm[:, None] * s_am + kk[None, :] * s_ak, mask=mm[:, None] & live[None, :], other=0)
         b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
@@ -370,9 +467,9 @@ def mm_fold(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     The first product is rounded; with FMA each later one is fused into the
     partial sum.  Launched with enable_fp_fusion=False: no other contraction."""
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
-    start = tl.load(segs_ptr + sid * 5)
-    count = tl.load(segs_ptr + sid * 5 + 1)
-    stride = tl.load(segs_ptr + sid * 5 + 2)
+    start = tl.load(segs_ptr + sid * 6)
+    count = tl.load(segs_ptr + sid * 6 + 1)
+    stride = tl.load(segs_ptr + sid * 6 + 2)
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
@@ -412,8 +509,8 @@ def mm_chain_native(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     starts at a multiple of 16 (lets loads be 16 bytes wide); EVEN_K: every
     segment's length is a multiple of BK (no masks along K)."""
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
-    start = tl.load(segs_ptr + sid * 5)
-    count = tl.load(segs_ptr + sid * 5 + 1)
+    start = tl.load(segs_ptr + sid * 6)
+    count = tl.load(segs_ptr + sid * 6 + 1)
     if ALIGNED:
         start = tl.multiple_of(start, 16)
     # grouped tile order: neighbouring programs share A rows in L2
@@ -432,48 +529,136 @@ def mm_chain_native(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     a_ptrs = a_ptr + rm[:, None] * s_am + (start + rk[None, :]) * s_ak
     b_ptrs = b_ptr + (start + rk[:, None]) * s_bk + rn[None, :] * s_bn
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for j in range(0, count, BK):
+    head = tl.load(segs_ptr + sid * 6 + 5)   # a head (the short node not last): nodes restart after it
+    head = tl.where(head == 0, count, head)
+    for j in range(0, head, BK):
         if EVEN_K:
             a = tl.load(a_ptrs, mask=mm[:, None], other=0.0)
             b = tl.load(b_ptrs, mask=mn[None, :], other=0.0)
         else:
-            live = (j + rk) < count
+            live = (j + rk) < head
             a = tl.load(a_ptrs, mask=mm[:, None] & live[None, :], other=0.0)
             b = tl.load(b_ptrs, mask=live[:, None] & mn[None, :], other=0.0)
         acc = tl.dot(a, b, acc)
         a_ptrs += BK * s_ak
         b_ptrs += BK * s_bk
+    a_ptrs = a_ptr + rm[:, None] * s_am + (start + head + rk[None, :]) * s_ak
+    b_ptrs = b_ptr + (start + head + rk[:, None]) * s_bk + rn[None, :] * s_bn
+    for j in range(head, count, BK):   # empty without a head
+        live = (j + rk) < count
+        a = tl.load(a_ptrs, mask=mm[:, None] & live[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=live[:, None] & mn[None, :], other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BK * s_ak
+        b_ptrs += BK * s_bk
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
-    fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
+    fp_store_native(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
 
 
 @triton.jit
-def sum_fold(x_ptr, dst_ptr, segs_ptr, S, max_count, BS: tl.constexpr,
+def sum_fold(x_ptr, dst_ptr, segs_ptr, ids_ptr, F, max_count, BS: tl.constexpr,
              IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLOAT_IN: tl.constexpr,
              DIRECT: tl.constexpr, INIT: tl.constexpr,
              OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
-    """Sequential folds of a sum's terms, BS segments side by side (one lane each)."""
-    sid = tl.program_id(0) * BS + tl.arange(0, BS)
-    live = sid < S
-    row = sid.to(tl.int64) * 5
+    """Sequential folds of a sum's terms: the F segments ids[...], BS side by side (one lane each)."""
+    f = tl.program_id(0) * BS + tl.arange(0, BS)
+    live = f < F
+    sid = tl.load(ids_ptr + f, mask=live, other=0)
+    row = sid.to(tl.int64) * 6
     start = tl.load(segs_ptr + row, mask=live, other=0)
     count = tl.load(segs_ptr + row + 1, mask=live, other=0)
     stride = tl.load(segs_ptr + row + 2, mask=live, other=0)
-    if FLOAT_IN:
-        acc = tl.load(x_ptr + start, mask=live, other=0.0)
-    else:
-        acc = fp_as_f32(fp_widen(tl.load(x_ptr + start, mask=live, other=0), IN_EXP, IN_MAN))
+    acc = fp_load_f32(x_ptr, start, live, IN_EXP, IN_MAN, FLOAT_IN)
     for i in range(1, max_count):
         on = live & (i < count)
-        if FLOAT_IN:
-            x = tl.load(x_ptr + start + i * stride, mask=on, other=0.0)
+        acc = tl.where(on, acc + fp_load_f32(x_ptr, start + i * stride, on, IN_EXP, IN_MAN, FLOAT_IN), acc)
+    fp_store_slot(dst_ptr, sid, live, acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
+
+
+@triton.jit
+def fp_pairs(v, R: tl.constexpr, C: tl.constexpr, LEVELS: tl.constexpr, HALVES: tl.constexpr):
+    """LEVELS levels of a perfect tree along the last axis of v [R, C]: returns [R, C >> LEVELS].
+
+    Each level adds elements (2i, 2i+1) (a pairwise sum split in halves, on a
+    power of two) or, with HALVES, elements (i, i + C/2) (tree_reduce).  The
+    pairs come apart by reshape + split: no reduction primitive, whose order
+    Triton does not promise."""
+    for lvl in tl.static_range(LEVELS):
+        if HALVES:
+            v = tl.permute(tl.reshape(v, (R, 2, (C >> lvl) // 2)), (0, 2, 1))
         else:
-            x = fp_as_f32(fp_widen(tl.load(x_ptr + start + i * stride, mask=on, other=0), IN_EXP, IN_MAN))
-        acc = tl.where(on, acc + x, acc)
-    if DIRECT:
-        fp_store_slot(dst_ptr, sid, live, acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
+            v = tl.reshape(v, (R, (C >> lvl) // 2, 2))
+        a, b = tl.split(v)
+        v = a + b
+    return v
+
+
+@triton.jit
+def sum_lanes(x_ptr, dst_ptr, ids_ptr, starts_ptr, counts_ptr, L,
+              BG: tl.constexpr, K: tl.constexpr, ROWS: tl.constexpr, TAIL: tl.constexpr,
+              LOG_K: tl.constexpr, TREE: tl.constexpr, GROUP_H: tl.constexpr, ALIGNED: tl.constexpr,
+              IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLOAT_IN: tl.constexpr,
+              DIRECT: tl.constexpr, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    """BG leaf blocks of a sum side by side, one row of a [BG, K] tile each (Note [leaf blocks]
+    in triton_host.py): K lanes folded over ROWS rows, the tree TREE over the lanes (2:
+    halves, 3: tree_reduce, 4: fold), the tail folded in.  GROUP_H > 0: then GROUP_H
+    perfect levels over consecutive blocks (Note [perfect levels]), BG >> GROUP_H results a
+    program; else each block's result goes to its slot ids[g].
+
+    Every row is its own load (ROWS unrolled): all loads are in flight at once
+    and each 8-lane row is one 32-byte sector."""
+    g = tl.program_id(0) * BG + tl.arange(0, BG)
+    live = g < L
+    start = tl.load(starts_ptr + g, mask=live, other=0)
+    count = tl.load(counts_ptr + g, mask=live, other=0)
+    if ALIGNED:
+        start = tl.multiple_of(start, K)   # every block starts at a multiple of K: 16-byte loads
+    rows = count // K
+    main = rows * K
+    lane = tl.arange(0, K)
+    offs = start[:, None] + lane[None, :]
+    # masks by row, the same across a row's lanes (so a row's loads can be one vector load)
+    acc = fp_load_f32(x_ptr, offs, (live & (rows > 0))[:, None], IN_EXP, IN_MAN, FLOAT_IN)
+    for i in tl.static_range(1, ROWS):
+        on = (live & (rows > i))[:, None]
+        acc = tl.where(on, acc + fp_load_f32(x_ptr, offs + i * K, on, IN_EXP, IN_MAN, FLOAT_IN), acc)
+    if TREE == 4:
+        # a fold over the lanes: take lane j out exactly (an integer sum of
+        # one pattern and zeros; a float sum would turn -0.0 into +0.0)
+        bits = acc.to(tl.int32, bitcast=True)
+        t = tl.sum(tl.where(lane[None, :] == 0, bits, 0), axis=1).to(tl.float32, bitcast=True)
+        for j in tl.static_range(1, K):
+            t += tl.sum(tl.where(lane[None, :] == j, bits, 0), axis=1).to(tl.float32, bitcast=True)
     else:
-        tl.store(dst_ptr + sid, acc, mask=live)
+        t = tl.reshape(fp_pairs(acc, BG, K, LOG_K, TREE == 3), (BG,))
+    # a block shorter than K has no lanes: its fold starts at its first term
+    first = fp_load_f32(x_ptr, start, live & (rows == 0), IN_EXP, IN_MAN, FLOAT_IN)
+    res = tl.where(main > 0, t, first)
+    for j in tl.static_range(TAIL):
+        pos = main + j
+        on = live & (pos < count) & (pos > 0)
+        res = tl.where(on, res + fp_load_f32(x_ptr, start + pos, on, IN_EXP, IN_MAN, FLOAT_IN), res)
+    if GROUP_H > 0:
+        OUT_N: tl.constexpr = BG >> GROUP_H
+        res = tl.reshape(fp_pairs(tl.reshape(res, (OUT_N, 1 << GROUP_H)), OUT_N, 1 << GROUP_H, GROUP_H, False),
+                         (OUT_N,))
+        o = tl.program_id(0) * OUT_N + tl.arange(0, OUT_N)
+        fp_store_slot(dst_ptr, o, o < (L >> GROUP_H), res, DIRECT, INIT, OUT_EXP, OUT_MAN)
+    else:
+        sid = tl.load(ids_ptr + g, mask=live, other=0)
+        fp_store_slot(dst_ptr, sid, live, res, DIRECT, INIT, OUT_EXP, OUT_MAN)
+
+
+@triton.jit
+def sum_pairs(src_ptr, dst_ptr, count_out, GH: tl.constexpr, BO: tl.constexpr,
+              DIRECT: tl.constexpr, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    """dst[i] = the perfect pairwise tree over src[i * 2^GH, (i + 1) * 2^GH), BO outputs a program."""
+    G: tl.constexpr = 1 << GH
+    o = tl.program_id(0) * BO + tl.arange(0, BO)
+    live = o < count_out
+    v = tl.load(src_ptr + o[:, None] * G + tl.arange(0, G)[None, :], mask=live[:, None], other=0.0)
+    res = tl.reshape(fp_pairs(v, BO, G, GH, False), (BO,))
+    fp_store_slot(dst_ptr, o, live, res, DIRECT, INIT, OUT_EXP, OUT_MAN)
 
 
 @triton.jit

@@ -10,7 +10,7 @@ import triton
 
 from fpspec.compile.triton_host import CHAIN, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
-                                           mm_chain_native, mm_fold, sum_fold)
+                                           mm_chain_native, mm_fold, sum_fold, sum_lanes, sum_pairs)
 # -- end imports
 
 # name: (exponent bits, fraction bits, torch dtype, torch int dtype of the same width)
@@ -48,16 +48,19 @@ class Replica:
         self.plans = {}
         self.last_path = None   # "native" or "emulated": which the last call used
         # tile shapes (tuning only: the order along K does not depend on them)
-        self.native_config = dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)
-        self.emulated_config = dict(BM=64, BN=64, num_warps=4)
-        self.emulated_kernel = "auto"   # "columns" (GPU form), "wide" (interpreter form) or "auto"
+        self.native_config = dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
+        self.emulated_config = dict(BM=16, BN=32, num_warps=4)
+        # "tile" (GPU form), "wide" (interpreter form) or "auto"
+        self.emulated_kernel = "auto"
+        # leaf blocks a program (a power of two), and at most this many perfect levels a pairs launch
+        self.sum_config = dict(BG=16, num_warps=2, PAIRS_H=10)
 
     def plan(self, n):
         if n < self.n_min or (self.n_max is not None and n > self.n_max):
             raise ValueError(f"n = {n} is outside the spec's range {self.n_min}..{self.n_max or ''}")
         got = self.plans.get(n)
         if got is None:
-            got = self.plans[n] = plan(self.root, self.orders, n)
+            got = self.plans[n] = plan(self.root, self.orders, n, leaves=self.op == "sum")
         return got
 
     # ------------------------------------------------------------ paths
@@ -132,7 +135,7 @@ class Replica:
             cfg = self.native_config
             grid = (triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"]), 1, S)
             aligned = p.aligned16
-            even_k = bool((p.segs[:, 1] % cfg["BK"] == 0).all())
+            even_k = bool(((p.segs[:, 1] % cfg["BK"] == 0) & (p.segs[:, 5] == 0)).all())
             mm_chain_native[grid](A, B, dst, segs, ids, M, N, A.stride(0), A.stride(1), B.stride(0), B.stride(1),
                                   s_slot, s_m, s_n, DIRECT=direct, INIT=init,
                                   OUT_EXP=exp_out, OUT_MAN=man_out, ALIGNED=aligned, EVEN_K=even_k, **cfg)
@@ -148,9 +151,10 @@ class Replica:
                     raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
                 # the interpreter pays per operation, not per element: there the
                 # wide form (same arithmetic, few large operations) is the fast one
-                wide = self.emulated_kernel == "wide" or (self.emulated_kernel == "auto" and
-                                                          A.device.type != "cuda")
-                kern = mm_chain_emulated_wide if wide else mm_chain_emulated
+                form = self.emulated_kernel
+                if form == "auto":   # the GPU forms hold a product's aligned significand in int32
+                    form = "tile" if A.device.type == "cuda" and 2 * man_in <= 23 + f.extra_bits else "wide"
+                kern = {"wide": mm_chain_emulated_wide, "tile": mm_chain_emulated}[form]
                 cfg = self.emulated_config if A.device.type == "cuda" else dict(BM=16, BN=16)
                 grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), group.numel())
                 kern[grid](Ab, Bb, dst, segs, group, *common, **cfg,
@@ -204,19 +208,53 @@ class Replica:
         if p.has_chain:
             raise PlanError("fused nodes in a sum are not supported by the triton kernels")
         out = torch.empty((), dtype=dt_out, device=x.device)
-        S = p.segs.shape[0]
-        direct = p.num_slots == 1
         float_in = nm.input == "fp32"
         xin = x if float_in else x.view(it_in)
-        vals = out.view(it_out) if direct else torch.empty(p.num_slots, dtype=torch.float32, device=x.device)
-        max_count = p.max_count
-        BS = 256
-        sum_fold[(triton.cdiv(S, BS),)](xin, vals, p.on(x.device).segs, S, max_count, BS=BS,
-                                        IN_EXP=exp_in, IN_MAN=man_in, FLOAT_IN=float_in, DIRECT=direct,
-                                        INIT=nm.init == "+0.0", OUT_EXP=exp_out, OUT_MAN=man_out,
-                                        enable_fp_fusion=False)
+        dev = p.on(x.device)
+        init = nm.init == "+0.0"
+        fmt = dict(IN_EXP=exp_in, IN_MAN=man_in, FLOAT_IN=float_in)
+        res = dict(INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out)
+        cfg = self.sum_config
+        up = p.upper
+        direct = up.num_slots == 1
+        vals = out.view(it_out).reshape(1) if direct else torch.empty(up.num_slots, dtype=torch.float32,
+                                                                      device=x.device)
+        if p.height:
+            # one group of leaf blocks under perfect levels (Note [perfect levels]):
+            # the leaf kernel takes the first levels, sum_pairs launches the rest
+            (g,) = dev.leaf_groups
+            L = g.ids.numel()
+            h = min(p.height, cfg["BG"].bit_length() - 1)
+            last = h == p.height
+            dst = vals if last else torch.empty(L >> h, dtype=torch.float32, device=x.device)
+            self._leaves(g, xin, dst, h, direct and last, fmt, res)
+            done, cur = h, L >> h
+            while done < p.height:
+                h = min(p.height - done, cfg["PAIRS_H"])
+                done += h
+                last = done == p.height
+                nxt = vals if last else torch.empty(cur >> h, dtype=torch.float32, device=x.device)
+                BO = max(1, 1024 >> h)
+                sum_pairs[(triton.cdiv(cur >> h, BO),)](dst, nxt, cur >> h, GH=h, BO=BO, DIRECT=direct and last,
+                                                        **res, enable_fp_fusion=False)
+                dst, cur = nxt, cur >> h
+        else:
+            F = dev.fold_ids.numel()
+            if F:
+                BS = 256
+                sum_fold[(triton.cdiv(F, BS),)](xin, vals, dev.segs, dev.fold_ids, F, p.max_count, BS=BS, **fmt,
+                                                DIRECT=direct, **res, enable_fp_fusion=False)
+            for g in dev.leaf_groups:
+                self._leaves(g, xin, vals, 0, direct, fmt, res)
         if not direct:
-            self._combine(p, vals, 1)
-            finish[(1,)](vals, out.view(it_out).reshape(1), p.root, 1, BO=1, INIT=nm.init == "+0.0",
-                         OUT_EXP=exp_out, OUT_MAN=man_out)
+            self._combine(up, vals, 1)
+            finish[(1,)](vals, out.view(it_out).reshape(1), up.root, 1, BO=1, **res)
         return out
+
+    def _leaves(self, g, xin, dst, group_h, direct, fmt, res):
+        """sum_lanes over one group of leaf blocks (Note [leaf blocks])."""
+        BG, L = self.sum_config["BG"], g.ids.numel()
+        sum_lanes[(triton.cdiv(L, BG),)](xin, dst, g.ids, g.starts, g.counts, L, BG=BG, K=g.k, ROWS=g.rows,
+                                         TAIL=g.tail, LOG_K=g.k.bit_length() - 1, TREE=g.kind,
+                                         GROUP_H=group_h, ALIGNED=g.aligned, **fmt, DIRECT=direct, **res,
+                                         num_warps=self.sum_config["num_warps"], enable_fp_fusion=False)

@@ -168,10 +168,15 @@ def boundaries(spec: A.Spec, n: int, limit: int = 160) -> list[int]:
                 todo.append((o.inner, lo, min(b, m), depth + 1))
             elif type(o) is A.Lanes:
                 k = eval_expr(o.k, m)
+                if o.left is not None:
+                    out.update(x for x in (lo + m - m % k - 1, lo + m - m % k) if lo < x < lo + m)
                 out.update(x for x in (lo + k - 1, lo + k, lo + 2 * k, lo + m - m % k) if lo < x < lo + m)
             elif type(o) is A.Chain:
                 w = eval_expr(o.w, m)
                 out.update(x for x in (lo + w, lo + 2 * w, lo + m - m % w) if lo < x < lo + m)
+                if o.at is not None and m % w:
+                    s = lo + min(eval_expr(o.at, m), m // w) * w   # the short group's ends
+                    out.update(x for x in (s, s + m % w) if lo < x < lo + m)
         except SpecError:
             continue
     return sorted(x for x in out if 0 < x < n)
@@ -321,13 +326,11 @@ class Replica:
     """A spec compiled once (fpspec.compile) and called at any n."""
 
     def __init__(self, spec: A.Spec, backend: str = "numba"):
-        from fpspec.compile import compile_spec
+        from fpspec.compile import compile_spec, load_replica
 
         self.backend = backend
         self.source = compile_spec(spec, backend)
-        ns: dict = {}
-        exec(compile(self.source, f"<{backend} replica>", "exec"), ns)
-        self.module = ns
+        self.module = vars(load_replica(self.source, f"{backend} replica"))   # from a file: numba caches
 
     def compare(self, target, count: int, seed: int) -> tuple[int, int]:
         """(inputs run, inputs whose outputs differ in bits) on random inputs.

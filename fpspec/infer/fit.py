@@ -26,15 +26,17 @@ from fpspec.errors import SpecError
 from fpspec.spec import ast as A
 from fpspec.spec.expand import apply_order, eval_expr
 from fpspec.infer.exprs import constants, expr_cost, fit_param, roundness
-from fpspec.infer.shapes import (Obs, block_parts, equal_shifted, lane_candidates, lane_parts, prefix_sizes,
+from fpspec.infer.shapes import (Obs, block_parts, equal_shifted, lane_candidates, lane_parts, lane_parts_left, lane_strides, prefix_sizes,
                                  split_parts, split_point, tail_parts)
-from fpspec.tree import Tree, building
+from fpspec.tree import Tree, building, chain_shape, observable
 
 N = A.Var()
 SIMPLE = (A.Seq(), A.Pairwise(), A.Rev(), A.GpuTree(), A.Fused())
 MAX_DEPTH = 5
 SAMPLE = 10  # observations a search starts from (see Fitter.fit)
 MAX_RUNS = 16  # guard arms beyond this are a case list, not a spec: give up
+RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
+RESIDUE_MODULI = (2, 4, 8, 16)
 
 
 def order_cost(o) -> int:
@@ -46,7 +48,8 @@ def order_cost(o) -> int:
     if isinstance(o, A.Chain):
         return 1 + expr_cost(o.w)
     if isinstance(o, A.Lanes):
-        return 1 + expr_cost(o.k) + order_cost(o.inner) + order_cost(o.outer)
+        return (1 + expr_cost(o.k) + order_cost(o.inner) + order_cost(o.outer)
+                + (0 if o.left is None else order_cost(o.left)))
     if isinstance(o, A.Blocks):
         return 1 + expr_cost(o.b) + order_cost(o.inner) + order_cost(o.outer)
     if isinstance(o, A.Tail):
@@ -87,8 +90,10 @@ class Fitter:
         with building():  # one pause of the cyclic GC for the whole search
             return self.fit_guarded(obs, 0, root=True)
 
-    def fit_guarded(self, obs: list[Obs], depth: int = 0, root: bool = False):
-        """An order for every observation, with guards on n where needed."""
+    def fit_guarded(self, obs: list[Obs], depth: int = 0, root: bool = False, residues: int = 2):
+        """An order for every observation, with guards on n where needed:
+        ranges of n, or residue classes (`n % c == r`) when a library picks its
+        kernel by n's alignment (cuBLAS: odd K, K % 8 == 0, the rest)."""
         got = self.fit(obs, depth, root)
         if got is not None:
             if root:
@@ -104,16 +109,47 @@ class Fitter:
         # threshold, which the upward pass cuts into pieces; keep the cheaper
         options = [r for r in (self._runs(ns, by_n, depth, root, False),
                                self._runs(ns, by_n, depth, root, True)) if r is not None]
-        if not options:
-            return None
-        runs = min(options, key=lambda rs: sum(2 + order_cost(r.order) for r in rs))
-        runs = _merge_runs(runs)
-        if root:
+        ranged = None
+        if options:
+            runs = _merge_runs(min(options, key=lambda rs: sum(2 + order_cost(r.order) for r in rs)))
+            if root:
+                self.runs = runs
+            if len(runs) == 1:
+                return runs[0].order
+            cases = tuple(A.Case(A.Compare("<=", N, A.Num(r.hi)), r.order) for r in runs[:-1])
+            ranged = A.Guard(cases, runs[-1].order)
+            if len(runs) <= RESIDUE_AFTER:
+                return ranged
+        classed = self._residue_guard(obs, depth, root, residues) if residues else None
+        if classed is not None and (ranged is None or order_cost(classed) < order_cost(ranged)):
+            return classed
+        if root and options:
             self.runs = runs
-        if len(runs) == 1:
-            return runs[0].order
-        cases = tuple(A.Case(A.Compare("<=", N, A.Num(r.hi)), r.order) for r in runs[:-1])
-        return A.Guard(cases, runs[-1].order)
+        return ranged
+
+    def _residue_guard(self, obs: list[Obs], depth: int, root: bool, residues: int):
+        """`if n % c == r: A else: (the rest, guarded)`, the cheapest over c and r."""
+        best = None
+        for c in RESIDUE_MODULI:
+            for r in range(c):
+                cls = [o for o in obs if o.n % c == r]
+                rest = [o for o in obs if o.n % c != r]
+                if len({o.n for o in cls}) < 3 or not rest:
+                    continue
+                a = self.fit(cls, depth, root)
+                if a is None:
+                    continue
+                b = self.fit_guarded(rest, depth, root, residues - 1)
+                if b is None:
+                    continue
+                case = A.Case(A.Compare("==", A.BinOp("%", N, A.Num(c)), A.Num(r)), a)
+                g = (A.Guard((case,) + b.cases, b.otherwise) if isinstance(b, A.Guard)
+                     else A.Guard((case,), b))
+                if best is None or order_cost(g) < order_cost(best):
+                    best = g
+            if best is not None:
+                return best   # the smallest modulus that works: the simplest rule
+        return best
 
     def _runs(self, ns: list[int], by_n: dict, depth: int, root: bool, downward: bool):
         """Maximal runs of consecutive observed n that one order explains each
@@ -224,7 +260,7 @@ class Fitter:
         key = (order, n)
         t = self._built.get(key)
         if t is None:
-            t = apply_order(order, range(n))
+            t = observable(apply_order(order, range(n)))   # observations are revealed trees
             if len(self._built) > 20000:
                 self._built.clear()
             self._built[key] = t
@@ -238,19 +274,26 @@ class Fitter:
             return False
 
     def _chain(self, obs: list[Obs]):
-        widths = set()
-        for o in obs:
-            t = o.tree
-            if isinstance(t, int) or not t.fused:
-                return None
-            while not isinstance(t.children[0], int):
-                t = t.children[0]
-            widths.add(len(t.children))
-        w = max(widths)
+        shapes = [chain_shape(o.tree) for o in obs]
+        if None in shapes:
+            return None
+        w = max(s[0] for s in shapes)
         if w >= max(o.n for o in obs):
             return None  # one fused node: `fused` already tried
         cand = A.Chain(A.Num(w))
-        return cand if self._explains(cand, obs) else None
+        if self._explains(cand, obs):
+            return cand
+        # the short group elsewhere: its index as an expression in n, e.g. a K
+        # loop in tiles of T that starts with the partial tile: n % T // w
+        samples = [(o.n, lambda v, at=(o.n // w if s[1] is None else s[1]), full=o.n // w: min(v, full) == at)
+                   for o, s in zip(obs, shapes) if s[0] == w and o.n % w]
+        tiles = [A.BinOp("//", A.BinOp("%", N, A.Num(w << k)), A.Num(w)) for k in range(1, 9)]
+        for e in [A.Num(c) for c in range(8)] + tiles:
+            if all(ok(eval_expr(e, n)) for n, ok in samples):
+                cand = A.Chain(A.Num(w), e)
+                if self._explains(cand, obs):
+                    return cand
+        return None
 
     # ------------------------------------------------------------ structural orders
     def _split(self, obs, depth, root):
@@ -336,6 +379,28 @@ class Fitter:
                 found += 1
                 if found >= 2:
                     return
+        for k in [k for k in lane_strides(big) if 1 < k < big.n][:8]:
+            got = self._lanes_left(obs, k, depth)
+            if got is not None:
+                self.seen.add(k)
+                yield got
+                return
+
+    def _lanes_left(self, obs, k: int, depth: int):
+        """lanes(k, inner, outer, left): the leftovers join lane 0 (torch.sum)."""
+        parts = [lane_parts_left(o, k) for o in obs]
+        if any(p is None for p in parts) or not any(p[2] is not None and p[1] is not None for p in parts):
+            return None
+        inner_obs = [x for p in parts for x in p[0]]
+        inner = self.fit_guarded(inner_obs, depth + 1) if inner_obs else A.Seq()
+        if inner is None:
+            return None
+        outer_obs = [p[1] for p in parts if p[1] is not None]
+        outer = self.fit_guarded(outer_obs, depth + 1)
+        if outer is None:
+            return None
+        left = self.fit_guarded([p[2] for p in parts if p[2] is not None], depth + 1)
+        return None if left is None else A.Lanes(A.Num(k), inner, outer, left)
 
     def _blocks(self, obs, depth, root):
         big = obs[0]

@@ -17,6 +17,7 @@ import numpy as np
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
 from fpspec.spec.expand import eval_cond, eval_expr, lets_of
+from fpspec.tree import chain_node_end
 
 # ---------------------------------------------------------------- operand weights
 
@@ -161,9 +162,8 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
         if cls is A.Fused:
             return w.total(0, m)
         if cls is A.Chain:
-            width = _within(o.w, m, 1)
-            g = max(0, (b - width) // width + 1) if b >= width else 0
-            return w.total(0, min((g + 1) * width, m))
+            at = None if o.at is None else _within(o.at, m, 0)
+            return w.total(0, chain_node_end(m, _within(o.w, m, 1), at, b))
         if cls is A.Pairwise:
             lo, hi = 0, m
             while True:
@@ -196,6 +196,25 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
                 a = 0 if a < p else a - p + 1
                 b = b - p + 1
                 o = o.outer
+            continue
+        if cls is A.Lanes and o.left is not None:
+            k = _within(o.k, m, 1)
+            p = m - m % k
+            if p == 0:
+                o = o.left
+                continue
+            la, lb = (a % k if a < p else 0), (b % k if b < p else 0)
+            if a < p and b < p and la == lb:
+                o, w, a, b = o.inner, w.sub(0, p).strided(la, k), a // k, b // k
+            elif la == lb:   # lane 0 and a leftover, or two leftovers: LEFT over [lane 0, leftovers]
+                w = Prepend(w.sub(0, p).strided(0, k).total(0, p // k), w.sub(p, m))
+                a = 0 if a < p else a - p + 1
+                b = b - p + 1
+                o = o.left
+            else:
+                totals = w.sub(0, p).lane_totals(k).array().copy()
+                totals[0] += w.total(p, m)
+                o, w, a, b = o.outer, Arr(totals), min(la, lb), max(la, lb)
             continue
         if cls is A.Lanes:
             k = _within(o.k, m, 1)

@@ -20,7 +20,7 @@ from math import gcd
 
 import numpy as np
 
-from fpspec.tree import Node, Tree, building, postorder
+from fpspec.tree import Node, Tree, building, leaves, postorder
 
 
 @dataclass(frozen=True)
@@ -186,6 +186,41 @@ def lane_parts(o: Obs, k: int):
     return inner, Obs(m, outer)
 
 
+def lane_parts_left(o: Obs, k: int):
+    """lanes(k, inner, outer, left): (inner observations, outer observation or
+    None, left observation or None), or None if o is not of that shape."""
+    n = o.n
+    p, r = n - n % k, n % k
+    if p == 0:
+        return [], None, o
+    starts = np.arange(k, dtype=np.int64)
+    counts = np.full(k, p // k, dtype=np.int64)
+    roots = _group_roots(Obs(n, o.tree), starts, starts + (counts - 1) * k, counts, k)
+    if roots is None:
+        return None
+    subs = [o.shape.nodes[i] for i in roots]
+    ext = None
+    if r:
+        want = p // k + r
+        path = [o.tree]
+        while path[-1].__class__ is not int and path[-1].size >= want:
+            path.append(path[-1].children[0])
+        ext = next((x for x in reversed(path) if x.__class__ is not int and x.size == want), None)
+        if ext is None or sorted(leaves(ext)) != list(range(0, p, k)) + list(range(p, n)):
+            return None
+    inner = [Obs(p // k, 0 if p == k else contract(s, {}, lambda leaf, j=j: (leaf - j) // k))
+             for j, s in enumerate(subs)]
+    left = None
+    if r:
+        lane0 = subs[0]
+        left = Obs(1 + r, contract(ext, {} if lane0.__class__ is int else {id(lane0): 0},
+                                   lambda leaf: 0 if leaf < p else leaf - p + 1))
+        subs = [ext] + subs[1:]
+    stops = {id(s): j for j, s in enumerate(subs) if s.__class__ is not int}
+    singles = {s: j for j, s in enumerate(subs) if s.__class__ is int}
+    return inner, Obs(k, contract(o.tree, stops, singles.__getitem__)), left
+
+
 def block_parts(o: Obs, b: int):
     """blocks(b): (inner observations per block, outer observation) or None."""
     n = o.n
@@ -252,6 +287,17 @@ def tail_parts(o: Obs, k: int):
 
 
 # ---------------------------------------------------------------- candidates
+
+def lane_strides(o: Obs) -> list[int]:
+    """Second-smallest leaf of every subtree above leaf 0, bottom-up: lane 0's
+    stride k when lane 0 is a subtree, whatever order lane 0 itself has."""
+    out, second = [], o.n
+    for s in reversed(_left_path(o.tree)):
+        second = min(second, min(c if c.__class__ is int else c.first for c in s.children[1:]))
+        if second not in out:
+            out.append(second)
+    return out
+
 
 def lane_candidates(o: Obs) -> set[int]:
     """Strides k that could make leaf 0's lane: the smallest other leaves of

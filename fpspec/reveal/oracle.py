@@ -6,7 +6,9 @@ given).  One query: +M at i, -M at j, u on S - {i, j}, zero elsewhere; the
 output is u * (units not swamped).  With S = all leaves this is FPRev's l(i, j).
 
 Batching (the adapter's whole job, DESIGN.md "Op kinds"):
-- gemv/gemm: one query per row of A against a column (or columns) of ones;
+- gemv/gemm: one query per row of A read against a column of units, and (gemm)
+  one per column of B read against a row of ones in A, on the outputs the
+  engine found to compute like element (0, 0) (set_channels);
 - sum: one library call over a (b, n) matrix (numpy.sum(X, axis=-1)) when the
   target offers `call_rows` and a sample of batched answers matches single
   calls;
@@ -19,7 +21,25 @@ import numpy as np
 from fpspec.errors import RevealRefused
 from fpspec.reveal.masks import MaskPlan, plan_masks
 
+SCRATCH_BYTES = 1 << 25     # operand buffers up to 32 MB are kept for the next call (LcaOracle._matrix)
+_SCRATCH: dict = {}
+REPEAT_OUTPUTS = 256        # idle outputs that stand for a repeated call (note [repeat])
 ROW_BUDGET = 1 << 19        # elements per batched call: 2 MB of fp32 (fastest of 2^16..2^20 here, numpy.sum n=4096)
+
+
+def _first_fit(items, bits: int) -> list:
+    """Pack (key, width) items into rows of `bits` bits, first fit in the order given:
+    [[bits used, [(key, offset, width)]]]."""
+    blocks: list[list] = []
+    for k, w in items:
+        for blk in blocks:
+            if blk[0] + w <= bits:
+                blk[1].append((k, blk[0], w))
+                blk[0] += w
+                break
+        else:
+            blocks.append([w, [(k, 0, w)]])
+    return blocks
 
 
 class LcaOracle:
@@ -36,13 +56,25 @@ class LcaOracle:
         self.queries = 0
         self.calls = 0
         self.batch = batch
-        # rows of A that carry queries for gemv/gemm (the engine narrows them after its sharing check)
+        # gemv/gemm channels, see set_channels: rows of A read at column `read_col`, and columns
+        # of B read at row `ones_row` (none until the engine opens them)
         self.rows = np.arange(target.m) if rows is None else np.asarray(rows)
+        self.read_col = 0
+        self.cols = np.zeros(0, np.int64)
+        self.ones_row = -1
+        # gemv/gemm: (row of A, output bits) of the engine's fingerprint call, repeated on the idle
+        # rows of the next query call; repeat_same: None until then, then whether the bits agreed
+        self.repeat = None
+        self.repeat_same: bool | None = None
+        self.fingerprint_masked = False
+        self._same = None           # set_channels' outputs computing like (0, 0), for _diagonal
         self._rows_ok: bool | None = None if (target.call_rows is not None and batch) else False
         probe = target.native(np.zeros(2))
         self._is_numpy = isinstance(probe, np.ndarray)
+        self._dtype = probe.dtype if self._is_numpy else None
         self._is_torch = type(probe).__module__.startswith("torch")
         self._b_cache = None
+        self._bufs: dict = {}
         self._buf = None
         self._buf_key = None
         self._dirty = None
@@ -115,64 +147,162 @@ class LcaOracle:
         self.queries += q
         return total - counted
 
-    def l_everywhere(self, i: int, j: int, *, first_column: bool = False) -> np.ndarray:
-        """l(i, j) at every output element of a gemv/gemm: the same pair in every row and column
-        (NaN where an output is not a whole number of units); `first_column`: rows of column 0 only."""
+    def l_everywhere(self, i, j) -> np.ndarray:
+        """l at every output element of a gemv/gemm, row r of A asking the pair (i[r], j[r]) (or
+        (i, j) in every row); NaN where an output is not a whole number of units."""
         p = self.plan
         count = None
-        for res in self._everywhere_outputs(i, j, first_column):
+        for res in self._everywhere_outputs(i, j):
             c = res / p.u
             c = np.where(np.isfinite(c) & (c == np.round(c)), c, np.nan)
             count = c if count is None else count + c
-        self.queries += 1
+        self.queries += self.target.m
         return self.n - count
 
-    def agrees_everywhere(self, i: int, j: int, expect: int) -> np.ndarray:
-        """l(i, j) == expect at every output element, as a bool array of the output's shape.
+    def agrees_everywhere(self, i, j, expect) -> np.ndarray:
+        """l(i[r], j[r]) == expect[r] at every element of row r (scalars: the same in every row),
+        as a bool array of the output's shape.
 
         One window: the output must be exactly (n - expect) units, which is the same test as
         l == expect (u is a power of two at most 1, so res / u is exact or overflows, and
         an output that is no whole number of units equals no whole count) on one compare."""
+        t = self.target
+        expect = np.broadcast_to(np.asarray(expect), (t.m,))
+        shape = (t.m,) + (1,) * (len(t.output_shape) - 1)
         if self.n - 2 > self.plan.window:
-            return self.l_everywhere(i, j) == expect
-        (res,) = self._everywhere_outputs(i, j)
-        self.queries += 1
-        return res == (self.n - expect) * self.plan.u
+            return self.l_everywhere(i, j) == expect.reshape(shape)
+        (res,) = self._everywhere_outputs(i, j, native=True)
+        self.queries += t.m
+        # a count below 2^p times u is exact in the output format: compared there, unconverted
+        return res == ((self.n - expect) * self.plan.u).reshape(shape).astype(res.dtype)
 
-    def _everywhere_outputs(self, i: int, j: int, first_column: bool = False):
-        """Outputs (float64, output shape; or column 0's rows) with masks at i, j in every row of A,
-        one per window."""
+    def _everywhere_outputs(self, i, j, native: bool = False):
+        """Outputs (float64, output shape) with masks at i[r], j[r] in row r of A and the unit in
+        every column of B, one call per window of units; `native`: a numpy output unconverted."""
         t, p = self.target, self.plan
         W = p.window
-        others = np.setdiff1d(np.arange(self.n), [i, j])
-        fast = p.b_mask == p.b_unit and (self._is_numpy or self._is_torch)
-        for lo in range(0, max(1, len(others)), W):
-            a = np.zeros(self.n)
-            a[others[lo:lo + W]] = p.a_unit
-            a[i], a[j] = p.a_mask, -p.a_mask
-            if fast:
-                # masks in A alone leave B all units: the cached B, and A as one converted row tiled
-                A, B = self._tile(t.native(a), t.m), self._ones_b()
-            else:
-                A = np.tile(a, (t.m, 1))
-                B = np.full((self.n,) if t.op == "gemv" else (self.n, t.ncols), p.b_unit)
-                B[i] = B[j] = p.b_mask
-                A, B = t.native(A), t.native(B)
+        I = np.broadcast_to(np.asarray(i, np.int64), (t.m,))
+        J = np.broadcast_to(np.asarray(j, np.int64), (t.m,))
+        rows = np.arange(t.m)
+        if self.n - 2 <= W and not p.split:
+            # one window, masks in A alone: the units everywhere else, B the cached units
+            A = self._matrix("A", (t.m, self.n), p.a_unit)
+            A[rows, I], A[rows, J] = p.a_mask, -p.a_mask
             with np.errstate(all="ignore"):
-                res = t.fn(A, B)
-            if first_column:      # sliced before the conversion: the rest is never read
-                yield t.to_float64(res.reshape(t.m, -1)[:, 0]).reshape(t.m)
-            else:
-                yield t.to_float64(res).reshape(t.output_shape)
+                res = t.fn(A if self._dtype is not None else self._conv(A), self._ones_b())
             self.calls += 1
+            if not (native and isinstance(res, np.ndarray)):
+                res = t.to_float64(res)
+            yield res.reshape(t.output_shape)
+            return
+        for lo in range(0, max(1, self.n - 2), W):
+            # window k: the units on the k-th W of the leaves other than the row's masks
+            A = np.zeros((t.m, self.n))
+            rank = np.arange(self.n)[None, :] - (np.arange(self.n)[None, :] > I[:, None]) \
+                - (np.arange(self.n)[None, :] > J[:, None])
+            A[(rank >= lo) & (rank < lo + W)] = p.a_unit
+            A[rows, I], A[rows, J] = p.a_mask, -p.a_mask
+            B = np.full((self.n,) if t.op == "gemv" else (self.n, t.ncols), p.b_unit)
+            if p.split:
+                # the masks' second factor differs from the unit's: one pair for every row
+                B[I[0]] = B[J[0]] = p.b_mask
+            with np.errstate(all="ignore"):
+                res = t.fn(self._conv(A), self._conv(B))
+            yield t.to_float64(res).reshape(t.output_shape)
+            self.calls += 1
+
+    def _conv(self, X):
+        """float64 values (exact in the format) -> the library's array."""
+        if self._dtype is not None:
+            return X.astype(self._dtype)
+        return self.target.native(X)
+
+    # ------------------------------------------------------------ gemv/gemm channels
+    def set_channels(self, same) -> None:
+        """Open the outputs that may answer queries: `same` (output shape, bool) marks the elements
+        that compute in the order of element (0, 0) (engine: equal bits on one random input).
+
+        A query row of A is read at column `read_col` against a column of units in B; with a gemm
+        and masks in A alone, a query column of B is also read at `ones_row`, a row of ones in A
+        (the row and column products that would mix masks are never read): about m + ncols
+        queries per call."""
+        t = self.target
+        same = np.asarray(same, bool).reshape(t.m, -1)
+        self._same = same
+        c0 = int(np.argmax(same.sum(0)))
+        self.read_col = c0
+        self.cols, self.ones_row = np.zeros(0, np.int64), -1
+        if t.op == "gemm" and not self.plan.split and t.ncols > 1:
+            wide = same.sum(1) - same[:, c0]
+            r1 = int(np.argmax(wide))
+            cols = np.flatnonzero(same[r1])
+            cols = cols[cols != c0]
+            if len(cols) > int(same[r1, c0]):          # worth a row of A
+                self.cols, self.ones_row = cols, r1
+        rows = np.flatnonzero(same[:, c0])
+        self.rows = rows[rows != self.ones_row]
+
+    def _diagonal(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, cols): distinct rows and distinct columns pairing outputs that compute like
+        element (0, 0) (a greedy matching on set_channels' `same`; without it rows by columns
+        0, 1, ...): masks split across A and B ask one query per such output."""
+        if self._same is None:
+            k = min(len(self.rows), self.target.ncols)
+            return self.rows[:k], np.arange(k)
+        free = self._same.copy()
+        rows, cols = [], []
+        for c in range(free.shape[1]):
+            r = int(np.argmax(free[:, c]))
+            if free[r, c]:
+                rows.append(r)
+                cols.append(c)
+                free[r, :] = False
+        if not self.batch:
+            rows, cols = rows[:1], cols[:1]
+        return np.array(rows, np.int64), np.array(cols, np.int64)
+
+    def channel_elements(self) -> np.ndarray:
+        """Output elements (as a bool array of the output's shape) that answer queries."""
+        t = self.target
+        used = np.zeros((t.m, max(1, t.ncols) if t.op == "gemm" else 1), bool)
+        if self.plan.split and t.op == "gemm":
+            used[self._diagonal()] = True
+            return used.reshape(t.output_shape)
+        used[self.rows, self.read_col] = True
+        if self.ones_row >= 0:
+            used[self.ones_row, self.cols] = True
+        return used.reshape(t.output_shape)
 
     def _ones_b(self):
         """The second operand of a gemv/gemm with the unit everywhere, converted once."""
         if self._b_cache is None:
             t = self.target
             shape = (self.n,) if t.op == "gemv" else (self.n, t.ncols)
-            self._b_cache = t.native(np.full(shape, self.plan.b_unit))
+            if self._dtype is not None:
+                # read-only for the library: one copy for every oracle of this shape
+                slot = ("ones_b", shape, np.dtype(self._dtype).str, self.plan.b_unit)
+                if slot not in _SCRATCH:
+                    _SCRATCH[slot] = np.full(shape, self.plan.b_unit, self._dtype)
+                self._b_cache = _SCRATCH[slot]
+            else:
+                self._b_cache = t.native(np.full(shape, self.plan.b_unit))
         return self._b_cache
+
+    def _matrix(self, key: str, shape, fill):
+        """An operand buffer refilled for each call: numpy's dtype, float64 for other libraries
+        (converted by _conv).  Kept between calls and between oracles (_SCRATCH): fresh
+        megabytes cost page faults on every touch, about a fifth of a 512^3 gemm call here."""
+        dtype = np.dtype(self._dtype or np.float64)
+        slot = (key, tuple(shape), dtype.str)
+        buf = _SCRATCH.get(slot)
+        if buf is None:
+            buf = np.empty(shape, dtype)
+            if buf.nbytes <= SCRATCH_BYTES:
+                if sum(b.nbytes for b in _SCRATCH.values()) > 4 * SCRATCH_BYTES:
+                    _SCRATCH.clear()        # many shapes: keep only the latest
+                _SCRATCH[slot] = buf
+        buf.fill(fill)
+        return buf
 
     # ------------------------------------------------------------ rows of queries
     def _run(self, ri, rj, in_set, row_base) -> np.ndarray:
@@ -244,7 +374,9 @@ class LcaOracle:
             self.calls += q
             return out
         rows = self.rows if self.batch else self.rows[:1]
-        lanes = 1 if t.op == "gemv" or not self.batch else min(len(rows), t.ncols)
+        # gemm: query k at output (rows[k], cols[k]), outputs that compute like (0, 0)
+        rows, cols = (rows, None) if t.op == "gemv" else self._diagonal()
+        lanes = 1 if t.op == "gemv" or not self.batch else len(rows)
         for lo in range(0, q, lanes):
             hi = min(q, lo + lanes)
             A = np.zeros((t.m, self.n))
@@ -258,7 +390,7 @@ class LcaOracle:
                 out[lo:hi] = t.to_float64(t.fn(t.native(A), t.native(B))).reshape(t.m)[sel]
             else:
                 B = np.full((self.n, t.ncols), p.b_unit)
-                c = np.arange(hi - lo)
+                c = cols[:hi - lo]
                 B[ri[lo:hi], c] = p.b_mask
                 B[rj[lo:hi], c] = p.b_mask
                 out[lo:hi] = t.to_float64(t.fn(t.native(A), t.native(B))).reshape(t.m, t.ncols)[sel, c]
@@ -269,6 +401,48 @@ class LcaOracle:
     def can_pack(self) -> bool:
         """Several queries per row need units that add up exactly: masks in one operand only."""
         return not self.plan.split
+
+    def packs_groups(self) -> bool:
+        """l_groups pays off where a row costs what a call costs: a sum batched over rows."""
+        return self.can_pack() and self.target.op == "sum" and self._rows_ok is not False \
+            and self.n - 2 <= self.plan.window
+
+    def l_groups(self, witness: int, groups: list, pairs: list) -> list[np.ndarray]:
+        """l(a, b) for pairs inside disjoint leaf groups that hang off one pivot's path (the
+        groups of one FPRev frame; `witness` is its pivot), several groups sharing each row.
+
+        Note [witness]: group k carries its units at scale 2^off_k, the witness leaf at its
+        own scale, every other leaf zero.  The levels of a pivot's path are subtrees, so the
+        lca of two leaves of group G_t either stays inside G_t or holds the level below it,
+        the pivot included.  A row whose witness unit survived therefore had every lca inside
+        its own group: each count is read from its own bits and is that pair's l.  A row whose
+        witness was swamped gives -1 for all its pairs (some pair's lca left its group).
+        """
+        p = self.plan
+        bits = min(52, int(p.window + 1).bit_length() - 1) - 1       # one bit for the witness
+        width = [int(len(g)).bit_length() for g in groups]
+        order = sorted(range(len(groups)), key=lambda k: -len(pairs[k]))
+        blocks = _first_fit([(k, width[k]) for k in order], bits)
+        out: list = [None] * len(groups)
+        for used, members in blocks:
+            base = np.zeros(self.n)
+            base[witness] = p.a_unit * 2.0 ** used
+            rows = max(len(pairs[k]) for k, _, _ in members)
+            rr, cc, vv = [], [], []
+            for k, off, _ in members:
+                base[groups[k]] = p.a_unit * 2.0 ** off
+                q = len(pairs[k])
+                rr += [np.arange(q), np.arange(q)]
+                cc += [pairs[k][:, 0], pairs[k][:, 1]]
+                vv += [np.full(q, p.a_mask), np.full(q, -p.a_mask)]
+            total = self._packed_counts(base, rr, cc, vv, rows, used + 1)
+            seen = (total >> used) & 1 == 1
+            for k, off, w in members:
+                q = len(pairs[k])
+                count = (total[:q] >> off) & ((1 << w) - 1)
+                out[k] = np.where(seen[:q], len(groups[k]) - count, -1)
+        self.queries += sum(len(x) for x in pairs)
+        return out
 
     def l_frames(self, pivots, js_list, units_list) -> list[np.ndarray]:
         """l_S(p_k, j) for every j of every frame k, several frames sharing each row.
@@ -287,15 +461,7 @@ class LcaOracle:
             w = int(len(S)).bit_length()
             (packable if w <= bits and len(S) <= self.plan.window else alone).append((k, w))
         packable.sort(key=lambda kw: -len(js_list[kw[0]]))
-        blocks: list[list] = []         # [[bits used, [(k, offset, width)]]]
-        for k, w in packable:
-            for blk in blocks:
-                if blk[0] + w <= bits:
-                    blk[1].append((k, blk[0], w))
-                    blk[0] += w
-                    break
-            else:
-                blocks.append([w, [(k, 0, w)]])
+        blocks = _first_fit(packable, bits)
         redo: list[tuple[int, np.ndarray]] = []
         for used, members in blocks:
             base = np.zeros(self.n)
@@ -311,17 +477,7 @@ class LcaOracle:
                 rr += [np.arange(q), np.arange(q)]
                 cc += [np.full(q, pivots[k]), js]
                 vv += [np.full(q, self.plan.a_mask), np.full(q, -self.plan.a_mask)]
-            rr, cc, vv = np.concatenate(rr), np.concatenate(cc), np.concatenate(vv)
-            with np.errstate(all="ignore"):
-                res = self._eval_rows(base, rr, cc, vv, rows)
-            total = res / self.plan.u
-            ok = np.isfinite(total) & (total == np.round(total)) & (total >= 0) & (total < 2.0 ** used)
-            if not np.all(ok):
-                bad = int(np.flatnonzero(~ok)[0])
-                raise RevealRefused(
-                    f"output {res[bad]!r} is not a whole number of units: l is not an integer in [2, n], "
-                    "so the target is not a summation tree over its inputs")
-            total = total.astype(np.int64)
+            total = self._packed_counts(base, rr, cc, vv, rows, used)
             spoiled = np.zeros(rows, bool)
             for k, off, w in members:
                 q = len(js_list[k])
@@ -354,6 +510,20 @@ class LcaOracle:
                 pos += len(idx)
         return out
 
+    def _packed_counts(self, base, rr, cc, vv, rows: int, bits: int) -> np.ndarray:
+        """Rows of packed queries (lists of rr, cc, vv pieces) -> their outputs as whole numbers of
+        units below 2^bits (else the target is no summation tree: refused)."""
+        with np.errstate(all="ignore"):
+            res = self._eval_rows(base, np.concatenate(rr), np.concatenate(cc), np.concatenate(vv), rows)
+        total = res / self.plan.u
+        ok = np.isfinite(total) & (total == np.round(total)) & (total >= 0) & (total < 2.0 ** bits)
+        if not np.all(ok):
+            bad = int(np.flatnonzero(~ok)[0])
+            raise RevealRefused(
+                f"output {res[bad]!r} is not a whole number of units: l is not an integer in [2, n], "
+                "so the target is not a summation tree over its inputs")
+        return total.astype(np.int64)
+
     def _eval_rows(self, base, rr, cc, vv, rows) -> np.ndarray:
         """Outputs of `rows` inputs: operand A = base (float64 values) with (rr, cc) set to vv."""
         t, p = self.target, self.plan
@@ -368,13 +538,22 @@ class LcaOracle:
             per_call = max(1, ROW_BUDGET // self.n)
             native_base = t.native(base)
             key = base.tobytes()
+            if self._is_numpy:
+                # flat positions in the row buffer: one put per chunk, no 2-d fancy index
+                flat = (rr % per_call) * self.n + cc
+                vals = vv.astype(native_base.dtype)
             for lo in range(0, rows, per_call):
                 hi = min(rows, lo + per_call)
                 X = self._rows_buffer(native_base, key, hi - lo)
                 a, b = bounds[lo], bounds[hi]
-                self._put(X, rr[a:b] - lo, cc[a:b], vv[a:b])
-                self._dirty = (rr[a:b] - lo, cc[a:b])
-                out[lo:hi] = t.to_float64(t.call_rows(X)).reshape(-1)
+                if self._is_numpy:
+                    X.reshape(-1)[flat[a:b]] = vals[a:b]
+                    self._dirty = flat[a:b]
+                    out[lo:hi] = t.call_rows(X)
+                else:
+                    self._put(X, rr[a:b] - lo, cc[a:b], vv[a:b])
+                    self._dirty = (rr[a:b] - lo, cc[a:b])
+                    out[lo:hi] = t.to_float64(t.call_rows(X)).reshape(-1)
                 self.calls += 1
             return out
         if t.op in ("sum", "dot"):
@@ -397,31 +576,58 @@ class LcaOracle:
                     self._put1(buf, cc[a:b], orig[cc[a:b]])
             self.calls += rows
             return out
-        lanes = len(self.rows) if self.batch else 1
-        ones_b = self._ones_b()
-        native_base = t.native(base) if self._is_numpy or self._is_torch else None
-        for lo in range(0, rows, lanes):
-            hi = min(rows, lo + lanes)
-            sel = self.rows[:hi - lo]
-            a, b = bounds[lo], bounds[hi]
-            if native_base is not None:
-                # A built in the library's dtype: one converted row tiled, no float64 matrix to convert
-                A = self._tile(native_base, t.m)
-                if len(sel) < t.m:
-                    idle = np.ones(t.m, bool)
-                    idle[sel] = False
-                    self._put(A, np.flatnonzero(idle)[:, None], np.arange(self.n)[None, :], 0.0)
-                self._put(A, sel[rr[a:b] - lo], cc[a:b], vv[a:b])
+        return self._eval_matrix(base, rr, cc, vv, rows, bounds)
+
+    def _eval_matrix(self, base, rr, cc, vv, rows, bounds) -> np.ndarray:
+        """gemv/gemm: query k in a row of A (read at read_col) or in a column of B (read at
+        ones_row), as many per call as the channels hold."""
+        t, p = self.target, self.plan
+        out = np.empty(rows)
+        R = self.rows if self.batch else self.rows[:1]
+        C = self.cols if self.batch else self.cols[:0]
+        cap = len(R) + len(C)
+        c0, r1 = self.read_col, self.ones_row
+        for lo in range(0, rows, cap):
+            hi = min(rows, lo + cap)
+            nr = min(hi - lo, len(R))
+            nc = hi - lo - nr
+            a, mid, b = bounds[lo], bounds[lo + nr], bounds[hi]
+            A = self._matrix("A", (t.m, self.n), 0.0)
+            A[R[:nr]] = base
+            A[R[rr[a:mid] - lo], cc[a:mid]] = vv[a:mid]
+            idle = None
+            if self.repeat is not None and self.repeat_same is None:
+                # rows of A that answer nothing repeat the fingerprint input (note [repeat])
+                idle = np.ones(t.m, bool)
+                idle[R[:nr]] = False
+                if nc:
+                    idle[r1] = False
+                A[idle] = self.repeat[0]
+            if nc:
+                A[r1] = p.b_unit
+                B = self._matrix("B", (self.n, t.ncols), p.b_unit)
+                cols = C[:nc]
+                if cols[-1] - cols[0] == nc - 1:      # one run of columns: a strided slice, no gather
+                    B[:, cols[0]:cols[-1] + 1] = base[:, None]
+                else:
+                    B[:, cols] = base[:, None]
+                B[cc[mid:b], C[rr[mid:b] - lo - nr]] = vv[mid:b]
+                B = self._conv(B) if self._dtype is None else B
             else:
-                A = np.zeros((t.m, self.n))
-                A[sel] = base
-                A[sel[rr[a:b] - lo], cc[a:b]] = vv[a:b]
-                A = t.native(A)
-            res = t.fn(A, ones_b)
-            if native_base is not None:
-                res = res.reshape(t.m, -1)[:, 0]      # column 0 alone is read: convert only it
-            res = t.to_float64(res).reshape(t.m, -1)
-            out[lo:hi] = res[sel, 0]
+                B = self._ones_b()
+            with np.errstate(all="ignore"):      # the products that mix masks overflow; never read
+                res = t.fn(A if self._dtype is not None else self._conv(A), B)
+            # a numpy output is read where it is (the float64 conversion of two slices is exact)
+            res = (res if self._dtype is not None else t.to_float64(res)).reshape(t.m, -1)
+            ones = np.ones(res.shape[1], bool)
+            ones[C[:nc]] = False
+            # enough outputs to stand for a second call (else _settle_repeat makes one)
+            if idle is not None and idle.sum() * ones.sum() >= min(REPEAT_OUTPUTS, t.m * t.ncols // 4):
+                got = res[idle][:, ones].view(f"u{res.itemsize}")
+                self.repeat_same = bool(np.array_equal(got, self.repeat[1].reshape(t.m, -1)[idle][:, ones]))
+            out[lo:lo + nr] = res[R[:nr], c0]
+            if nc:
+                out[lo + nr:hi] = res[r1, C[:nc]]
             self.calls += 1
         return out
 
@@ -433,8 +639,11 @@ class LcaOracle:
             buf = self._buf = self._tile(native_row, max(rows, max(1, ROW_BUDGET // self.n)))
             self._buf_key, self._dirty = key, None
         elif self._buf_key == key and self._dirty is not None:
-            r, c = self._dirty
-            self._put(buf, r, c, native_row[c] if self._is_numpy else native_row[c.tolist()])
+            if self._is_numpy:          # flat positions (numpy rows of n): restore the row's values
+                buf.reshape(-1)[self._dirty] = native_row[self._dirty % self.n]
+            else:
+                r, c = self._dirty
+                self._put(buf, r, c, native_row[c.tolist()])
         elif self._buf_key != key:
             if self._is_torch:
                 buf.copy_(native_row.unsqueeze(0).expand(len(buf), -1))

@@ -204,9 +204,16 @@ class Chain(_Printable):
     W operands (the last group may be shorter, down to one operand):
     r = [r g0 g1 ...], a fused node of len(g) + 1 children.  For n <= W it is
     one fused node of n operands.  Tensor-core matmul: chain(16).
+
+    `chain(W, AT)`: the short group (n % W operands, if any) is the AT-th
+    group instead of the last (AT >= n // W: last); a first group of one
+    operand is that operand, so the next node has W + 1 children.  cuBLAS
+    loops over K in tiles of T starting with the partial tile:
+    chain(16, n % T // 16).
     """
 
     w: Expr
+    at: Expr | None = None
     loc: Location | None = _loc()
 
 
@@ -219,11 +226,19 @@ class Lanes(_Printable):
     `tail` to treat leftovers apart).  INNER orders each lane (n = the lane's
     length); OUTER combines the lane results in lane order (n = the number of
     lanes).  numpy.sum blocks: lanes(8, seq, pairwise).
+
+    `lanes(K, INNER, OUTER, LEFT)`: the lanes take the first n - n % K
+    operands only (every lane the same length); LEFT orders lane 0's result
+    followed by the n % K leftovers (n = 1 + n % K), and its result stands in
+    for lane 0's before OUTER.  A vectorized loop whose scalar tail goes into
+    the first vector lane: torch.sum is lanes(8, ..., seq, split(1, seq, seq)).
+    With fewer than K operands there are no lanes: LEFT orders them all.
     """
 
     k: Expr
     inner: "Order"
     outer: "Order"
+    left: "Order | None" = None
     loc: Location | None = _loc()
 
 

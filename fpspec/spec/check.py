@@ -81,7 +81,9 @@ def sample_ns(r: A.Range) -> list[int]:
 
 
 def _children(o):
-    if isinstance(o, (A.Lanes, A.Blocks)):
+    if isinstance(o, A.Lanes):
+        return (o.inner, o.outer) + (() if o.left is None else (o.left,))
+    if isinstance(o, A.Blocks):
         return (o.inner, o.outer)
     if isinstance(o, A.Split):
         return (o.first, o.rest)
@@ -149,10 +151,19 @@ class _DryRun:
                 self.active.discard(rkey)
         elif isinstance(o, A.Lanes):
             k = _positive(o.k, n, "lanes count")
-            lanes = min(k, n)
-            for size in {(n - j + k - 1) // k for j in (0, lanes - 1)}:
-                self.run(o.inner, size)
-            self.run(o.outer, lanes)
+            if o.left is not None:
+                if n < k:
+                    self.run(o.left, n)
+                else:
+                    self.run(o.inner, n // k)
+                    self.run(o.outer, k)
+                    if n % k:
+                        self.run(o.left, 1 + n % k)
+            else:
+                lanes = min(k, n)
+                for size in {(n - j + k - 1) // k for j in (0, lanes - 1)}:
+                    self.run(o.inner, size)
+                self.run(o.outer, lanes)
         elif isinstance(o, A.Blocks):
             b = _positive(o.b, n, "block size")
             for size in {min(b, n), n - (n - 1) // b * b}:
@@ -192,6 +203,9 @@ class _DryRun:
                 self.run(o, n - h)
         elif isinstance(o, A.Chain):
             _positive(o.w, n, "chain width")
+            if o.at is not None and eval_expr(o.at, n) < 0:
+                raise SpecError(f"chain short-group index {o.at} = {eval_expr(o.at, n)} at n = {n}; "
+                                f"expected an integer >= 0", o.at.loc or o.loc)
         elif isinstance(o, A.Literal):
             size = 1 if isinstance(o.tree, int) else o.tree.size
             if size != n:

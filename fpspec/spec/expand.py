@@ -11,7 +11,7 @@ import sys
 
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
-from fpspec.tree import Node, Tree, building, relabel
+from fpspec.tree import Node, Tree, building, fused_chain, relabel
 
 # ---------------------------------------------------------------- expressions
 
@@ -59,6 +59,13 @@ def _size_param(e, n: int, what: str, lo: int = 1) -> int:
     return v
 
 
+def _chain_at(e, n: int) -> int:
+    v = eval_expr(e, n)
+    if v < 0:
+        raise SpecError(f"chain short-group index {e} = {v} at n = {n}; expected an integer >= 0", e.loc)
+    return v
+
+
 # ---------------------------------------------------------------- orders
 
 
@@ -86,7 +93,15 @@ class _Expander:
         if cls is A.Lanes:
             k = _size_param(o.k, n, "lanes count")
             inner, apply = o.inner, self.apply
-            return apply(o.outer, [apply(inner, ops[j::k]) for j in range(min(k, n))])
+            if o.left is None:
+                return apply(o.outer, [apply(inner, ops[j::k]) for j in range(min(k, n))])
+            if n < k:
+                return apply(o.left, ops)
+            p = n - n % k
+            lanes = [apply(inner, ops[j:p:k]) for j in range(k)]
+            if p < n:
+                lanes[0] = apply(o.left, [lanes[0]] + ops[p:])
+            return apply(o.outer, lanes)
         if cls is A.Blocks:
             b = _size_param(o.b, n, "block size")
             inner, apply = o.inner, self.apply
@@ -130,10 +145,12 @@ class _Expander:
             return Node(tuple(ops), True)
         if cls is A.Chain:
             w = _size_param(o.w, n, "chain width")
-            acc = ops[0] if w == 1 else Node(tuple(ops[:w]), True)
-            for i in range(w, n, w):
-                acc = Node((acc, *ops[i:i + w]), True)
-            return acc
+            if w == 1:
+                acc = ops[0]
+                for i in range(1, n):
+                    acc = Node((acc, ops[i]), True)
+                return acc
+            return fused_chain(ops, w, None if o.at is None else _chain_at(o.at, n))
         if cls is A.Literal:
             return self._literal(o, ops)
         raise TypeError(f"not an order: {o!r}")

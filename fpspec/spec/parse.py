@@ -226,7 +226,7 @@ class _ToAst(Transformer):
         return A.Fused(loc=self._loc(meta))
 
     def chain(self, meta, items):
-        return A.Chain(items[0], loc=self._loc(meta))
+        return A.Chain(items[0], items[1] if len(items) > 1 else None, loc=self._loc(meta))
 
     def lanes(self, meta, items):
         return A.Lanes(*items, loc=self._loc(meta))

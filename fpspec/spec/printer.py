@@ -85,9 +85,11 @@ def format_inline(o) -> str:
     if isinstance(o, A.Pairwise):
         return "pairwise" if o.split is None else f"pairwise({format_expr(o.split)})"
     if isinstance(o, A.Chain):
-        return f"chain({format_expr(o.w)})"
+        at = "" if o.at is None else f", {format_expr(o.at)}"
+        return f"chain({format_expr(o.w)}{at})"
     if isinstance(o, A.Lanes):
-        return f"lanes({format_expr(o.k)}, {format_inline(o.inner)}, {format_inline(o.outer)})"
+        left = "" if o.left is None else f", {format_inline(o.left)}"
+        return f"lanes({format_expr(o.k)}, {format_inline(o.inner)}, {format_inline(o.outer)}{left})"
     if isinstance(o, A.Blocks):
         return f"blocks({format_expr(o.b)}, {format_inline(o.inner)}, {format_inline(o.outer)})"
     if isinstance(o, A.Split):

@@ -28,12 +28,12 @@ vectors = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(vectors)
 
 
-def h100_spec(fmt: str = "fp16", out: str = "fp32", op: str = "gemm") -> A.Spec:
+def h100_spec(fmt: str = "fp16", out: str = "fp32", op: str = "gemm", order: A.Order | None = None) -> A.Spec:
     params = PARAMS[f"h100-{fmt}" + ("-to-fp16" if out == "fp16" else "")]
     arithmetic = Arithmetic(input=fmt, product="exact", accumulator=out, output=out, fused=params)
     header = A.Header(target=f"torch.matmul ({fmt}, H100)", op=op, n=A.Range(1, None),
                       sections=(A.Block("arithmetic", arithmetic.to_entries()),))
-    return parse(str(A.Spec(header, (), A.Chain(A.Num(params.w)))))
+    return parse(str(A.Spec(header, (), order or A.Chain(A.Num(params.w)))))
 
 
 @pytest.fixture(scope="module", params=[("fp16", "fp32"), ("bf16", "fp32"), ("fp16", "fp16")],
@@ -92,3 +92,49 @@ def test_finite_fast_path_of_the_numpy_replica_reproduces_h100_vectors(case):
     mod = load_replica(compile_spec(h100_spec(fmt, out), "numpy"), f"h100_{fmt}_{out}_numpy")
     got = mod._fused_finite(a[finite].T, b[finite].T, c[finite])
     assert_same_bits(np.asarray(got, np.float64), d[finite], f"H100 {fmt}->{out} finite vectors (numpy fast path)")
+
+
+def test_chain_with_the_short_group_first_or_inside_matches_the_model():
+    """cuBLAS starts its K loop with the partial tile of T: chain(16, n % T // 16)
+    (K = 50 -> groups 16, 2, 16, 16; K = 65 -> a first node of 17 products)."""
+    order = parse("op gemm\norder chain(16, n % 64 // 16)").order
+    spec = h100_spec(order=order)
+    mod_np = load_replica(compile_spec(spec, "numpy"), "h100_gemm_at_numpy")
+    mod_nb = load_replica(compile_spec(spec, "numba"), "h100_gemm_at_numba")
+    arithmetic = Arithmetic(input="fp16", product="exact", accumulator="fp32", output="fp32", fused=PARAMS["h100-fp16"])
+    for n in (17, 34, 50, 65, 77, 81, 130):
+        tree = expand(spec, n)
+        for s in samples("gemm", n, "fp16", 5, seed=n, m=3, ncols=2):
+            A_, B_ = s.args
+            got = mod_np.gemm(A_, B_)
+            X = np.repeat(A_.astype(np.float64).T, 2, axis=1)
+            Y = np.tile(B_.astype(np.float64), (1, 3))
+            want = evaluate(tree, X, Y, arithmetic).reshape(3, 2).astype(np.float32)
+            assert_same_bits(got, want, f"chain(16, n % 64 // 16) n={n} {s.describe()} (numpy)")
+            assert_same_bits(mod_nb.gemm(A_, B_), got, f"chain(16, n % 64 // 16) n={n} {s.describe()} (numba)")
+
+
+def test_literal_tree_with_a_first_group_of_one_matches_the_model():
+    """Lowering may leave a chain as a literal: its node of w + 1 leaves is a
+    node of one product whose result is the next node's c, in every backend."""
+    from fpspec.tree import fused_chain
+
+    tree = fused_chain(range(33), 16, 0)          # [[0 .. 16] 17 .. 32]
+    spec = h100_spec(order=A.Literal(tree))
+    arithmetic = Arithmetic(input="fp16", product="exact", accumulator="fp32", output="fp32", fused=PARAMS["h100-fp16"])
+    for target in ("numpy", "numba"):
+        mod = load_replica(compile_spec(spec, target), f"h100_literal_first_one_{target}")
+        for s in samples("gemm", 33, "fp16", 5, seed=3, m=2, ncols=2):
+            A_, B_ = s.args
+            X = np.repeat(A_.astype(np.float64).T, 2, axis=1)
+            Y = np.tile(B_.astype(np.float64), (1, 2))
+            want = evaluate(tree, X, Y, arithmetic).reshape(2, 2).astype(np.float32)
+            assert_same_bits(mod.gemm(A_, B_), want, f"literal first-of-one {s.describe()} ({target})")
+
+
+def test_triton_refuses_a_chain_whose_short_node_is_not_last():
+    from fpspec.compile.ir import CompileError
+
+    spec = h100_spec(order=parse("op gemm\norder chain(16, n % 64 // 16)").order)
+    with pytest.raises(CompileError, match=r"chain\(w, at\)"):
+        compile_spec(spec, "triton")

@@ -68,3 +68,36 @@ def test_orders_without_structure_are_refused_in_one_line_not_tabled():
     trees = {n: random_tree(n, rng) for n in range(1, 60)}
     with pytest.raises(FpspecError, match="no parametric spec found"):
         _fit(trees, "order", 1, 100)
+
+
+def test_fits_cublas_chains_from_the_h100_trace():
+    """torch.matmul fp16 16x16xK on an H100 (examples/gpu_probe), K = 1..256:
+    cuBLAS picks its kernel by K's alignment and starts the K loop with the
+    partial tile, so the short group moves: a guard on residues of n."""
+    import json
+    from pathlib import Path
+
+    from fpspec.infer.fit import Fitter
+    from fpspec.infer.shapes import Obs
+    from fpspec.spec.expand import apply_order
+    from fpspec.tree import observable, parse_tree
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "gpu_probe" / "infer_trace_k1_256.jsonl"
+    obs = [Obs(r["n"], parse_tree(r["tree"])) for r in map(json.loads, path.read_text().splitlines()) if "tree" in r]
+    order = Fitter().fit_root(obs)
+    assert str(order) == ("if n % 2 == 1: chain(16, n % 64 // 16) elif n % 8 == 0: chain(16) "
+                          "elif n <= 86: chain(16, n % 32 // 16) else: chain(16, n % 128 // 16)")
+    for o in obs:
+        assert observable(apply_order(order, range(o.n))) == o.tree, o.n
+
+
+def test_fits_lanes_whose_leftovers_join_lane_0():
+    from fpspec.infer.fit import Fitter
+    from fpspec.infer.shapes import Obs
+    from fpspec.spec import expand, parse
+
+    spec = parse("order if n <= 7: lanes(4, seq, seq, seq) "
+                 "else: lanes(8, lanes(4, seq, seq, seq), seq, split(1, seq, seq))")
+    ns = list(range(2, 70)) + [100, 127, 128, 129, 200, 255, 256, 300, 511, 512, 513]
+    order = Fitter().fit_root([Obs(n, expand(spec, n)) for n in ns])
+    assert str(order) == str(spec.order)

@@ -79,3 +79,42 @@ def test_format_without_room_for_masks():
 
 def test_fsum_target_resolves_both_spellings():
     assert resolve_target("math.fsum", op="sum", n=4).fn is math.fsum
+
+
+def _gemm_from_trees(choose, m=8, ncols=8, n=16):
+    """A gemm whose output (r, c) sums in the tree choose(r, c, A) (values float64-held fp32)."""
+    from fpspec.formats import get_format, round_to
+    from fpspec.reveal.targets import from_callable
+    from fpspec.tree import pairwise
+
+    progs = {"seq": S.TreeProgram(sequential(range(n)), "fp32"), "pair": S.TreeProgram(pairwise(range(n)), "fp32")}
+    f32 = get_format("fp32")
+
+    def gemm(A, B):
+        A, B = np.asarray(A, np.float64), np.asarray(B, np.float64)
+        out = np.empty((A.shape[0], B.shape[1]))
+        for r in range(A.shape[0]):
+            terms = round_to(f32, A[r][None, :] * B.T)
+            for c in range(B.shape[1]):
+                out[r, c] = progs[choose(r, c, A)](terms[c:c + 1])[0]
+        return out
+
+    return from_callable(gemm, op="gemm", n=n, dtype="float32", m=m, ncols=ncols)
+
+
+def test_nondeterministic_gemm():
+    # the fingerprint input is repeated on idle rows of the first query call (note [repeat])
+    rng = np.random.default_rng(3)
+    target = _gemm_from_trees(lambda r, c, A: "seq" if rng.random() < 0.5 else "pair")
+    assert "nondeterministic" in refusal(target)
+
+
+def test_gemm_whose_outputs_depend_on_other_rows():
+    # rows 8-15 sum pairwise, or in sequence once a row of A is all ones (a query call with
+    # columns of B asking): they answer no query, repeat the fingerprint input in that call and
+    # change there, while a plain repeat does not (note [repeat])
+    def choose(r, c, A):
+        return "seq" if (r < 8) != np.any(np.all(A == 1.0, axis=1)) else "pair"
+
+    target = _gemm_from_trees(choose, m=16, ncols=64)
+    assert "value-dependent" in refusal(target)

@@ -144,3 +144,22 @@ def test_spec_hash_and_diff_specs():
     assert diff_specs(a, b, 2) is None          # 2 lanes of one: pairwise == gpu_tree
     d = diff_specs(a, b, 16)
     assert d is not None and d.path == ()
+
+
+def test_chain_with_the_short_group_inside_expands_exactly():
+    from fpspec.spec import expand, parse
+    from fpspec.tree import format_tree
+
+    spec = parse("op sum\norder chain(4, n % 8 // 4)")
+    assert format_tree(expand(spec, 10)) == "[[[0 1] 2 3 4 5] 6 7 8 9]"      # 10 % 8 // 4 = 0: first
+    assert format_tree(expand(spec, 13)) == "[[[[0 1 2 3] 4] 5 6 7 8] 9 10 11 12]"  # 13 % 8 // 4 = 1
+    assert format_tree(expand(spec, 9)) == "[[0 1 2 3 4] 5 6 7 8]"          # a first group of one
+    assert str(parse(str(spec))) == str(spec) and "chain(4, n % 8 // 4)" in str(spec)
+
+
+def test_chain_short_group_index_must_not_be_negative():
+    from fpspec.errors import SpecError
+    from fpspec.spec import check, parse
+
+    with pytest.raises(SpecError, match=r"chain short-group index .* = -1 at n = 10"):
+        check(parse("op sum\nn in 10..10\norder chain(4, n - 11)"))

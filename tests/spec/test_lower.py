@@ -117,3 +117,25 @@ def test_header_is_kept(numpy_sum_spec):
     text = str(spec)
     assert text.startswith('target "numpy.sum"\nop sum\nn in 8\n\nprovenance {\n    versions {\n        numpy = "2.4.0"')
     assert parse(text) == spec
+
+
+@pytest.mark.parametrize("n,text", [
+    (127, "lanes(8, lanes(4, seq, seq, seq), seq, split(1, seq, seq))"),   # torch.sum: tails join lane 0
+    (63, "lanes(8, lanes(4, seq, seq, seq), seq, split(1, seq, seq))"),
+    (50, "chain(16, 1)"),                                                   # cuBLAS: the short node second
+    (65, "chain(16, 0)"),
+])
+def test_lanes_with_leftovers_and_chains_with_the_short_node_inside_lower_to_one_line(n, text):
+    spec = _round_trip(expand(parse(f"order {text}"), n))
+    assert str(spec.order) == text
+
+
+def test_torch_sum_tree_of_the_examples_is_the_lanes_left_spec():
+    """examples/torch_sum_float32_n100.fps holds the literal tree torch.sum
+    revealed at n = 100; lanes(..., left) expands to exactly that tree."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "torch_sum_float32_n100.fps"
+    revealed = expand(parse(path.read_text()), 100)
+    spec = parse("order lanes(8, lanes(4, seq, seq, seq), seq, split(1, seq, seq))")
+    assert expand(spec, 100) == revealed

@@ -43,13 +43,13 @@ def literal_trees(draw):
 
 simple_orders = st.one_of(
     st.builds(A.Seq), st.builds(A.Rev), st.builds(A.GpuTree), st.builds(A.Fused),
-    st.builds(A.Pairwise, st.one_of(st.none(), exprs)), st.builds(A.Chain, exprs),
+    st.builds(A.Pairwise, st.one_of(st.none(), exprs)), st.builds(A.Chain, exprs, st.one_of(st.none(), exprs)),
     NAMES.map(A.Ref), literal_trees(),
 )
 orders = st.recursive(
     simple_orders,
     lambda inner: st.one_of(
-        st.builds(A.Lanes, exprs, inner, inner),
+        st.builds(A.Lanes, exprs, inner, inner, st.one_of(st.none(), inner)),
         st.builds(A.Blocks, exprs, inner, inner),
         st.builds(A.Split, exprs, inner, inner),
         st.builds(A.Tail, exprs, inner, inner),

@@ -29,3 +29,17 @@ def load_replica(tmp_path):
         return mod
 
     return load
+
+
+@pytest.fixture
+def numpy_pairwise():
+    """numpy's pairwise sum order (float32, contiguous) as an IR reducer named "pw":
+    8 lanes under 129 terms, halves at a multiple of 8 above."""
+    from fpspec.compile.ir import BinOp, Call, Case, Compare, Const as c, Fold, Guard, Lanes, Pairwise, Part, Segments, Var
+
+    m = Var("m")
+    half = BinOp("-", BinOp("//", m, c(2)), BinOp("%", BinOp("//", m, c(2)), c(8)))
+    block = Segments((Part(BinOp("-", m, BinOp("%", m, c(8))), Lanes(c(8), Fold(), Pairwise())),
+                      Part(BinOp("%", m, c(8)), None)), Fold())
+    split = Segments((Part(half, Call("pw")), Part(BinOp("-", m, half), Call("pw"))), Fold())
+    return Guard((Case(Compare("<", m, c(8)), Fold()), Case(Compare("<=", m, c(128)), block)), split)

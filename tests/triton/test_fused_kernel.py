@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 import torch
 import triton
+import triton.language as tl
+
 
 from fpspec.arith import fused_node, get_params
-from fpspec.compile.triton_kernels import fp_fused_rows
+from fpspec.compile.triton_kernels import fp_fused_rows, fp_store_native, fp_store_slot
 
 VECTORS = Path(os.environ["FPSPEC_TC_VECTORS"])   # located by tests/conftest.py
 BITS = {"fp16": (5, 10), "bf16": (8, 7), "fp32": (8, 23)}
@@ -151,3 +153,33 @@ def test_chain_shorter_than_width_pads_with_zeros():
     c = narrow_values(rng, "fp32", 500, 8)
     want = to_bits(fused_node(a, b, c, params).astype(np.float32), "fp32")
     assert np.array_equal(run_rows(a, b, c, params), want)
+
+
+@triton.jit
+def _store_both(x_ptr, emu_ptr, hw_ptr, R, BLOCK: tl.constexpr, INIT: tl.constexpr,
+                OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    live = offs < R
+    acc = tl.load(x_ptr + offs, mask=live, other=0.0)
+    fp_store_slot(emu_ptr, offs, live, acc, True, INIT, OUT_EXP, OUT_MAN)
+    fp_store_native(hw_ptr, offs, live, acc, True, INIT, OUT_EXP, OUT_MAN)
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp32"])
+def test_native_store_equals_the_integer_rounding(fmt):
+    """The native path's epilogue (the GPU's conversion) gives fp_narrow's bits: ties, overflow,
+    subnormals, signed zeros, infs and NaNs of both signs."""
+    if fmt == "bf16" and not torch.cuda.is_available():
+        pytest.skip("the interpreter has no bfloat16 conversion of its own")
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    e, mbits = BITS[fmt]
+    rng = np.random.default_rng(3)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 65504.0, 65520.0, 65519.99, 1e-8, -3e-8,
+                        2.0 ** -25, 2.0 ** -24 * 1.5, 3.4e38, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11], np.float32)
+    x = np.concatenate([special, (rng.standard_normal(240) * np.exp2(rng.integers(-30, 30, 240))).astype(np.float32)])
+    xt = torch.from_numpy(x).to(dev)
+    it = torch.int32 if fmt == "fp32" else torch.int16
+    emu, hw = torch.zeros(x.size, dtype=it, device=dev), torch.ones(x.size, dtype=it, device=dev)
+    for init in (False, True):
+        _store_both[(1,)](xt, emu, hw, x.size, BLOCK=256, INIT=init, OUT_EXP=e, OUT_MAN=mbits)
+        assert torch.equal(emu, hw), fmt

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from fpspec.arith import Arithmetic, get_params
-from fpspec.compile.ir import Blocks, Const, Fold, FusedChain, Kernel
+from fpspec.compile.ir import Blocks, Call, Const, Fold, FusedChain, Kernel
 
 pytestmark = pytest.mark.gpu
 
@@ -29,3 +29,15 @@ def test_native_equals_emulated_and_tensor_cores(load_replica, fmt, root):
         emulated = rep.gemm(A, B, path="emulated")
         assert torch.equal(native.view(torch.int32), emulated.view(torch.int32)), (M, N, K)
     np.testing.assert_equal(rep.last_path(), "emulated")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("n", [7, 1000, 4099, 100003, 10 ** 7 + 5])
+def test_numpy_sum_order_on_the_gpu(load_replica, numpy_pairwise, n):
+    """numpy.sum's order (leaf blocks, perfect levels or step tables) on the GPU equals numpy.sum on the CPU."""
+    ar = Arithmetic(input="fp32", product="none", accumulator="fp32", output="fp32")
+    rep = load_replica(Kernel("sum", ar, Call("pw"), orders=(("pw", numpy_pairwise),)))
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * np.exp2(rng.integers(-10, 11, n))).astype(np.float32)
+    got = rep.sum(torch.from_numpy(x).cuda()).cpu().numpy()
+    assert got.view(np.uint32) == np.sum(x).view(np.uint32)

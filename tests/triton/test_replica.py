@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from fpspec.arith import Arithmetic, evaluate, get_params
-from fpspec.compile.ir import (BinOp, Blocks, Call, Case, Compare, CompileError, Const, Fold, FusedChain, Guard,
+from fpspec.compile.ir import (BinOp, Blocks, Call, CompileError, Const, Fold, FusedChain,
                                Kernel, Lanes, Pairwise, Part, Segments, TreeReduce, Var)
 from fpspec.compile.trees import table_of, tree_of
 from fpspec.tree import parse_tree
@@ -16,15 +16,6 @@ TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 def c(v):
     return Const(v)
-
-
-def numpy_pairwise():
-    """numpy's pairwise sum (float32, contiguous): 8 lanes under 129, halves at a multiple of 8 above."""
-    half = BinOp("-", BinOp("//", m, c(2)), BinOp("%", BinOp("//", m, c(2)), c(8)))
-    block = Segments((Part(BinOp("-", m, BinOp("%", m, c(8))), Lanes(c(8), Fold(), Pairwise())),
-                      Part(BinOp("%", m, c(8)), None)), Fold())
-    split = Segments((Part(half, Call("pw")), Part(BinOp("-", m, half), Call("pw"))), Fold())
-    return Guard((Case(Compare("<", m, c(8)), Fold()), Case(Compare("<=", m, c(128)), block)), split)
 
 
 def values(rng, fmt, shape, span=6):
@@ -78,6 +69,10 @@ MATRIX_CASES = [
     ("fp32 4 lanes, tree", FP32_ROUNDED, Lanes(c(4), Fold(), TreeReduce()), [(5, 3, 30)]),
     ("fp32 8 lanes fma, pairwise", FP32_FMA, Lanes(c(8), Fold(), Pairwise()), [(2, 2, 67)]),
     ("fp32 pairwise", FP32_ROUNDED, Pairwise(split=BinOp("-", m, c(1))), [(3, 3, 9)]),
+    # cuBLAS: the K loop starts with the partial tile of 64, so the short node is first or inside
+    ("h100 fp16 chain, short node at m % 64 // 16", H100_FP16,
+     FusedChain(c(16), BinOp("//", BinOp("%", m, c(64)), c(16))), [(3, 4, 50), (2, 3, 65), (4, 2, 77), (2, 2, 81)]),
+    ("h100 bf16 chain, short node first", H100_BF16, FusedChain(c(16), c(0)), [(3, 3, 34)]),
 ]
 
 
@@ -130,9 +125,9 @@ def test_signed_zeros_and_specials(load_replica):
 
 
 @pytest.mark.parametrize("count", [1, 5, 8, 9, 32, 129, 1000, 4099])
-def test_numpy_sum_order(load_replica, count):
+def test_numpy_sum_order(load_replica, count, numpy_pairwise):
     kernel = Kernel("sum", Arithmetic(input="fp32", product="none", accumulator="fp32", output="fp32"),
-                    Call("pw"), orders=(("pw", numpy_pairwise()),))
+                    Call("pw"), orders=(("pw", numpy_pairwise),))
     rep = load_replica(kernel)
     rng = np.random.default_rng(count)
     x = values(rng, "fp32", count, 12)
@@ -143,10 +138,10 @@ def test_numpy_sum_order(load_replica, count):
 
 
 @pytest.mark.parametrize("small_level", [0, 8])
-def test_levels_launched_one_by_one_or_merged(load_replica, small_level):
+def test_levels_launched_one_by_one_or_merged(load_replica, small_level, numpy_pairwise):
     """The combine levels give the same bits whether each has its own launch or they share one."""
     kernel = Kernel("sum", Arithmetic(input="fp32", product="none", accumulator="fp32", output="fp32"),
-                    Call("pw"), orders=(("pw", numpy_pairwise()),))
+                    Call("pw"), orders=(("pw", numpy_pairwise),))
     rep = load_replica(kernel)
     rep.REPLICA.SMALL_LEVEL = small_level
     x = values(np.random.default_rng(4), "fp32", 3001, 12)
@@ -187,24 +182,145 @@ def test_unsupported_specs_raise_one_line():
     ("a100 fp16 chain of 8", A100_FP16, FusedChain(c(8)), (4, 3, 21)),
 ])
 def test_gpu_form_of_the_chain_kernel(load_replica, label, ar, root, shape):
-    """The column-by-column kernel a GPU runs, forced onto the interpreter (small shapes: it is slow there)."""
+    """The kernel a GPU runs, forced onto the interpreter."""
     kernel = Kernel("gemm", ar, root)
     rep = load_replica(kernel)
-    rep.REPLICA.emulated_kernel = "columns"
+    rep.REPLICA.emulated_kernel = "tile"
     rng = np.random.default_rng(11)
     M, N, K = shape
     A, B = values(rng, ar.input, (M, K), 12), values(rng, ar.input, (K, N), 12)
     A[0, 3] = float("inf")   # the row with a special input takes the exact fallback
+    want = reference_matmul(kernel, A, B)
+    assert bits_equal(rep.gemm(A, B), want), label
+    A[0, 3] = 1.0   # and a block with none takes no fallback
     assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B)), label
 
 
-def test_rendering_is_deterministic_and_self_contained():
+@pytest.mark.parametrize("fmt,first,step", [("fp16", -22, 5), ("bf16", -125, 34)])
+def test_tile_form_at_the_format_extremes(load_replica, fmt, first, step):
+    """The GPU's emulated kernel (fp64 rounding of each node) where rounding is hard: row i of A
+    scaled by 2^(first + step * i), column j of B by 2^(step // 3 * j - 10): fp16 subnormal
+    inputs; bf16 results below fp32's normals and above its range; fp32 output (no final rounding)."""
+    ar = Arithmetic(input=fmt, product="exact", accumulator="fp32", init="none", output="fp32",
+                    fused=get_params(f"h100-{fmt}"))
+    kernel = Kernel("gemm", ar, CHAIN16)
+    rep = load_replica(kernel)
+    rep.REPLICA.emulated_kernel = "tile"
+    rng = np.random.default_rng(step)
+    M, N, K = 8, 8, 40
+    scale = np.exp2(first + step * np.arange(M, dtype=np.float64))[:, None]
+    A = torch.from_numpy((rng.standard_normal((M, K)) * scale).astype(np.float32)).to(TORCH[fmt])
+    cols = np.exp2(step // 3 * np.arange(N, dtype=np.float64) - 10)[None, :]
+    B = torch.from_numpy((rng.standard_normal((K, N)) * cols).astype(np.float32)).to(TORCH[fmt])
+    B[:, 1] = -B[:, 0] * 2   # and a column cancelling against another
+    want = reference_matmul(kernel, A, B)
+    assert bits_equal(rep.gemm(A, B), want)
+    if fmt == "bf16":   # the rows did reach both ends
+        assert np.isinf(want).any() and (np.abs(want[np.isfinite(want) & (want != 0)]) < 2.0 ** -126).any()
+
+
+def test_rendering_is_deterministic_and_self_contained(numpy_pairwise):
     from fpspec.compile.backends.triton import BACKEND
 
     kernel = Kernel("sum", Arithmetic(input="fp32", product="none", accumulator="fp32", output="fp32"),
-                    Call("pw"), orders=(("pw", numpy_pairwise()),), source="order pw", name="np.fps")
+                    Call("pw"), orders=(("pw", numpy_pairwise),), source="order pw", name="np.fps")
     text = BACKEND.render(kernel)
     assert text == BACKEND.render(kernel)
     assert text.startswith(f"# @generated by fpspec from np.fps (sha256 {kernel.sha256})")
     imports = sorted({line for line in text.splitlines() if line.startswith(("import ", "from "))})
     assert imports == ["import torch", "import triton", "import triton.language as tl"]
+
+
+# ---------------------------------------------------------------- the sum kernels' fast forms
+# (leaf blocks and perfect levels: triton_host.py, notes [leaf blocks] and [perfect levels])
+
+FP32 = Arithmetic(input="fp32", product="none", accumulator="fp32", output="fp32")
+FP16_SUM = Arithmetic(input="fp16", product="none", accumulator="fp32", init="+0.0", output="fp16")
+LANES_PAIRWISE, LANES_TREE, LANES_FOLD = 2, 3, 4   # triton_host's leaf kinds
+
+
+def leaf(k, tree):
+    """k lanes folded, `tree` over them, the rest (m mod k terms) folded in: numpy's block."""
+    return Segments((Part(BinOp("-", m, BinOp("%", m, c(k))), Lanes(c(k), Fold(), tree)),
+                     Part(BinOp("%", m, c(k)), None)), Fold())
+
+
+def check_sum(rep, kernel, x):
+    want = evaluate(tree_of(kernel, x.numel()), as_f64(x), arithmetic=kernel.arithmetic)
+    assert bits_equal(rep.sum(x).reshape(1), np.asarray([want]))
+
+
+def facts(rep, n):
+    """(perfect height, [(kind, k, blocks)], fold segments, upper slots) of the plan at n."""
+    p = rep.REPLICA.plan(n)
+    return (p.height, [(g.kind, g.k, g.ids.numel()) for g in p.leaf_groups], p.fold_ids.numel(),
+            p.upper.num_slots)
+
+
+@pytest.mark.parametrize("n,expected", [
+    (5, (0, [(LANES_PAIRWISE, 1, 1)], 0, 1)),          # below 8: one fold, the k = 1 leaf
+    (129, (1, [(LANES_PAIRWISE, 8, 2)], 0, 1)),        # 64 + 65: two blocks, one pair
+    (4099, (0, [(LANES_PAIRWISE, 8, 33)], 0, 65)),     # blocks at two depths: the step tables
+    (100003, (10, [(LANES_PAIRWISE, 8, 1024)], 0, 1)),  # a perfect tree: leaf kernel + one pairs launch
+])
+def test_numpy_order_plans_and_bits(load_replica, n, expected, numpy_pairwise):
+    kernel = Kernel("sum", FP32, Call("pw"), orders=(("pw", numpy_pairwise),))
+    rep = load_replica(kernel)
+    assert facts(rep, n) == expected
+    x = values(np.random.default_rng(n), "fp32", n, 12)
+    got = rep.sum(x)
+    assert got.numpy().view(np.uint32) == np.sum(x.numpy()).view(np.uint32)
+
+
+def test_numpy_order_at_1e8_is_a_perfect_tree(load_replica, numpy_pairwise):
+    """The benchmark's n: 2^20 blocks of 8 lanes, all 20 levels above them perfect (plan only)."""
+    kernel = Kernel("sum", FP32, Call("pw"), orders=(("pw", numpy_pairwise),))
+    assert facts(load_replica(kernel), 10 ** 8) == (20, [(LANES_PAIRWISE, 8, 2 ** 20)], 0, 1)
+
+
+@pytest.mark.parametrize("label,ar,root,n,expected", [
+    ("tree_reduce lanes, tail", FP32, Blocks(c(70), leaf(8, TreeReduce()), Fold()), 213,
+     (0, [(LANES_PAIRWISE, 1, 1), (LANES_TREE, 8, 3)], 0, 7)),   # the last block of 3 is a plain fold
+    ("folded lanes, tail", FP32, Blocks(c(45), leaf(4, Fold()), Pairwise()), 180,
+     (2, [(LANES_FOLD, 4, 4)], 0, 1)),
+    ("16 lanes, fp16 in and out", FP16_SUM, Blocks(c(64), leaf(16, Pairwise()), Pairwise()), 512,
+     (3, [(LANES_PAIRWISE, 16, 8)], 0, 1)),
+    ("perfect bottom, a fold above", FP32, Blocks(c(256), Blocks(c(64), Lanes(c(8), Fold(), Pairwise()), Pairwise()),
+                                                  Fold()), 768,
+     (2, [(LANES_PAIRWISE, 8, 12)], 0, 5)),
+    ("an odd block out", FP32, Blocks(c(256), Blocks(c(64), Lanes(c(8), Fold(), Pairwise()), Pairwise()), Fold()),
+     832, (0, [(LANES_PAIRWISE, 8, 13)], 0, 25)),
+    ("leaf blocks beside reverse folds", FP32,
+     Segments((Part(c(64), leaf(8, Pairwise())), Part(BinOp("-", m, c(64)), Fold(reverse=True))), Pairwise()), 100,
+     (0, [(LANES_PAIRWISE, 8, 1)], 1, 3)),
+])
+def test_leaf_forms(load_replica, label, ar, root, n, expected):
+    kernel = Kernel("sum", ar, root, name=label)
+    rep = load_replica(kernel)
+    assert facts(rep, n) == expected, label
+    x = values(np.random.default_rng(n), ar.input, n, 12)
+    x[3] = -0.0
+    check_sum(rep, kernel, x)
+
+
+def test_sum_signed_zeros_and_specials(load_replica):
+    """-0.0 sums stay -0.0 through lanes, trees and tails (no +0.0 start); inf and nan propagate."""
+    kernel = Kernel("sum", FP32, Blocks(c(13), leaf(4, Fold()), Pairwise()))
+    rep = load_replica(kernel)
+    check_sum(rep, kernel, torch.full((52,), -0.0))
+    x = torch.ones(52)
+    x[7], x[40] = float("inf"), float("-inf")
+    check_sum(rep, kernel, x)
+
+
+@pytest.mark.parametrize("count", [3, 7, 9, 33, 100, 127, 300])
+def test_lanes_whose_leftovers_join_lane_0(load_replica, count):
+    """torch.sum's order: lanes(8, lanes(4, seq, seq, seq), seq, split(1, seq, seq))."""
+    inner = Lanes(c(4), Fold(), Fold(), Fold())
+    left = Segments((Part(c(1), Fold()), Part(BinOp("-", m, c(1)), Fold())), Fold())
+    kernel = Kernel("sum", Arithmetic(input="fp32", product="none", accumulator="fp32", init="+0.0", output="fp32"),
+                    Lanes(c(8), inner, Fold(), left))
+    rep = load_replica(kernel)
+    x = values(np.random.default_rng(count), "fp32", count, 12)
+    want = evaluate(tree_of(kernel, count), as_f64(x), arithmetic=kernel.arithmetic)
+    assert bits_equal(rep.sum(x).reshape(1), np.asarray([want]))

@@ -135,7 +135,7 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
     if root == Fold():
         lanes, least, tree = 1, 1, 0
     elif (isinstance(root, Lanes) and isinstance(root.k, Const) and 2 <= root.k.value <= 64
-          and root.inner == Fold()):
+          and root.inner == Fold() and root.left is None):
         lanes = root.k.value
         least = 2 * lanes           # every lane holds at least two leaves (note [lone leaves])
         tree = reduce_list(kernel, root.outer, list(range(lanes)), lanes)
@@ -216,6 +216,7 @@ def fused_constants(kernel: Kernel) -> list[str]:
     return [
         f"# fused nodes: {f}",
         f"_ZERO_EXP = {_ZERO_EXP}",
+        f"_FP_W = {f.w}  # products per node",
         f"_FP_F = {f.fraction_bits}  # alignment grid: bits below the largest exponent",
         f"_FP_EMIN_IN = {_FORMATS[f.input][1]}",
         f"_FP_FLOOR = {floor}",

@@ -134,13 +134,15 @@ class _ReducerPrinter:
         return "TreeReduce()"
 
     def _print_FusedChain(self, r: FusedChain) -> str:
-        return f"FusedChain(width={self._int(r.width)})"
+        at = "" if r.at is None else f", at={self._int(r.at)}"
+        return f"FusedChain(width={self._int(r.width)}{at})"
 
     def _print_Table(self, r: Table) -> str:
         return f"Table({r.size}, {r.children!r}, {r.offsets!r}, {r.fused!r})"
 
     def _print_Lanes(self, r: Lanes) -> str:
-        return f"Lanes({self._int(r.k)}, {self.print(r.inner)}, {self.print(r.outer)})"
+        left = "" if r.left is None else f", left={self.print(r.left)}"
+        return f"Lanes({self._int(r.k)}, {self.print(r.inner)}, {self.print(r.outer)}{left})"
 
     def _print_Blocks(self, r: Blocks) -> str:
         return f"Blocks({self._int(r.b)}, {self.print(r.inner)}, {self.print(r.outer)})"

@@ -20,6 +20,7 @@ _INIT_ZERO = False
 _ZERO = np.float32(0.0)
 _PROD = np.float32
 _ZERO_EXP = -(1 << 20)
+_FP_W = 16
 _FP_F, _FP_EMIN_IN, _FP_FLOOR, _FP_ALIGNED, _FP_C_ALIGNED = 25, -14, -133, 0, True
 _FP_RZ, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_SUB_IN, _FP_SUB_OUT = True, 24, -126, 127, True, True
 
@@ -245,6 +246,9 @@ def _table_step(a, b, lo, step, size, slots, kids, offs, fused, s):
                 cnt += 1
             else:
                 c = slots[kids[i]]
+        if cnt == last - first and cnt == _FP_W + 1:   # a chain's first group of one (arith.evaluate)
+            c = _ACC(_fused_core(a, b, ks[:1], lo, step, 1, _ZERO))
+            return _ACC(_fused_core(a, b, ks[1:cnt], lo, step, cnt - 1, c))
         return _ACC(_fused_core(a, b, ks[:cnt], lo, step, cnt, c)) if cnt > 0 else c
     return _table_step_binary(a, b, lo, step, size, slots, kids, offs, fused, s)
 

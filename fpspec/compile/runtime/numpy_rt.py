@@ -121,6 +121,8 @@ def _table_step(a, b, lo, step, size, slots, kids, offs, fused, s):
     if fused[s]:
         leaves = [lo + kids[i] * step for i in range(first, last) if kids[i] < size]
         inner = [slots[kids[i]] for i in range(first, last) if kids[i] >= size]
+        if not inner and len(leaves) == _FUSED.w + 1:   # a chain's first group of one (arith.evaluate)
+            inner, leaves = [_fused(a, b, leaves[:1], _ZERO)], leaves[1:]
         return _fused(a, b, leaves, inner[0] if inner else _ZERO)
     i, j = kids[first], kids[first + 1]
     if i >= size and j >= size:
