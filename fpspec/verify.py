@@ -425,9 +425,13 @@ def _compare_arithmetic(reference: Side, side: Side, n: int, ref_tree: Tree, tre
     want = ask(reference, ref_tree)
     if want is None:       # no arithmetic section (or no answer): nothing to hold the side to
         return None
+    if isinstance(want, RegionalArithmetic):
+        return _compare_regional(reference, side, n, want, problems)
     got = ask(side, tree)
     if got is None:
         return None
+    if isinstance(got, RegionalArithmetic):      # the spec is the side: held the other way round
+        return _compare_regional(side, reference, n, got, problems)
     lines = tuple(getattr(got, "lines", ()) or ())
     # a probe whose best arithmetic does not reproduce the side's own outputs means
     # the side has no single arithmetic (a kernel and a tail loop that differ): it
@@ -442,6 +446,48 @@ def _compare_arithmetic(reference: Side, side: Side, n: int, ref_tree: Tree, tre
         differences += (("single arithmetic", "yes",
                          f"no: the closest one misses {misses} probe checks"),)
     return ArithmeticCheck(side.name, n, not differences, differences, lines, shown)
+
+
+@dataclass(frozen=True)
+class RegionalArithmetic:
+    """A spec's arithmetic at n when parts of its tree have their own
+    (`using(NAME, ...)`, fpspec.spec.regions): the main arithmetic, node key ->
+    Arithmetic, and the section names in use."""
+
+    main: object
+    regions: dict
+    names: tuple
+
+
+REGIONAL_SAMPLES = 64     # inputs per probed n on which a side meets a regional spec's model
+
+
+def _compare_regional(reference: Side, side: Side, n: int, want: RegionalArithmetic,
+                      problems: list) -> ArithmeticCheck | None:
+    """Note [regional arithmetic check]: one whole-tree probe of a side cannot
+    show several arithmetics, so a side is held to a regional spec by bits: its
+    outputs against the spec's per-node model on REGIONAL_SAMPLES inputs of
+    every input family at n."""
+    batch = list(fpinputs.samples(reference.op, n, reference.fmt, REGIONAL_SAMPLES, seed=n,
+                                  m=reference.m, ncols=reference.ncols))
+    try:
+        got = side.outputs(n, batch)
+        ref = reference.outputs(n, batch)
+    except Exception as e:
+        problems.append(Problem("arithmetic", side.name, n, _failure_text(e)))
+        return None
+    bad = sum(int(not np.all(_same_bits(a, b))) for a, b in zip(ref, got))
+    shown = f"{len(batch) - bad} of {len(batch)} inputs equal to the per-node model"
+    regions = ", ".join(want.names)
+    differences = () if not bad else (("outputs on sample inputs", "the spec's per-node model",
+                                       f"{bad} of {len(batch)} differ"),)
+    lines = (f"regional arithmetic (main and {regions}): compared by bits on {len(batch)} inputs",)
+    return ArithmeticCheck(side.name, n, not bad, differences, lines, shown)
+
+
+def _same_bits(a, b) -> np.ndarray:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return ((a == b) & (np.signbit(a) == np.signbit(b))) | (np.isnan(a) & np.isnan(b))
 
 
 def _flat_fields(obj, prefix: str = "") -> dict[str, str]:
@@ -648,27 +694,37 @@ def spec_n_values(spec, *, max_n: int = 4096, random_count: int = 4, seed: int =
 
 
 def make_spec_side(spec, name: str, *, m: int | None = None, ncols: int | None = None) -> Side:
-    """The spec as a side: trees by expansion, outputs by the arithmetic model."""
-    from fpspec.spec.expand import expand
+    """The spec as a side: trees by expansion, outputs by the arithmetic model
+    (per node where the spec has `arithmetic NAME { ... }` sections)."""
+    from fpspec.spec.expand import expand, expand_arith
 
     op = spec.header.op or "sum"
     fmt, out_fmt = spec_format(spec)
     arith = spec_arithmetic(spec)
     m, ncols = _shape(op, m, ncols)
     trees: dict[int, Tree] = {}
+    regions: dict[int, dict] = {}
+    names = tuple(a.name for a in spec.header.arithmetics)
 
     def tree_at(n: int) -> Tree:
         if n not in trees:
-            trees[n] = expand(spec, n)
+            if names:
+                trees[n], _, regions[n] = expand_arith(spec, n)
+            else:
+                trees[n] = expand(spec, n)
         return trees[n]
 
     def outputs(n: int, samples) -> list:
         if arith is None:
             raise SideFailure("the spec has no arithmetic section: nothing defines its outputs")
-        return reference_outputs(tree_at(n), arith, op, samples)
+        return reference_outputs(tree_at(n), arith, op, samples, regions.get(n))
+
+    def arithmetic_at(n: int, t):
+        tree_at(n)
+        return RegionalArithmetic(arith, regions[n], names) if names and regions[n] else arith
 
     return Side(name, "spec", op, fmt, tree_at=tree_at,
-                arithmetic_at=(lambda n, t: arith), outputs=outputs, out_fmt=out_fmt, m=m, ncols=ncols)
+                arithmetic_at=arithmetic_at, outputs=outputs, out_fmt=out_fmt, m=m, ncols=ncols)
 
 
 def _shape(op: str, m, ncols) -> tuple[int | None, int | None]:
@@ -680,8 +736,9 @@ def _shape(op: str, m, ncols) -> tuple[int | None, int | None]:
     return None, None
 
 
-def reference_outputs(tree: Tree, arith, op: str, samples) -> list:
-    """The arithmetic model's result for each sample, all samples in one tree walk."""
+def reference_outputs(tree: Tree, arith, op: str, samples, regions: dict | None = None) -> list:
+    """The arithmetic model's result for each sample, all samples in one tree walk
+    (`regions`: node key -> Arithmetic, fpspec.arith.evaluate note [regions])."""
     from fpspec.arith import evaluate
 
     if not samples:
@@ -706,7 +763,7 @@ def reference_outputs(tree: Tree, arith, op: str, samples) -> list:
     x = np.concatenate(xs, axis=1)
     y = None if op == "sum" else np.concatenate(ys, axis=1)
     with np.errstate(all="ignore"):
-        flat = np.asarray(evaluate(tree, x, y, arith), np.float64).reshape(-1)
+        flat = np.asarray(evaluate(tree, x, y, arith, regions), np.float64).reshape(-1)
     out, k = [], 0
     for shape in shapes:
         size_ = int(np.prod(shape)) if shape else 1

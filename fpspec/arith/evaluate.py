@@ -29,6 +29,14 @@ other w.
 Note [init and output]: init = +0.0 adds +0.0 to the result in the accumulator
 (fpspec.arith.model note [init +0.0]); then the result is cast to the output
 format, nearest even.
+
+Note [regions]: a spec may give parts of the tree their own arithmetic
+(`using(NAME, order)`, fpspec.spec.regions).  A node is computed in its own
+arithmetic: its accumulator, and the product handling of its leaf children
+(a leaf is formed by the node that takes it).  A child's value from another
+region enters exactly: widening is exact, and a node narrower than a child
+rounds the exact sum once (round to odd, then to the node's format).  init
+and the output cast belong to the whole accumulation (the main arithmetic).
 """
 from __future__ import annotations
 
@@ -41,14 +49,15 @@ from fpspec.formats import add, fma, get_format, round_to, round_to_odd_sum
 from fpspec.tree import postorder
 
 
-def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None) -> np.ndarray:
+def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None, regions: dict | None = None) -> np.ndarray:
     """Result of the accumulation `tree` over terms from x (and y), under `arithmetic`.
 
     x: (n,) or (n, m); y: None for a sum, else (n,) or (n, m).  Returns
-    float64 values of the output format, shape () or (m,).
+    float64 values of the output format, shape () or (m,).  `regions` maps
+    the key (smallest leaf, number of leaves) of a node to its own
+    Arithmetic (note [regions]); every other node uses `arithmetic`.
     """
     ar = arithmetic or Arithmetic()
-    acc = get_format(ar.accumulator)
     X = np.asarray(x, np.float64)
     if ar.product == "none":
         Y = np.ones_like(X)
@@ -59,47 +68,78 @@ def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None) -> np.ndarra
         if Y.ndim == 1 and X.ndim == 2:
             Y = Y[:, None]                # one y for every accumulation
         Y = np.broadcast_to(Y, X.shape)
-        if get_format(ar.input).precision > 26 and ar.product == "exact":
+    for a in (ar, *(regions or {}).values()):
+        if a.product != "none" and get_format(a.input).precision > 26 and a.product == "exact":
             raise FpspecError("product = exact is not defined for fp64 inputs (products do not fit float64)")
 
-    def product(k):        # exact in float64 (note [exact products])
-        return X[k] * Y[k]
-
-    def leaf_value(k):     # a leaf used as an ordinary addend: rounded to the accumulator
-        if ar.product == "none":
-            return X[k]
-        if acc.precision == 53 and get_format(ar.input).precision == 53:
-            return X[k] * Y[k]      # native fp64 product, rounded once
-        if ar.product == "rounded" and ar.product_format is not None:
-            return round_to(acc, round_to(get_format(ar.product_format), product(k)))
-        return round_to(acc, product(k))
+    def node_arith(s):
+        return ar if not regions else regions.get((s.first, s.size), ar)
 
     results: list = []
+    widths: list = []         # precision each result is held in (note [regions]: a wider child)
     for s in postorder(tree):
         if isinstance(s, int):
             results.append(s)         # leaves stay symbolic until their parent decides
+            widths.append(0)
             continue
         k = len(s.children)
         kids = results[-k:]
-        del results[-k:]
+        wide = max(widths[-k:])
+        del results[-k:], widths[-k:]
+        a = node_arith(s)
+        acc = get_format(a.accumulator)
         if s.fused:
-            results.append(_fused(kids, X, Y, ar))
+            results.append(_fused(kids, X, Y, a))
+        elif wide > acc.precision and not (a.product in ("fma", "exact") and any(map(_is_leaf, kids))):
+            results.append(_narrowing(kids[0], kids[1], a, acc, X, Y))
         else:
-            results.append(_binary(kids[0], kids[1], ar, acc, product, leaf_value, X, Y))
+            results.append(_binary(kids[0], kids[1], a, acc, X, Y))
+        widths.append(acc.precision)
     out = results[0]
+    acc = get_format(ar.accumulator)
     if isinstance(out, (int, np.integer)) and not isinstance(out, np.ndarray):
-        out = leaf_value(out)
+        out = _leaf_value(out, ar, X, Y)
     if ar.init == "+0.0":
         out = add(acc, out, 0.0)
     return round_to(get_format(ar.output), out)
+
+
+def _product(k, X, Y):
+    """The exact product of term k (note [exact products])."""
+    return X[k] * Y[k]
+
+
+def _leaf_value(k, ar, X, Y):
+    """A leaf used as an ordinary addend: rounded to the accumulator."""
+    if ar.product == "none":
+        return X[k]
+    acc = get_format(ar.accumulator)
+    if acc.precision == 53 and get_format(ar.input).precision == 53:
+        return X[k] * Y[k]      # native fp64 product, rounded once
+    if ar.product == "rounded" and ar.product_format is not None:
+        return round_to(acc, round_to(get_format(ar.product_format), _product(k, X, Y)))
+    return round_to(acc, _product(k, X, Y))
+
+
+def _narrowing(a, b, ar, acc, X, Y):
+    """A binary node with a child from a wider region: the exact sum, rounded once."""
+    va = _leaf_value(a, ar, X, Y) if _is_leaf(a) else a
+    vb = _leaf_value(b, ar, X, Y) if _is_leaf(b) else b
+    return round_to(acc, round_to_odd_sum(va, vb))
 
 
 def _is_leaf(v) -> bool:
     return isinstance(v, int)
 
 
-def _binary(a, b, ar, acc, product, leaf_value, X, Y):
+def _binary(a, b, ar, acc, X, Y):
     """One binary node; a holds the smaller first leaf (canonical order)."""
+    def leaf_value(k):
+        return _leaf_value(k, ar, X, Y)
+
+    def product(k):
+        return _product(k, X, Y)
+
     if ar.product in ("none", "rounded"):
         va = leaf_value(a) if _is_leaf(a) else a
         vb = leaf_value(b) if _is_leaf(b) else b

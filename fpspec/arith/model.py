@@ -62,6 +62,13 @@ class Arithmetic:
     product_format: str | None = None   # product = rounded: the format products are rounded to
 
     def __post_init__(self):
+        for key in ("input", "accumulator", "output"):
+            name = getattr(self, key)
+            try:
+                object.__setattr__(self, key, get_format(name).name)
+            except ValueError:
+                raise SpecError(f"arithmetic: {key} = {name}: unknown format; "
+                                f"expected one of {', '.join(FORMATS)}") from None
         if self.product_format is not None:
             if self.product != "rounded":
                 raise SpecError(f"arithmetic: product_format needs product = rounded, not {self.product}")
@@ -71,13 +78,6 @@ class Arithmetic:
                 raise SpecError(f"arithmetic: product_format = {self.product_format}: unknown format") from None
             if self.product_format == get_format(self.accumulator).name:
                 object.__setattr__(self, "product_format", None)   # the default: canonical form
-        for key in ("input", "accumulator", "output"):
-            name = getattr(self, key)
-            try:
-                object.__setattr__(self, key, get_format(name).name)
-            except ValueError:
-                raise SpecError(f"arithmetic: {key} = {name}: unknown format; "
-                                f"expected one of {', '.join(FORMATS)}") from None
         if self.product not in PRODUCTS:
             raise SpecError(f"arithmetic: product = {self.product}: expected one of {' | '.join(PRODUCTS)}")
         if self.init not in INITS:

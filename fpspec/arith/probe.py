@@ -279,19 +279,22 @@ def _fused_candidates(target, w: int, stage1: FusedParams | None = None,
 _MULTS = (1.0, 3.0, 5.0, 7.0)
 
 
-def _binary_rows(target, tree, rng, count: int) -> _Rows:
+def _binary_rows(target, tree, rng, count: int, pool=None) -> _Rows:
+    """Probes of binary nodes; with `pool` (leaf indices) only those leaves get terms."""
     fmt = target.format
     product = target.op != "sum"
     rows = _Rows(target.n, fmt, product)
     n = target.n
+    pool = np.arange(n) if pool is None else np.asarray(sorted(pool))
+    inside = set(pool.tolist())
     B = _scale(fmt, product, target.output_format)
     # init and signed zeros: every term -0.0
-    rows.add({k: (-0.0, 1.0) for k in range(n)}, "all terms -0.0")
-    rows.add({k: (0.0, 1.0) for k in range(n)}, "all terms +0.0")
+    rows.add({k: (-0.0, 1.0) for k in pool.tolist()}, "all terms -0.0")
+    rows.add({k: (0.0, 1.0) for k in pool.tolist()}, "all terms +0.0")
     p = fmt.precision
     if product:     # fma vs exact: a product that does not fit, against its rounding, at both leaves of a node
         pairs = [s.children for s in postorder(tree)
-                 if isinstance(s, Node) and all(isinstance(c, int) for c in s.children)][:8]
+                 if isinstance(s, Node) and all(isinstance(c, int) and c in inside for c in s.children)][:8]
         h = B // 2
         for i, j in pairs:
             for a, b in ((i, j), (j, i)):
@@ -300,7 +303,7 @@ def _binary_rows(target, tree, rng, count: int) -> _Rows:
                                                                    2.0 ** (B - h))}, "")
     for _ in range(count):
         k = int(rng.integers(2, 5))
-        where = [int(v) for v in rng.choice(n, size=min(k, n), replace=False)]
+        where = [int(v) for v in rng.choice(pool, size=min(k, len(pool)), replace=False)]
         kind = rng.integers(0, 3)
         terms = {}
         if kind == 0:       # cancellation: +-2^B at two leaves, small terms elsewhere
@@ -675,3 +678,152 @@ def _random_inputs(target, rng, count: int):
     e2 = rng.integers(lo, hi + 1, size=(count, n))
     Y = round_to(fmt, rng.uniform(1, 2, size=(count, n)) * np.exp2(e2) * rng.choice([-1, 1], size=(count, n)))
     return X, Y
+
+
+# ================================================================ regions: parts of one tree in their own arithmetic
+
+# Note [region probes]: a spec may give parts of the tree their own arithmetic
+# (fpspec.arith.evaluate note [regions]); OpenBLAS sdot runs an fp32 FMA
+# kernel over the first n & -32 terms and adds its result and the leftover
+# products (rounded to fp32) in fp64.  One arithmetic for the whole tree
+# then fails the sample check.  A region is probed with terms only at the
+# leaves its nodes take (zeros elsewhere: a zero is neutral for sums,
+# rounded products and FMA, so the other nodes pass the region's result on
+# exactly); the joining nodes are then chosen with the regions fixed, on
+# random inputs over the whole tree.  The result is kept only if the sample
+# check (random and special inputs) agrees bit for bit.
+
+
+def _region_map(names: dict, chosen: dict) -> dict:
+    """node key -> Arithmetic, from node key -> region name and name -> Arithmetic."""
+    return {key: chosen[name] for key, name in names.items() if name in chosen}
+
+
+def _region_leaves(tree, names: dict, name) -> list:
+    """The leaves the nodes of region `name` take as children (name None: the joining nodes)."""
+    out = []
+    for s in postorder(tree):
+        if isinstance(s, Node) and names.get((s.first, s.size)) == name:
+            out += [c for c in s.children if isinstance(c, int)]
+    return out
+
+
+def _leaves_below(tree, names: dict, name) -> list:
+    """Every leaf under a node of region `name`."""
+    out: set = set()
+    for s in postorder(tree):
+        if isinstance(s, Node) and names.get((s.first, s.size)) == name:
+            out.update(leaves(s))
+    return sorted(out)
+
+
+def _misses_regions(main, regions, tree, X, Y, outputs, product) -> int:
+    with np.errstate(all="ignore"):
+        pred = evaluate(tree, X.T, Y.T if product else None, main, regions)
+    return int((~same_bits(pred, outputs)).sum())
+
+
+def _dense_rows(target, rng, count: int, pool) -> tuple:
+    """Random full-significand terms at the leaves of `pool`, zeros elsewhere."""
+    X, Y = _random_inputs(target, rng, count)
+    outside = np.setdiff1d(np.arange(target.n), np.asarray(pool, dtype=int))
+    X[:, outside] = 0.0
+    return X, Y
+
+
+def _double_rounding_rows(rows: _Rows, target, tree, names: dict, rng, count: int = 24) -> None:
+    """Terms that tell a join rounding once from one rounding to a wider format
+    first: 2^B in one part, 2^(B - p) and +-2^(B - p - 30) in another (p: output
+    precision), so the exact sum lies just off an output midpoint."""
+    parts = {}
+    for name in set(names.values()) | {None}:
+        leaves = sorted(set(_region_leaves(tree, names, name)))
+        if leaves:
+            parts[name] = leaves
+    keys = list(parts)
+    if len(keys) < 2:
+        return
+    B = _scale(target.format, target.op != "sum", target.output_format)
+    p = target.output_format.precision
+    for _ in range(count):
+        i, j = rng.choice(len(keys), size=2, replace=False)
+        big, small = parts[keys[i]], parts[keys[j]]
+        if len(small) < 2:
+            continue
+        a = int(rng.choice(big))
+        b, c = (int(v) for v in rng.choice(small, size=2, replace=False))
+        rows.add({a: 2.0 ** B, b: 2.0 ** (B - p), c: float(rng.choice([-1, 1])) * 2.0 ** (B - p - 30)})
+
+
+def sample_inputs(target, seed: int = 0, count: int = 256) -> tuple:
+    """Rows (X, Y) for the sample check: random terms (note [probe scale]) and
+    fpspec.inputs' families (uniform bits, wide exponents, cancellation, signed
+    zeros, subnormals, inf and nan), one accumulation a row."""
+    from fpspec.inputs import samples
+
+    rng = np.random.default_rng(seed)
+    X, Y = _random_inputs(target, rng, count)
+    op = "sum" if target.op == "sum" else "dot"
+    xs, ys = [], []
+    for s in samples(op, target.n, target.fmt, max(14, count // 8), seed=seed):
+        xs.append(np.asarray(s.args[0], np.float64))
+        ys.append(np.asarray(s.args[1], np.float64) if op == "dot" else np.ones(target.n))
+    return np.vstack([X] + xs), np.vstack([Y] + ys)
+
+
+def sample_check(target, tree, arithmetic: Arithmetic, regions: dict | None = None, *, seed: int = 0,
+                 count: int = 256) -> tuple[int, int]:
+    """(inputs checked, how many differ): the model of `tree` under `arithmetic`
+    (and per-node `regions`) against the target, bit for bit."""
+    X, Y = sample_inputs(target, seed, count)
+    got = _Runner(target)(X, Y)
+    return len(got), _misses_regions(arithmetic, regions, tree, X, Y, got, target.op != "sum")
+
+
+def region_candidates(target, init: str) -> list[Arithmetic]:
+    """The arithmetics a region may have, in preference order (init is the whole accumulation's)."""
+    return [a for a in _binary_candidates(target) if a.init == init]
+
+
+def region_keep_sets(target, tree, names: dict, start: Arithmetic, *, seed: int = 0,
+                     rows: int = 150) -> dict:
+    """For each region of `tree` (names: node key -> region name) and for the
+    joining nodes (key None): the candidates that reproduce the target on
+    probes placed at that region's leaves (note [region probes]), in preference
+    order.  A region without nodes at this n is left out (anything fits it)."""
+    rng = np.random.default_rng(seed + 1)
+    run = _Runner(target)
+    product = target.op != "sum"
+    cands = region_candidates(target, start.init)
+    region_names = sorted(set(names.values()))
+    direct = {name: sorted(set(_region_leaves(tree, names, name))) for name in region_names}
+    keep: dict = {}
+    # regions that take leaves first (their leaves decide them); then regions whose
+    # nodes only add partial sums, probed through the leaves below them, with the
+    # regions already decided at their first fit
+    for name in sorted(region_names, key=lambda k: not direct[k]):
+        pool = direct[name] or _leaves_below(tree, names, name)
+        if not pool:
+            continue
+        r = _binary_rows(target, tree, rng, rows, pool=pool)
+        X1, Y1 = r.arrays()
+        X2, Y2 = _dense_rows(target, rng, rows, pool)
+        X, Y = np.vstack([X1, X2]), np.vstack([Y1, Y2])
+        got = run(X, Y)
+        others = {k: (keep[k][0] if keep.get(k) else start) for k in region_names if k != name}
+        keep[name] = [a for a in cands if _misses_regions(start, _region_map(names, {**others, name: a}),
+                                                          tree, X, Y, got, product) == 0]
+    has_joins = any(isinstance(s, Node) and (s.first, s.size) not in names for s in postorder(tree))
+    if has_joins:
+        # the joining nodes, the regions fixed at their first fit, on inputs over the whole tree
+        chosen = {k: v[0] for k, v in keep.items() if v}
+        regions = _region_map(names, {**{k: start for k in region_names}, **chosen})
+        join_pool = sorted(set(_region_leaves(tree, names, None))) or list(range(target.n))
+        r = _binary_rows(target, tree, rng, rows, pool=join_pool)
+        _double_rounding_rows(r, target, tree, names, rng)
+        X1, Y1 = r.arrays()
+        X2, Y2 = _random_inputs(target, rng, rows)
+        X, Y = np.vstack([X1, X2]), np.vstack([Y1, Y2])
+        got = run(X, Y)
+        keep[None] = [a for a in cands if _misses_regions(a, regions, tree, X, Y, got, product) == 0]
+    return keep

@@ -57,8 +57,10 @@ def tree_file_text(tree, prov: dict, revelation=None, arithmetic_lines=()) -> st
     return "\n".join(head) + "\n" + format_tree(tree) + "\n"
 
 
-def spec_file_text(tree, prov: dict, revelation=None, report=None) -> str:
-    """The revealed tree lowered to a .fps spec, with provenance and the probed arithmetic."""
+def spec_file_text(tree, prov: dict, revelation=None, report=None, target=None, notes=None) -> str:
+    """The revealed tree lowered to a .fps spec, with provenance and the probed arithmetic
+    (with `target`: checked on sample inputs, per part of the tree where one
+    arithmetic does not fit: fpspec.spec.regions.with_probed_arithmetic)."""
     from fpspec.spec import Block, Header, check, expand, lower, make_header
     from fpspec.tree import diff, observable
 
@@ -68,10 +70,16 @@ def spec_file_text(tree, prov: dict, revelation=None, report=None) -> str:
                             f"{revelation.seconds:.3f} s, algorithm {revelation.algorithm}")
     formats = {"input": prov.pop("input_format"), "output": prov.pop("output_format")}
     header = make_header(provenance=prov, formats=formats)
-    if report is not None and getattr(report, "consistent", True):
+    if report is not None and target is None and getattr(report, "consistent", True):
         header = Header(header.target, header.op, header.n,
                         header.sections + (Block("arithmetic", report.arithmetic.to_entries()),))
     spec = lower(tree, header)
+    if report is not None and target is not None:
+        from fpspec.spec.regions import with_probed_arithmetic
+
+        spec, lines = with_probed_arithmetic(spec, prov["n"], tree, target, report)
+        if notes is not None:
+            notes += lines
     check(spec)
     # lowering is exact by construction; a spec that does not give the tree back is never written
     d = diff(observable(expand(spec, prov["n"])), observable(tree))   # fused pairs reveal as binary
@@ -186,7 +194,7 @@ def reveal(
         from fpspec.io import write_atomic
 
         try:
-            text = (spec_file_text(rev.tree, prov, rev, report) if file_format == "fps"
+            text = (spec_file_text(rev.tree, prov, rev, report, tgt, lines) if file_format == "fps"
                     else tree_file_text(rev.tree, prov, rev, lines))
             write_atomic(output, text)
         except OSError as e:

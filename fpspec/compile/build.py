@@ -76,6 +76,8 @@ def build_order(o) -> ir.Reducer:
         return table_of(o.tree)
     if isinstance(o, A.Ref):
         return ir.Call(o.name)
+    if isinstance(o, A.Using):
+        return ir.WithArithmetic(o.name, build_order(o.order))
     if isinstance(o, A.Guard):
         return ir.Guard(tuple(ir.Case(build_cond(c.cond), build_order(c.order)) for c in o.cases),
                         build_order(o.otherwise))
@@ -85,6 +87,13 @@ def build_order(o) -> ir.Reducer:
 def arithmetic_of(spec: A.Spec) -> Arithmetic:
     block = spec.header.arithmetic
     return Arithmetic() if block is None else Arithmetic.from_entries(block.entries)
+
+
+def named_arithmetics_of(spec: A.Spec) -> tuple:
+    """(name, Arithmetic) of every `arithmetic NAME { ... }` section (fpspec.spec.regions)."""
+    from fpspec.spec.regions import arithmetics
+
+    return tuple((k, a) for k, a in arithmetics(spec).items() if k is not None) if spec.header.arithmetics else ()
 
 
 def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
@@ -104,7 +113,8 @@ def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
             raise CompileError(f"-n {n} is outside the spec's range {lo}..{'' if hi is None else hi}")
         lo = hi = n
         root = specialize(root, dict(orders), n)
-    return Kernel(op, arithmetic_of(spec), root, lo, hi, orders, text, kernel_name)
+    return Kernel(op, arithmetic_of(spec), root, lo, hi, orders, text, kernel_name,
+                  arithmetics=named_arithmetics_of(spec))
 
 
 def specialize(r: ir.Reducer, orders: dict, n: int) -> ir.Reducer:

@@ -307,7 +307,18 @@ class Call:
     name: str
 
 
-Reducer = Union[Fold, Pairwise, TreeReduce, FusedChain, Table, Lanes, Blocks, Segments, Guard, Call]
+@dataclass(frozen=True)
+class WithArithmetic:
+    """`reducer`, every addition it makes in the arithmetic `Kernel.arithmetics[name]`
+    (the spec's `using(NAME, order)`, fpspec.arith.evaluate note [regions]):
+    its own accumulator carrier and product handling; the result enters the
+    enclosing reducer's additions exactly (widened)."""
+    name: str
+    reducer: "Reducer"
+
+
+Reducer = Union[Fold, Pairwise, TreeReduce, FusedChain, Table, Lanes, Blocks, Segments, Guard, Call,
+                WithArithmetic]
 
 
 # ---------------------------------------------------------------- kernel
@@ -327,6 +338,7 @@ class Kernel:
     upper bound); the replica raises outside.  ``orders`` holds named reducers
     (for `Call`, recursion included), in a fixed order so output is stable.
     ``source`` is the spec text; ``name`` a label (the spec's file name).
+    ``arithmetics`` holds the named arithmetics `WithArithmetic` refers to.
     """
     op: str
     arithmetic: Arithmetic
@@ -337,6 +349,7 @@ class Kernel:
     source: str = ""
     name: str = "spec"
     sha256: str = field(default="", compare=False)
+    arithmetics: tuple[tuple[str, Arithmetic], ...] = ()
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -357,6 +370,12 @@ class Kernel:
                 return r
         raise CompileError(f"order {name!r} is not defined")
 
+    def named_arithmetic(self, name: str) -> Arithmetic:
+        for k, a in self.arithmetics:
+            if k == name:
+                return a
+        raise CompileError(f"arithmetic {name!r} is not defined")
+
 
 def children(r: Reducer) -> tuple:
     """The reducers directly inside `r` (for passes that walk the IR)."""
@@ -368,6 +387,8 @@ def children(r: Reducer) -> tuple:
         return tuple(p.reducer for p in r.parts if p.reducer is not None) + (r.outer,)
     if isinstance(r, Guard):
         return tuple(c.reducer for c in r.cases) + ((r.otherwise,) if r.otherwise is not None else ())
+    if isinstance(r, WithArithmetic):
+        return (r.reducer,)
     return ()
 
 

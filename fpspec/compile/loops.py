@@ -29,7 +29,9 @@ from fpspec.tree import postorder
 # lanes with a constant count up to this many become scalar accumulators
 MAX_UNROLLED_LANES = 16
 from fpspec.compile.ir import (Blocks, Call, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes,
-                               Pairwise, Reducer, Segments, Table, TreeReduce, uses_var, walk)
+                               Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, uses_var, walk)
+from fpspec.compile.numerics import in_region
+from fpspec.formats import get_format
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class LoopProgram:
     uses_fused: bool
     uses_tables: bool
     recursive: bool      # some function calls itself (pairwise, recursive named orders)
+    regions: tuple[str, ...] = ()   # named arithmetics the code runs in (note [regions in loops])
 
 
 class _Code:
@@ -123,6 +126,8 @@ class LoopEmitter:
         self.tables: dict[int, tuple[str, Table]] = {}
         self.ids: dict[int, int] = {}
         self.uses_fused = False
+        self.region: str | None = None     # the named arithmetic being emitted (note [regions in loops])
+        self.regions_used: set = set()
 
     # ------------------------------------------------------------ helpers
 
@@ -148,7 +153,7 @@ class LoopEmitter:
         """Name of the function applying `r` to a list of `kind`: "L" (leaves),
         "L1" (contiguous leaves: step 1 is a constant, so loads vectorize) or
         "V" (values)."""
-        name = f"_{label}_{kind}"
+        name = f"_{label}_{kind}" + (f"__{self.region}" if self.region else "")
         if name not in self.functions:
             self.functions[name] = None  # reserve: recursion refers to itself
             code = _Code()
@@ -167,7 +172,9 @@ class LoopEmitter:
             params = {"L": ("a", "b", "lo", "step", "m"), "L1": ("a", "b", "lo", "m"),
                       "V": ("vals", "off", "step", "m")}[kind]
             what = "the leaves lo, lo + step, ..." if kind != "V" else "vals[off], vals[off + step], ..."
-            self.functions[name] = Function(name, params, tuple(code.lines), f"{label}: reduce {what} (m of them).")
+            lines = tuple(in_region(line, self.region) for line in code.lines) if self.region else tuple(code.lines)
+            doc = f"{label}: reduce {what} (m of them)" + (f", arithmetic {self.region}." if self.region else ".")
+            self.functions[name] = Function(name, params, lines, doc)
         return name
 
     def call(self, r: Reducer, lst, code: _Code, label: str) -> str:
@@ -191,6 +198,29 @@ class LoopEmitter:
 
     def emit_call(self, r: Call, lst, code):
         return self.call(self.kernel.order(r.name), lst, code, f"order_{r.name}")
+
+    def region_fits(self, name: str, reducer=None) -> bool:
+        """Raise CompileError for a region the loops cannot run (note [regions in loops])."""
+        outer, inner = self.arith(), self.kernel.named_arithmetic(name)
+        if inner.fused is not None or any(isinstance(x, (Table, FusedChain)) for x in walk(reducer or Fold())):
+            raise CompileError(f"using({name}, ...): literal trees and fused nodes inside a region cannot be "
+                               "compiled yet")
+        if get_format(inner.accumulator).precision > get_format(outer.accumulator).precision:
+            raise CompileError(f"using({name}, ...): its {inner.accumulator} accumulator is wider than the "
+                               f"{outer.accumulator} around it; one rounding of the exact sum cannot be expressed")
+        return True
+
+    def emit_witharithmetic(self, r: WithArithmetic, lst, code):
+        """note [regions in loops]"""
+        self.region_fits(r.name, r.reducer)
+        saved, self.region = self.region, r.name
+        self.regions_used.add(r.name)
+        try:
+            res = self.call(r.reducer, lst, code, f"region{self.node_id(r)}")
+        finally:
+            self.region = saved
+        # widened to the enclosing carrier, so its additions round as the enclosing arithmetic says
+        return self.let(code, "w", f"_ACC({res})")
 
     def emit_guard(self, r: Guard, lst, code):
         res = self.fresh("r")
@@ -395,7 +425,8 @@ class LoopEmitter:
 
     def lanes_body(self, r: Lanes, lst, code, k: str):
         if (isinstance(lst, Leaves) and isinstance(r.k, Const) and 2 <= r.k.value <= MAX_UNROLLED_LANES
-                and r.inner == Fold() and not self.leafy()):
+                and r.inner == Fold() and not self.leafy()
+                and not any(isinstance(x, WithArithmetic) for x in walk(r.outer))):   # its joins are written inline
             res = self.fresh("r")
             code(f"if {lst.m} >= {r.k.value}:")
             with code.indent():
@@ -451,22 +482,36 @@ class LoopEmitter:
         nl = self.fresh("nl")
         code(f"{nl} = min({k}, {lst.m})")
         lanes, j = self.fresh("lanes"), self.fresh("j")
-        code(f"{lanes} = _vals({nl})")
-        if isinstance(lst, Leaves) and r.inner == Fold():
+        # lanes folded in their own arithmetic (using(NAME, seq)) keep the loop below, in NAME's helpers
+        part = r.inner.name if isinstance(r.inner, WithArithmetic) and r.inner.reducer == Fold() else None
+        if part is not None and not self.region_fits(part):
+            part = None
+        region = (lambda line: in_region(line, part)) if part else (lambda line: line)
+        code(region(f"{lanes} = _vals({nl})"))
+        if isinstance(lst, Leaves) and (r.inner == Fold() or part is not None):
             # k accumulators side by side: the inner loop runs across lanes,
             # which vectorizes without reassociating any lane
+            if part is not None:
+                self.regions_used.add(part)
             rows, row, base = self.fresh("rows"), self.fresh("row"), self.fresh("base")
             lo, step, m = lst.lo, lst.step, lst.m
             code(f"for {j} in range({nl}):")
             with code.indent():
-                code(f"{lanes}[{j}] = _term(a, b, {_plus(lo, _times(j, step))})")
+                code(region(f"{lanes}[{j}] = _term(a, b, {_plus(lo, _times(j, step))})"))
             code(f"{rows} = {m} // {k}")
             code(f"for {row} in range(1, {rows} + (1 if {m} % {k} > 0 else 0)):")
             with code.indent():
                 code(f"{base} = {_plus(lo, _times(_times(row, k), step))}")
                 code(f"for {j} in range(min({k}, {m} - {row} * {k})):")
                 with code.indent():
-                    code(f"{lanes}[{j}] = _add_leaf({lanes}[{j}], a, b, {_plus(base, _times(j, step))})")
+                    code(region(f"{lanes}[{j}] = _add_leaf({lanes}[{j}], a, b, {_plus(base, _times(j, step))})"))
+            if part is not None:       # the lane sums widened to the enclosing carrier (as emit_witharithmetic)
+                wide = self.fresh("lanes")
+                code(f"{wide} = _vals({nl})")
+                code(f"for {j} in range({nl}):")
+                with code.indent():
+                    code(f"{wide}[{j}] = _ACC({lanes}[{j}])")
+                lanes = wide
         else:
             lm = self.fresh("lm")
             code(f"for {j} in range({nl}):")
@@ -592,7 +637,7 @@ class LoopEmitter:
 
     def segments_fold(self, r: Segments, lst: Leaves, starts, lengths, code):
         """A sequential fold over parts and pass-through leaves: one running sum."""
-        if r.outer.reverse and self.kernel.arithmetic.product == "fma":
+        if r.outer.reverse and self.arith().product == "fma":
             raise CompileError("a reverse fold over leftover leaves with product = fma cannot be expressed")
         acc, have = self.fresh("acc"), self.fresh("have")
         code(f"{acc} = _ZERO")
@@ -714,13 +759,17 @@ class LoopEmitter:
 
     # ------------------------------------------------------------ checks
 
+    def arith(self):
+        """The arithmetic of the code being emitted: the kernel's, or its region's."""
+        return self.kernel.named_arithmetic(self.region) if self.region else self.kernel.arithmetic
+
     def leafy(self) -> bool:
         """Whether a leaf differs from its rounded value (FMA or fused products)."""
-        a = self.kernel.arithmetic
+        a = self.arith()
         return a.product == "fma" or a.fused is not None
 
     def require_plain_leaves(self, what: str) -> None:
-        a = self.kernel.arithmetic
+        a = self.arith()
         if a.product == "fma" or a.fused is not None:
             raise CompileError(f"{what} with product = {a.product}"
                                f"{' and fused nodes' if a.fused is not None else ''} cannot be expressed")
@@ -730,6 +779,15 @@ class LoopEmitter:
         if self.kernel.arithmetic.fused is None:
             raise CompileError("the order has fused nodes but the arithmetic has no `fused` section")
 
+
+# Note [regions in loops]: `WithArithmetic(NAME, R)` becomes functions of
+# their own (suffix __NAME) whose code calls the helpers of arithmetic NAME
+# (_term__NAME, _add__NAME, ..., bound to its own carrier _ACC__NAME):
+# fpspec.compile.numerics.in_region renames them, region_runtime embeds
+# them.  The region's result is a value of its carrier that the enclosing
+# code adds with its own helpers, widening exactly (a narrower region only:
+# a wider one would need one rounding of an exact sum).  A region applied
+# to one leaf returns that term formed in the region's arithmetic.
 
 # Note [lone leaves]: a lane, block or part of one operand reduces to that
 # operand untouched, so a leaf can end up among partial sums.  With plain
@@ -814,4 +872,5 @@ def emit_program(kernel: Kernel, vector_lanes: bool = False, iterative_splits: b
     uses_fused = em.uses_fused or any(isinstance(r, FusedChain) for r in walk(kernel.root))
     functions = tuple(em.functions.values()) + (entry,)
     recursive = any(f"{f.name}(" in line for f in functions for line in f.body)
-    return LoopProgram(functions, tuple(constants), uses_fused, bool(em.tables), recursive)
+    return LoopProgram(functions, tuple(constants), uses_fused, bool(em.tables), recursive,
+                       tuple(sorted(em.regions_used)))

@@ -9,7 +9,8 @@ which product/FMA variant applies.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 from fpspec.compile.ir import CompileError, Kernel
 from fpspec.formats import get_format
@@ -105,17 +106,22 @@ def settings(kernel: Kernel, p: Plan) -> list[str]:
     ] + ([f"_PROD = np.{p.prod_dtype}  # product_format {a.product_format}"] if p.prod_dtype else [])
 
 
-def helper_names(p: Plan, program, fma: str) -> tuple[list[str], dict[str, str]]:
-    """Runtime helpers a replica embeds, in order, and the variant -> name renames.
-
-    `fma` names the backend's FMA variant of _add_leaf.
-    """
-    chosen = {
+def _chosen(p: Plan, fma: str) -> dict[str, str]:
+    """The helper name the loop code calls -> the runtime variant for this plan."""
+    return {
         "_round_acc": "_round_native" if p.acc_fmt is None else "_round_emulated",
         "_term": {"sum": "_term_sum", "product": "_term_product", "product_twice": "_term_product_twice"}[p.term],
         "_add": "_add_plain",
         "_add_leaf": fma if p.fma else "_add_leaf_plain",
     }
+
+
+def helper_names(p: Plan, program, fma: str) -> tuple[list[str], dict[str, str]]:
+    """Runtime helpers a replica embeds, in order, and the variant -> name renames.
+
+    `fma` names the backend's FMA variant of _add_leaf.
+    """
+    chosen = _chosen(p, fma)
     names = list(chosen.values()) + ["_add_leaves", "_vals"]
     if program.uses_fused:
         names.append("_fused_range")
@@ -123,3 +129,38 @@ def helper_names(p: Plan, program, fma: str) -> tuple[list[str], dict[str, str]]
         names += ["_table_step", "_table_step_values"]
     names += ["_final", "_input", "_length", "_shape"]
     return names, {v: k for k, v in chosen.items()}
+
+
+# ---------------------------------------------------------------- regions (fpspec.compile.loops note [regions in loops])
+
+# the helpers and constants a region has its own copy of, suffixed __NAME
+REGION_NAMES = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_ACC", "_ACC_FMT", "_PROD",
+                "_ZERO")
+_REGION_RE = re.compile(r"\b(" + "|".join(REGION_NAMES) + r")\b")
+
+
+def in_region(text: str, name: str) -> str:
+    """Code with the region helpers and constants renamed to arithmetic `name`'s."""
+    return _REGION_RE.sub(lambda m: f"{m.group(1)}__{name}", text)
+
+
+def region_plans(kernel: Kernel, program) -> list[tuple[str, Plan]]:
+    """(name, Plan) of every named arithmetic the loop code runs in."""
+    return [(name, plan(replace(kernel, arithmetic=kernel.named_arithmetic(name)))) for name in program.regions]
+
+
+def region_settings(kernel: Kernel, name: str, p: Plan) -> list[str]:
+    """The module constants of region `name` (its carrier, grid and product format)."""
+    a = kernel.named_arithmetic(name)
+    lines = [f"_ACC__{name} = np.{p.acc_dtype}  # carrier of partial sums in arithmetic {name} ({a.accumulator})",
+             f"_ACC_FMT__{name} = {p.acc_fmt}",
+             f"_ZERO__{name} = _ACC__{name}(0.0)"]
+    if p.prod_dtype:
+        lines.append(f"_PROD__{name} = np.{p.prod_dtype}  # product_format {a.product_format}")
+    return lines
+
+
+def region_helper_names(p: Plan, fma: str) -> tuple[list[str], dict[str, str]]:
+    """The helpers a region embeds (renamed by `in_region` afterwards) and the variant renames."""
+    chosen = _chosen(p, fma)
+    return list(chosen.values()) + ["_add_leaves", "_vals"], {v: k for k, v in chosen.items()}

@@ -7,7 +7,8 @@ produce IR whose `tree_of` equals the spec's `expand`.
 from __future__ import annotations
 
 from fpspec.compile.ir import (Blocks, Call, CompileError, FusedChain, Fold, Guard, Kernel, Lanes,
-                               Pairwise, Reducer, Segments, Table, TreeReduce, cond_value, int_value)
+                               Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, cond_value,
+                               int_value)
 from fpspec.tree import Node, Tree, fused_chain, postorder, size
 
 
@@ -24,6 +25,8 @@ def reduce_list(kernel: Kernel, r: Reducer, ops: list, n: int) -> Tree:
         raise CompileError("a reducer was applied to an empty operand list")
     if isinstance(r, Call):
         return reduce_list(kernel, kernel.order(r.name), ops, n)
+    if isinstance(r, WithArithmetic):     # the same tree; only the arithmetic of its nodes differs
+        return reduce_list(kernel, r.reducer, ops, n)
     if isinstance(r, Guard):
         for case in r.cases:
             if cond_value(case.cond, m, n):

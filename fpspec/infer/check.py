@@ -141,8 +141,8 @@ def boundaries(spec: A.Spec, n: int, limit: int = 160) -> list[int]:
         o, lo, m, depth = todo.pop()
         if m <= 2 or depth > 60:
             continue
-        while type(o) in (A.Ref, A.Guard):
-            o = lets[o.name].order if type(o) is A.Ref else next(
+        while type(o) in (A.Ref, A.Guard, A.Using):
+            o = lets[o.name].order if type(o) is A.Ref else o.order if type(o) is A.Using else next(
                 (c.order for c in o.cases if eval_cond(c.cond, m)), o.otherwise)
         try:
             if type(o) is A.Split or (type(o) is A.Pairwise):

@@ -320,7 +320,10 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
             src.tree(n, "design")
         name = _ident(getattr(src.first_target, "name", "order") or "order")
         # the arithmetic first: the replica of every sampled check needs it
-        arith = _probe(src, make) if probe else _plain_arithmetic(src.first_target)
+        report = _probe_report(src, make) if probe else None
+        arith = (A.Block("arithmetic", report.arithmetic.to_entries()) if report is not None
+                 else _plain_arithmetic(src.first_target))
+        regional = None     # (order spec, spec with per-part arithmetic): note [arithmetic per part]
         stats = {"rounds": 0, "seconds": 0.0, "candidates": 0}
 
         def fit_now(base=None, exceptions=()):
@@ -391,7 +394,9 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
             bar.update(f"{stage}: n = {n}")
             t0 = time.perf_counter()
             if replica and rep is None and not rep_note:
-                rep, rep_note = _replica(_with_header(spec, src.first_target, arith), replica)
+                regional = _per_part(spec, src, make, report, seed, regional)
+                rep, rep_note = _replica(regional[1] if regional else _with_header(spec, src.first_target, arith),
+                                         replica)
             target = make(n)
             chk = sampled_check(spec, target, seed=seed, inputs=inputs if rep else 0, replica=rep)
             if rep_note:
@@ -403,6 +408,7 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
                 counter.append(Counterexample(n, stage, chk.text(), False))
         # 5: never contradict an observation
         spec = _never_contradict(spec, src.trees)
+        regional = _per_part(spec, src, make, report, seed, regional)
     finally:
         bar.close()
     revealed = tuple(sorted(set(src.trees) - set(held)))
@@ -410,8 +416,12 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
                     + sum(order_cost(d.order) for d in spec.lets), stats["candidates"], stats["rounds"],
                     stats["seconds"],
                     tuple((r.lo, r.hi, str(r.order)) for r in (fitter.runs if fitter else ())))
+    if regional is not None:      # the arithmetic per part: its main section, named sections, using()
+        arith, spec = regional[1].header.arithmetic, dataclasses.replace(spec, order=regional[1].order)
     header = _header(spec, src.first_target, lo, hi, revealed, tuple(sorted(held)), sampled, exact, command,
                      arith, probe)
+    if regional is not None:
+        header = dataclasses.replace(header, arithmetics=regional[1].header.arithmetics)
     spec = dataclasses.replace(spec, header=header)
     return Inference(spec, revealed, tuple(sorted(held)), tuple(sampled), tuple(counter),
                      tuple(src.timings), fit, time.perf_counter() - start, exact, (lo, hi))
@@ -569,18 +579,71 @@ def _with_header(spec: A.Spec, target, arith) -> A.Spec:
     return dataclasses.replace(spec, header=dataclasses.replace(spec.header, op=op, sections=sections))
 
 
-def _probe(src: _Reveal, make) -> A.Block | None:
-    """The arithmetic, probed at the largest revealed n up to 1024."""
+def _probe_report(src: _Reveal, make):
+    """The arithmetic (fpspec.arith.probe's report), probed at the largest revealed n up to 1024."""
     from fpspec.arith.probe import probe_arithmetic
 
     n = max((n for n in src.trees if 2 <= n <= 1024), default=None)
     if n is None:
         return None
     try:
-        report = probe_arithmetic(make(n), src.trees[n])
+        return probe_arithmetic(make(n), src.trees[n])
     except FpspecError:
-        return _plain_arithmetic(src.first_target)
-    return A.Block("arithmetic", report.arithmetic.to_entries())
+        return None
+
+
+# Note [arithmetic per part]: one arithmetic probed at one n need not hold at
+# every n or in every part of the tree (OpenBLAS sdot: fp64 with fp32
+# products for n < 32; from 32 on an fp32 kernel whose FMA lanes meet in
+# plain fp32 adds, its result joined in fp64).  So the fitted order's
+# arithmetic is checked bit for bit on sample inputs at PER_PART_CHECK
+# revealed n (every guard arm's least, largest and some between); where it
+# fails, fpspec.spec.regions.probe_spec_arithmetic probes each part of the
+# order at PER_PART_PROBE of those n and keeps what fits at all of them.
+PER_PART_PROBE = 4     # probed n per guard arm
+PER_PART_CHECK = 8     # checked n per guard arm
+
+
+def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None):
+    """(order spec, spec with its arithmetic per part), or None when one arithmetic
+    holds everywhere checked (note [arithmetic per part]); RevealRefused when none does."""
+    if report is None or not src.first_target or src.first_target.op not in ("sum", "dot", "gemv", "gemm"):
+        return None
+    if previous is not None and previous[0] == spec:
+        return previous
+    from fpspec.spec.regions import probe_spec_arithmetic
+
+    target = src.first_target
+    base = dataclasses.replace(spec, header=dataclasses.replace(spec.header, target=target.name, op=target.op))
+    arms = _arm_ns(spec, sorted(n for n in src.trees if n >= 2))
+    check_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_CHECK)})
+    probe_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_PROBE)})
+    out, _ = probe_spec_arithmetic(base, {n: make(n) for n in check_ns}, {n: src.trees[n] for n in check_ns},
+                                   report, seed=seed, probe_ns=probe_ns)
+    return (spec, out) if out.header.arithmetics else None
+
+
+def _arm_ns(spec: A.Spec, ns: list) -> list:
+    """The revealed n grouped by the root guard's arm they take (one group without a guard)."""
+    o = spec.order
+    if not isinstance(o, A.Guard):
+        return [ns]
+    from fpspec.spec.expand import eval_cond
+
+    groups: dict = {}
+    for n in ns:
+        arm = next((i for i, c in enumerate(o.cases) if eval_cond(c.cond, n)), len(o.cases))
+        groups.setdefault(arm, []).append(n)
+    return list(groups.values())
+
+
+def _spread_pick(ns: list, count: int) -> list:
+    """The two least, the largest, and evenly spaced ones between: count in all."""
+    if len(ns) <= count:
+        return list(ns)
+    picks = set(ns[:2]) | {ns[-1]}
+    picks.update(ns[int(round(i))] for i in np.linspace(2, len(ns) - 2, max(count - 3, 1)))
+    return sorted(picks)
 
 
 def _header(spec, target, lo, hi, revealed, held, sampled, exact, command, arith=None,

@@ -152,6 +152,9 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
         if cls is A.Guard:
             o = next((c.order for c in o.cases if eval_cond(c.cond, m)), o.otherwise)
             continue
+        if cls is A.Using:      # the same tree, in another arithmetic
+            o = o.order
+            continue
         if cls is A.Seq:
             return w.total(0, b + 1)
         if cls is A.Rev:

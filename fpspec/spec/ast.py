@@ -288,6 +288,24 @@ class Tail(_Printable):
 
 
 @dataclass(frozen=True)
+class Using(_Printable):
+    """`using(NAME, ORDER)`: ORDER, every node of it computed in the arithmetic
+    `arithmetic NAME { ... }` instead of the main one.
+
+    The tree is ORDER's tree (expand(using(a, o)) == expand(o)); only the
+    arithmetic of its nodes changes.  The subtree's result enters its parent
+    exactly and the parent rounds in its own arithmetic; a leaf child is
+    formed (product rounded, fused into an FMA, ...) as the node that takes
+    it says.  Nests: the innermost `using` decides.  OpenBLAS sdot's fp32 FMA
+    kernel inside an fp64 loop: tail(32, using(kernel, ...), split(1, seq, seq)).
+    """
+
+    name: str
+    order: "Order"
+    loc: Location | None = _loc()
+
+
+@dataclass(frozen=True)
 class Literal(_Printable):
     """A literal tree over operand positions 0..n-1, in fpspec.tree text form:
     `((0 1) [2 3 4])`.  Applies only when n equals the tree's size; position
@@ -328,7 +346,7 @@ class Guard(_Printable):
             raise ValueError("a guard needs at least one `if` arm")
 
 
-Order = Union[Seq, Rev, Pairwise, GpuTree, Fused, Chain, Lanes, Blocks, Split, Tail, Literal, Ref, Guard]
+Order = Union[Seq, Rev, Pairwise, GpuTree, Fused, Chain, Lanes, Blocks, Split, Tail, Using, Literal, Ref, Guard]
 
 # ---------------------------------------------------------------- header blocks
 
@@ -407,6 +425,21 @@ class Block(_Printable):
 
 
 @dataclass(frozen=True)
+class NamedArithmetic(_Printable):
+    """`arithmetic NAME { key = value ... }`: an arithmetic for `using(NAME, ...)`.
+
+    Its entries override the main `arithmetic { ... }` section's; keys it
+    does not give are inherited (product_format only together with product).
+    input, output and init belong to the whole accumulation: a named section
+    may repeat them only with the main section's values.
+    """
+
+    name: str
+    entries: tuple  # tuple[Entry, ...]
+    loc: Location | None = _loc()
+
+
+@dataclass(frozen=True)
 class Range(_Printable):
     """`n in LO..HI` (HI None: unbounded, `n in LO..`); `n in N` is LO == HI."""
 
@@ -437,11 +470,15 @@ class Header(_Printable):
     n: Range | None = None
     sections: tuple = ()  # tuple[Block, ...]
     loc: Location | None = _loc()
+    arithmetics: tuple = ()  # tuple[NamedArithmetic, ...]: `arithmetic NAME { ... }`, in order
 
     def __post_init__(self):
         for b in self.sections:
             if b.name in HEADER_WORDS:
                 raise ValueError(f"a section cannot be named {b.name!r} (a header keyword)")
+        names = [a.name for a in self.arithmetics]
+        if len(set(names)) != len(names):
+            raise ValueError(f"named arithmetic sections repeat a name: {names}")
 
     def section(self, name: str) -> Block | None:
         for b in self.sections:
@@ -452,6 +489,12 @@ class Header(_Printable):
     @property
     def arithmetic(self) -> Block | None:
         return self.section("arithmetic")
+
+    def named_arithmetic(self, name: str) -> NamedArithmetic | None:
+        for a in self.arithmetics:
+            if a.name == name:
+                return a
+        return None
 
     @property
     def provenance(self) -> Block | None:

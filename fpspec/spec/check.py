@@ -4,6 +4,8 @@
 - every named order referred to exists (and builtin names are not redefined);
 - the header states a range of n and a known op;
 - literal trees have leaves 0..size-1;
+- every `using(NAME, ...)` names an `arithmetic NAME { ... }` section, and
+  every arithmetic section resolves (fpspec.spec.regions);
 - for the n of the stated range, every order gives a tree: each size
   parameter is an integer >= 1, split points lie inside their list, and
   recursion terminates (never re-enters a named order on the same n).
@@ -25,7 +27,8 @@ from fpspec.spec.expand import eval_cond, eval_expr
 from fpspec.tree import check_leaves
 
 OPS = ("sum", "dot", "gemv", "gemm")
-BUILTIN_ORDERS = ("seq", "rev", "pairwise", "gpu_tree", "fused", "chain", "lanes", "blocks", "split", "tail")
+BUILTIN_ORDERS = ("seq", "rev", "pairwise", "gpu_tree", "fused", "chain", "lanes", "blocks", "split", "tail",
+                  "using")
 EXHAUSTIVE = 4096
 DEPTH = 20000  # Python frames, as in expand
 UNBOUNDED_CHECK = 1 << 24
@@ -39,11 +42,16 @@ def check(spec: A.Spec) -> None:
         raise SpecError("the spec states no range of n; expected a line like `n in 1..4096`",
                         spec.loc or Location("<spec>", 1, 1))
     lets = {d.name: d for d in spec.lets}
+    from fpspec.spec.regions import arithmetics
+
+    named = tuple(a.name for a in h.arithmetics)
+    if named:
+        arithmetics(spec)
     for d in spec.lets:
         if d.name in BUILTIN_ORDERS:
             raise SpecError(f"'{d.name}' is a builtin order; expected another name", d.loc)
-        _check_static(d.order, lets)
-    _check_static(spec.order, lets)
+        _check_static(d.order, lets, named)
+    _check_static(spec.order, lets, named)
     dry = _DryRun(lets)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, DEPTH))
@@ -83,16 +91,25 @@ def _children(o):
         return (o.body, o.outer)
     if isinstance(o, A.Guard):
         return tuple(c.order for c in o.cases) + (o.otherwise,)
+    if isinstance(o, A.Using):
+        return (o.order,)
     return ()
 
 
-def _check_static(o, lets: dict) -> None:
+order_children = _children   # the orders directly inside an order (fpspec.spec.regions walks with it)
+
+
+def _check_static(o, lets: dict, named: tuple = ()) -> None:
     stack = [o]
     while stack:
         x = stack.pop()
         if isinstance(x, A.Ref) and x.name not in lets:
             known = ", ".join(BUILTIN_ORDERS + tuple(lets))
             raise SpecError(f"unknown order '{x.name}'; expected one of {known}", x.loc)
+        if isinstance(x, A.Using) and x.name not in named:
+            known = ", ".join(named) if named else "none: add `arithmetic NAME { ... }` to the header"
+            raise SpecError(f"unknown arithmetic '{x.name}' in using({x.name}, ...); expected one of {known}",
+                            x.loc)
         if isinstance(x, A.Literal):
             try:
                 check_leaves(x.tree)
@@ -167,6 +184,8 @@ class _DryRun:
                                 o.at.loc or o.loc)
             self.run(o.first, at)
             self.run(o.rest, n - at)
+        elif isinstance(o, A.Using):
+            self.run(o.order, n)
         elif isinstance(o, A.Guard):
             for case in o.cases:
                 if eval_cond(case.cond, n):

@@ -70,9 +70,10 @@ def _chain_at(e, n: int) -> int:
 
 
 class _Expander:
-    def __init__(self, lets: dict):
+    def __init__(self, lets: dict, regions: dict | None = None):
         self.lets = lets
         self.active: set = set()  # (name, n) pairs on the call stack: a repeat never terminates
+        self.regions = regions    # node key -> arithmetic name, filled by `using` (None: not asked)
 
     def apply(self, o, ops: list) -> Tree:
         n = len(ops)
@@ -119,6 +120,11 @@ class _Expander:
             return Node((self.apply(o.first, ops[:at]), self.apply(o.rest, ops[at:])))
         if cls is A.Ref:
             return self._ref(o, ops)
+        if cls is A.Using:
+            t = self.apply(o.order, ops)
+            if self.regions is not None:
+                self._mark(t, ops, o.name)
+            return t
         if cls is A.Guard:
             for case in o.cases:
                 if eval_cond(case.cond, n):
@@ -148,6 +154,20 @@ class _Expander:
         if cls is A.Literal:
             return self._literal(o, ops)
         raise TypeError(f"not an order: {o!r}")
+
+    def _mark(self, t: Tree, ops: list, name: str) -> None:
+        """Name `name` for every node of t made from `ops` (not inside an operand);
+        a node an inner `using` named already keeps its name (the innermost decides)."""
+        from fpspec.spec.regions import node_key
+
+        boundary = {id(x) for x in ops if not isinstance(x, int)}
+        stack = [t]
+        while stack:
+            s = stack.pop()
+            if isinstance(s, int) or id(s) in boundary:
+                continue
+            self.regions.setdefault(node_key(s), name)
+            stack.extend(s.children)
 
     def _ref(self, o: A.Ref, ops: list) -> Tree:
         d = self.lets.get(o.name)
@@ -200,12 +220,14 @@ def lets_of(spec: A.Spec) -> dict:
 FREEZE_ABOVE = 50_000  # leaves; below that the gen-0 pass is cheap and freezing is not worth its reach
 
 
-def apply_order(order, operands, lets=None) -> Tree:
-    """`order` applied to `operands` (leaves or subtrees); lets: name -> Let."""
+def apply_order(order, operands, lets=None, regions: dict | None = None) -> Tree:
+    """`order` applied to `operands` (leaves or subtrees); lets: name -> Let.
+    `regions`, a dict, receives node key -> arithmetic name for the nodes made
+    inside a `using` (fpspec.spec.regions)."""
     ops = list(operands)
     if not ops:
         raise SpecError("an order was applied to no operands; expected at least one", getattr(order, "loc", None))
-    ex = _Expander(lets or {})
+    ex = _Expander(lets or {}, regions)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))
     try:
@@ -230,3 +252,17 @@ def expand(spec: A.Spec, n: int) -> Tree:
     """The tree of `spec` at reduction length n, over leaves 0..n-1."""
     check_n(spec, n)
     return apply_order(spec.order, range(n), lets_of(spec))
+
+
+def expand_arith(spec: A.Spec, n: int):
+    """(tree, main Arithmetic, Regions) of `spec` at n: Regions maps the key
+    (smallest leaf, number of leaves) of every node made inside a `using` to
+    its Arithmetic (fpspec.spec.regions); the other nodes use the main one.
+    fpspec.arith.evaluate(tree, x, y, main, regions) gives the spec's bits."""
+    from fpspec.spec.regions import arithmetics
+
+    by_name = arithmetics(spec)
+    check_n(spec, n)
+    names: dict = {}
+    tree = apply_order(spec.order, range(n), lets_of(spec), names)
+    return tree, by_name[None], {key: by_name[name] for key, name in names.items()}

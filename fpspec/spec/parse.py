@@ -117,7 +117,7 @@ class _ToAst(Transformer):
     # -------------------------------------------------- spec and header
     def start(self, meta, items):
         header: dict = {}
-        sections, lets, root = [], [], None
+        sections, lets, root, named = [], [], None, []
         for item in items:
             if isinstance(item, tuple) and item[0] in _HEADER_KEYS:
                 key, value, loc = item
@@ -128,6 +128,10 @@ class _ToAst(Transformer):
                 if any(s.name == item.name for s in sections):
                     raise SpecError(f"section '{item.name}' given twice; expected it at most once", item.loc)
                 sections.append(item)
+            elif isinstance(item, A.NamedArithmetic):
+                if any(a.name == item.name for a in named):
+                    raise SpecError(f"arithmetic '{item.name}' given twice; expected it at most once", item.loc)
+                named.append(item)
             elif isinstance(item, A.Let):
                 if any(d.name == item.name for d in lets):
                     raise SpecError(f"order '{item.name}' defined twice; expected one definition", item.loc)
@@ -135,7 +139,8 @@ class _ToAst(Transformer):
             else:
                 root = item
         loc = self._loc(meta)
-        return A.Spec(A.Header(header.get("target"), header.get("op"), header.get("n"), tuple(sections), loc=loc),
+        return A.Spec(A.Header(header.get("target"), header.get("op"), header.get("n"), tuple(sections), loc=loc,
+                               arithmetics=tuple(named)),
                       tuple(lets), root, loc=loc)
 
     def target(self, meta, items):
@@ -161,6 +166,13 @@ class _ToAst(Transformer):
 
     def section(self, meta, items):
         return A.Block(str(items[0]), tuple(items[1:]), loc=self._loc(meta))
+
+    def named_section(self, meta, items):
+        kind, name = items[0], items[1]
+        if str(kind) != "arithmetic":
+            raise SpecError(f"section '{kind}' has a name ('{name}'); expected a name only on "
+                            f"arithmetic sections (`arithmetic {name} {{ ... }}`)", self._tok_loc(kind))
+        return A.NamedArithmetic(str(name), tuple(items[2:]), loc=self._loc(meta))
 
     def entry(self, meta, items):
         return A.Entry(str(items[0]), items[1], loc=self._loc(meta))
@@ -227,6 +239,9 @@ class _ToAst(Transformer):
 
     def tail(self, meta, items):
         return A.Tail(*items, loc=self._loc(meta))
+
+    def using(self, meta, items):
+        return A.Using(str(items[0]), items[1], loc=self._loc(meta))
 
     def ref(self, meta, items):
         return A.Ref(str(items[0]), loc=self._loc(meta))

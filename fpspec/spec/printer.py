@@ -96,6 +96,8 @@ def format_inline(o) -> str:
         return f"split({format_expr(o.at)}, {format_inline(o.first)}, {format_inline(o.rest)})"
     if isinstance(o, A.Tail):
         return f"tail({format_expr(o.k)}, {format_inline(o.body)}, {format_inline(o.outer)})"
+    if isinstance(o, A.Using):
+        return f"using({o.name}, {format_inline(o.order)})"
     if isinstance(o, A.Literal):
         if isinstance(o.tree, int):
             raise ValueError("a literal tree of one leaf cannot be written; use seq for one operand")
@@ -152,7 +154,13 @@ def format_header(h: A.Header) -> str:
         lines.append(format_range(h.n))
     parts = ["\n".join(lines)] if lines else []
     parts += [format_block(b) for b in h.sections]
+    parts += [format_named_arithmetic(a) for a in h.arithmetics]
     return "\n\n".join(parts)
+
+
+def format_named_arithmetic(a: A.NamedArithmetic) -> str:
+    """`arithmetic NAME { ... }`: a block whose first line carries the name."""
+    return format_block(A.Block(f"arithmetic {a.name}", a.entries))
 
 
 def format_spec(s: A.Spec) -> str:
@@ -174,6 +182,8 @@ def format_node(x) -> str:
         return format_header(x)
     if isinstance(x, A.Block):
         return format_block(x)
+    if isinstance(x, A.NamedArithmetic):
+        return format_named_arithmetic(x)
     if isinstance(x, A.Entry):
         if isinstance(x.value, A.Block):
             return format_block(x.value)

@@ -53,6 +53,7 @@ orders = st.recursive(
         st.builds(A.Blocks, exprs, inner, inner),
         st.builds(A.Split, exprs, inner, inner),
         st.builds(A.Tail, exprs, inner, inner),
+        st.builds(A.Using, NAMES, inner),
         st.builds(A.Guard, st.lists(st.builds(A.Case, conds(), inner), min_size=1, max_size=2).map(tuple), inner),
     ),
     max_leaves=4,
@@ -89,6 +90,9 @@ headers = st.builds(
     st.one_of(st.none(), st.sampled_from(["sum", "dot", "gemv", "gemm"])),
     st.one_of(st.none(), ranges()),
     st.lists(blocks_(1), max_size=3, unique_by=lambda b: b.name).map(tuple),
+    arithmetics=st.lists(blocks_(1).map(lambda b: b.entries), max_size=2).flatmap(
+        lambda bodies: st.lists(NAMES, min_size=len(bodies), max_size=len(bodies), unique=True).map(
+            lambda names: tuple(A.NamedArithmetic(k, e) for k, e in zip(names, bodies)))),
 )
 specs = st.builds(
     A.Spec, headers,
@@ -134,13 +138,15 @@ def _random_spec(rng) -> A.Spec:
         return chain("or", [chain("and", g) for g in groups])
 
     def order(d=0):
-        r = int(rng.integers(0, 13 if d < 3 else 8))
+        r = int(rng.integers(0, 14 if d < 3 else 8))
         simple = [A.Seq(), A.Rev(), A.GpuTree(), A.Fused(), A.Pairwise(), A.Pairwise(expr()), A.Chain(expr()),
                   A.Ref(str(rng.choice(names)))]
         if r < 8:
             if rng.random() < 0.1:
                 return A.Literal(random_tree(int(rng.integers(2, 12)), rng, fused_prob=0.4))
             return simple[r]
+        if r == 13:
+            return A.Using(str(rng.choice(names)), order(d + 1))
         if r == 12:
             return A.Guard(tuple(A.Case(cond(), order(d + 1)) for _ in range(rng.integers(1, 3))), order(d + 1))
         cls = (A.Lanes, A.Blocks, A.Split, A.Tail)[r - 8]
@@ -172,7 +178,9 @@ def _random_spec(rng) -> A.Spec:
     header = A.Header(
         "numpy.sum" if rng.random() < 0.5 else None, "sum" if rng.random() < 0.5 else None,
         A.Range(lo, [None, lo, lo + 7][int(rng.integers(0, 3))]) if rng.random() < 0.8 else None,
-        tuple({b.name: b for b in (block(0, top=True) for _ in range(rng.integers(0, 3)))}.values()))
+        tuple({b.name: b for b in (block(0, top=True) for _ in range(rng.integers(0, 3)))}.values()),
+        arithmetics=tuple({k: A.NamedArithmetic(k, block(0).entries)
+                           for k in (str(rng.choice(names)) for _ in range(rng.integers(0, 3)))}.values()))
     lets = tuple({d.name: d for d in (A.Let(str(rng.choice(names)), order()) for _ in range(rng.integers(0, 3)))}.values())
     return A.Spec(header, lets, order())
 

@@ -12,7 +12,8 @@ from fpspec.compile.backends.numpy import PUBLIC, spec_literal
 from fpspec.compile.ir import Blocks, Call, Const, Fold, Kernel, Lanes
 from fpspec.compile.loops import LONE_LEAF
 from fpspec.compile.loops import emit_program
-from fpspec.compile.numerics import helper_names, plan, settings
+from fpspec.compile.numerics import (helper_names, in_region, plan, region_helper_names, region_plans,
+                                     region_settings, settings)
 from fpspec.compile.runtime import embed
 from fpspec.compile.runtime import numba_rt
 
@@ -32,8 +33,7 @@ class NumbaBackend(Backend):
     def render(self, kernel: Kernel) -> str:
         p = plan(kernel)
         program = emit_program(kernel, vector_lanes=vector_lanes(kernel, p), iterative_splits=True)
-        fma = "_add_leaf_fma_native" if p.acc_fmt is None else "_add_leaf_fma_emulated"
-        names, rename = helper_names(p, program, fma=fma)
+        names, rename = helper_names(p, program, fma=_numba_fma(p))
         if "_table_step" in names:
             # without fused nodes the table step must not mention the fused model
             names.insert(names.index("_table_step"), "_table_step_binary")
@@ -42,7 +42,8 @@ class NumbaBackend(Backend):
                 rename["_table_step_binary"] = "_table_step"
         jitted = [n for n in names if n not in ("_input", "_length", "_shape")]
         plain = [n for n in names if n in ("_input", "_length", "_shape")]
-        base = ["_fma"] if p.fma else []
+        regions = region_plans(kernel, program)
+        base = ["_fma"] if p.fma or any(rp.fma for _, rp in regions) else []
         base += ["_round_dir"]
         if program.uses_fused:
             base += ["_decode", "_shift", "_leaf_index", "_round_odd_sum", "_fused_core"]
@@ -60,11 +61,12 @@ class NumbaBackend(Backend):
         serial = [k for k in kernels if k == "_one_kernel"]
         parallel = [k for k in kernels if k != "_one_kernel"]
         runtime = "\n\n".join(filter(None, [
-            embed(numba_rt, ["_fma"]) if p.fma else "",
+            embed(numba_rt, ["_fma"]) if "_fma" in base else "",
             embed(numba_rt, [n for n in base if n != "_fma"], decorator="@_jit"),
             embed(numba_rt, jitted, rename, decorator="@_jit"),
             embed(numba_rt, plain),
-        ]))
+        ] + [in_region(embed(numba_rt, *region_helper_names(rp, _numba_fma(rp)), decorator="@_jit"), name)
+             for name, rp in regions]))
         if program.uses_fused:
             runtime += "\n\n_NO_KS = np.empty(0, np.int64)\n"
         # note [vector lanes] in fpspec.compile.loops
@@ -94,7 +96,8 @@ class NumbaBackend(Backend):
             op=kernel.op,
             public=", ".join(public),
             spec_literal=spec_literal(kernel),
-            settings=settings(kernel, p) + extra,
+            settings=settings(kernel, p) + extra
+            + [line for name, rp in regions for line in region_settings(kernel, name, rp)],
             runtime=runtime,
             constants=[c.source() for c in program.constants],
             functions=[f.source() for f in program.functions],
@@ -104,6 +107,11 @@ class NumbaBackend(Backend):
             cache=not program.recursive,
             api=embed(numba_rt, [f"api_{n}" for n in public], {f"api_{n}": n for n in public}),
         )
+
+
+def _numba_fma(p) -> str:
+    """The numba FMA variant of _add_leaf for a plan's accumulator."""
+    return "_add_leaf_fma_native" if p.acc_fmt is None else "_add_leaf_fma_emulated"
 
 
 # Note [gemm by columns]: the order fixes only each output's additions, so a
@@ -131,7 +139,7 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
     root = kernel.root
     if isinstance(root, Call):
         root = kernel.order(root.name)
-    if kernel.arithmetic.fused is not None:
+    if kernel.arithmetic.fused is not None or kernel.arithmetics:     # one arithmetic, written inline
         return None
     block, lone_check = "n", ""
     if root == Fold():
@@ -213,7 +221,7 @@ def vector_lanes(kernel: Kernel, p) -> bool:
     fpspec.compile.loops): a leaf must be its input value unchanged, so op
     sum into a native accumulator of the input's own carrier."""
     return (kernel.op == "sum" and p.term == "sum" and p.acc_fmt is None and p.acc_dtype == p.in_carry
-            and kernel.arithmetic.fused is None)
+            and kernel.arithmetic.fused is None and not kernel.arithmetics)
 
 
 # Note [gemm tiles]: the columns form (note [gemm by columns]) keeps each
@@ -249,6 +257,8 @@ def gemm_tiles(kernel: Kernel, p) -> tuple[tuple[int, int, int, int], str] | Non
     if isinstance(root, Call):
         root = kernel.order(root.name)
     a = kernel.arithmetic
+    if kernel.arithmetics:   # one arithmetic for the whole tree (note [gemm tiles])
+        return None
     if not (p.acc_fmt is None and p.acc_dtype == p.in_carry == p.out_carry and p.term == "product"
             and (p.fma or a.product in ("rounded", "exact")) and a.fused is None):
         return None

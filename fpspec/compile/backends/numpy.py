@@ -9,7 +9,8 @@ from __future__ import annotations
 from fpspec.compile.backends import Backend, header, render_template
 from fpspec.compile.ir import CompileError, Kernel
 from fpspec.compile.loops import emit_program
-from fpspec.compile.numerics import helper_names, plan, settings
+from fpspec.compile.numerics import (helper_names, in_region, plan, region_helper_names, region_plans,
+                                     region_settings, settings)
 from fpspec.compile.runtime import embed
 from fpspec.compile.runtime import numpy_rt
 
@@ -36,7 +37,8 @@ class NumpyBackend(Backend):
         p = plan(kernel)
         program = emit_program(kernel)
         names, rename = helper_names(p, program, fma="_add_leaf_fma")
-        if p.fma:
+        regions = region_plans(kernel, program)
+        if p.fma or any(rp.fma for _, rp in regions):
             names.insert(names.index("_vals"), "_round_odd_sum")
         fused_src = fused_model(kernel) if program.uses_fused else ""
         if program.uses_fused:
@@ -48,7 +50,7 @@ class NumpyBackend(Backend):
             embed(numpy_rt, ["round_value"]) if fused_src == "" else "",
             fused_src,
             embed(numpy_rt, names, rename),
-        ]))
+        ] + [in_region(embed(numpy_rt, *region_helper_names(rp, "_add_leaf_fma")), name) for name, rp in regions]))
         return render_template(
             self.template,
             header=header(kernel, self.name),
@@ -56,7 +58,7 @@ class NumpyBackend(Backend):
             op=kernel.op,
             public=", ".join(public),
             spec_literal=spec_literal(kernel),
-            settings=settings(kernel, p),
+            settings=settings(kernel, p) + [line for name, rp in regions for line in region_settings(kernel, name, rp)],
             runtime=runtime,
             constants=[c.source() for c in program.constants],
             functions=[f.source() for f in program.functions],

@@ -44,6 +44,9 @@ class TritonBackend(Backend):
 
     def check(self, kernel: Kernel) -> None:
         ar = kernel.arithmetic
+        if kernel.arithmetics:
+            raise CompileError("triton: named arithmetic sections (using(NAME, ...)) are not supported; "
+                               "compile for numpy or numba")
         for key in ("input", "output"):
             if getattr(ar, key) not in _FORMATS:
                 raise CompileError(f"triton: {key} format {getattr(ar, key)} is not supported "

@@ -1,0 +1,335 @@
+"""Named arithmetic sections and the `using(NAME, order)` regions of a spec.
+
+A spec has one main `arithmetic { ... }` section and any number of named
+ones, `arithmetic NAME { ... }`, whose entries override the main section's
+(keys not given are inherited; product_format only together with product).
+input, output and init describe the whole accumulation, not a part of it,
+so a named section may repeat them only with the main section's values, and
+a sum (product = none) stays a sum.
+
+`arithmetics(spec)` resolves every section to an `Arithmetic`;
+`expand_arith(spec, n)` (fpspec.spec.expand) gives the tree and, for every
+node made inside a `using`, its arithmetic: `Regions`, keyed by
+(smallest leaf, number of leaves), which names one subtree of a tree
+because its leaves are distinct (two subtrees with the same smallest leaf
+are nested, so their sizes differ).
+"""
+from __future__ import annotations
+
+from fpspec.arith.model import Arithmetic
+from fpspec.errors import SpecError
+from fpspec.spec import ast as A
+
+# node key (smallest leaf, number of leaves) -> the arithmetic of that node
+Regions = dict
+
+# keys that describe the whole accumulation: a named section may not change them
+WHOLE = ("input", "output", "init")
+
+
+def main_arithmetic(spec: A.Spec) -> Arithmetic:
+    block = spec.header.arithmetic
+    if block is None:
+        return Arithmetic()
+    try:
+        return Arithmetic.from_entries(block.entries)
+    except SpecError as e:
+        raise SpecError(e.message, e.location or block.loc) from None
+
+
+def named_arithmetic(main_block: A.Block | None, main: Arithmetic, section: A.NamedArithmetic) -> Arithmetic:
+    """The arithmetic of `arithmetic NAME { ... }` over the main section."""
+    where = f"arithmetic {section.name}"
+    given = {}
+    for e in section.entries:
+        if e.key in given:
+            raise SpecError(f"{where}: {e.key} given twice; expected it at most once", e.loc or section.loc)
+        given[e.key] = e
+    entries = {e.key: e for e in (main_block.entries if main_block is not None else ())}
+    if "product" in given:
+        entries.pop("product_format", None)     # a new product mode does not inherit its old format
+    entries.update(given)
+    try:
+        arith = Arithmetic.from_entries(tuple(entries.values()))
+    except SpecError as e:
+        # point at the entry of this section the message names, else at the section
+        message = e.message.removeprefix("arithmetic: ")
+        loc = next((given[k].loc for k in given if message.startswith(f"{k} ") and given[k].loc), section.loc)
+        raise SpecError(f"{where}: {message}", loc) from None
+    for key in WHOLE:
+        if getattr(arith, key) != getattr(main, key):
+            loc = given[key].loc if key in given else section.loc
+            raise SpecError(f"{where}: {key} = {getattr(arith, key)} differs from the main arithmetic's "
+                            f"{getattr(main, key)}; expected the same {', '.join(WHOLE)} in every section", loc)
+    if (main.product == "none") != (arith.product == "none"):
+        loc = given["product"].loc if "product" in given else section.loc
+        raise SpecError(f"{where}: product = {arith.product} where the main arithmetic has product = "
+                        f"{main.product}; expected a sum to stay a sum (product = none everywhere)", loc)
+    return arith
+
+
+def arithmetics(spec: A.Spec) -> dict:
+    """name -> Arithmetic for every named section; None -> the main arithmetic."""
+    main = main_arithmetic(spec)
+    out = {None: main}
+    for section in spec.header.arithmetics:
+        out[section.name] = named_arithmetic(spec.header.arithmetic, main, section)
+    return out
+
+
+def using_names(*orders) -> set:
+    """The arithmetic names every `using` in these orders refers to."""
+    from fpspec.spec.check import order_children
+
+    found, stack = set(), list(orders)
+    while stack:
+        o = stack.pop()
+        if isinstance(o, A.Using):
+            found.add(o.name)
+        stack.extend(order_children(o))
+    return found
+
+
+def node_key(t) -> tuple:
+    """(smallest leaf, number of leaves): names a subtree of a tree with distinct leaves."""
+    return (t, 1) if isinstance(t, int) else (t.first, t.size)
+
+
+def override_entries(main: Arithmetic, arith: Arithmetic) -> tuple:
+    """The fewest entries of `arithmetic NAME { ... }` that turn `main` into `arith`."""
+    base = {e.key: e for e in main.to_entries()}
+    mine = [e for e in arith.to_entries() if e.key not in WHOLE]
+    tries = ([e for e in mine if base.get(e.key) != e],
+             [e for e in mine if base.get(e.key) != e or e.key == "product"],
+             mine)
+    main_block = A.Block("arithmetic", main.to_entries())
+    for entries in tries:
+        if named_arithmetic(main_block, main, A.NamedArithmetic("x", tuple(entries))) == arith:
+            return tuple(entries)
+    raise SpecError(f"internal error: no arithmetic section gives {arith}")   # pragma: no cover
+
+
+# Note [parts]: where a probe may find a different arithmetic.  The root
+# order is cut into parts: each field of its combinator (tail's body,
+# split's halves, lanes' and blocks' inner order) except `outer`, whose
+# nodes join the parts and keep the main arithmetic; inside a part every
+# field of a combinator is a part again, down to PART_DEPTH levels, and a
+# guard's arms are cut alike (sdot: an fp32 kernel whose FMA lanes meet in
+# plain fp32 adds, inside an fp64 loop).  `partition` wraps each part in
+# using(PART, ...); probes give each part the arithmetics that fit
+# (fpspec.arith.probe.region_keep_sets) at every probed n, and `choose`
+# keeps, top down, what fits at all of them.
+_FIELDS = {A.Tail: ("body", "outer"), A.Split: ("first", "rest"), A.Lanes: ("inner", "outer"),
+           A.Blocks: ("inner", "outer")}
+PART_DEPTH = 4
+
+
+def _wrap_fields(o, prefix: str, top: bool, parents: dict, parent, depth: int = PART_DEPTH):
+    from dataclasses import replace
+
+    if isinstance(o, A.Guard):
+        cases = tuple(replace(c, order=_wrap_fields(c.order, f"{prefix}b{i}", top, parents, parent, depth))
+                      for i, c in enumerate(o.cases))
+        return replace(o, cases=cases, otherwise=_wrap_fields(o.otherwise, f"{prefix}b{len(o.cases)}", top,
+                                                               parents, parent, depth))
+    fields = _FIELDS.get(type(o))
+    if fields is None or depth == 0:
+        return o
+    changes = {}
+    for f in fields:
+        if top and f == "outer":
+            continue
+        name = f"{prefix}_{f}" if prefix else f
+        parents[name] = parent
+        changes[f] = A.Using(name, _wrap_fields(getattr(o, f), name, False, parents, name, depth - 1))
+    return replace(o, **changes)
+
+
+def partition(spec: A.Spec):
+    """(order, parents): the spec's root order with its parts (note [parts]) wrapped
+    in using(PART, ...), and part -> enclosing part (None: the main arithmetic).
+    None when the order has no parts.  Named orders are left whole."""
+    parents: dict = {}
+    new = _wrap_fields(spec.order, "", True, parents, None)
+    return (new, parents) if parents else None
+
+
+def part_names(spec: A.Spec, order, n: int) -> dict:
+    """node key -> part name for the nodes made inside a part at n."""
+    from fpspec.spec.expand import apply_order, lets_of
+
+    names: dict = {}
+    apply_order(order, range(n), lets_of(spec), names)
+    return names
+
+
+def section_name(a: Arithmetic) -> str:
+    """A section name that says what the arithmetic is: fma_fp32, rounded_fp32, ..."""
+    words = ["fused" if a.fused is not None else a.product]
+    if a.product_format:
+        words.append(a.product_format)
+    return "_".join(words + [a.accumulator])
+
+
+def choose(order, parents: dict, keep: dict, main: Arithmetic):
+    """(order, sections): every part in one arithmetic that fit it at every probed n
+    (keep: part -> candidates, absent when nothing constrained it), written as
+    using(SECTION, ...) only where it differs from the enclosing arithmetic;
+    sections: name -> Arithmetic.  Preference: the enclosing arithmetic, then
+    the latest one already chosen (a sibling's), then the probes' first.  A combinator whose parts all
+    got the same arithmetic takes one using around it."""
+    from dataclasses import replace
+
+    chosen: dict = {}
+    sections: dict = {}
+
+    def pick(name, enclosing):
+        fits = keep.get(name)
+        if fits is None or enclosing in fits:
+            return enclosing
+        for a in reversed(list(chosen.values())):    # the latest chosen first: a sibling's
+            if a in fits:
+                return a
+        return fits[0]
+
+    def walk(o, enclosing):
+        if isinstance(o, A.Using):
+            a = chosen[o.name] = pick(o.name, enclosing)
+            inner = walk(o.order, a)
+            return inner if a == enclosing else A.Using(_section(a), inner)
+        if isinstance(o, A.Guard):
+            return replace(o, cases=tuple(replace(c, order=walk(c.order, enclosing)) for c in o.cases),
+                           otherwise=walk(o.otherwise, enclosing))
+        fields = _FIELDS.get(type(o))
+        if fields is None:
+            return o
+        new = {f: walk(getattr(o, f), enclosing) for f in fields}
+        names = {x.name if isinstance(x, A.Using) else None for x in new.values()}
+        if len(names) == 1 and None not in names:      # every part in one arithmetic: one using around
+            name = names.pop()
+            return A.Using(name, replace(o, **{f: x.order for f, x in new.items()}))
+        return replace(o, **new)
+
+    def _section(a):
+        for k, v in sections.items():
+            if v == a:
+                return k
+        base = section_name(a)
+        name, i = base, 2
+        while name in sections:
+            name, i = f"{base}_{i}", i + 1
+        sections[name] = a
+        return name
+
+    return walk(order, main), sections
+
+
+def with_sections(spec: A.Spec, order, main: Arithmetic, sections: dict) -> A.Spec:
+    """`spec` with `order`, the main arithmetic section and `arithmetic NAME { ... }` sections."""
+    from dataclasses import replace
+
+    used = using_names(order)
+    base = tuple(b for b in spec.header.sections if b.name != "arithmetic")
+    header = replace(spec.header, sections=base + (A.Block("arithmetic", main.to_entries()),),
+                     arithmetics=tuple(A.NamedArithmetic(k, override_entries(main, a))
+                                       for k, a in sections.items() if k in used))
+    return replace(spec, header=header, order=order)
+
+
+def probe_spec_arithmetic(spec: A.Spec, targets: dict, trees: dict, start, *, seed: int = 0,
+                          checks: int = 256, probe_ns=None):
+    """The arithmetic of a spec whose order fits `trees` (n -> revealed tree; targets:
+    n -> Target), checked bit for bit on sample inputs at every n of `trees`.
+
+    start: fpspec.arith.probe's ProbeReport at one n (its arithmetic is the
+    whole-tree answer).  One arithmetic when it passes every sample check;
+    else one per part (note [parts], fpspec.arith.probe note [region probes]),
+    probed at `probe_ns` (default: every n of trees).  RevealRefused when no
+    choice passes: a spec the sample check contradicts is never made.
+    Returns (spec, lines)."""
+    from fpspec.arith.probe import region_keep_sets, sample_check
+    from fpspec.errors import RevealRefused
+    from fpspec.spec.expand import expand_arith
+
+    first = start.arithmetic
+    ns = sorted(trees)
+    target_name = targets[ns[0]].name
+    whole = with_sections(spec, spec.order, first, {})
+    results = [(n,) + sample_check(targets[n], trees[n], first, seed=seed + n, count=checks) for n in ns]
+    bad = [(n, c, b) for n, c, b in results if b]
+    total = sum(c for _, c, _ in results)
+    if getattr(start, "consistent", True) and not bad:
+        return whole, [f"sample check: {total} random and special inputs at {len(ns)} n, all equal to the "
+                       "model bit for bit"]
+    n0, c0, b0 = bad[0] if bad else results[0]
+    lines = [f"one arithmetic for the whole tree ({_short(first)}) differs from {target_name} on {b0} of "
+             f"{c0} sample inputs at n = {n0}: probing its parts"]
+    parted = partition(spec)
+    if parted is None:
+        raise RevealRefused(f"{target_name}: no arithmetic reproduces it ({b0} of {c0} sample inputs differ at "
+                            f"n = {n0}) and its order has no parts to probe apart")
+    order, parents = parted
+    keep: dict = {}
+    probed: set = set()
+    pending = list(probe_ns or ns)
+    for _ in range(len(ns) + 1):
+        # a check that fails at an n not probed yet adds that n's probes and chooses again
+        for n in pending:
+            names = part_names(spec, order, n)
+            for name, fits in region_keep_sets(targets[n], trees[n], names, first, seed=seed + n).items():
+                keep[name] = [a for a in keep[name] if a in fits] if name in keep else fits
+            probed.add(n)
+        empty = [k for k, v in keep.items() if not v]
+        if empty:
+            what = ", ".join("the joining nodes" if k is None else f"part {k}" for k in empty)
+            raise RevealRefused(f"{target_name}: no arithmetic in the model's space fits {what} at every "
+                                f"probed n ({compress_ns(sorted(probed))})")
+        parts = dict(keep)
+        joins = parts.pop(None, None)
+        # the most shared candidate: a part in the main arithmetic needs no section
+        main = (max(joins, key=lambda a: (sum(a in v for v in parts.values()), -joins.index(a)))
+                if joins else first)
+        new_order, sections = choose(order, parents, parts, main)
+        out = with_sections(spec, new_order, main, sections)
+        checked, failed = 0, None
+        for n in ns:
+            tree, m, regions = expand_arith(out, n)
+            c, b = sample_check(targets[n], tree, m, regions, seed=seed + 7 * n + 1, count=checks)
+            checked += c
+            if b:
+                failed = (n, c, b)
+                break
+        if failed is None:
+            break
+        if failed[0] in probed:
+            raise RevealRefused(f"{target_name} at n = {failed[0]}: the per-part arithmetic differs on "
+                                f"{failed[2]} of {failed[1]} sample inputs")
+        pending = [failed[0]]
+    for k, a in sections.items():
+        lines.append(f"arithmetic {k}: {_short(a)}")
+    lines.append(f"main arithmetic (the joining nodes): {_short(main)}")
+    lines.append(f"probed per part at n = {compress_ns(sorted(probed))}; sample check of the spec: {checked} "
+                 f"random and special inputs at {len(ns)} n, all equal bit for bit")
+    return out, lines
+
+
+def compress_ns(ns: list) -> str:
+    """1 2 3 7 8 -> '1..3 7 8' (runs of three or more)."""
+    out, i = [], 0
+    while i < len(ns):
+        j = i
+        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
+            j += 1
+        out += [f"{ns[i]}..{ns[j]}"] if j - i >= 2 else [str(x) for x in ns[i:j + 1]]
+        i = j + 1
+    return " ".join(out)
+
+
+def with_probed_arithmetic(spec: A.Spec, n: int, tree, target, report, *, seed: int = 0, checks: int = 256):
+    """probe_spec_arithmetic at one revealed n (fpspec reveal -o)."""
+    return probe_spec_arithmetic(spec, {n: target}, {n: tree}, report, seed=seed, checks=checks)
+
+
+def _short(a: Arithmetic) -> str:
+    return (f"{a.product} products" + (f" to {a.product_format}" if a.product_format else "")
+            + f", {a.accumulator} accumulator")
