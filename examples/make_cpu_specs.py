@@ -57,7 +57,7 @@ def _header(name, op, lo, hi, note, **kw):
 
 
 def _lowered(trees: dict, header):
-    return lower(trees if len(trees) > 1 else next(iter(trees.values())), header)
+    return lower(trees if len(trees) > 1 else next(iter(trees.values())), header, observed=True)
 
 
 def _spread(ns, count):

@@ -27,7 +27,7 @@ def matmul_kernel(tree, fmt: str, output: str | None = None) -> Kernel:
     n = size(tree)
     ar = Arithmetic(input=fmt, product="exact", accumulator="fp32", init="none", output=output or fmt,
                     fused=get_params(f"h100-{fmt}"))
-    lowered = lower(tree)
+    lowered = lower(tree, observed=True)
     header = A.Header(target=f"torch.matmul ({fmt}, cuda)", op="gemm", n=A.Range(n, n),
                       sections=(A.Block("arithmetic", ar.to_entries()),))
     spec = A.Spec(header, lowered.lets, lowered.order)

@@ -73,7 +73,7 @@ def spec_file_text(tree, prov: dict, revelation=None, report=None, target=None, 
     if report is not None and target is None and getattr(report, "consistent", True):
         header = Header(header.target, header.op, header.n,
                         header.sections + (Block("arithmetic", report.arithmetic.to_entries()),))
-    spec = lower(tree, header)
+    spec = lower(tree, header, observed=True)
     if report is not None and target is not None:
         from fpspec.spec.regions import with_probed_arithmetic
 

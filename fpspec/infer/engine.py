@@ -40,7 +40,7 @@ from fpspec.infer.shapes import Obs
 from fpspec.spec import ast as A
 from fpspec.spec.expand import expand
 from fpspec.spec.header import make_header
-from fpspec.tree import Tree, diff
+from fpspec.tree import Tree, diff, observable
 
 SMALL = 48          # every n up to this is revealed
 RANDOM_DESIGN = 8   # random n per design round
@@ -469,6 +469,7 @@ def _fit(trees: dict, name: str, lo: int, hi: int, base: A.Spec | None = None, e
     cheaper than the refit, the exceptions are exceptions, not a new
     structure.  The cheapest candidate that agrees with every tree wins.
     """
+    trees = {n: observable(t) for n, t in trees.items()}   # as revelation sees them (fpspec.tree.observable)
     obs = [Obs(n, t) for n, t in sorted(trees.items())]
     found = []
     for allow_ref in (True, False):
@@ -536,7 +537,7 @@ def _uses_ref(order, name: str) -> bool:
 def _difference(spec: A.Spec, n: int, tree: Tree) -> str:
     """'' when the spec gives `tree` at n, else what differs, in one line."""
     try:
-        d = diff(expand(spec, n), tree)
+        d = diff(observable(expand(spec, n)), observable(tree))   # fused pairs reveal as binary
     except FpspecError as e:
         return f"the spec does not apply at n = {n}: {e}"
     return "" if d is None else str(d).splitlines()[0]
@@ -551,7 +552,7 @@ def _never_contradict(spec: A.Spec, trees: dict) -> A.Spec:
     wrong = []
     for n, t in sorted(trees.items()):
         try:
-            ok = expand(spec, n) == t
+            ok = observable(expand(spec, n)) == observable(t)
         except Exception:
             ok = False
         if not ok:

@@ -204,7 +204,8 @@ def _divisors_above(p: int, r: int) -> list:
 # ---------------------------------------------------------------- the search
 
 class _Lowerer:
-    def __init__(self):
+    def __init__(self, observed: bool = False):
+        self.observed = observed   # a revealed tree: its binary pairs may be fused (tree.observable)
         self.memo: dict = {}
         self.names: dict = {}
         self.shifted: dict = {}  # id(node) -> (node, node relabelled to start at 0)
@@ -278,7 +279,7 @@ class _Lowerer:
         try:
             built = apply_order(order, range(m), {d.name: d for d in lets})
             # a revealed t shows fused pairs as binary nodes (tree.observable)
-            return built == t or (observable(built) == t and observable(t) is t)
+            return built == t or (self.observed and observable(built) == t and observable(t) is t)
         except FpspecError:
             return False
 
@@ -555,28 +556,31 @@ def _with_range(header: A.Header | None, lo: int, hi: int) -> A.Header:
     return A.Header(header.target, header.op, A.Range(lo, hi), header.sections, loc=header.loc)
 
 
-def lower(tree, header: A.Header | None = None) -> A.Spec:
+def lower(tree, header: A.Header | None = None, observed: bool = False) -> A.Spec:
     """The most compact spec found whose expansion is exactly `tree`.
 
     `tree` may also be {n: tree}: one spec for all of them, a guard on n
     where no single order fits every n (the range is then min..max of the
-    given n; the spec is only known right at those n).
+    given n; the spec is only known right at those n).  observed: `tree`
+    was revealed, so a binary node may stand for a fused pair (a chain's last
+    node over one operand): the spec's expansion equals it as revelation
+    sees it (fpspec.tree.observable), fused pairs kept fused.
     """
     if isinstance(tree, dict):
-        return _lower_many(tree, header)
+        return _lower_many(tree, header, observed)
     n = _size(tree)
-    lw = _Lowerer()
+    lw = _Lowerer(observed)
     with building(freeze=n >= FREEZE_ABOVE), _deep_recursion():
         best = lw.best(tree)
     spec = _renamed(A.Spec(_with_range(header, n, n), best.lets, best.order))
-    _verify(spec, {n: tree})
+    _verify(spec, {n: tree}, observed)
     return spec
 
 
-def _lower_many(trees: dict, header: A.Header | None) -> A.Spec:
+def _lower_many(trees: dict, header: A.Header | None, observed: bool = False) -> A.Spec:
     if not trees:
         raise ValueError("lower: no trees given")
-    lw = _Lowerer()
+    lw = _Lowerer(observed)
     items = sorted(trees.items())
     with building(freeze=sum(_size(t) for t in trees.values()) >= FREEZE_ABOVE), _deep_recursion():
         common = lw._unify([t for _, t in items]) if len({_size(t) for _, t in items}) == 1 else None
@@ -597,7 +601,7 @@ def _lower_many(trees: dict, header: A.Header | None) -> A.Spec:
         order = A.Guard(tuple(A.Case(A.Compare("==", _N, A.Num(n)), c.order) for n, c in arms), last.order)
         lets = _merge_lets(*(c for _, c in per_n))
     spec = _renamed(A.Spec(_with_range(header, items[0][0], items[-1][0]), lets, order))
-    _verify(spec, dict(items))
+    _verify(spec, dict(items), observed)
     return spec
 
 
@@ -644,12 +648,12 @@ def _deep_recursion(limit: int = 50000):
         sys.setrecursionlimit(old)
 
 
-def _verify(spec: A.Spec, trees: dict) -> None:
+def _verify(spec: A.Spec, trees: dict, observed: bool = False) -> None:
     from fpspec.spec.expand import apply_order as _apply
 
     lets = {d.name: d for d in spec.lets}
     for n, t in trees.items():
         built = _apply(spec.order, range(n), lets)
-        if built != t and not (observable(t) is t and observable(built) == t):   # a revealed t: fused pairs as binary
+        if built != t and not (observed and observable(t) is t and observable(built) == t):
             raise AssertionError(f"lowering bug: the spec does not expand back to the tree at n = {n}:\n"
                                  f"{spec}\ntree: {format_tree(t)[:500]}")

@@ -131,10 +131,3 @@ def test_literal_tree_with_a_first_group_of_one_matches_the_model():
             want = evaluate(tree, X, Y, arithmetic).reshape(2, 2).astype(np.float32)
             assert_same_bits(mod.gemm(A_, B_), want, f"literal first-of-one {s.describe()} ({target})")
 
-
-def test_triton_refuses_a_chain_whose_short_node_is_not_last():
-    from fpspec.compile.ir import CompileError
-
-    spec = h100_spec(order=parse("op gemm\norder chain(16, n % 64 // 16)").order)
-    with pytest.raises(CompileError, match=r"chain\(w, at\)"):
-        compile_spec(spec, "triton")

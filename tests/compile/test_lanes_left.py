@@ -49,9 +49,3 @@ def test_replica_equals_torch_sum():
             want = torch.sum(torch.from_numpy(np.ascontiguousarray(x))).numpy()
             assert_same_bits(np.float32(mod.sum(x)), want, f"n={n} {s.describe()}")
 
-
-def test_triton_refuses_lanes_with_left():
-    from fpspec.compile.ir import CompileError
-
-    with pytest.raises(CompileError, match="leftovers joining lane 0"):
-        compile_spec(TORCH_SUM, "triton")
