@@ -87,8 +87,8 @@ def apply_order(order, operands, lets=None):
     return _expand_mod.apply_order(order, operands, lets or {})
 
 
-def lower(tree, header: Header | None = None) -> Spec:
-    return _lower_mod.lower(tree, header)
+def lower(tree, header: Header | None = None, observed: bool = False) -> Spec:
+    return _lower_mod.lower(tree, header, observed)
 
 
 def diff_specs(a: Spec, b: Spec, n: int):

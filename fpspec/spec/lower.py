@@ -252,12 +252,15 @@ class _Lowerer:
             out.append(_candidate(A.Seq()))
         if _is_rev(t, m):
             out.append(_candidate(A.Rev()))
-        if t.fused and all(c.__class__ is int for c in t.children):
-            out.append(_candidate(A.Fused()))
-        elif t.fused or len(t.children) == 2:   # a chain's last node over one operand reveals as binary
-            out.extend(self._chain(t, m))
+        if t.fused:
+            if all(c.__class__ is int for c in t.children):
+                out.append(_candidate(A.Fused()))
+            else:
+                out.extend(self._chain(t, m))
         else:
             out.extend(self._gpu_tree(t, m))
+            if self.observed:   # a chain's last node over one operand reveals as binary
+                out.extend(self._chain(t, m))
         if out and min(c.cost for c in out) <= SHORT:
             return out  # nothing recursive is shorter than one word
         maxes, index = _annotate(t)
