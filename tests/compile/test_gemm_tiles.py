@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import assert_same_bits, load_replica
+from conftest import assert_same_bits, load_replica, spec_from_trees
 
 from fpspec.compile import compile_spec
 from fpspec.inputs import samples
@@ -103,7 +103,6 @@ def test_numpy_matmul_bits_at_512_with_whole_tiles():
     from fpspec.arith.probe import probe_arithmetic
     from fpspec.reveal.engine import reveal
     from fpspec.reveal.targets import resolve_target
-    from conftest import spec_from_trees
 
     target = resolve_target("numpy.matmul", n=512, m=8, ncols=32)
     tree = reveal(target).tree
