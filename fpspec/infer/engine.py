@@ -306,6 +306,9 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
     lo, hi = int(n_range[0]), int(n_range[1])
     if lo < 1 or hi < lo:
         raise FpspecError(f"n range must be LO..HI with 1 <= LO <= HI, got {lo}..{hi}")
+    outside = [n for n in checks if not lo <= n <= hi]
+    if outside:   # a check the spec's range does not cover would be dropped, not done
+        raise FpspecError(f"--check {outside[0]} is outside the range {lo}..{hi}: widen -n to include it")
     make = _target_maker(make_target, target_kwargs)
     limit = hi if exact else min(hi, full_limit)
     rng = np.random.default_rng(seed)

@@ -139,3 +139,14 @@ def test_pairs_separate_nearest_alternatives_at_two_to_the_24():
 
 def test_compress():
     assert compress([1, 2, 3, 5, 7, 8, 10, 11, 12]) == "1..3 5 7 8 10..12"
+
+
+def test_a_check_outside_the_range_is_refused_not_dropped():
+    from fpspec.errors import FpspecError
+    from fpspec.infer.engine import infer_spec
+
+    def never(n):
+        raise AssertionError("no target call before the arguments are checked")
+
+    with pytest.raises(FpspecError, match=r"--check 200 is outside the range 1\.\.100"):
+        infer_spec(never, (1, 100), checks=(200,), progress=False)
