@@ -14,6 +14,7 @@ import numpy as np
 from fpspec.formats import get_format, round_to
 from fpspec.reveal.targets import Target
 from fpspec.tree import Node, Tree, pairwise, postorder, sequential
+from fpspec.tree import fused_chain as tree_fused_chain
 
 _NATIVE = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16}
 
@@ -141,12 +142,9 @@ def blocks(n: int, b: int, outer: str = "sequential") -> Tree:
     return _combine(parts, outer)
 
 
-def fused_chain(n: int, w: int) -> Tree:
+def fused_chain(n: int, w: int, at: int | None = None) -> Tree:
     """Fused nodes of w terms, each later node also taking the previous result (H100 style)."""
-    acc: Tree = Node(tuple(range(min(w, n))), fused=True) if min(w, n) > 1 else 0
-    for lo in range(w, n, w):
-        acc = Node((acc,) + tuple(range(lo, min(n, lo + w))), fused=True)
-    return acc
+    return tree_fused_chain(range(n), w, at)
 
 
 def reversed_tree(n: int) -> Tree:

@@ -280,9 +280,7 @@ class _Lowerer:
     # ------------------------------------------------ parameter-free combinators checked by expansion
     def _matches(self, order, t, m: int, lets=()) -> bool:
         try:
-            built = apply_order(order, range(m), {d.name: d for d in lets})
-            # a revealed t shows fused pairs as binary nodes (tree.observable)
-            return built == t or (self.observed and observable(built) == t and observable(t) is t)
+            return _same_tree(apply_order(order, range(m), {d.name: d for d in lets}), t, self.observed)
         except FpspecError:
             return False
 
@@ -651,12 +649,17 @@ def _deep_recursion(limit: int = 50000):
         sys.setrecursionlimit(old)
 
 
+def _same_tree(built, t, observed: bool) -> bool:
+    """built == t; for an observed (revealed) t also when built differs only
+    by fused pairs, which reveal as binary nodes (tree.observable)."""
+    return built == t or (observed and observable(t) is t and observable(built) == t)
+
+
 def _verify(spec: A.Spec, trees: dict, observed: bool = False) -> None:
     from fpspec.spec.expand import apply_order as _apply
 
     lets = {d.name: d for d in spec.lets}
     for n, t in trees.items():
-        built = _apply(spec.order, range(n), lets)
-        if built != t and not (observed and observable(t) is t and observable(built) == t):
+        if not _same_tree(_apply(spec.order, range(n), lets), t, observed):
             raise AssertionError(f"lowering bug: the spec does not expand back to the tree at n = {n}:\n"
                                  f"{spec}\ntree: {format_tree(t)[:500]}")

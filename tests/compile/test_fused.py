@@ -57,21 +57,25 @@ def test_fused_node_of_the_replica_reproduces_h100_vectors(case, target):
     assert_same_bits(np.asarray(got, np.float64), d, f"H100 {fmt}->{out} vectors ({target})")
 
 
-def test_h100_fp16_matmul_replica_chains_fused_nodes_like_the_model():
-    spec = h100_spec()
-    mod_np = load_replica(compile_spec(spec, "numpy"), "h100_gemm_numpy")
-    mod_nb = load_replica(compile_spec(spec, "numba"), "h100_gemm_numba")
+def _replicas_chain_like_the_model(spec, label: str, ns, count: int):
+    """numpy and numba replicas of an H100 fp16 gemm spec against fpspec.arith.evaluate, 3 x 2 outputs."""
+    mod_np = load_replica(compile_spec(spec, "numpy"), f"{label}_numpy")
+    mod_nb = load_replica(compile_spec(spec, "numba"), f"{label}_numba")
     arithmetic = Arithmetic(input="fp16", product="exact", accumulator="fp32", output="fp32", fused=PARAMS["h100-fp16"])
-    for n in (16, 40, 64):
+    for n in ns:
         tree = expand(spec, n)
-        for s in samples("gemm", n, "fp16", 7, seed=n, m=3, ncols=2):
+        for s in samples("gemm", n, "fp16", count, seed=n, m=3, ncols=2):
             A_, B_ = s.args
             got = mod_np.gemm(A_, B_)
             X = np.repeat(A_.astype(np.float64).T, 2, axis=1)
             Y = np.tile(B_.astype(np.float64), (1, 3))
             want = evaluate(tree, X, Y, arithmetic).reshape(3, 2).astype(np.float32)
-            assert_same_bits(got, want, f"H100 fp16 gemm n={n} {s.describe()} (numpy)")
-            assert_same_bits(mod_nb.gemm(A_, B_), got, f"H100 fp16 gemm n={n} {s.describe()} (numba)")
+            assert_same_bits(got, want, f"{label} n={n} {s.describe()} (numpy)")
+            assert_same_bits(mod_nb.gemm(A_, B_), got, f"{label} n={n} {s.describe()} (numba)")
+
+
+def test_h100_fp16_matmul_replica_chains_fused_nodes_like_the_model():
+    _replicas_chain_like_the_model(h100_spec(), "h100_gemm", (16, 40, 64), 7)
 
 
 def test_replica_refuses_inputs_the_spec_does_not_cover():
@@ -97,21 +101,8 @@ def test_finite_fast_path_of_the_numpy_replica_reproduces_h100_vectors(case):
 def test_chain_with_the_short_group_first_or_inside_matches_the_model():
     """cuBLAS starts its K loop with the partial tile of T: chain(16, n % T // 16)
     (K = 50 -> groups 16, 2, 16, 16; K = 65 -> a first node of 17 products)."""
-    order = parse("op gemm\norder chain(16, n % 64 // 16)").order
-    spec = h100_spec(order=order)
-    mod_np = load_replica(compile_spec(spec, "numpy"), "h100_gemm_at_numpy")
-    mod_nb = load_replica(compile_spec(spec, "numba"), "h100_gemm_at_numba")
-    arithmetic = Arithmetic(input="fp16", product="exact", accumulator="fp32", output="fp32", fused=PARAMS["h100-fp16"])
-    for n in (17, 34, 50, 65, 77, 81, 130):
-        tree = expand(spec, n)
-        for s in samples("gemm", n, "fp16", 5, seed=n, m=3, ncols=2):
-            A_, B_ = s.args
-            got = mod_np.gemm(A_, B_)
-            X = np.repeat(A_.astype(np.float64).T, 2, axis=1)
-            Y = np.tile(B_.astype(np.float64), (1, 3))
-            want = evaluate(tree, X, Y, arithmetic).reshape(3, 2).astype(np.float32)
-            assert_same_bits(got, want, f"chain(16, n % 64 // 16) n={n} {s.describe()} (numpy)")
-            assert_same_bits(mod_nb.gemm(A_, B_), got, f"chain(16, n % 64 // 16) n={n} {s.describe()} (numba)")
+    spec = h100_spec(order=parse("op gemm\norder chain(16, n % 64 // 16)").order)
+    _replicas_chain_like_the_model(spec, "h100_gemm_at", (17, 34, 50, 65, 77, 81, 130), 5)
 
 
 def test_literal_tree_with_a_first_group_of_one_matches_the_model():
