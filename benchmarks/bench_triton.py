@@ -82,7 +82,8 @@ def main():
                          "bit-identical" if same else "DIFFERS"))
         default = gemm.REPLICA.emulated_config
         # the first row: the kernel before floating-point products (integers, inf/nan test every node)
-        emulated = ([("tile", dict(BM=16, BN=32, num_warps=4), 0, True), ("auto", default, "auto", "auto")]
+        emulated = ([("tile", dict(BM=16, BN=32, num_warps=4), 0, True),
+                     ("auto", default, "auto", gemm.REPLICA.emulated_specials)]
                     if "emulated" in only else [])
         if args.configs and emulated:
             emulated += [("tile", dict(BM=BM, BN=BN, num_warps=w), arith, specials) for arith in args.arith
