@@ -32,6 +32,8 @@ def compose(positional: Positional, sources: list[str], target: str) -> str:
     imports: list[str] = []
     for p in parts:
         imports += [s for s in p.imports if s not in imports]
+    if "import numpy as np" not in imports:         # the dispatcher's own
+        imports.append("import numpy as np")
     future = [s for s in imports if s.startswith("from __future__")]
     imports = future + [s for s in imports if s not in future]
     body: list[str] = []

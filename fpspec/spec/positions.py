@@ -23,30 +23,16 @@ _I, _J = A.Var("i"), A.Var("j")
 
 
 # ---------------------------------------------------------------- sets of rows or columns
+# Conditions are built in disjunctive form, a list of conjunctions (lists of
+# comparisons): the language has no parentheses in conditions (`and` binds
+# tighter than `or`).  [[]] holds everywhere, [] nowhere.
 
-def _and(*conds):
-    conds = [c for c in conds if c is not None]
-    if not conds:
-        return None
-    out = conds[0]
-    for c in conds[1:]:
-        out = A.BoolOp("and", out, c)
-    return out
-
-
-def _or(conds):
-    out = conds[0]
-    for c in conds[1:]:
-        out = A.BoolOp("or", out, c)
-    return out
-
-
-def _interval(var, lo: int, hi: int, size: int):
-    """lo <= var < hi within 0..size-1 (None: every index)."""
+def _interval(var, lo: int, hi: int, size: int) -> list:
+    """lo <= var < hi within 0..size-1, as one conjunction."""
     if hi - lo == 1:
-        return A.Compare("==", var, A.Num(lo))
-    return _and(A.Compare(">=", var, A.Num(lo)) if lo > 0 else None,
-                A.Compare("<", var, A.Num(hi)) if hi < size else None)
+        return [A.Compare("==", var, A.Num(lo))]
+    return ([A.Compare(">=", var, A.Num(lo))] if lo > 0 else []) + \
+        ([A.Compare("<", var, A.Num(hi))] if hi < size else [])
 
 
 def _runs(members: np.ndarray) -> list[tuple[int, int]]:
@@ -59,20 +45,21 @@ def _runs(members: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(starts.tolist(), ends.tolist()))
 
 
-def _intervals(var, members: np.ndarray, offset: int = 0):
-    size = offset + len(members)
-    parts = [_interval(var, offset + a, offset + b, size) for a, b in _runs(members)]
-    if any(p is None for p in parts):
-        return None
-    return _or(parts) if parts else False
+def _intervals(var, members: np.ndarray, offset: int = 0, size: int | None = None) -> list:
+    size = offset + len(members) if size is None else size
+    return [_interval(var, offset + a, offset + b, size) for a, b in _runs(members)]
 
 
-def index_set(var, members: np.ndarray):
-    """A condition on `var` (i or j) true exactly at the indices where `members`
-    (bool, over 0..size-1) is set; None when it holds everywhere."""
+def _length(dnf: list) -> int:
+    return sum(len(c) + 1 for c in dnf)
+
+
+def index_set(var, members: np.ndarray) -> list:
+    """A condition on `var` (i or j), in disjunctive form, true exactly at the
+    indices where `members` (bool, over 0..size-1) is set."""
     size = len(members)
     if members.all():
-        return None
+        return [[]]
     best = _intervals(var, members)
     idx = np.arange(size)
     for period in range(2, size // 2 + 1):
@@ -87,13 +74,30 @@ def index_set(var, members: np.ndarray):
             if end < 2 * period:
                 continue
             mod = A.BinOp("%", var, A.Num(period))
-            cyc = _and(A.Compare(">=", mod, A.Num(a)) if a > 0 else None, A.Compare("<", mod, A.Num(b)))
-            head = _and(A.Compare("<", var, A.Num(end)) if end < size else None, cyc)
-            rest = _intervals(var, members[end:], end) if end < size else False
-            cand = head if rest is False else _or([head, rest]) if rest is not None else None
-            if cand is not None and (best is None or len(str(cand)) < len(str(best))):
+            head = ([A.Compare("<", var, A.Num(end))] if end < size else []) + \
+                ([A.Compare(">=", mod, A.Num(a))] if a > 0 else []) + \
+                ([A.Compare("<", mod, A.Num(b))] if b < period else [])
+            cand = [head] + (_intervals(var, members[end:], end, size) if end < size else [])
+            if _length(cand) < _length(best):
                 best = cand
     return best
+
+
+def _both(rows: list, cols: list) -> list:
+    return [r + c for r in rows for c in cols]
+
+
+def _condition(dnf: list):
+    terms = []
+    for conj in dnf:
+        t = conj[0]
+        for c in conj[1:]:
+            t = A.BoolOp("and", t, c)
+        terms.append(t)
+    out = terms[0]
+    for t in terms[1:]:
+        out = A.BoolOp("or", out, t)
+    return out
 
 
 # ---------------------------------------------------------------- label maps
@@ -105,9 +109,9 @@ def conditions(labels: np.ndarray) -> tuple[list[tuple[int, object]], int]:
     count = int(lab.max()) + 1
     patterns, group_of = np.unique(lab, axis=0, return_inverse=True)
     group_of = np.asarray(group_of).reshape(-1)
-    conds = {}
+    dnfs = {}
     for k in range(count):
-        terms = []
+        dnf = []
         # rows whose label-k columns are the same set are one term
         colsets: dict = {}
         for g, pat in enumerate(patterns):
@@ -115,10 +119,10 @@ def conditions(labels: np.ndarray) -> tuple[list[tuple[int, object]], int]:
             if cols.any():
                 colsets.setdefault(cols.tobytes(), [cols, np.zeros(len(lab), bool)])[1] |= group_of == g
         for cols, rows in colsets.values():
-            terms.append(_and(index_set(_I, rows), index_set(_J, cols) if lab.shape[1] > 1 else None))
-        conds[k] = None if any(t is None for t in terms) else _or(terms)
-    other = max(range(count), key=lambda k: (len(str(conds[k])) if conds[k] is not None else 1 << 30, -k))
-    return [(k, conds[k]) for k in range(count) if k != other], other
+            dnf += _both(index_set(_I, rows), index_set(_J, cols) if lab.shape[1] > 1 else [[]])
+        dnfs[k] = dnf
+    other = max(range(count), key=lambda k: (_length(dnfs[k]), -k))
+    return [(k, _condition(dnfs[k])) for k in range(count) if k != other], other
 
 
 def merge(specs: list[A.Spec], labels: np.ndarray) -> A.Spec:
