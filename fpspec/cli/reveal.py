@@ -223,7 +223,7 @@ def reveal(
     if file_format not in ("fps", "tree"):
         raise FpspecError(f"--format must be fps or tree, got {file_format!r}")
     orders = None
-    if positions and rev.shared is not None and not rev.shared.all():
+    if positions and rev.shared is not None and rev.shared.size > 1:
         from fpspec.reveal.positions import reveal_positions
 
         orders = reveal_positions(tgt, first=rev, algorithm=algorithm, seed=seed, split=splits[masks])

@@ -157,3 +157,44 @@ def test_numpy_matmul_edge_tiles_end_to_end(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 0, out + err
     assert "EQUIVALENT" in out
+
+
+def test_numpy_gemv_leftover_rows_end_to_end(tmp_path, capsys):
+    """OpenBLAS sgemv's m % 4 leftover rows share the FMA kernel's tree but round their
+    products: found by bits on random inputs, probed apart, written as a `using` arm."""
+    path = tmp_path / "gv.fps"
+    code = main(["reveal", "numpy.matmul", "--op", "gemv", "--m", "5", "-n", "200", "-o", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    spec = parse(path.read_text())
+    if "if " not in str(spec.order):
+        pytest.skip("this BLAS computes every row of a 5-row sgemv alike")
+    assert "using(" in str(spec.order)
+    code = main(["verify", str(path), "--target", "numpy", "--against", "numpy.matmul", "--samples", "1000"])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "EQUIVALENT" in out
+
+
+def test_outputs_of_one_tree_split_by_arithmetic():
+    """A black box whose row 2 rounds its products apart from the others' (same tree)."""
+    from fpspec.reveal.targets import from_callable
+
+    def gemv(A, x):
+        A, x = np.asarray(A, np.float32), np.asarray(x, np.float32)
+        out = np.empty(A.shape[0], np.float32)
+        for r in range(A.shape[0]):
+            acc = np.float32(0)
+            for k in range(A.shape[1]):
+                if r == 2:
+                    acc = np.float32(acc + np.float32(A[r, k] * x[k]))
+                else:      # exact product, one rounding: an FMA
+                    acc = np.float32(np.float64(acc) + np.float64(A[r, k]) * np.float64(x[k]))
+            out[r] = acc
+        return out
+
+    t = from_callable(gemv, op="gemv", n=6, dtype="float32", m=4)
+    orders = reveal_positions(t)
+    assert [p.at for p in orders] == [(0, 0), (2, 0)]
+    assert orders[0].revelation.tree == orders[1].revelation.tree == sequential(range(6))
+    assert orders[1].mask.tolist() == [False, False, True, False]
