@@ -13,7 +13,7 @@ from fpspec.reveal.synthetic import gemm_target
 from fpspec.spec import expand, parse
 from fpspec.spec.expand import eval_cond
 from fpspec.spec.positions import conditions
-from fpspec.tree import pairwise, reversed_sequential, sequential
+from fpspec.tree import format_tree, pairwise, reversed_sequential, sequential
 
 K, M, NCOLS = 12, 6, 5
 SEQ, PAIR, REV = sequential(range(K)), pairwise(range(K)), reversed_sequential(range(K))
@@ -198,3 +198,12 @@ def test_outputs_of_one_tree_split_by_arithmetic():
     assert [p.at for p in orders] == [(0, 0), (2, 0)]
     assert orders[0].revelation.tree == orders[1].revelation.tree == sequential(range(6))
     assert orders[1].mask.tolist() == [False, False, True, False]
+
+
+def test_show_expands_at_an_output(tmp_path, capsys, spec):
+    path = tmp_path / "pos.fps"
+    path.write_text(str(spec))
+    assert main(["show", str(path), "--at", "4,0"]) == 0
+    assert capsys.readouterr().out.rstrip().splitlines()[-1] == format_tree(PAIR)
+    assert main(["show", str(path), "--at", "4,x"]) == 2
+    assert "--at takes a row and column" in capsys.readouterr().err
