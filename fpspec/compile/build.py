@@ -103,6 +103,12 @@ def named_arithmetics_of(spec: A.Spec) -> tuple:
     return tuple((k, a) for k, a in arithmetics(spec).items() if k is not None) if spec.header.arithmetics else ()
 
 
+def using_names(*orders) -> set:
+    from fpspec.spec.regions import using_names as names
+
+    return names(*orders)
+
+
 def uses_position(c) -> bool:
     """Whether a condition or expression mentions the output row i or column j."""
     if isinstance(c, A.Var):
@@ -133,7 +139,14 @@ def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
     if op not in ir.OPS:
         raise CompileError(f"op {op!r} cannot be compiled; expected one of {', '.join(ir.OPS)}")
     lo, hi = (h.n.lo, h.n.hi) if h.n is not None else (1, None)
-    root = build_order(spec.order)
+    arithmetic, named = arithmetic_of(spec), named_arithmetics_of(spec)
+    top = spec.order
+    while isinstance(top, A.Using):
+        # every node in one region: that is the kernel's own arithmetic (an arm of an `if`
+        # on the output position, e.g.), which every backend takes
+        arithmetic = dict(named)[top.name]
+        top = top.order
+    root = build_order(top)
     orders = tuple((d.name, build_order(d.order)) for d in spec.lets)
     kernel_name = name or h.target or "spec"
     text = source if source is not None else str(spec)
@@ -142,8 +155,9 @@ def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
             raise CompileError(f"-n {n} is outside the spec's range {lo}..{'' if hi is None else hi}")
         lo = hi = n
         root = specialize(root, dict(orders), n)
-    return Kernel(op, arithmetic_of(spec), root, lo, hi, orders, text, kernel_name,
-                  arithmetics=named_arithmetics_of(spec))
+    used = using_names(top, *(d.order for d in spec.lets))
+    return Kernel(op, arithmetic, root, lo, hi, orders, text, kernel_name,
+                  arithmetics=tuple((k, a) for k, a in named if k in used))
 
 
 def specialize(r: ir.Reducer, orders: dict, n: int) -> ir.Reducer:

@@ -207,3 +207,38 @@ def test_show_expands_at_an_output(tmp_path, capsys, spec):
     assert capsys.readouterr().out.rstrip().splitlines()[-1] == format_tree(PAIR)
     assert main(["show", str(path), "--at", "4,x"]) == 2
     assert "--at takes a row and column" in capsys.readouterr().err
+
+
+USING_ARM = """op gemv
+n in 3
+arithmetic {
+    input = fp32
+    product = fma
+    accumulator = fp32
+    init = +0.0
+    output = fp32
+}
+arithmetic r {
+    product = rounded
+}
+order
+    if i == 1: using(r, ((0 2) 1))
+    else: ((0 2) 1)
+"""
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_an_arm_in_its_own_arithmetic_compiles(backend):
+    """`using` around a whole arm is that arm's kernel arithmetic (literal trees included)."""
+    replica = load_replica(compile_spec(parse(USING_ARM), target=backend), f"using-arm-{backend}")
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        A = (rng.standard_normal((3, 3)) * 2.0 ** rng.integers(-30, 30, (3, 3))).astype(np.float32)
+        x = rng.standard_normal(3).astype(np.float32)
+        got = replica.gemv(A, x)
+        p = (A.astype(np.float64) * x).astype(np.float32)
+        rounded = np.float32(np.float32(p[1, 0] + p[1, 2]) + p[1, 1])
+        fma = np.float32(np.float64(np.float32(p[0, 0] + A[0, 2].astype(np.float64) * x[2])) +
+                         A[0, 1].astype(np.float64) * x[1])
+        assert got[1].view(np.uint32) == rounded.view(np.uint32)
+        assert got[0].view(np.uint32) == fma.view(np.uint32) or not np.isfinite(fma)
