@@ -313,7 +313,7 @@ def fp_f64_pow2(e):
 
 
 @triton.jit
-def fp_node_result(total, e_max, c, FRAC: tl.constexpr, TO_ZERO: tl.constexpr):
+def fp_node_result(total, e_max, c, FRAC: tl.constexpr, TO_ZERO: tl.constexpr, GPU_NODE: tl.constexpr = False):
     """fp32 bits (int32) of one fused node's result from its aligned product sum and its c.
 
     total: the sum of the aligned products in units 2^(e_max - FRAC), int32;
@@ -324,7 +324,23 @@ def fp_node_result(total, e_max, c, FRAC: tl.constexpr, TO_ZERO: tl.constexpr):
     nearest even; for toward-zero, a result above the exact value in
     magnitude steps one ulp back, and 2^128 and above is inf as in
     fp_round_pack).  An int64 rounding costs ~100 instructions an output a
-    node; this costs ~15."""
+    node; this costs ~15.  GPU_NODE (GPU only): c truncated by one fp64 fma
+    rounding toward zero (Note [fma truncation]) and the result by one
+    conversion rounding toward zero: 3 conversions an output a node instead of 7
+    (the conversion unit also does every product's float-to-int)."""
+    if GPU_NODE:
+        big = fp_f64_pow2(52 + e_max - FRAC)
+        cc = c.to(tl.float64)
+        cbig = (big.to(tl.int64, bitcast=True) | (cc.to(tl.int64, bitcast=True) & (-9223372036854775807 - 1))
+                ).to(tl.float64, bitcast=True)
+        ct = tl.extra.cuda.libdevice.fma_rz(cc, tl.full(cc.shape, 1.0, tl.float64), cbig) - cbig
+        v = total.to(tl.float64) * fp_f64_pow2(e_max - FRAC) + ct
+        if TO_ZERO:
+            bits = tl.extra.cuda.libdevice.double2float_rz(v).to(tl.int32, bitcast=True)
+            huge = tl.abs(v) >= 3.402823669209385e+38   # 2^128: inf (fp_round_pack)
+            return tl.where(huge, tl.where(v < 0, NEG_INF32, 0x7F800000), bits)
+        else:
+            return v.to(tl.float32).to(tl.int32, bitcast=True)
     unit = e_max - FRAC
     ca = (c.to(tl.float64) * fp_f64_pow2(-unit)).to(tl.int64)
     v = (total.to(tl.int64) + ca).to(tl.float64) * fp_f64_pow2(unit)
@@ -355,13 +371,90 @@ def fp_node_values(bits, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, F64: tl.con
 
 
 @triton.jit
+def fp_f32_pow2(e):
+    """2^e as fp32 (int32 e, -126 <= e <= 127), from its bits."""
+    return ((e + 127) << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def fp_node_e_max(ea, eb, IN_EXP: tl.constexpr, ARITH: tl.constexpr):
+    """max_k (ea[k, i] + eb[k, j]) for a node ([BM, BN], int32; below -900 where every product is 0).
+
+    ea, eb: the exponents of fp_parts ([W, BM], [W, BN]; -1000 for zeros and specials).
+    bf16 (exponent sums beyond fp32's range): the integer max.  fp16, ARITH 4: the
+    largest of the exact fp32 products 2^ea * 2^eb (an fp32 multiply and max a
+    product instead of an integer add and max: the integer unit is the busy one).
+    fp16, ARITH 5, Note [exponent sum]: one fp32 fma a product."""
+    if IN_EXP != 5:
+        return tl.max(ea[:, :, None] + eb[:, None, :], axis=0)
+    elif ARITH == 4:
+        pa = tl.where(ea > -500, fp_f32_pow2(ea), 0.0)
+        pb = tl.where(eb > -500, fp_f32_pow2(eb), 0.0)
+        pm = tl.max(pa[:, :, None] * pb[:, None, :], axis=0)
+        return tl.where(pm > 0, ((pm.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127, -2000)
+    else:
+        # Note [exponent sum]: with EA, EB the row's and the column's largest
+        # exponents in the node and r_k = ea_k + eb_k - EA - EB <= 0, the exact
+        # fp32 terms 2^(5 r_k) sum to S in [2^(5 r), 16 * 2^(5 r)] for r = max r_k
+        # (rounding is monotone and both ends are fp32 numbers), so r = floor(log2(S) / 5)
+        # wherever S is normal: then r >= -26 and the largest term's factors
+        # 2^(5 (ea - EA)), 2^(5 (eb - EB)) are >= 2^-125 (smaller ones are set to 0,
+        # as if flushed).  A zero or subnormal S (every product 0 or all below
+        # 2^-125 of the bound) takes the integer max: rare, a branch a node.
+        EA = tl.max(ea, axis=0)
+        EB = tl.max(eb, axis=0)
+        da = ea - EA[None, :]
+        db = eb - EB[None, :]
+        pa = tl.where(da >= -25, fp_f32_pow2(5 * tl.maximum(da, -25)), 0.0)
+        pb = tl.where(db >= -25, fp_f32_pow2(5 * tl.maximum(db, -25)), 0.0)
+        S = tl.sum(pa[:, :, None] * pb[:, None, :], axis=0)
+        es = (S.to(tl.int32, bitcast=True) >> 23) & 0xFF   # S >= 0; 0: zero or subnormal
+        live = (EA > -500)[:, None] & (EB > -500)[None, :]
+        e = tl.where(live, EA[:, None] + EB[None, :] + (es + 3) // 5 - 26, -2000)
+        bad = live & (es == 0)
+        if tl.max(bad.to(tl.int32)) != 0:
+            e = tl.where(bad, tl.max(ea[:, :, None] + eb[:, None, :], axis=0), e)
+        return e
+
+
+@triton.jit
+def fp_node_fma_rz(a, b, sa, sb, e_max, c, W: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                   IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC: tl.constexpr, TO_ZERO: tl.constexpr):
+    """fp32 bits (int32) of a node's finite result (mm_chain_emulated's ARITH 4 and 5; GPU only).
+
+    Note [fma truncation]: with U = 2^(e_max - FRAC) and C = 2^52 U, every
+    |a_k b_k| < 2^(FRAC + 2) U, so the exact |a_k b_k| + C lies in [2^52 U, 2^53 U),
+    whose fp64 spacing is U: ONE fp64 fma rounding toward zero truncates the
+    product's magnitude to a multiple of U, and the low word of the result is
+    that multiple (an integer below 2^27): no float-to-int conversion (a quarter-rate
+    unit), no scale multiply.  The sign goes in with one three-input xor (one's
+    complement), and the number of negative terms, popc of the row's and the
+    column's sign masks, makes it two's complement.  c and the rounding:
+    fp_node_result with GPU_NODE."""
+    va = tl.abs(fp_node_values(a, IN_EXP, IN_MAN, True))   # [W, BM]
+    vb = tl.abs(fp_node_values(b, IN_EXP, IN_MAN, True))   # [W, BN]
+    big = fp_f64_pow2(52 + e_max - FRAC)                   # [BM, BN]
+    r = tl.extra.cuda.libdevice.fma_rz(tl.broadcast_to(va[:, :, None], (W, BM, BN)),
+                                       tl.broadcast_to(vb[:, None, :], (W, BM, BN)),
+                                       tl.broadcast_to(big[None, :, :], (W, BM, BN)))
+    mag = r.to(tl.int64, bitcast=True).to(tl.int32)
+    total = tl.sum(mag ^ sa[:, :, None] ^ sb[:, None, :], axis=0)
+    k = tl.arange(0, W)
+    mask_a = tl.sum((sa & 1) << k[:, None], axis=0)   # bit k: a[k] < 0
+    mask_b = tl.sum((sb & 1) << k[:, None], axis=0)
+    total += tl.extra.cuda.libdevice.popc(mask_a[:, None] ^ mask_b[None, :])
+    return fp_node_result(total, e_max, c, FRAC, TO_ZERO, True)
+
+
+@triton.jit
 def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
                       BM: tl.constexpr, BN: tl.constexpr, WIDTH: tl.constexpr, W: tl.constexpr,
                       IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC: tl.constexpr,
                       FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
                       INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
-                      ARITH: tl.constexpr = 0, SPECIALS: tl.constexpr = True):
+                      ARITH: tl.constexpr = 0, SPECIALS: tl.constexpr = True, GPU_NODE: tl.constexpr = False,
+                      ACC_LAYOUT: tl.constexpr = False):
     """A chain of fused nodes of WIDTH products over one segment, for a BM x BN tile (emulated).
 
     Same arithmetic as fp_fused_node (Note [fused node]), arranged for a GPU:
@@ -379,6 +472,12 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     overlaps the arithmetic.  SPECIALS=False (the host saw no inf or nan in A
     and B) drops that pass and its block-wide test; on an H100 that measured
     2.4x slower (ARITH 1, 16 x 32 tiles), so the host passes True by default.
+    Nsight Compute (fp16 1024^3, triton 3.6): without the pass the kernel
+    EXECUTES 2.5x the instructions (1175M against 462M; 204 against 255
+    registers), so the difference is in Triton's code generation, not in
+    scheduling.  With it: 255 registers and spills, 2 warps a scheduler, an
+    instruction every 2 cycles (stalls: fixed-latency dependencies, short
+    scoreboard); the host's maxnreg=168 (3 programs an SM) gains 5%.
 
     ARITH picks how an aligned product is formed; all give the same integers
     (fp16 4096^3 on an H100, 16 x 32 tiles: 0 188 ms, 1 60 ms, 3 109 ms):
@@ -388,7 +487,17 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
          int conversion (toward zero = sign-magnitude truncation);
       2: the same in fp64 (bf16 products span 2^-266..2^256: not fp32);
       3: fp64, truncated by one fma rounding toward zero onto 2^52, whose low
-         word is then the magnitude (GPU only: libdevice.fma_rz)."""
+         word is then the magnitude (GPU only: libdevice.fma_rz);
+      4: no scale multiply and no float-to-int conversion: one fp64 fma
+         |a| * |b| + 2^(52 + e_max - FRAC) rounding toward zero a product
+         (Note [fma truncation], fp_node_fma_rz), the largest exponent from
+         exact fp32 products 2^ea * 2^eb (fp16); GPU only;
+      5: 4 with the largest exponent from one fp32 fma a product (Note
+         [exponent sum] in fp_node_e_max).
+    4 and 5 are bit-identical to the Tensor Cores (examples/gpu_triton/arith_check.py)
+    but slower on an H100 (16 x 32: 93 and 138 ms against 56): a node's fp64
+    operands fill the registers (255 and spills), which costs more than the
+    quarter-rate conversions they save."""
     G: tl.constexpr = FRAC - 2 * IN_MAN
     tl.static_assert(G >= 0)
     tl.static_assert(WIDTH <= 16)
@@ -401,7 +510,12 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
-    acc = tl.zeros((BM, BN), dtype=tl.float32)   # c of the first node: +0, changes nothing
+    # c of the first node: +0, changes nothing.  Made by a reduction over a node's
+    # axis so that it has the layout of the node results (Note [accumulator layout])
+    if ACC_LAYOUT:
+        acc = tl.sum(tl.zeros((W, BM, BN), dtype=tl.float32), axis=0)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
     head, hn, nodes = fp_chain_shape(segs_ptr, sid, count, WIDTH)
     j, end = fp_chain_node(0, head, hn, count, WIDTH)
     a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W)
@@ -413,7 +527,6 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W)
         sa, ea, ma, ia, na, za = fp_parts(a, IN_EXP, IN_MAN, G)   # [W, BM]
         sb, eb, mb, ib, nb, zb = fp_parts(b, IN_EXP, IN_MAN, 0)   # [W, BN]
-        e = ea[:, :, None] + eb[:, None, :]
         # c: its exponent as an fp32 value (subnormals at -126), whether inf/nan
         cb = acc.to(tl.int32, bitcast=True)
         cfield = (cb >> 23) & 0xFF
@@ -421,8 +534,12 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         cnan = cspecial & ((cb & 0x7FFFFF) != 0)
         cinf = cspecial & ~cnan
         c_live = ((cb & 0x7FFFFFFF) != 0) & ~cspecial
-        e_max = tl.maximum(tl.max(e, axis=0), tl.where(c_live, tl.maximum(cfield, 1) - 127, -1000))
-        e_max = tl.maximum(e_max, FLOOR)
+        c_exp = tl.where(c_live, tl.maximum(cfield, 1) - 127, -1000)
+        if ARITH < 4:
+            e = ea[:, :, None] + eb[:, None, :]
+            e_max = tl.maximum(tl.maximum(tl.max(e, axis=0), c_exp), FLOOR)
+        else:
+            e_max = tl.maximum(tl.maximum(fp_node_e_max(ea, eb, IN_EXP, ARITH), c_exp), FLOOR)
         if ARITH == 0:
             # aligned finite products, truncated toward zero in sign-magnitude
             mag = (ma[:, :, None] * mb[:, None, :]) >> tl.minimum(e_max[None, :, :] - e, 31)
@@ -436,7 +553,7 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
             vb = fp_node_values(b, IN_EXP, IN_MAN, False)
             x = (va[:, :, None] * vb[:, None, :]) * scale[None, :, :]
             total = tl.sum(x.to(tl.int32), axis=0)
-        else:
+        elif ARITH < 4:
             scale = fp_f64_pow2(FRAC - e_max)
             va = fp_node_values(a, IN_EXP, IN_MAN, True)
             vb = fp_node_values(b, IN_EXP, IN_MAN, True)
@@ -449,7 +566,11 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                 mag = r.to(tl.int64, bitcast=True).to(tl.int32)
                 sgn = (p.to(tl.int64, bitcast=True) >> 63).to(tl.int32)
                 total = tl.sum((mag ^ sgn) - sgn, axis=0)
-        finite = fp_node_result(total, e_max, tl.where(cspecial, 0.0, acc), FRAC, TO_ZERO)
+        if ARITH >= 4:
+            finite = fp_node_fma_rz(a, b, sa, sb, e_max, tl.where(cspecial, 0.0, acc), W, BM, BN,
+                                    IN_EXP, IN_MAN, FRAC, TO_ZERO)
+        else:
+            finite = fp_node_result(total, e_max, tl.where(cspecial, 0.0, acc), FRAC, TO_ZERO, GPU_NODE)
         # finite products and an inf c: that inf; a nan c: nan (fp_fused_node's rules)
         finite = tl.where(cinf, cb, finite)
         finite = tl.where(cnan, 0x7FC00000, finite)
@@ -476,6 +597,113 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         acc = finite.to(tl.int32).to(tl.float32, bitcast=True)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
+
+
+@triton.jit
+def fp_up_rows(x, W: tl.constexpr, TM: tl.constexpr, PM: tl.constexpr):
+    """[W, TM * PM] -> [W, TM, 1, PM, 1] (row i = tm * PM + pm): Note [micro-tiles]."""
+    return tl.reshape(x, (W, TM, PM))[:, :, None, :, None]
+
+
+@triton.jit
+def fp_up_cols(x, W: tl.constexpr, TN: tl.constexpr, PN: tl.constexpr):
+    """[W, TN * PN] -> [W, 1, TN, 1, PN] (column j = tn * PN + pn)."""
+    return tl.reshape(x, (W, TN, PN))[:, None, :, None, :]
+
+
+@triton.jit
+def mm_chain_emulated_micro(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
+                            s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
+                            TM: tl.constexpr, TN: tl.constexpr, PM: tl.constexpr, PN: tl.constexpr,
+                            WIDTH: tl.constexpr, W: tl.constexpr,
+                            IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC: tl.constexpr,
+                            FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
+                            INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
+                            ARITH: tl.constexpr = 1, SPECIALS: tl.constexpr = True,
+                            GPU_NODE: tl.constexpr = False):
+    """mm_chain_emulated (same arithmetic, ARITH 1 or 2) on a (TM * PM) x (TN * PN) tile held as micro-tiles.
+
+    Note [micro-tiles]: Triton's default layout gives threads to the last
+    dimensions of a tensor and leaves the first ones inside a thread.  Here a
+    node's products form a [W, TM, TN, PM, PN] tensor (output (i, j) = (tm * PM
+    + pm, tn * PN + pn)): with PM * PN = the program's threads, each thread holds
+    a whole TM x TN block of outputs and all W products of each, so a decoded
+    a (b) value serves TN (TM) products in registers, as in a register-tiled
+    GEMM, and the reductions over the node stay in-thread.  The accumulator
+    stays [TM, TN, PM, PN] across nodes; it is put back in row order once, at
+    the store."""
+    G: tl.constexpr = FRAC - 2 * IN_MAN
+    BM: tl.constexpr = TM * PM
+    BN: tl.constexpr = TN * PN
+    tl.static_assert(G >= 0)
+    tl.static_assert(WIDTH <= 16)
+    tl.static_assert((ARITH == 2) | ((ARITH == 1) & (IN_EXP == 5)))
+    tl.static_assert((WIDTH << (FRAC + 2)) <= (1 << 31))   # Note [int32 terms]
+    sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
+    start = tl.load(segs_ptr + sid * 6)
+    count = tl.load(segs_ptr + sid * 6 + 1)
+    stride = tl.load(segs_ptr + sid * 6 + 2)
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mm, mn = rm < M, rn < N
+    acc = tl.zeros((TM, TN, PM, PN), dtype=tl.float32)
+    head, hn, nodes = fp_chain_shape(segs_ptr, sid, count, WIDTH)
+    j, end = fp_chain_node(0, head, hn, count, WIDTH)
+    a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W)
+    b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W)
+    for t in range(0, nodes):
+        a, b = a_next, b_next
+        j, end = fp_chain_node(t + 1, head, hn, count, WIDTH)
+        a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W)
+        b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W)
+        sa, ea, ma, ia, na, za = fp_parts(a, IN_EXP, IN_MAN, G)   # [W, BM]
+        sb, eb, mb, ib, nb, zb = fp_parts(b, IN_EXP, IN_MAN, 0)   # [W, BN]
+        cb = acc.to(tl.int32, bitcast=True)
+        cfield = (cb >> 23) & 0xFF
+        cspecial = cfield == 0xFF
+        cnan = cspecial & ((cb & 0x7FFFFF) != 0)
+        cinf = cspecial & ~cnan
+        c_live = ((cb & 0x7FFFFFFF) != 0) & ~cspecial
+        e = fp_up_rows(ea, W, TM, PM) + fp_up_cols(eb, W, TN, PN)
+        e_max = tl.maximum(tl.max(e, axis=0), tl.where(c_live, tl.maximum(cfield, 1) - 127, -1000))
+        e_max = tl.maximum(e_max, FLOOR)
+        if ARITH == 1:
+            scale = ((tl.minimum(tl.maximum(FRAC - e_max, -126), 127) + 127) << 23).to(tl.float32, bitcast=True)
+            va = fp_up_rows(fp_node_values(a, IN_EXP, IN_MAN, False), W, TM, PM)
+            vb = fp_up_cols(fp_node_values(b, IN_EXP, IN_MAN, False), W, TN, PN)
+            total = tl.sum(((va * vb) * scale[None]).to(tl.int32), axis=0)
+        else:
+            scale = fp_f64_pow2(FRAC - e_max)
+            va = fp_up_rows(fp_node_values(a, IN_EXP, IN_MAN, True), W, TM, PM)
+            vb = fp_up_cols(fp_node_values(b, IN_EXP, IN_MAN, True), W, TN, PN)
+            total = tl.sum(((va * vb) * scale[None]).to(tl.int32), axis=0)
+        finite = fp_node_result(total, e_max, tl.where(cspecial, 0.0, acc), FRAC, TO_ZERO, GPU_NODE)
+        finite = tl.where(cinf, cb, finite)
+        finite = tl.where(cnan, 0x7FC00000, finite)
+        if SPECIALS:
+            special = (tl.max(tl.max((ia | na).to(tl.int32), axis=1), axis=0)
+                       | tl.max(tl.max((ib | nb).to(tl.int32), axis=1), axis=0))
+        else:
+            special = 0
+        if special != 0:
+            # rare: fp_fused_node's rules for inf and nan (see mm_chain_emulated)
+            cneg = cb < 0
+            ia5, na5, za5 = fp_up_rows(ia, W, TM, PM), fp_up_rows(na, W, TM, PM), fp_up_rows(za, W, TM, PM)
+            ib5, nb5, zb5 = fp_up_cols(ib, W, TN, PN), fp_up_cols(nb, W, TN, PN), fp_up_cols(zb, W, TN, PN)
+            p_neg = (fp_up_rows(sa, W, TM, PM) ^ fp_up_cols(sb, W, TN, PN)) != 0
+            p_nan = na5 | nb5 | (ia5 & zb5) | (za5 & ib5)
+            p_inf = (ia5 | ib5) & ~p_nan
+            nan = cnan | (tl.max(p_nan.to(tl.int32), axis=0) != 0)
+            pos = (cinf & ~cneg) | (tl.max((p_inf & ~p_neg).to(tl.int32), axis=0) != 0)
+            negi = (cinf & cneg) | (tl.max((p_inf & p_neg).to(tl.int32), axis=0) != 0)
+            nan = nan | (pos & negi)
+            finite = tl.where(pos, 0x7F800000, finite)
+            finite = tl.where(negi, NEG_INF32, finite)
+            finite = tl.where(nan, 0x7FC00000, finite)
+        acc = finite.to(tl.int32).to(tl.float32, bitcast=True)
+    out = tl.reshape(tl.permute(acc, (0, 2, 1, 3)), (BM, BN))
+    offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
+    fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], out, DIRECT, INIT, OUT_EXP, OUT_MAN)
 
 
 @triton.jit

@@ -11,7 +11,7 @@ import triton.language as tl
 
 
 from fpspec.arith import fused_node, get_params
-from fpspec.compile.triton_kernels import fp_fused_rows, fp_store_native, fp_store_slot
+from fpspec.compile.triton_kernels import fp_fused_rows, fp_node_e_max, fp_store_native, fp_store_slot
 
 VECTORS = Path(os.environ["FPSPEC_TC_VECTORS"])   # located by tests/conftest.py
 BITS = {"fp16": (5, 10), "bf16": (8, 7), "fp32": (8, 23)}
@@ -183,3 +183,48 @@ def test_native_store_equals_the_integer_rounding(fmt):
     for init in (False, True):
         _store_both[(1,)](xt, emu, hw, x.size, BLOCK=256, INIT=init, OUT_EXP=e, OUT_MAN=mbits)
         assert torch.equal(emu, hw), fmt
+
+
+@triton.jit
+def _e_max_forms(ea_ptr, eb_ptr, out_ptr, W: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                 IN_EXP: tl.constexpr, ARITH: tl.constexpr):
+    ea = tl.load(ea_ptr + tl.arange(0, W)[:, None] * BM + tl.arange(0, BM)[None, :])
+    eb = tl.load(eb_ptr + tl.arange(0, W)[:, None] * BN + tl.arange(0, BN)[None, :])
+    e = fp_node_e_max(ea, eb, IN_EXP, ARITH)
+    tl.store(out_ptr + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], e)
+
+
+@pytest.mark.parametrize("arith", [4, 5])
+@pytest.mark.parametrize("kind", ["random", "apart", "zeros"])
+def test_node_exponent_max_forms(arith, kind):
+    """fp_node_e_max's fp32 forms (ARITH 4: the largest exact 2^ea * 2^eb; 5: one fma a product,
+    Note [exponent sum], with its integer fallback) give the integer max_k (ea + eb) for fp16
+    exponents, -1000 for zeros: wherever some product is nonzero (else below every exponent floor)."""
+    rng = np.random.default_rng(arith * 10 + len(kind))
+    W, BM, BN = 16, 16, 16
+    ea = rng.integers(-14, 16, (W, BM))
+    eb = rng.integers(-14, 16, (W, BN))
+    if kind == "apart":   # the row's and the column's largest exponents at different k: r down to -58
+        ea[:] = -14
+        ea[rng.integers(0, W, BM), np.arange(BM)] = 15
+        eb[:] = 15
+        eb[rng.integers(0, W, BN), np.arange(BN)] = -14
+        ea[:, :4] = rng.integers(-14, 16, (W, 4))   # and some rows mixed
+    elif kind == "zeros":   # zero products: a zero row, a zero column, disjoint zeros
+        ea[rng.random((W, BM)) < 0.5] = -1000
+        eb[rng.random((W, BN)) < 0.5] = -1000
+        ea[:, 0] = -1000
+        eb[:, 1] = -1000
+        ea[::2, 2] = -1000
+        eb[1::2, 3] = -1000
+    out = torch.zeros((BM, BN), dtype=torch.int32)
+    _e_max_forms[(1,)](torch.from_numpy(ea.astype(np.int32)), torch.from_numpy(eb.astype(np.int32)), out,
+                       W, BM, BN, 5, arith)
+    nonzero = (ea[:, :, None] > -1000) & (eb[:, None, :] > -1000)
+    want = np.where(nonzero, ea[:, :, None] + eb[:, None, :], -3000).max(axis=0)
+    got = out.numpy()
+    live = nonzero.any(axis=0)
+    np.testing.assert_array_equal(got[live], want[live])
+    assert (got[~live] < -900).all()   # below every exponent floor, like the integer max
+    if kind == "apart":   # the fallback did run: some products only 2^-58 of the bound
+        assert (want[4:, 4:] - ea.max(axis=0)[4:, None] - eb.max(axis=0)[None, 4:] <= -26).any()
