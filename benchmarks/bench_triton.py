@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python benchmarks/bench_triton.py [--size 4096] [--n 100000000] [--configs]
         [--only native|emulated|sum] [--arith 0,1,2,3] [--tiles 16x32x4,32x32x8] [--gpu-node]
-        [--micro 2x2x8x16x4,4x2x8x16x4x1] [--specials auto,pass]
+        [--maxnreg 0,168] [--specials auto,pass]
 
 Rows: fp16 GEMM size^3 through torch.matmul (cuBLAS), the replica's native
 path and its emulated path (both bit-checked against cuBLAS); float32 sum of n
@@ -51,8 +51,6 @@ def main():
     ap.add_argument("--tiles", type=lambda v: [tuple(int(x) for x in t.split("x")) for t in v.split(",")],
                     default=[(16, 32, 4), (32, 32, 4), (32, 32, 8), (16, 64, 4)],
                     help="with --configs: emulated tiles BMxBNxWARPS, comma-separated")
-    ap.add_argument("--micro", type=lambda v: [tuple(int(x) for x in t.split("x")) for t in v.split(",")],
-                    default=[], help="emulated micro-tile form: TMxTNxPMxPNxWARPS[xGPU_NODE], comma-separated")
     ap.add_argument("--gpu-node", action="store_true", help="with --configs: the tile rows also with GPU_NODE")
     ap.add_argument("--maxnreg", type=lambda v: [int(x) for x in v.split(",")], default=[0],
                     help="with --configs: the tile rows with these register limits (0: none)")
@@ -97,17 +95,11 @@ def main():
                           arith, specials) for arith in args.arith
                          for BM, BN, w in args.tiles for specials in args.specials
                          for node in ([{}, dict(GPU_NODE=True)] if args.gpu_node else [{}]) for r in args.maxnreg]
-        if "emulated" in only:
-            emulated += [("micro", dict(TM=m[0], TN=m[1], PM=m[2], PN=m[3], num_warps=m[4], GPU_NODE=bool(m[5:] and m[5]),
-                                        SPECIALS=specials is True), 1, specials)
-                         for m in args.micro for specials in args.specials]
         default_maxnreg = gemm.REPLICA.emulated_maxnreg
         for form, cfg, arith, specials in emulated:
             gemm.REPLICA.emulated_kernel, gemm.REPLICA.emulated_config = form, cfg
             # rows other than the default: only the register limit their config names
             gemm.REPLICA.emulated_maxnreg = default_maxnreg if form == "auto" else None
-            if form == "micro":
-                gemm.REPLICA.micro_config = cfg
             gemm.REPLICA.emulated_arith = arith
             gemm.REPLICA.emulated_specials = specials
             try:
@@ -118,14 +110,10 @@ def main():
             same = torch.equal(got.view(torch.int16), ref.view(torch.int16))
             t = do_bench(lambda: gemm.gemm(A, B, path="emulated"), warmup=1, rep=3, return_mode="median")
             used = gemm.REPLICA._arith(A.device) if form != "wide" else "-"
-            if form == "micro":
-                tag = (f"micro {cfg['TM']}x{cfg['TN']} of {cfg['PM']}x{cfg['PN']} w{cfg['num_warps']} arith 1"
-                       f"{' gpu-node' if cfg['GPU_NODE'] else ''}{' +specials' if specials is True else ''}")
-            else:
-                tag = (f"{form} {cfg['BM']}x{cfg['BN']} w{cfg['num_warps']} arith {used}"
-                       f"{' gpu-node' if cfg.get('GPU_NODE') else ''}{' +specials pass' if specials is True else ''}"
-                       f"{' maxnreg %d' % cfg['maxnreg'] if cfg.get('maxnreg') else ''}"
-                       f"{' maxnreg %d' % default_maxnreg if form == 'auto' and used == 1 and default_maxnreg else ''}")
+            tag = (f"{form} {cfg['BM']}x{cfg['BN']} w{cfg['num_warps']} arith {used}"
+                   f"{' gpu-node' if cfg.get('GPU_NODE') else ''}{' +specials pass' if specials is True else ''}"
+                   f"{' maxnreg %d' % cfg['maxnreg'] if cfg.get('maxnreg') else ''}"
+                   f"{' maxnreg %d' % default_maxnreg if form == 'auto' and used == 1 and default_maxnreg else ''}")
             rows.append((f"replica emulated {tag}", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,
                          "bit-identical" if same else "DIFFERS"))
 

@@ -1,6 +1,6 @@
 """On an H100/H200: the emulated chain kernel's ARITH forms against the Tensor Cores, bit for bit.
 
-    PYTHONPATH=. python examples/gpu_triton/arith_check.py [--arith 0,1,3,4,5,6,7]
+    PYTHONPATH=. python examples/gpu_triton/arith_check.py [--arith 0,1,3,4,5,7]
 
 For fp16 and bf16 inputs, fp32 and (fp16 inputs) fp16 outputs, several shapes
 and input kinds (plain, exponents spread over the whole format, a third zeros,
@@ -54,7 +54,8 @@ def inputs(kind, shape, dt, g, a_side):
 
 def setup(replica, arith):
     """0: the replica's defaults; 1..5: the tile form with that ARITH (16 x 32, 4 warps, no
-    register limit); 6: the micro-tile form (ARITH 1, GPU node result); 7: ARITH 1 + GPU_NODE."""
+    register limit); 7: ARITH 1 + GPU_NODE.  (6, the micro-tile form, was removed after
+    commit a3c4e4a.)"""
     if not hasattr(replica, "check_defaults"):
         replica.check_defaults = (dict(replica.emulated_config), replica.emulated_maxnreg)
     replica.emulated_kernel, replica.emulated_arith = "auto", "auto"
@@ -62,9 +63,8 @@ def setup(replica, arith):
     if arith == 0:
         return
     replica.emulated_maxnreg = None
-    replica.emulated_kernel = "tile" if arith < 6 else "micro"
+    replica.emulated_kernel = "tile"
     replica.emulated_arith = arith if arith < 6 else 1
-    replica.micro_config = dict(TM=4, TN=2, PM=8, PN=16, num_warps=4, GPU_NODE=True)
     replica.emulated_config = dict(BM=16, BN=32, num_warps=4, GPU_NODE=arith == 7)
 
 
@@ -77,7 +77,7 @@ def differ(a, b):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--arith", default="0,1,3,4,5,6,7", help="forms, see setup()")
+    ap.add_argument("--arith", default="0,1,3,4,5,7", help="forms, see setup()")
     args = ap.parse_args()
     ariths = [int(v) for v in args.arith.split(",")]
     print(f"device: {torch.cuda.get_device_name()}")
@@ -100,7 +100,7 @@ def main():
                         want = rep.gemm(A, B, path="native")
                         line = []
                         for arith in ariths:
-                            if arith in (1, 6, 7) and fmt != "fp16":
+                            if arith in (1, 7) and fmt != "fp16":
                                 continue
                             setup(rep.REPLICA, arith)
                             try:

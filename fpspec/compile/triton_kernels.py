@@ -453,8 +453,7 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC: tl.constexpr,
                       FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
                       INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
-                      ARITH: tl.constexpr = 0, SPECIALS: tl.constexpr = True, GPU_NODE: tl.constexpr = False,
-                      ACC_LAYOUT: tl.constexpr = False):
+                      ARITH: tl.constexpr = 0, SPECIALS: tl.constexpr = True, GPU_NODE: tl.constexpr = False):
     """A chain of fused nodes of WIDTH products over one segment, for a BM x BN tile (emulated).
 
     Same arithmetic as fp_fused_node (Note [fused node]), arranged for a GPU:
@@ -497,7 +496,11 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     4 and 5 are bit-identical to the Tensor Cores (examples/gpu_triton/arith_check.py)
     but slower on an H100 (16 x 32: 93 and 138 ms against 56): a node's fp64
     operands fill the registers (255 and spills), which costs more than the
-    quarter-rate conversions they save."""
+    quarter-rate conversions they save.  Also measured slower, and removed: a
+    form holding TM x TN outputs a thread as [W, TM, TN, PM, PN] tensors (89 ms
+    at best; commit a3c4e4a, mm_chain_emulated_micro); an accumulator made by a
+    reduction, to skip layout conversions (the same code).  GPU_NODE (GPU
+    only): each node's c and result through fp_node_result's GPU form."""
     G: tl.constexpr = FRAC - 2 * IN_MAN
     tl.static_assert(G >= 0)
     tl.static_assert(WIDTH <= 16)
@@ -510,12 +513,7 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
-    # c of the first node: +0, changes nothing.  Made by a reduction over a node's
-    # axis so that it has the layout of the node results (Note [accumulator layout])
-    if ACC_LAYOUT:
-        acc = tl.sum(tl.zeros((W, BM, BN), dtype=tl.float32), axis=0)
-    else:
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)   # c of the first node: +0, changes nothing
     head, hn, nodes = fp_chain_shape(segs_ptr, sid, count, WIDTH)
     j, end = fp_chain_node(0, head, hn, count, WIDTH)
     a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W)
@@ -597,113 +595,6 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         acc = finite.to(tl.int32).to(tl.float32, bitcast=True)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
-
-
-@triton.jit
-def fp_up_rows(x, W: tl.constexpr, TM: tl.constexpr, PM: tl.constexpr):
-    """[W, TM * PM] -> [W, TM, 1, PM, 1] (row i = tm * PM + pm): Note [micro-tiles]."""
-    return tl.reshape(x, (W, TM, PM))[:, :, None, :, None]
-
-
-@triton.jit
-def fp_up_cols(x, W: tl.constexpr, TN: tl.constexpr, PN: tl.constexpr):
-    """[W, TN * PN] -> [W, 1, TN, 1, PN] (column j = tn * PN + pn)."""
-    return tl.reshape(x, (W, TN, PN))[:, None, :, None, :]
-
-
-@triton.jit
-def mm_chain_emulated_micro(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
-                            s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
-                            TM: tl.constexpr, TN: tl.constexpr, PM: tl.constexpr, PN: tl.constexpr,
-                            WIDTH: tl.constexpr, W: tl.constexpr,
-                            IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC: tl.constexpr,
-                            FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
-                            INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
-                            ARITH: tl.constexpr = 1, SPECIALS: tl.constexpr = True,
-                            GPU_NODE: tl.constexpr = False):
-    """mm_chain_emulated (same arithmetic, ARITH 1 or 2) on a (TM * PM) x (TN * PN) tile held as micro-tiles.
-
-    Note [micro-tiles]: Triton's default layout gives threads to the last
-    dimensions of a tensor and leaves the first ones inside a thread.  Here a
-    node's products form a [W, TM, TN, PM, PN] tensor (output (i, j) = (tm * PM
-    + pm, tn * PN + pn)): with PM * PN = the program's threads, each thread holds
-    a whole TM x TN block of outputs and all W products of each, so a decoded
-    a (b) value serves TN (TM) products in registers, as in a register-tiled
-    GEMM, and the reductions over the node stay in-thread.  The accumulator
-    stays [TM, TN, PM, PN] across nodes; it is put back in row order once, at
-    the store."""
-    G: tl.constexpr = FRAC - 2 * IN_MAN
-    BM: tl.constexpr = TM * PM
-    BN: tl.constexpr = TN * PN
-    tl.static_assert(G >= 0)
-    tl.static_assert(WIDTH <= 16)
-    tl.static_assert((ARITH == 2) | ((ARITH == 1) & (IN_EXP == 5)))
-    tl.static_assert((WIDTH << (FRAC + 2)) <= (1 << 31))   # Note [int32 terms]
-    sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
-    start = tl.load(segs_ptr + sid * 6)
-    count = tl.load(segs_ptr + sid * 6 + 1)
-    stride = tl.load(segs_ptr + sid * 6 + 2)
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    mm, mn = rm < M, rn < N
-    acc = tl.zeros((TM, TN, PM, PN), dtype=tl.float32)
-    head, hn, nodes = fp_chain_shape(segs_ptr, sid, count, WIDTH)
-    j, end = fp_chain_node(0, head, hn, count, WIDTH)
-    a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W)
-    b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W)
-    for t in range(0, nodes):
-        a, b = a_next, b_next
-        j, end = fp_chain_node(t + 1, head, hn, count, WIDTH)
-        a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W)
-        b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W)
-        sa, ea, ma, ia, na, za = fp_parts(a, IN_EXP, IN_MAN, G)   # [W, BM]
-        sb, eb, mb, ib, nb, zb = fp_parts(b, IN_EXP, IN_MAN, 0)   # [W, BN]
-        cb = acc.to(tl.int32, bitcast=True)
-        cfield = (cb >> 23) & 0xFF
-        cspecial = cfield == 0xFF
-        cnan = cspecial & ((cb & 0x7FFFFF) != 0)
-        cinf = cspecial & ~cnan
-        c_live = ((cb & 0x7FFFFFFF) != 0) & ~cspecial
-        e = fp_up_rows(ea, W, TM, PM) + fp_up_cols(eb, W, TN, PN)
-        e_max = tl.maximum(tl.max(e, axis=0), tl.where(c_live, tl.maximum(cfield, 1) - 127, -1000))
-        e_max = tl.maximum(e_max, FLOOR)
-        if ARITH == 1:
-            scale = ((tl.minimum(tl.maximum(FRAC - e_max, -126), 127) + 127) << 23).to(tl.float32, bitcast=True)
-            va = fp_up_rows(fp_node_values(a, IN_EXP, IN_MAN, False), W, TM, PM)
-            vb = fp_up_cols(fp_node_values(b, IN_EXP, IN_MAN, False), W, TN, PN)
-            total = tl.sum(((va * vb) * scale[None]).to(tl.int32), axis=0)
-        else:
-            scale = fp_f64_pow2(FRAC - e_max)
-            va = fp_up_rows(fp_node_values(a, IN_EXP, IN_MAN, True), W, TM, PM)
-            vb = fp_up_cols(fp_node_values(b, IN_EXP, IN_MAN, True), W, TN, PN)
-            total = tl.sum(((va * vb) * scale[None]).to(tl.int32), axis=0)
-        finite = fp_node_result(total, e_max, tl.where(cspecial, 0.0, acc), FRAC, TO_ZERO, GPU_NODE)
-        finite = tl.where(cinf, cb, finite)
-        finite = tl.where(cnan, 0x7FC00000, finite)
-        if SPECIALS:
-            special = (tl.max(tl.max((ia | na).to(tl.int32), axis=1), axis=0)
-                       | tl.max(tl.max((ib | nb).to(tl.int32), axis=1), axis=0))
-        else:
-            special = 0
-        if special != 0:
-            # rare: fp_fused_node's rules for inf and nan (see mm_chain_emulated)
-            cneg = cb < 0
-            ia5, na5, za5 = fp_up_rows(ia, W, TM, PM), fp_up_rows(na, W, TM, PM), fp_up_rows(za, W, TM, PM)
-            ib5, nb5, zb5 = fp_up_cols(ib, W, TN, PN), fp_up_cols(nb, W, TN, PN), fp_up_cols(zb, W, TN, PN)
-            p_neg = (fp_up_rows(sa, W, TM, PM) ^ fp_up_cols(sb, W, TN, PN)) != 0
-            p_nan = na5 | nb5 | (ia5 & zb5) | (za5 & ib5)
-            p_inf = (ia5 | ib5) & ~p_nan
-            nan = cnan | (tl.max(p_nan.to(tl.int32), axis=0) != 0)
-            pos = (cinf & ~cneg) | (tl.max((p_inf & ~p_neg).to(tl.int32), axis=0) != 0)
-            negi = (cinf & cneg) | (tl.max((p_inf & p_neg).to(tl.int32), axis=0) != 0)
-            nan = nan | (pos & negi)
-            finite = tl.where(pos, 0x7F800000, finite)
-            finite = tl.where(negi, NEG_INF32, finite)
-            finite = tl.where(nan, 0x7FC00000, finite)
-        acc = finite.to(tl.int32).to(tl.float32, bitcast=True)
-    out = tl.reshape(tl.permute(acc, (0, 2, 1, 3)), (BM, BN))
-    offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
-    fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], out, DIRECT, INIT, OUT_EXP, OUT_MAN)
 
 
 @triton.jit

@@ -9,8 +9,8 @@ import torch
 import triton
 
 from fpspec.compile.triton_host import CHAIN, PlanError, plan
-from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_micro,
-                                           mm_chain_emulated_wide, mm_chain_native, mm_fold, sum_fold, sum_lanes, sum_pairs)
+from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
+                                           mm_chain_native, mm_fold, sum_fold, sum_lanes, sum_pairs)
 # -- end imports
 
 # name: (exponent bits, fraction bits, torch dtype, torch int dtype of the same width)
@@ -56,8 +56,6 @@ class Replica:
         # register limit of the tile form with fp32 products (ARITH 1; None: the compiler's
         # choice, 255 with spills): 3 programs an SM instead of 2, 53.9 against 56.6 ms
         self.emulated_maxnreg = 168
-        # the micro-tile form (mm_chain_emulated_micro): TM x TN outputs a thread, PM x PN threads
-        self.micro_config = dict(TM=2, TN=2, PM=8, PN=16, num_warps=4)
         # "tile" (GPU form), "wide" (interpreter form) or "auto"
         self.emulated_kernel = "auto"
         # the tile form's aligned products (mm_chain_emulated's ARITH): "auto" or 0..5 (4, 5: GPU only)
@@ -173,15 +171,8 @@ class Replica:
                     # the sum of a node's terms too (Note [int32 terms])
                     tile_ok = 2 * man_in <= 23 + f.extra_bits and width << (25 + f.extra_bits) <= 1 << 31
                     form = "tile" if A.device.type == "cuda" and tile_ok else "wide"
-                kern = {"wide": mm_chain_emulated_wide, "tile": mm_chain_emulated,
-                        "micro": mm_chain_emulated_micro}[form]
+                kern = {"wide": mm_chain_emulated_wide, "tile": mm_chain_emulated}[form]
                 cfg = self.emulated_config if A.device.type == "cuda" else dict(BM=16, BN=16)
-                if form == "micro":
-                    cfg = dict(self.micro_config if A.device.type == "cuda" else dict(TM=2, TN=2, PM=4, PN=8))
-                    BM, BN = cfg["TM"] * cfg["PM"], cfg["TN"] * cfg["PN"]
-                    cfg.setdefault("ARITH", 1 if exp_in == 5 else 2)
-                else:
-                    BM, BN = cfg["BM"], cfg["BN"]
                 if form == "tile":
                     if specials is None:
                         specials = self.emulated_specials is True or not bool(torch.isfinite(A).all()
@@ -189,7 +180,7 @@ class Replica:
                     cfg = dict(cfg, ARITH=self._arith(A.device), SPECIALS=specials)
                     if cfg["ARITH"] == 1 and self.emulated_maxnreg and A.device.type == "cuda":
                         cfg.setdefault("maxnreg", self.emulated_maxnreg)
-                grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), group.numel())
+                grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), group.numel())
                 kern[grid](Ab, Bb, dst, segs, group, *common, **cfg,
                            WIDTH=width, W=triton.next_power_of_2(width), IN_EXP=exp_in,
                            IN_MAN=man_in, FRAC=23 + f.extra_bits, FLOOR=f.floor, TO_ZERO=f.to_zero,

@@ -203,26 +203,6 @@ def test_gpu_form_of_the_chain_kernel(load_replica, label, ar, root, shape, arit
     assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B)), label
 
 
-@pytest.mark.parametrize("label,ar,root,shape", [
-    ("h100 fp16 chain, short node first", H100_FP16, FusedChain(c(16), BinOp("//", BinOp("%", m, c(32)), c(16))),
-     (9, 21, 50)),
-    ("h100 bf16 split-K", H100_BF16, Blocks(c(32), CHAIN16, Pairwise()), (3, 4, 70)),
-])
-def test_micro_tile_form(load_replica, label, ar, root, shape):
-    """mm_chain_emulated_micro (outputs as TM x TN micro-tiles a thread, Note [micro-tiles]) on
-    the interpreter: a tile with rows and columns past the matrix, a zero row, an inf."""
-    kernel = Kernel("gemm", ar, root)
-    rep = load_replica(kernel)
-    rep.REPLICA.emulated_kernel = "micro"
-    rng = np.random.default_rng(13)
-    M, N, K = shape
-    A, B = values(rng, ar.input, (M, K), 12), values(rng, ar.input, (K, N), 12)
-    A[1, :] = 0.0
-    assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B)), label
-    A[2, 3] = float("inf")
-    assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B)), label
-
-
 @pytest.mark.parametrize("label,ar,root,shape,arith", [
     (label, ar, root, shape, arith) for label, ar, root, shape in [
         ("h100 fp16 chain, short node first", H100_FP16, FusedChain(c(16), BinOp("//", BinOp("%", m, c(32)), c(16))),
