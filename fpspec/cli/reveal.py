@@ -155,14 +155,18 @@ def _parse_n(text: str) -> tuple[int, int | None]:
         raise FpspecError(f"-n must be an integer or a range like 1..65536, got {text!r}") from None
 
 
-def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe, output, as_json, argv):
+def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe, output, as_json, argv,
+                  arithmetic=None):
     """-n LO..HI: reveal at a designed set of n and infer one parametric spec (fpspec.infer)."""
     from fpspec.infer import infer_spec
     from fpspec.infer.positions import infer_positions
 
     command = "fpspec " + " ".join(shlex.quote(a) for a in argv) if argv else None
     infer = infer_positions if op in ("gemv", "gemm") else infer_spec
-    result = infer(target, (lo, hi), seed=seed, probe=not no_probe, progress=sys.stderr.isatty(),
+    from fpspec.infer.__main__ import arithmetic_section
+
+    known = arithmetic_section(arithmetic) if arithmetic else None
+    result = infer(target, (lo, hi), seed=seed, probe=not no_probe, arithmetic=known, progress=sys.stderr.isatty(),
                         command=command, dtype=dtype, op=op, m=m, ncols=ncols, device=device)
     if output:
         from fpspec.io import write_atomic
@@ -197,6 +201,8 @@ def reveal(
     seed: int = typer.Option(0, "--seed", help="seed for the random pivots"),
     tf32: bool = typer.Option(False, "--tf32", help="torch on cuda: allow TF32 for fp32 matmul"),
     masks: str = typer.Option("auto", "--masks", help="products: auto | split (sqrt(M) in each operand) | unsplit"),
+    arithmetic: Optional[str] = typer.Option(None, "--arithmetic", help="with -n LO..HI: a .fps file whose "
+                                             "arithmetic section to use instead of probing"),
     positions: bool = typer.Option(True, "--positions/--no-positions",
                                    help="gemv/gemm: reveal the order of every output element that does not share "
                                         "element (0, 0)'s (the spec then has an `if` on the output row i, column j)"),
@@ -212,7 +218,7 @@ def reveal(
         raise FpspecError(f"--masks must be auto, split or unsplit, got {masks!r}")
     if hi is not None:
         _reveal_range(target, lo, hi, dtype=dtype, op=op, m=m, ncols=ncols, device=device, seed=seed,
-                      no_probe=no_probe, output=output, as_json=as_json,
+                      no_probe=no_probe, output=output, as_json=as_json, arithmetic=arithmetic,
                       argv=["reveal", *sys.argv[2:]] if sys.argv[1:2] == ["reveal"] else None)
         return
     if tf32:

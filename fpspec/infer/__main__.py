@@ -41,6 +41,8 @@ def main(
     seed: int = typer.Option(0, "--seed"),
     trace: Optional[str] = typer.Option(None, "--trace", help="append one JSON line per revealed n to this file"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+    arithmetic: Optional[str] = typer.Option(None, "--arithmetic",
+                                             help="a .fps file whose arithmetic section to use instead of probing"),
     positions: bool = typer.Option(True, "--positions/--no-positions",
                                    help="gemv/gemm: one spec per group of outputs sharing an order, merged "
                                         "under an `if` on the output row i, column j"),
@@ -58,7 +60,8 @@ def main(
     infer = infer_spec
     if positions and op in ("gemv", "gemm"):
         from fpspec.infer.positions import infer_positions as infer
-    result = infer(target, (lo, hi), seed=seed, exact=exact, progress=not quiet and sys.stderr.isatty(),
+    known = arithmetic_section(arithmetic) if arithmetic else None
+    result = infer(target, (lo, hi), seed=seed, arithmetic=known, exact=exact, progress=not quiet and sys.stderr.isatty(),
                         holdout=holdout, full_limit=full_limit, checks=tuple(check),
                         replica=None if replica == "none" else replica, probe=not no_probe,
                         command=command, trace=trace, dtype=dtype, op=op, m=m, ncols=ncols, device=device)
@@ -73,6 +76,20 @@ def main(
         write_atomic(json_out, json.dumps(result.to_json(), indent=2) + "\n")
     if not result.ok:
         raise typer.Exit(1)
+
+
+def arithmetic_section(path: str):
+    """The `arithmetic { ... }` section of a .fps file, for --arithmetic."""
+    from fpspec.spec import parse
+
+    try:
+        text = open(path).read()
+    except OSError as e:
+        raise FpspecError(f"cannot read {path}: {e.strerror or e}") from None
+    block = parse(text, path).header.arithmetic
+    if block is None:
+        raise FpspecError(f"{path} has no arithmetic section; expected `arithmetic {{ ... }}` in its header")
+    return block
 
 
 def run(argv=None) -> int:

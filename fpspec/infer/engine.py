@@ -302,7 +302,7 @@ def _ident(name: str) -> str:
 def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, progress: bool = True,
                holdout=16, full_limit: int = 8192, checks: tuple = (), replica: str | None = "numba",
                inputs: int = 6, probe: bool = True, command: str | None = None, trace: str | None = None,
-               **target_kwargs) -> Inference:
+               arithmetic: A.Block | None = None, **target_kwargs) -> Inference:
     """One spec explaining the target's order at every n in n_range = (lo, hi).
 
     make_target: n -> fpspec.reveal Target (or a target name, with dtype=,
@@ -314,6 +314,9 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
     bitwise part of sampled checks (None: queries only).  probe: find the
     arithmetic (fpspec.arith.probe) and write it into the header.  trace:
     a file that gets one JSON line per revealed n as it is revealed.
+    arithmetic: a known `arithmetic { ... }` section (fpspec.spec.ast.Block),
+    used instead of probing (a GPU whose probes the model cannot fit at
+    every n, with parameters measured elsewhere).
     """
     start = time.perf_counter()
     lo, hi = int(n_range[0]), int(n_range[1])
@@ -336,8 +339,9 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
             src.tree(n, "design")
         name = _ident(getattr(src.first_target, "name", "order") or "order")
         # the arithmetic first: the replica of every sampled check needs it
-        report = _probe_report(src, src.view) if probe else None
-        arith = (A.Block("arithmetic", report.arithmetic.to_entries()) if report is not None
+        report = _probe_report(src, src.view) if probe and arithmetic is None else None
+        arith = (arithmetic if arithmetic is not None
+                 else A.Block("arithmetic", report.arithmetic.to_entries()) if report is not None
                  else _plain_arithmetic(src.first_target))
         regional = None     # (order spec, spec with per-part arithmetic): note [arithmetic per part]
         stats = {"rounds": 0, "seconds": 0.0, "candidates": 0}
