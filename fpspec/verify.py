@@ -774,10 +774,13 @@ def position_labels(spec, m, ncols):
 
 def _shape(op: str, m, ncols, spec=None) -> tuple[int | None, int | None]:
     # the spec's revealed shape (provenance), else fpspec.reveal's defaults: 4 rows, 4 columns
-    shape = spec.header.provenance.get("shape") if spec is not None and spec.header.provenance else None
-    if shape is not None and hasattr(shape, "get"):
-        m = m or _int_value(shape.get("m"))
-        ncols = ncols or _int_value(shape.get("ncols"))
+    prov = spec.header.provenance if spec is not None else None
+    shape = prov.get("shape") if prov is not None else None
+    # `shape { m, ncols }` (fpspec reveal) or m, ncols (fpspec.infer)
+    for where in (shape, prov):
+        if where is not None and hasattr(where, "get"):
+            m = m or _int_value(where.get("m"))
+            ncols = ncols or _int_value(where.get("ncols"))
     if op == "gemv":
         return int(m or 4), None
     if op == "gemm":

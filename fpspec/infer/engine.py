@@ -439,7 +439,7 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
     if regional is not None:      # the arithmetic per part: its main section, named sections, using()
         arith, spec = regional[1].header.arithmetic, dataclasses.replace(spec, order=regional[1].order)
     header = _header(spec, src.first_target, lo, hi, revealed, tuple(sorted(held)), sampled, exact, command,
-                     arith, probe)
+                     arith, "given (--arithmetic)" if arithmetic is not None else probe)
     if regional is not None:
         header = dataclasses.replace(header, arithmetics=regional[1].header.arithmetics)
     spec = dataclasses.replace(spec, header=header)
@@ -679,7 +679,8 @@ def _header(spec, target, lo, hi, revealed, held, sampled, exact, command, arith
         "sampled": " ".join(str(s.n) for s in sampled) or "none",
         "sampled_ok": all(s.ok for s in sampled),
         "exact": exact,
-        "arithmetic_from": "probes" if probed else "assumed: the target's formats (--no-probe)",
+        "arithmetic_from": probed if isinstance(probed, str) else "probes" if probed
+        else "assumed: the target's formats (--no-probe)",
         "command": command,
     }
     tname = op = None

@@ -146,7 +146,7 @@ def _with_shape(spec: A.Spec, target) -> A.Spec:
     prov = spec.header.provenance
     shape = A.Entry("shape", block("shape", {"m": target.m, "ncols": target.ncols} if target.op == "gemm"
                                    else {"m": target.m}))
-    entries = tuple(e for e in (prov.entries if prov else ()) if e.key != "shape")
+    entries = tuple(e for e in (prov.entries if prov else ()) if e.key not in ("shape", "m", "ncols"))
     new = A.Block("provenance", (shape,) + entries)
     sections = tuple(new if b.name == "provenance" else b for b in spec.header.sections)
     if prov is None:
