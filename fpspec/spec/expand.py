@@ -38,6 +38,8 @@ def eval_expr(e, n: int) -> int:
     if cls is A.Call:
         vals = [eval_expr(x, n) for x in e.args]
         return min(vals) if e.func == "min" else max(vals)
+    if cls is A.IfExpr:
+        return eval_expr(e.then if eval_cond(e.cond, n) else e.otherwise, n)
     raise TypeError(f"not an expression: {e!r}")
 
 
@@ -64,6 +66,30 @@ def _chain_at(e, n: int) -> int:
     if v < 0:
         raise SpecError(f"chain short-group index {e} = {v} at n = {n}; expected an integer >= 0", e.loc)
     return v
+
+
+def unroll_of(o: A.Lanes, k: int, n: int) -> int:
+    """U of lanes(K, INNER, OUTER, LEFT, U): a positive multiple of K."""
+    u = _size_param(o.unroll, n, "lanes unroll")
+    if u % k:
+        raise SpecError(f"lanes unroll {o.unroll} = {u} at n = {n} is not a multiple of the lane count {k}; "
+                        "expected a multiple of K", o.unroll.loc or o.loc)
+    return u
+
+
+def chunk_bounds(size, n: int) -> list[tuple[int, int]]:
+    """(start, end) of every chunk of chunks(SIZE, ...) over n operands, SIZE
+    evaluated at the number of operands left."""
+    out, start = [], 0
+    while start < n:
+        left = n - start
+        s = eval_expr(size, left)
+        if not 1 <= s <= left:
+            raise SpecError(f"chunk size {size} = {s} with {left} operands left; expected 1 <= size <= {left}",
+                            size.loc)
+        out.append((start, start + s))
+        start += s
+    return out
 
 
 # ---------------------------------------------------------------- orders
@@ -95,9 +121,10 @@ class _Expander:
             inner, apply = o.inner, self.apply
             if o.left is None:
                 return apply(o.outer, [apply(inner, ops[j::k]) for j in range(min(k, n))])
-            if n < k:
+            u = k if o.unroll is None else unroll_of(o, k, n)
+            if n < u:
                 return apply(o.left, ops)
-            p = n - n % k
+            p = n - n % u
             lanes = [apply(inner, ops[j:p:k]) for j in range(k)]
             if p < n:
                 lanes[0] = apply(o.left, [lanes[0]] + ops[p:])
@@ -106,6 +133,9 @@ class _Expander:
             b = _size_param(o.b, n, "block size")
             inner, apply = o.inner, self.apply
             return apply(o.outer, [apply(inner, ops[i:i + b]) for i in range(0, n, b)])
+        if cls is A.Chunks:
+            inner, apply = o.inner, self.apply
+            return apply(o.outer, [apply(inner, ops[a:b]) for a, b in chunk_bounds(o.size, n)])
         if cls is A.Tail:
             k = _size_param(o.k, n, "tail multiple")
             p = n - n % k
