@@ -168,6 +168,15 @@ class Planner:
             start += length
         return out
 
+    def _folds_on(self, r, lane, rest):
+        """Lane 0 (`lane` terms) and the leftovers form one forward fold (matmul kernels only)."""
+        if self.leaves:   # the sum kernels read no two-stride folds (and a sum has no FMA to keep)
+            return False
+        left = self._resolve(r.left, rest)
+        inner = self._resolve(r.inner, lane)
+        return (isinstance(left, Fold) and not left.reverse
+                and (lane == 1 or (isinstance(inner, Fold) and not inner.reverse)))
+
     def _chunks(self, r, m):
         """(start, end) of every chunk of a Chunks over m operands (size from the operands left)."""
         out, start = [], 0
@@ -221,7 +230,11 @@ class Planner:
                 return self.run(r.left, m, stride)
             p = m - m % u
             lanes = [(self.run(r.inner, p // k, stride * k), j * stride) for j in range(k)]
-            if p < m:   # the leftovers join lane 0 through `left`
+            if p < m and self._folds_on(r, p // k, 1 + m - p):
+                # lane 0 and the leftovers are one
+                # fold (an FMA per term in matmul): one segment, two strides
+                lanes[0] = (_leaf_run(0, p // k + m - p, stride * k, FOLD, stride, p // k), 0)
+            elif p < m:   # the leftovers join lane 0 through `left`
                 tail = [(self.run(_SINGLE, 1, stride), (p + i) * stride) for i in range(m - p)]
                 lanes[0] = (self._outer([lanes[0]] + tail, r.left), 0)
             return self._outer(lanes, r.outer)
