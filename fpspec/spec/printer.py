@@ -207,6 +207,6 @@ def format_node(x) -> str:
         return f"if {format_cond(x.cond)}: {format_inline(x.order)}"
     if isinstance(x, (A.Compare, A.BoolOp)):
         return format_cond(x)
-    if isinstance(x, (A.Num, A.Var, A.BinOp, A.Call)):
+    if isinstance(x, (A.Num, A.Var, A.BinOp, A.Call, A.IfExpr)):
         return format_expr(x)
     return format_inline(x)
