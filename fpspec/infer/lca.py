@@ -16,7 +16,7 @@ import numpy as np
 
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
-from fpspec.spec.expand import eval_cond, eval_expr, lets_of
+from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, lets_of, unroll_of
 from fpspec.tree import chain_node_end
 
 # ---------------------------------------------------------------- operand weights
@@ -199,7 +199,8 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
             continue
         if cls is A.Lanes and o.left is not None:
             k = _within(o.k, m, 1)
-            p = m - m % k
+            u = k if o.unroll is None else unroll_of(o, k, m)
+            p = m - m % u
             if p == 0:
                 o = o.left
                 continue
@@ -232,6 +233,17 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
                 o, w, a, b = o.inner, w.sub(lo, min(lo + size, m)), a - lo, b - lo
             else:
                 o, w, a, b = o.outer, w.block_totals(size), ba, bb
+            continue
+        if cls is A.Chunks:
+            bounds = chunk_bounds(o.size, m)
+            starts = np.array([lo for lo, _ in bounds], dtype=np.int64)
+            ca, cb = (int(x) for x in np.searchsorted(starts, [a, b], side="right") - 1)
+            if ca == cb:
+                lo, hi = bounds[ca]
+                o, w, a, b = o.inner, w.sub(lo, hi), a - lo, b - lo
+            else:
+                totals = np.array([w.total(lo, hi) for lo, hi in bounds], dtype=np.int64)
+                o, w, a, b = o.outer, Arr(totals), ca, cb
             continue
         if cls is A.GpuTree:
             vals = w.array().copy()
