@@ -67,3 +67,31 @@ def fused_chain(n: int, w: int = 16) -> Tree:
 def switching(n: int) -> Tree:
     """Sequential up to 100, pairwise above (an order that changes with n)."""
     return sequential(range(n)) if n <= 100 else pairwise(range(n))
+
+
+def openblas_sgemm_k(n: int, q: int = 320, unroll: int = 8) -> Tree:
+    """OpenBLAS sgemm (Haswell kernel) along K for one output element, as its
+    C code reads: the level-3 driver takes K in chunks (q while 2q or more are
+    left, half of what is left rounded up to `unroll` while more than q are,
+    else all of it) and adds each chunk's result into C; the kernel keeps 2
+    accumulators over the first s - s % unroll terms of a chunk of s (even
+    terms to accumulator 0), folds the s % unroll tail into accumulator 0,
+    then adds accumulator 1."""
+    with building():
+        acc, start, left = None, 0, n
+        while left:
+            s = q if left >= 2 * q else ((left // 2 + unroll - 1) // unroll) * unroll if left > q else left
+            c = _sgemm_chunk(start, s, unroll)
+            acc = c if acc is None else Node((acc, c))
+            start, left = start + s, left - s
+        return acc
+
+
+def _sgemm_chunk(lo: int, s: int, unroll: int) -> Tree:
+    p = s - s % unroll
+    if p == 0:
+        return sequential(range(lo, lo + s))
+    a0, a1 = sequential(range(lo, lo + p, 2)), sequential(range(lo + 1, lo + p, 2))
+    for i in range(lo + p, lo + s):
+        a0 = Node((a0, i))
+    return Node((a0, a1))
