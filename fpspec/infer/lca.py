@@ -12,6 +12,8 @@ stand for), kept in closed form where possible (`Ones`, `Blocked`,
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from fpspec.errors import SpecError
@@ -235,8 +237,7 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
                 o, w, a, b = o.outer, w.block_totals(size), ba, bb
             continue
         if cls is A.Chunks:
-            bounds = chunk_bounds(o.size, m)
-            starts = np.array([lo for lo, _ in bounds], dtype=np.int64)
+            bounds, starts = _chunks_at(o.size, m)
             ca, cb = (int(x) for x in np.searchsorted(starts, [a, b], side="right") - 1)
             if ca == cb:
                 lo, hi = bounds[ca]
@@ -259,6 +260,13 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
         if cls is A.Literal:
             return _literal_l(o.tree, w, a, b)
         raise SpecError(f"cannot answer l(i, j) for {o}")
+
+
+@lru_cache(maxsize=256)
+def _chunks_at(size, m: int):
+    """chunk_bounds and their starts, once per (SIZE, m): every pair asked walks them."""
+    bounds = chunk_bounds(size, m)
+    return bounds, np.array([lo for lo, _ in bounds], dtype=np.int64)
 
 
 def _within(e, m: int, lo: int, hi: int | None = None) -> int:
