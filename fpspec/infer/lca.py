@@ -12,7 +12,7 @@ stand for), kept in closed form where possible (`Ones`, `Blocked`,
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from bisect import bisect_right
 
 import numpy as np
 
@@ -237,13 +237,13 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
                 o, w, a, b = o.outer, w.block_totals(size), ba, bb
             continue
         if cls is A.Chunks:
-            bounds, starts = _chunks_at(o.size, m)
-            ca, cb = (int(x) for x in np.searchsorted(starts, [a, b], side="right") - 1)
+            bounds, starts, sizes = _chunks_at(o.size, m)
+            ca, cb = bisect_right(starts, a) - 1, bisect_right(starts, b) - 1
             if ca == cb:
                 lo, hi = bounds[ca]
                 o, w, a, b = o.inner, w.sub(lo, hi), a - lo, b - lo
             else:
-                totals = np.array([w.total(lo, hi) for lo, hi in bounds], dtype=np.int64)
+                totals = sizes if type(w) is Ones else np.add.reduceat(w.array(), np.array(starts, dtype=np.int64))
                 o, w, a, b = o.outer, Arr(totals), ca, cb
             continue
         if cls is A.GpuTree:
@@ -262,11 +262,21 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
         raise SpecError(f"cannot answer l(i, j) for {o}")
 
 
-@lru_cache(maxsize=256)
+_CHUNKS: dict = {}
+
+
 def _chunks_at(size, m: int):
-    """chunk_bounds and their starts, once per (SIZE, m): every pair asked walks them."""
-    bounds = chunk_bounds(size, m)
-    return bounds, np.array([lo for lo, _ in bounds], dtype=np.int64)
+    """chunk_bounds, their starts and sizes, once per (SIZE, m): every pair
+    asked walks them (keyed by identity: hashing SIZE costs more than this)."""
+    key = (id(size), m)
+    hit = _CHUNKS.get(key)
+    if hit is None or hit[0] is not size:
+        if len(_CHUNKS) > 1024:
+            _CHUNKS.clear()
+        bounds = chunk_bounds(size, m)
+        starts = [lo for lo, _ in bounds]
+        hit = _CHUNKS[key] = (size, bounds, starts, np.array([hi - lo for lo, hi in bounds], dtype=np.int64))
+    return hit[1:]
 
 
 def _within(e, m: int, lo: int, hi: int | None = None) -> int:
