@@ -243,8 +243,8 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
                 lo, hi = bounds[ca]
                 o, w, a, b = o.inner, w.sub(lo, hi), a - lo, b - lo
             else:
-                totals = sizes if type(w) is Ones else np.add.reduceat(w.array(), np.array(starts, dtype=np.int64))
-                o, w, a, b = o.outer, Arr(totals), ca, cb
+                totals = sizes if type(w) is Ones else Arr(np.add.reduceat(w.array(), np.array(starts, dtype=np.int64)))
+                o, w, a, b = o.outer, totals, ca, cb
             continue
         if cls is A.GpuTree:
             vals = w.array().copy()
@@ -275,7 +275,8 @@ def _chunks_at(size, m: int):
             _CHUNKS.clear()
         bounds = chunk_bounds(size, m)
         starts = [lo for lo, _ in bounds]
-        hit = _CHUNKS[key] = (size, bounds, starts, np.array([hi - lo for lo, hi in bounds], dtype=np.int64))
+        # the chunk sizes as one Arr: its prefix sums are made once, not per pair
+        hit = _CHUNKS[key] = (size, bounds, starts, Arr(np.array([hi - lo for lo, hi in bounds], dtype=np.int64)))
     return hit[1:]
 
 
