@@ -385,7 +385,10 @@ class Fitter:
         for k in [k for k in lane_strides(big) if 1 < k < big.n][:8]:
             # the unroll u: k itself (torch.sum), else a power-of-two multiple
             # of k (OpenBLAS's sgemm: 2 accumulators, 8 terms a loop turn)
-            for u in [k] + [k << i for i in range(1, 7) if k << i <= big.n]:
+            # (a larger u needs most observations at n >= u: below u LEFT orders
+            # everything, which would let a huge u explain anything)
+            for u in [k] + [k << i for i in range(1, 4)
+                            if 2 * sum(o.n >= k << i for o in obs) >= max(3, len(obs))]:
                 got = self._lanes_left(obs, k, depth, u)
                 if got is not None:
                     self.seen.add(k)
