@@ -38,6 +38,7 @@ SAMPLE = 10  # observations a search starts from (see Fitter.fit)
 MAX_RUNS = 16  # guard arms beyond this are a case list, not a spec: give up
 RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
+PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to (pad)
 
 
 def order_cost(o) -> int:
@@ -53,6 +54,8 @@ def order_cost(o) -> int:
                 + (0 if o.left is None else order_cost(o.left)) + (0 if o.unroll is None else expr_cost(o.unroll)))
     if isinstance(o, A.Chunks):
         return 1 + expr_cost(o.size) + order_cost(o.inner) + order_cost(o.outer)
+    if isinstance(o, A.Pad):
+        return 1 + expr_cost(o.m) + order_cost(o.order)
     if isinstance(o, A.Blocks):
         return 1 + expr_cost(o.b) + order_cost(o.inner) + order_cost(o.outer)
     if isinstance(o, A.Tail):
@@ -253,7 +256,7 @@ class Fitter:
         if depth >= MAX_DEPTH:
             return None
         best = None
-        for maker in (self._chunks, self._split, self._tail, self._lanes, self._blocks):
+        for maker in (self._chunks, self._pad, self._split, self._tail, self._lanes, self._blocks):
             for cand in maker(obs, depth, root):
                 if best is None or order_cost(cand) < order_cost(best):
                     best = cand
@@ -410,6 +413,21 @@ class Fitter:
         outer = self.fit_guarded([p[2] for p in parts], depth + 1)
         if outer is not None:
             yield A.Chunks(size, inner, outer)
+
+    def _pad(self, obs, depth, root):
+        """pad(M, order): the order fitted where M divides n (nothing padded),
+        then checked at every n (a partial vector first, zeros above it)."""
+        for m in PAD_MULTIPLES:
+            whole = [o for o in obs if o.n % m == 0]
+            if len(whole) < 2 or len(whole) == len(obs):
+                continue
+            inner = self.fit(whole, depth + 1)
+            if inner is None:
+                continue
+            cand = A.Pad(A.Num(m), inner)
+            if self._explains(cand, obs):
+                yield cand
+                return
 
     def _lanes_left(self, obs, k: int, depth: int, u: int | None = None):
         """lanes(k, inner, outer, left[, u]): the leftovers join lane 0 (torch.sum)."""

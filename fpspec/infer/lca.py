@@ -18,7 +18,7 @@ import numpy as np
 
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
-from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, lets_of, unroll_of
+from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, lets_of, pad_of, unroll_of
 from fpspec.tree import chain_node_end
 
 # ---------------------------------------------------------------- operand weights
@@ -235,6 +235,14 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
                 o, w, a, b = o.inner, w.sub(lo, min(lo + size, m)), a - lo, b - lo
             else:
                 o, w, a, b = o.outer, w.block_totals(size), ba, bb
+            continue
+        if cls is A.Pad:   # phantoms weigh nothing, and dropping them keeps every LCA of real operands
+            r, c = pad_of(o, m)
+            if c:
+                arr = w.array()
+                w = Arr(np.concatenate([arr[:r], np.zeros(c, np.int64), arr[r:]]))
+                a, b = (a if a < r else a + c), (b if b < r else b + c)
+            o = o.order
             continue
         if cls is A.Chunks:
             bounds, starts, sizes = _chunks_at(o.size, m)

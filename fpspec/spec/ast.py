@@ -306,6 +306,24 @@ class Chunks(_Printable):
 
 
 @dataclass(frozen=True)
+class Pad(_Printable):
+    """`pad(M, ORDER)`: ORDER applied to the operands padded to a multiple of
+    M with phantoms placed right after the first n % M operands: a vector
+    kernel that loads the partial vector first, zeros in its upper lanes.
+
+    r = n % M, c = (M - r) % M phantoms; ORDER gets [o0 .. o[r-1], c
+    phantoms, o[r] .. o[n-1]] (n = n + c inside it); then every node loses
+    its phantom children (a node left with one child is that child).
+    OpenBLAS sgemv_t (numpy.matmul(A, x), float32): after the n % 4 scalar
+    tail is cut off, pad(8, lanes(8, seq, lanes(4, seq, pairwise))).
+    """
+
+    m: Expr
+    order: "Order"
+    loc: Location | None = _loc()
+
+
+@dataclass(frozen=True)
 class Split(_Printable):
     """`split(AT, FIRST, REST)`: (FIRST(o[0..AT-1]) REST(o[AT..n-1])).
 
@@ -394,7 +412,7 @@ class Guard(_Printable):
             raise ValueError("a guard needs at least one `if` arm")
 
 
-Order = Union[Seq, Rev, Pairwise, GpuTree, Fused, Chain, Lanes, Blocks, Chunks, Split, Tail, Using, Literal, Ref, Guard]
+Order = Union[Seq, Rev, Pairwise, GpuTree, Fused, Chain, Lanes, Blocks, Chunks, Pad, Split, Tail, Using, Literal, Ref, Guard]
 
 # ---------------------------------------------------------------- header blocks
 

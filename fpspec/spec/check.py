@@ -23,12 +23,12 @@ import sys
 
 from fpspec.errors import Location, SpecError
 from fpspec.spec import ast as A
-from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, unroll_of
+from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, pad_of, unroll_of
 from fpspec.tree import check_leaves
 
 OPS = ("sum", "dot", "gemv", "gemm")
-BUILTIN_ORDERS = ("seq", "rev", "pairwise", "gpu_tree", "fused", "chain", "lanes", "blocks", "chunks", "split", "tail",
-                  "using")
+BUILTIN_ORDERS = ("seq", "rev", "pairwise", "gpu_tree", "fused", "chain", "lanes", "blocks", "chunks", "pad", "split",
+                  "tail", "using")
 EXHAUSTIVE = 4096
 DEPTH = 20000  # Python frames, as in expand
 UNBOUNDED_CHECK = 1 << 24
@@ -91,7 +91,7 @@ def _children(o):
         return (o.body, o.outer)
     if isinstance(o, A.Guard):
         return tuple(c.order for c in o.cases) + (o.otherwise,)
-    if isinstance(o, A.Using):
+    if isinstance(o, (A.Using, A.Pad)):
         return (o.order,)
     return ()
 
@@ -170,6 +170,8 @@ class _DryRun:
             for size in {min(b, n), n - (n - 1) // b * b}:
                 self.run(o.inner, size)
             self.run(o.outer, (n + b - 1) // b)
+        elif isinstance(o, A.Pad):
+            self.run(o.order, n + pad_of(o, n)[1])
         elif isinstance(o, A.Chunks):
             bounds = chunk_bounds(o.size, n)
             for size in {b - a for a, b in bounds}:

@@ -77,6 +77,37 @@ def unroll_of(o: A.Lanes, k: int, n: int) -> int:
     return u
 
 
+def pad_of(o: A.Pad, n: int) -> tuple[int, int]:
+    """(r, c) of pad(M, ...) at n: the n % M operands before the c phantoms."""
+    m = _size_param(o.m, n, "pad multiple")
+    return n % m, (m - n % m) % m
+
+
+def drop_phantoms(t: Tree) -> Tree:
+    """t without its phantom leaves (negative), a node left with one child
+    replaced by it.  Only nodes whose smallest leaf is negative hold phantoms
+    (children are sorted by smallest leaf), so operands are not walked."""
+    if t.__class__ is int:
+        return t
+    out: list = []
+    stack: list = [(t, False)]
+    while stack:
+        s, done = stack.pop()
+        if s.__class__ is int:
+            out.append(None if s < 0 else s)
+        elif s.first >= 0:
+            out.append(s)
+        elif done:
+            k = len(s.children)
+            kids = [x for x in out[-k:] if x is not None]
+            del out[-k:]
+            out.append(None if not kids else kids[0] if len(kids) == 1 else Node(tuple(kids), s.fused))
+        else:
+            stack.append((s, True))
+            stack.extend((c, False) for c in reversed(s.children))
+    return out[0]
+
+
 def chunk_bounds(size, n: int) -> list[tuple[int, int]]:
     """(start, end) of every chunk of chunks(SIZE, ...) over n operands, SIZE
     evaluated at the number of operands left."""
@@ -136,6 +167,11 @@ class _Expander:
         if cls is A.Chunks:
             inner, apply = o.inner, self.apply
             return apply(o.outer, [apply(inner, ops[a:b]) for a, b in chunk_bounds(o.size, n)])
+        if cls is A.Pad:
+            r, c = pad_of(o, n)
+            if c == 0:
+                return self.apply(o.order, ops)
+            return drop_phantoms(self.apply(o.order, ops[:r] + list(range(-c, 0)) + ops[r:]))
         if cls is A.Tail:
             k = _size_param(o.k, n, "tail multiple")
             p = n - n % k

@@ -725,6 +725,8 @@ def rename_refs(o, mapping: dict):
                        None if o.left is None else rename_refs(o.left, mapping), o.unroll)
     if isinstance(o, A.Chunks):
         return A.Chunks(o.size, rename_refs(o.inner, mapping), rename_refs(o.outer, mapping))
+    if isinstance(o, A.Pad):
+        return A.Pad(o.m, rename_refs(o.order, mapping))
     if isinstance(o, A.Blocks):
         return A.Blocks(o.b, rename_refs(o.inner, mapping), rename_refs(o.outer, mapping))
     if isinstance(o, A.Split):

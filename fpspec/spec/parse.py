@@ -237,6 +237,9 @@ class _ToAst(Transformer):
     def chunks(self, meta, items):
         return A.Chunks(*items, loc=self._loc(meta))
 
+    def pad(self, meta, items):
+        return A.Pad(*items, loc=self._loc(meta))
+
     def split(self, meta, items):
         return A.Split(*items, loc=self._loc(meta))
 

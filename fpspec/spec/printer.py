@@ -101,6 +101,8 @@ def format_inline(o) -> str:
         return f"blocks({format_expr(o.b)}, {format_inline(o.inner)}, {format_inline(o.outer)})"
     if isinstance(o, A.Chunks):
         return f"chunks({format_expr(o.size)}, {format_inline(o.inner)}, {format_inline(o.outer)})"
+    if isinstance(o, A.Pad):
+        return f"pad({format_expr(o.m)}, {format_inline(o.order)})"
     if isinstance(o, A.Split):
         return f"split({format_expr(o.at)}, {format_inline(o.first)}, {format_inline(o.rest)})"
     if isinstance(o, A.Tail):
