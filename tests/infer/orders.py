@@ -95,3 +95,34 @@ def _sgemm_chunk(lo: int, s: int, unroll: int) -> Tree:
     for i in range(lo + p, lo + s):
         a0 = Node((a0, i))
     return Node((a0, a1))
+
+
+def openblas_sgemv_t(n: int, nb: int = 4096) -> Tree:
+    """OpenBLAS sgemv_t (Haswell) along K for one output: K in blocks of nb,
+    each block's result added in turn; in a block of s, the s % 4 scalar tail
+    is summed apart and added last; the rest, p = s - s % 4, goes through 8
+    vector lanes (lane l folds l, l + 8, ...) except that when p % 8 == 4 the
+    first 4 terms are loaded first into lanes 0..3 (zeros above) and the
+    8-wide steps start at 4; then lane j + 4 is added to lane j, and the 4
+    sums pairwise."""
+    with building():
+        acc = None
+        for lo in range(0, n, nb):
+            b = _sgemv_block(lo, min(nb, n - lo))
+            acc = b if acc is None else Node((acc, b))
+        return acc
+
+
+def _sgemv_block(lo: int, s: int) -> Tree:
+    p = s - s % 4
+    if p == 0:
+        return sequential(range(lo, lo + s))
+    head = 4 if p % 8 == 4 else 0
+    lanes = [[lo + l] if head and l < 4 else [] for l in range(8)]
+    for b in range(head, p, 8):
+        for l in range(8):
+            lanes[l].append(lo + b + l)
+    acc = [sequential(x) if x else None for x in lanes]
+    four = [acc[j] if acc[j + 4] is None else Node((acc[j], acc[j + 4])) for j in range(4)]
+    body = Node((Node((four[0], four[1])), Node((four[2], four[3]))))
+    return body if s == p else Node((body, sequential(range(lo + p, lo + s))))

@@ -62,6 +62,23 @@ def test_if_expression_inside_arithmetic_keeps_its_parentheses():
     assert expand(spec, 20) == expand(parse("n in 1..64\norder blocks(8, seq, seq)\n"), 20)
 
 
+def test_pad_puts_phantoms_after_the_partial_vector():
+    spec = parse("n in 1..\n\norder pad(8, lanes(8, seq, lanes(4, seq, pairwise)))\n")
+    assert str(spec) == "n in 1..\n\norder pad(8, lanes(8, seq, lanes(4, seq, pairwise)))\n"
+    # 12 = 4 + 8: terms 0..3 in lanes 0..3 first, phantoms in lanes 4..7, then 4..11 in all 8
+    assert format_tree(expand(spec, 12)) == "((((0 4) 8) ((1 5) 9)) (((2 6) 10) ((3 7) 11)))"
+    assert format_tree(expand(spec, 4)) == "((0 1) (2 3))"
+    assert expand(spec, 16) == expand(parse("n in 1..\norder lanes(8, seq, lanes(4, seq, pairwise))\n"), 16)
+
+
+def test_the_compiler_refuses_pad_in_one_line():
+    from fpspec.compile import compile_spec
+    from fpspec.compile.ir import CompileError
+
+    with pytest.raises(CompileError, match="cannot express the order Pad"):
+        compile_spec(parse("n in 1..\nop gemv\norder pad(8, seq)\n"), "numpy")
+
+
 @pytest.mark.parametrize("text, message", [
     ("n in 1..64\norder lanes(2, seq, seq, seq, 3)\n",
      "x.fps:2:31: lanes unroll 3 = 3 at n = 2 is not a multiple of the lane count 2; expected a multiple of K"),
@@ -69,6 +86,8 @@ def test_if_expression_inside_arithmetic_keeps_its_parentheses():
      "x.fps:2:14: chunk size n + 1 = 3 with 2 operands left; expected 1 <= size <= 2"),
     ("n in 1..64\norder chunks((if n > 8: 8 else: 0), seq, seq)\n",
      "x.fps:2:15: chunk size (if n > 8: 8 else: 0) = 0 with 2 operands left; expected 1 <= size <= 2"),
+    ("n in 1..64\norder pad(n - 2, seq)\n",
+     "x.fps:2:11: pad multiple n - 2 = 0 at n = 2; expected an integer >= 1"),
 ])
 def test_errors(text, message):
     with pytest.raises(SpecError) as e:
@@ -98,6 +117,8 @@ def sgemm_like(draw):
     size = A.IfExpr(A.Compare(">=", A.Var(), A.Num(2 * q)), A.Num(q),
                     A.IfExpr(A.Compare(">", A.Var(), A.Num(q)), half, A.Var()))
     inner = A.Lanes(A.Num(k), A.Seq(), A.Seq(), A.Seq(), A.Num(u)) if k > 1 else A.Seq()
+    if draw(st.booleans()):   # a partial vector first (OpenBLAS sgemv_t)
+        inner = A.Pad(A.Num(draw(st.sampled_from([2, 4, 8]))), inner)
     return A.Spec(A.Header(n=A.Range(1, None)), (), A.Chunks(size, inner, A.Seq()))
 
 
