@@ -1,6 +1,7 @@
 """Triton replicas against the library ops, side by side in one run (GPU).
 
-    PYTHONPATH=. python benchmarks/bench_triton.py [--size 4096] [--n 100000000]
+    PYTHONPATH=. python benchmarks/bench_triton.py [--size 4096] [--n 100000000] [--configs]
+        [--only native|emulated|sum] [--arith 0,1,2,3] [--tiles 16x32x4,32x32x8]
 
 Rows: fp16 GEMM size^3 through torch.matmul (cuBLAS), the replica's native
 path and its emulated path (both bit-checked against cuBLAS); float32 sum of n
@@ -43,6 +44,13 @@ def main():
     ap.add_argument("--configs", action="store_true", help="also try other native tile shapes")
     ap.add_argument("--only", choices=("native", "emulated", "sum"), action="append",
                     help="run only these rows (repeatable); default: all")
+    ap.add_argument("--arith", type=lambda v: [int(x) for x in v.split(",")], default=[0, 1, 2, 3],
+                    help="with --configs: the emulated tile kernel's ARITH forms to try (comma-separated)")
+    ap.add_argument("--tiles", type=lambda v: [tuple(int(x) for x in t.split("x")) for t in v.split(",")],
+                    default=[(16, 32, 4), (32, 32, 4), (32, 32, 8), (16, 64, 4)],
+                    help="with --configs: emulated tiles BMxBNxWARPS, comma-separated")
+    ap.add_argument("--specials", type=lambda v: [True if x == "pass" else "auto" for x in v.split(",")],
+                    default=["auto"], help="with --configs: auto and/or pass (the inf/nan pass every node)")
     args = ap.parse_args()
     only = set(args.only or ("native", "emulated", "sum"))
     rows = _Table()
@@ -72,17 +80,28 @@ def main():
             tag = "x".join(str(cfg[k]) for k in ("BM", "BN", "BK")) + f" w{cfg['num_warps']} s{cfg['num_stages']}"
             rows.append((f"replica native {tag}", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,
                          "bit-identical" if same else "DIFFERS"))
-        emulated = [(gemm.REPLICA.emulated_kernel, gemm.REPLICA.emulated_config)] if "emulated" in only else []
+        default = gemm.REPLICA.emulated_config
+        # the first row: the kernel before floating-point products (integers, inf/nan test every node)
+        emulated = ([("tile", dict(BM=16, BN=32, num_warps=4), 0, True),
+                     ("auto", default, "auto", gemm.REPLICA.emulated_specials)]
+                    if "emulated" in only else [])
         if args.configs and emulated:
-            emulated += [(form, dict(BM=BM, BN=BN, num_warps=w)) for form, BM, BN, w in
-                         [("tile", 32, 32, 8), ("tile", 16, 32, 4), ("tile", 32, 64, 8), ("tile", 16, 16, 2)]
-                         if (form, dict(BM=BM, BN=BN, num_warps=w)) != emulated[0]]
-        for form, cfg in emulated:
+            emulated += [("tile", dict(BM=BM, BN=BN, num_warps=w), arith, specials) for arith in args.arith
+                         for BM, BN, w in args.tiles for specials in args.specials]
+        for form, cfg, arith, specials in emulated:
             gemm.REPLICA.emulated_kernel, gemm.REPLICA.emulated_config = form, cfg
-            got = gemm.gemm(A, B, path="emulated")
+            gemm.REPLICA.emulated_arith = arith
+            gemm.REPLICA.emulated_specials = specials
+            try:
+                got = gemm.gemm(A, B, path="emulated")
+            except Exception as e:   # one form failing to compile must not end the sweep
+                print(f"emulated {form} {cfg} arith {arith}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                continue
             same = torch.equal(got.view(torch.int16), ref.view(torch.int16))
             t = do_bench(lambda: gemm.gemm(A, B, path="emulated"), warmup=1, rep=3, return_mode="median")
-            tag = f"{form} {cfg['BM']}x{cfg['BN']} w{cfg['num_warps']}"
+            used = gemm.REPLICA._arith(A.device) if form != "wide" else "-"
+            tag = (f"{form} {cfg['BM']}x{cfg['BN']} w{cfg['num_warps']} arith {used}"
+                   f"{' +specials pass' if specials is True else ''}")
             rows.append((f"replica emulated {tag}", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,
                          "bit-identical" if same else "DIFFERS"))
 

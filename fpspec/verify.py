@@ -78,6 +78,9 @@ class Side:
     out_fmt: str | None = None     # output format, for hex in messages
     m: int | None = None
     ncols: int | None = None
+    # a spec whose order depends on the output position: ((row, column), mask of the outputs in
+    # that position's order), one or two per order; trees and arithmetic are compared at each
+    positions: tuple = ()
 
     @property
     def live(self) -> bool:
@@ -308,32 +311,37 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
     probe_ns = set(probe_points(n_values))
     clock = {"trees": 0.0, "arithmetic": 0.0, "samples": 0.0}
 
+    points = reference.positions or ((None, None),)
     for n in n_values:
-        try:
-            ref_trees[n] = reference.tree_at(n)
-        except Exception as e:
-            problems.append(Problem("tree", reference.name, n, _failure_text(e)))
-            continue
-        for side in others:
-            t0 = time.perf_counter()
+        for pos, mask in points:
+            at = {} if pos is None else {"pos": pos}
+            where = "" if pos is None else f" at output {pos}"
             try:
-                got = side.tree_at(n)
+                ref_trees[n] = ref_tree = reference.tree_at(n, **at)
             except Exception as e:
-                problems.append(Problem("tree", side.name, n, _failure_text(e)))
+                problems.append(Problem("tree", reference.name + where, n, _failure_text(e)))
                 continue
-            d = tree_diff(observable(ref_trees[n]), observable(got))   # fused pairs reveal as binary
-            text = None if d is None else _difference_text(d, reference.name, side.name)
-            trees.append(TreeCheck(n, side.name, d is None, text, time.perf_counter() - t0))
-            clock["trees"] += time.perf_counter() - t0
-            # the arithmetic is probed at a few n (a library may switch kernels, and
-            # arithmetics, with n), each time with the side's own tree: a probe
-            # needs the real order, not the spec's
-            if probe and n in probe_ns:
+            for side in others:
                 t0 = time.perf_counter()
-                check = _compare_arithmetic(reference, side, n, ref_trees[n], got, problems)
-                if check is not None:
-                    ariths.append(check)
-                clock["arithmetic"] += time.perf_counter() - t0
+                try:
+                    got = side.tree_at(n, **at)
+                except Exception as e:
+                    problems.append(Problem("tree", side.name + where, n, _failure_text(e)))
+                    continue
+                d = tree_diff(observable(ref_tree), observable(got))   # fused pairs reveal as binary
+                text = None if d is None else where.strip() + _difference_text(d, reference.name, side.name)
+                trees.append(TreeCheck(n, side.name, d is None, text, time.perf_counter() - t0))
+                clock["trees"] += time.perf_counter() - t0
+                # the arithmetic is probed at a few n (a library may switch kernels, and
+                # arithmetics, with n), each time with the side's own tree: a probe
+                # needs the real order, not the spec's
+                if probe and n in probe_ns:
+                    t0 = time.perf_counter()
+                    check = _compare_arithmetic(reference, side, n, ref_tree, got, problems,
+                                                {} if pos is None else {"pos": pos, "mask": mask})
+                    if check is not None:
+                        ariths.append(check)
+                    clock["arithmetic"] += time.perf_counter() - t0
 
     t_samples = time.perf_counter()
     inputs = 0
@@ -411,13 +419,13 @@ def _spread(total: int, parts: int) -> list[int]:
 
 
 def _compare_arithmetic(reference: Side, side: Side, n: int, ref_tree: Tree, tree: Tree,
-                        problems: list) -> ArithmeticCheck | None:
+                        problems: list, at: dict | None = None) -> ArithmeticCheck | None:
     if reference.arithmetic_at is None or side.arithmetic_at is None:
         return None
 
     def ask(who: Side, t: Tree):
         try:
-            return who.arithmetic_at(n, t)
+            return who.arithmetic_at(n, t, **(at or {}))
         except Exception as e:   # a probe that cannot run is a finding, as a crash would be
             problems.append(Problem("arithmetic", who.name, n, _failure_text(e)))
             return None
@@ -701,39 +709,85 @@ def make_spec_side(spec, name: str, *, m: int | None = None, ncols: int | None =
     op = spec.header.op or "sum"
     fmt, out_fmt = spec_format(spec)
     arith = spec_arithmetic(spec)
-    m, ncols = _shape(op, m, ncols)
-    trees: dict[int, Tree] = {}
-    regions: dict[int, dict] = {}
+    m, ncols = _shape(op, m, ncols, spec)
+    trees: dict = {}
+    regions: dict = {}
     names = tuple(a.name for a in spec.header.arithmetics)
+    labels, reps = position_labels(spec, m, ncols)
 
-    def tree_at(n: int) -> Tree:
-        if n not in trees:
+    def tree_at(n: int, pos: tuple = (0, 0)) -> Tree:
+        key = (n, pos)
+        if key not in trees:
             if names:
-                trees[n], _, regions[n] = expand_arith(spec, n)
+                trees[key], _, regions[key] = expand_arith(spec, n, pos)
             else:
-                trees[n] = expand(spec, n)
-        return trees[n]
+                trees[key] = expand(spec, n, pos)
+        return trees[key]
 
     def outputs(n: int, samples) -> list:
         if arith is None:
             raise SideFailure("the spec has no arithmetic section: nothing defines its outputs")
-        return reference_outputs(tree_at(n), arith, op, samples, regions.get(n))
+        if labels is None:
+            return reference_outputs(tree_at(n), arith, op, samples, regions.get((n, (0, 0))))
+        # each order on every output, kept where the output is in that order
+        out = None
+        for k, pos in enumerate(reps):
+            part = reference_outputs(tree_at(n, pos), arith, op, samples, regions.get((n, pos)))
+            here = labels.reshape(part[0].shape) == k
+            out = part if out is None else [np.where(here, p, o) for p, o in zip(part, out)]
+        return out
 
-    def arithmetic_at(n: int, t):
-        tree_at(n)
-        return RegionalArithmetic(arith, regions[n], names) if names and regions[n] else arith
+    def arithmetic_at(n: int, t, pos: tuple = (0, 0), mask=None):
+        tree_at(n, pos)
+        found = regions.get((n, pos))
+        return RegionalArithmetic(arith, found, names) if names and found else arith
 
-    return Side(name, "spec", op, fmt, tree_at=tree_at,
-                arithmetic_at=arithmetic_at, outputs=outputs, out_fmt=out_fmt, m=m, ncols=ncols)
+    points = () if labels is None else tuple(
+        (p, labels == k) for k, first in enumerate(reps)
+        for p in dict.fromkeys([first, tuple(int(v) for v in np.argwhere(labels == k)[-1])]))
+    return Side(name, "spec", op, fmt, tree_at=tree_at, arithmetic_at=arithmetic_at, outputs=outputs,
+                out_fmt=out_fmt, m=m, ncols=ncols, positions=points)
 
 
-def _shape(op: str, m, ncols) -> tuple[int | None, int | None]:
-    # the same defaults as fpspec.reveal's targets: 4 rows, 4 columns
+def position_labels(spec, m, ncols):
+    """(labels, representatives) for a spec whose root `if` tests the output row i or
+    column j: labels (m x ncols, ints) give the arm each output takes, representatives
+    the first output of each arm; (None, ()) for any other spec."""
+    from fpspec.compile.build import uses_position
+    from fpspec.spec import ast as A
+    from fpspec.spec.expand import eval_cond
+
+    o = spec.order
+    if not (isinstance(o, A.Guard) and any(uses_position(c.cond) for c in o.cases)) or m is None:
+        return None, ()
+    rows, cols = m, ncols or 1
+    labels = np.full((rows, cols), len(o.cases), np.int64)
+    n = spec.header.n.lo if spec.header.n is not None else 1
+    for i in range(rows):
+        for j in range(cols):
+            labels[i, j] = next((k for k, c in enumerate(o.cases) if eval_cond(c.cond, n, (i, j))), len(o.cases))
+    used = sorted(set(labels.reshape(-1).tolist()))
+    labels = np.searchsorted(used, labels)
+    reps = tuple(tuple(int(v) for v in np.argwhere(labels == k)[0]) for k in range(len(used)))
+    return labels, reps
+
+
+def _shape(op: str, m, ncols, spec=None) -> tuple[int | None, int | None]:
+    # the spec's revealed shape (provenance), else fpspec.reveal's defaults: 4 rows, 4 columns
+    shape = spec.header.provenance.get("shape") if spec is not None and spec.header.provenance else None
+    if shape is not None and hasattr(shape, "get"):
+        m = m or _int_value(shape.get("m"))
+        ncols = ncols or _int_value(shape.get("ncols"))
     if op == "gemv":
         return int(m or 4), None
     if op == "gemm":
         return int(m or 4), int(ncols or 4)
     return None, None
+
+
+def _int_value(v):
+    v = getattr(v, "value", v)
+    return v if isinstance(v, int) and v > 0 else None
 
 
 def reference_outputs(tree: Tree, arith, op: str, samples, regions: dict | None = None) -> list:
@@ -786,13 +840,17 @@ def make_live_side(name: str, role: str, op: str, fmt: str, target_at: Callable[
             targets[n] = target_at(n)
         return targets[n]
 
-    def tree_at(n: int) -> Tree:
-        return _reveal()(target(n), **(reveal_options or {})).tree
+    def tree_at(n: int, pos: tuple = (0, 0)) -> Tree:
+        from fpspec.reveal.positions import moved
 
-    def arithmetic_at(n: int, tree: Tree):
+        return _reveal()(moved(target(n), *pos), **(reveal_options or {})).tree
+
+    def arithmetic_at(n: int, tree: Tree, pos: tuple = (0, 0), mask=None):
         from fpspec.arith import probe_arithmetic
+        from fpspec.reveal.positions import restricted
 
-        return probe_arithmetic(target(n), tree)
+        t = target(n)
+        return probe_arithmetic(t if mask is None else restricted(t, mask, pos), tree)
 
     def call_at(n: int) -> Callable:
         t = target(n)   # the target's own conversions: library dtype in, float64 out

@@ -8,6 +8,7 @@ import shlex
 import sys
 from typing import Optional
 
+import numpy as np
 import typer
 
 from fpspec.cli import app
@@ -61,6 +62,11 @@ def spec_file_text(tree, prov: dict, revelation=None, report=None, target=None, 
     """The revealed tree lowered to a .fps spec, with provenance and the probed arithmetic
     (with `target`: checked on sample inputs, per part of the tree where one
     arithmetic does not fit: fpspec.spec.regions.with_probed_arithmetic)."""
+    return str(revealed_spec(tree, prov, revelation, report, target, notes))
+
+
+def revealed_spec(tree, prov: dict, revelation=None, report=None, target=None, notes=None):
+    """spec_file_text's spec."""
     from fpspec.spec import Block, Header, check, expand, lower, make_header
     from fpspec.tree import diff, observable
 
@@ -85,7 +91,54 @@ def spec_file_text(tree, prov: dict, revelation=None, report=None, target=None, 
     d = diff(observable(expand(spec, prov["n"])), observable(tree))   # fused pairs reveal as binary
     if d is not None:
         raise FpspecError(f"internal error: the lowered spec does not expand to the revealed tree: {d}")
-    return str(spec)
+    return spec
+
+
+def positional_spec(orders, prov: dict, reports, target, notes=None):
+    """One spec for a gemv/gemm whose outputs use several orders (fpspec.reveal.positions):
+    each order lowered with its own probed arithmetic, merged under an `if` on i, j."""
+    from fpspec.reveal.positions import labels
+    from fpspec.spec import check, expand
+    from fpspec.spec.expand import eval_cond
+    from fpspec.spec.positions import merge
+    from fpspec.tree import diff, observable
+
+    n = prov["n"]
+    lab = labels(orders, target.output_shape)
+    specs = [revealed_spec(p.revelation.tree, prov, p.revelation, r,
+                           None if r is None else order_target(target, p.mask, p.at), notes)
+             for p, r in zip(orders, reports)]
+    spec = merge(specs, lab)
+    check(spec)
+    guard = spec.order
+
+    def arm(pos) -> int:
+        return next((k for k, c in enumerate(guard.cases) if eval_cond(c.cond, n, pos)), len(guard.cases))
+
+    # each order's arm expands to its tree, and every output (a sample of 2^16 beyond that) takes its arm
+    for p in orders:
+        d = diff(observable(expand(spec, n, p.at)), observable(p.revelation.tree))
+        if d is not None:
+            raise FpspecError(f"internal error: the merged spec does not expand to the order at {p.at}: {d}")
+    grid = lab.reshape(lab.shape[0], -1)
+    arms = [arm(p.at) for p in orders]
+    cells = (np.argwhere(np.ones_like(grid, bool)) if grid.size <= 1 << 16
+             else np.random.default_rng(0).integers(0, grid.shape, size=(1 << 16, 2)))
+    for i, j in cells.tolist():
+        if arm((i, j)) != arms[grid[i, j]]:
+            raise FpspecError(f"internal error: the merged spec sends output ({i}, {j}) to another order "
+                              "than the one revealed there")
+    return spec
+
+
+def order_target(target, mask, at):
+    """The target read only at the outputs computing in the order of output `at`
+    (all of them when mask is None): what probes and sample checks may batch over."""
+    if mask is None or target.op not in ("gemv", "gemm"):
+        return target
+    from fpspec.reveal.positions import restricted
+
+    return restricted(target, mask, at)
 
 
 def _parse_n(text: str) -> tuple[int, int | None]:
@@ -142,6 +195,9 @@ def reveal(
     seed: int = typer.Option(0, "--seed", help="seed for the random pivots"),
     tf32: bool = typer.Option(False, "--tf32", help="torch on cuda: allow TF32 for fp32 matmul"),
     masks: str = typer.Option("auto", "--masks", help="products: auto | split (sqrt(M) in each operand) | unsplit"),
+    positions: bool = typer.Option(True, "--positions/--no-positions",
+                                   help="gemv/gemm: reveal the order of every output element that does not share "
+                                        "element (0, 0)'s (the spec then has an `if` on the output row i, column j)"),
 ) -> None:
     """Reveal the accumulation order of TARGET at length n and print it as a tree."""
     from fpspec.reveal.engine import reveal as run_reveal
@@ -166,12 +222,23 @@ def reveal(
     rev = run_reveal(tgt, algorithm=algorithm, seed=seed, progress=sys.stderr.isatty(), split=splits[masks])
     if file_format not in ("fps", "tree"):
         raise FpspecError(f"--format must be fps or tree, got {file_format!r}")
+    orders = None
+    if positions and rev.shared is not None and rev.shared.size > 1:
+        from fpspec.reveal.positions import reveal_positions
+
+        orders = reveal_positions(tgt, first=rev, algorithm=algorithm, seed=seed, split=splits[masks])
+        if file_format == "tree" and output and len(orders) > 1:
+            raise FpspecError(f"--format tree holds one tree, and {target} uses {len(orders)} orders across its "
+                              "outputs; write a spec (--format fps) or pass --no-positions")
     lines: list[str] = []
     report = None
+    reports = [None] * (len(orders) if orders else 1)
     if not no_probe:
         from fpspec.arith.probe import probe_arithmetic
 
-        report = probe_arithmetic(tgt, rev.tree)
+        reports = [probe_arithmetic(order_target(tgt, p.mask, p.at), p.revelation.tree) for p in orders] \
+            if orders else [probe_arithmetic(order_target(tgt, rev.shared, (0, 0)), rev.tree)]
+        report = reports[0]
         lines = list(report.lines)
     argv = ["reveal", target, "-n", n, "--dtype", dtype]
     for flag, value in (("--op", op), ("--m", m), ("--ncols", ncols), ("-o", output),
@@ -186,7 +253,8 @@ def reveal(
         argv += ["--seed", str(seed)]
     if masks != "auto":
         argv += ["--masks", masks]
-    argv += [flag for flag, on in (("--tf32", tf32), ("--no-probe", no_probe), ("--json", as_json)) if on]
+    argv += [flag for flag, on in (("--tf32", tf32), ("--no-probe", no_probe), ("--json", as_json),
+                                   ("--no-positions", not positions)) if on]
     prov = provenance(tgt, argv)
     if tf32:
         prov["tf32"] = True
@@ -194,22 +262,45 @@ def reveal(
         from fpspec.io import write_atomic
 
         try:
-            text = (spec_file_text(rev.tree, prov, rev, report, tgt, lines) if file_format == "fps"
-                    else tree_file_text(rev.tree, prov, rev, lines))
+            if orders is not None and len(orders) > 1:
+                text = str(positional_spec(orders, prov, reports, tgt, lines))
+            elif file_format == "fps":
+                text = spec_file_text(rev.tree, prov, rev, report, order_target(tgt, rev.shared, (0, 0)), lines)
+            else:
+                text = tree_file_text(rev.tree, prov, rev, lines)
             write_atomic(output, text)
         except OSError as e:
             raise FpspecError(f"cannot write {output}: {e.strerror or e}") from None
+    many = orders is not None and len(orders) > 1
     if as_json:
         summary = rev.summary()
         summary["provenance"] = prov
         summary["tree"] = format_tree(rev.tree)
         if lines:
             summary["arithmetic"] = lines
+        if many:
+            summary["positions"] = [
+                {"at": list(p.at), "outputs": int(p.mask.sum()), "tree": format_tree(p.revelation.tree),
+                 "queries": p.revelation.queries, "calls": p.revelation.calls,
+                 "arithmetic": list(r.lines) if r is not None else []}
+                for p, r in zip(orders, reports)]
         typer.echo(json.dumps(summary, indent=2))
         return
-    typer.echo(format_tree(rev.tree))
-    for note in rev.notes:
-        typer.echo(f"note: {note}", err=True)
-    for line in lines:
-        typer.echo(line)
-    typer.echo(f"{rev.queries} queries, {rev.calls} calls, {rev.seconds:.3f} s ({rev.algorithm})", err=True)
+    if not many:
+        typer.echo(format_tree(rev.tree))
+        for note in rev.notes:
+            typer.echo(f"note: {note}", err=True)
+        for line in lines:
+            typer.echo(line)
+        typer.echo(f"{rev.queries} queries, {rev.calls} calls, {rev.seconds:.3f} s ({rev.algorithm})", err=True)
+        return
+    total = sum(p.revelation.calls for p in orders)
+    typer.echo(f"note: {len(orders)} orders across the {tgt.m} x {tgt.ncols if tgt.op == 'gemm' else 1} outputs",
+               err=True)
+    for k, (p, r) in enumerate(zip(orders, reports)):
+        typer.echo(f"order {k}: {int(p.mask.sum())} outputs, revealed at row {p.at[0]}, column {p.at[1]}")
+        typer.echo(format_tree(p.revelation.tree))
+        for line in (r.lines if r is not None else ()):
+            typer.echo(line)
+    typer.echo(f"{sum(p.revelation.queries for p in orders)} queries, {total} calls, "
+               f"{sum(p.revelation.seconds for p in orders):.3f} s ({rev.algorithm})", err=True)

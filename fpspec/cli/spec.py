@@ -80,6 +80,8 @@ def show(
     n: Optional[int] = typer.Option(None, "-n", help="reduction length to expand (default: the spec's single n)"),
     svg: Optional[Path] = typer.Option(None, "--svg", help="also draw the tree to this SVG file"),
     png: Optional[Path] = typer.Option(None, "--png", help="also draw the tree to this PNG file"),
+    at: Optional[str] = typer.Option(None, "--at", help="the output element I,J whose tree to show (gemv/gemm "
+                                                        "specs whose order depends on the output position)"),
 ) -> None:
     """Print a spec (canonical form) and the tree it gives at n."""
     from fpspec.spec import check, expand
@@ -94,11 +96,12 @@ def show(
                 raise FpspecError(f"{file}: the spec holds for n in {str(r)[5:] if r else 'any range'}; "
                                   "give the n to expand with -n N")
             n = r.lo
-        tree = expand(spec, n)
+        tree = expand(spec, n, _position(at))
     elif n is not None and n != stats(tree).leaves:
         raise FpspecError(f"{file}: the tree has {stats(tree).leaves} leaves; expected -n to match or no -n")
     typer.echo(str(spec), nl=False)
-    typer.echo(f"\n# tree at n = {stats(tree).leaves}: {stats(tree)}")
+    where = f", output ({at})" if at else ""
+    typer.echo(f"\n# tree at n = {stats(tree).leaves}{where}: {stats(tree)}")
     typer.echo(format_tree(tree))
     for path, fmt in ((svg, "svg"), (png, "png")):
         if path is not None:
@@ -106,6 +109,18 @@ def show(
 
             render(tree, path, fmt, title=f"{file.name} n={stats(tree).leaves}")
             typer.echo(f"wrote {path}")
+
+
+def _position(at: str | None) -> tuple[int, int]:
+    if at is None:
+        return (0, 0)
+    try:
+        i, j = (int(v) for v in at.split(",")) if "," in at else (int(at), 0)
+        if i < 0 or j < 0:
+            raise ValueError
+        return (i, j)
+    except ValueError:
+        raise FpspecError(f"--at takes a row and column like 3,8 (both >= 0), got {at!r}") from None
 
 
 @app.command("check")

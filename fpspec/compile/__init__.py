@@ -8,10 +8,10 @@ The IR is in `ir`, the tree it denotes in `trees`, backends in `backends`
 """
 from __future__ import annotations
 
-from fpspec.compile.ir import CompileError, Kernel
+from fpspec.compile.ir import CompileError, Kernel, Positional
 
 
-def compile_kernel(kernel: Kernel, target: str = "numpy", **options) -> str:
+def compile_kernel(kernel: Kernel | Positional, target: str = "numpy", **options) -> str:
     """Render `kernel` for `target`; `options` are the backend's own (Backend.options)."""
     from fpspec.compile.backends import get_backend
 
@@ -20,6 +20,12 @@ def compile_kernel(kernel: Kernel, target: str = "numpy", **options) -> str:
     if unknown:
         takes = ", ".join(backend.options) or "no options"
         raise CompileError(f"target {target} does not take {', '.join(unknown)} (it takes {takes})")
+    if isinstance(kernel, Positional):
+        from fpspec.compile.positions import compose
+
+        for k in kernel.kernels:
+            backend.check(k)
+        return compose(kernel, [backend.render(k, **options) for k in kernel.kernels], target)
     backend.check(kernel)
     return backend.render(kernel, **options)
 

@@ -16,17 +16,25 @@ from fpspec.spec import ast as A
 M = ir.Var("m")
 
 
-def build_expr(e) -> ir.IntExpr:
+def build_expr(e, positions: bool = False) -> ir.IntExpr:
+    """`positions`: the output row i and column j may appear (the outermost `if` only)."""
     if isinstance(e, A.Num):
         return ir.Const(e.value)
     if isinstance(e, A.Var):
-        return M
+        if e.name == "n":
+            return M
+        if not positions:
+            where = f"{e.loc.line}:{e.loc.column}: " if e.loc is not None else ""
+            raise CompileError(f"{where}the output position {e.name} is used inside an order; the compiler "
+                               "takes i and j only in the conditions of the root order's outermost `if`")
+        return ir.Var(e.name)
     if isinstance(e, A.BinOp):
-        return ir.BinOp(e.op, build_expr(e.left), build_expr(e.right))
+        return ir.BinOp(e.op, build_expr(e.left, positions), build_expr(e.right, positions))
     if isinstance(e, A.IfExpr):
-        return ir.IfInt(build_cond(e.cond), build_expr(e.then), build_expr(e.otherwise))
+        return ir.IfInt(build_cond(e.cond, positions), build_expr(e.then, positions),
+                        build_expr(e.otherwise, positions))
     if isinstance(e, A.Call):
-        args = [build_expr(x) for x in e.args]
+        args = [build_expr(x, positions) for x in e.args]
         out = args[0]
         for x in args[1:]:
             out = ir.BinOp(e.func, out, x)
@@ -34,11 +42,11 @@ def build_expr(e) -> ir.IntExpr:
     raise CompileError(f"not an integer expression: {e}")
 
 
-def build_cond(c) -> ir.Cond:
+def build_cond(c, positions: bool = False) -> ir.Cond:
     if isinstance(c, A.Compare):
-        return ir.Compare(c.op, build_expr(c.left), build_expr(c.right))
+        return ir.Compare(c.op, build_expr(c.left, positions), build_expr(c.right, positions))
     if isinstance(c, A.BoolOp):
-        return ir.BoolOp(c.op, build_cond(c.left), build_cond(c.right))
+        return ir.BoolOp(c.op, build_cond(c.left, positions), build_cond(c.right, positions))
     raise CompileError(f"not a condition: {c}")
 
 
@@ -101,15 +109,50 @@ def named_arithmetics_of(spec: A.Spec) -> tuple:
     return tuple((k, a) for k, a in arithmetics(spec).items() if k is not None) if spec.header.arithmetics else ()
 
 
+def using_names(*orders) -> set:
+    from fpspec.spec.regions import using_names as names
+
+    return names(*orders)
+
+
+def uses_position(c) -> bool:
+    """Whether a condition or expression mentions the output row i or column j."""
+    if isinstance(c, A.Var):
+        return c.name in ("i", "j")
+    if isinstance(c, (A.Compare, A.BoolOp, A.BinOp)):
+        return uses_position(c.left) or uses_position(c.right)
+    if isinstance(c, A.Call):
+        return any(uses_position(x) for x in c.args)
+    return False
+
+
 def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
-                 source: str | None = None) -> Kernel:
-    """The kernel of a parsed spec; `n` specializes it to one length."""
+                 source: str | None = None) -> Kernel | ir.Positional:
+    """The kernel of a parsed spec; `n` specializes it to one length.  A spec whose
+    root is an `if` on the output position gives a `Positional` of one kernel per arm."""
+    o = spec.order
+    if isinstance(o, A.Guard) and any(uses_position(c.cond) for c in o.cases):
+        text = source if source is not None else str(spec)
+        arms = [build_kernel(A.Spec(spec.header, spec.lets, c.order), n, name, text) for c in o.cases]
+        rest = build_kernel(A.Spec(spec.header, spec.lets, o.otherwise), n, name, text)
+        if any(isinstance(k, ir.Positional) for k in arms + [rest]):
+            raise CompileError("an `if` on the output position i, j inside another one; the compiler takes "
+                               "one, as the root order's outermost `if`")
+        return ir.Positional(rest.op, tuple((build_cond(c.cond, True), k) for c, k in zip(o.cases, arms)),
+                             rest, text, rest.name)
     h = spec.header
     op = h.op or "sum"
     if op not in ir.OPS:
         raise CompileError(f"op {op!r} cannot be compiled; expected one of {', '.join(ir.OPS)}")
     lo, hi = (h.n.lo, h.n.hi) if h.n is not None else (1, None)
-    root = build_order(spec.order)
+    arithmetic, named = arithmetic_of(spec), named_arithmetics_of(spec)
+    top = spec.order
+    while isinstance(top, A.Using):
+        # every node in one region: that is the kernel's own arithmetic (an arm of an `if`
+        # on the output position, e.g.), which every backend takes
+        arithmetic = dict(named)[top.name]
+        top = top.order
+    root = build_order(top)
     orders = tuple((d.name, build_order(d.order)) for d in spec.lets)
     kernel_name = name or h.target or "spec"
     text = source if source is not None else str(spec)
@@ -118,8 +161,9 @@ def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
             raise CompileError(f"-n {n} is outside the spec's range {lo}..{'' if hi is None else hi}")
         lo = hi = n
         root = specialize(root, dict(orders), n)
-    return Kernel(op, arithmetic_of(spec), root, lo, hi, orders, text, kernel_name,
-                  arithmetics=named_arithmetics_of(spec))
+    used = using_names(top, *(d.order for d in spec.lets))
+    return Kernel(op, arithmetic, root, lo, hi, orders, text, kernel_name,
+                  arithmetics=tuple((k, a) for k, a in named if k in used))
 
 
 def specialize(r: ir.Reducer, orders: dict, n: int) -> ir.Reducer:

@@ -56,7 +56,7 @@ class CompileError(FpspecError):
 INT_OPS = ("+", "-", "*", "//", "%", "min", "max")
 CMP_OPS = ("<", "<=", "==", "!=", ">", ">=")
 BOOL_OPS = ("and", "or")
-VARIABLES = ("m", "n")
+VARIABLES = ("m", "n", "i", "j")
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,8 @@ class Const:
 
 @dataclass(frozen=True)
 class Var:
-    """``m``: length of the current operand list; ``n``: the kernel's reduction length."""
+    """``m``: length of the current operand list; ``n``: the kernel's reduction length;
+    ``i``, ``j``: the output element's row and column (only in `Positional` cases)."""
     name: str
 
     def __post_init__(self):
@@ -438,3 +439,25 @@ def walk(r: Reducer):
         s = stack.pop()
         yield s
         stack.extend(reversed(children(s)))
+
+
+@dataclass(frozen=True)
+class Positional:
+    """A replica whose order depends on the output position: `cases` pair a
+    condition on the output row ``i``, column ``j`` (and ``n``) with the Kernel
+    of the outputs where it holds first; ``otherwise`` computes the rest.
+    Every Kernel is a whole replica of its own (fpspec.compile.positions
+    joins them)."""
+    op: str
+    cases: tuple[tuple[Cond, Kernel], ...]
+    otherwise: Kernel
+    source: str = ""
+    name: str = "spec"
+
+    @property
+    def kernels(self) -> tuple[Kernel, ...]:
+        return tuple(k for _, k in self.cases) + (self.otherwise,)
+
+    @property
+    def sha256(self) -> str:
+        return self.otherwise.sha256

@@ -338,32 +338,62 @@ def fp_node_result(total, e_max, c, FRAC: tl.constexpr, TO_ZERO: tl.constexpr):
 
 
 @triton.jit
+def fp_node_values(bits, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, F64: tl.constexpr):
+    """Values of fp16/bf16 bit patterns as fp32 (F64: fp64), exact; inf and nan give 0.
+
+    Only the finite part of a node reads them (specials are the caller's)."""
+    b = bits.to(tl.int32) & 0xFFFF
+    special = ((b >> IN_MAN) & ((1 << IN_EXP) - 1)) == (1 << IN_EXP) - 1
+    if IN_EXP == 5:
+        v = b.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    else:
+        v = (b << 16).to(tl.float32, bitcast=True)
+    v = tl.where(special, 0.0, v)
+    if F64:
+        v = v.to(tl.float64)
+    return v
+
+
+@triton.jit
 def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
                       BM: tl.constexpr, BN: tl.constexpr, WIDTH: tl.constexpr, W: tl.constexpr,
                       IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC: tl.constexpr,
                       FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
-                      INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+                      INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
+                      ARITH: tl.constexpr = 0, SPECIALS: tl.constexpr = True):
     """A chain of fused nodes of WIDTH products over one segment, for a BM x BN tile (emulated).
 
     Same arithmetic as fp_fused_node (Note [fused node]), arranged for a GPU:
     a node's A and B blocks are loaded and decoded once, as [W, BM] and
-    [W, BN], and its products form one [W, BM, BN] int32 tile.  The node's
-    axis comes first, so the default layout keeps it inside a thread: the
-    largest exponent and the sum of the aligned terms are in-register
-    reductions (integer max and sum are exact in any order).  Note [int32
-    terms]: a product's significand shifted left by G = FRAC - 2*IN_MAN (its
-    largest possible left shift) is below 2^27, so every aligned product fits
-    int32 and 16 of them sum below 2^31.  c and the rounding go through fp64
+    [W, BN], and its products form one [W, BM, BN] tile.  The node's axis
+    comes first, so the default layout keeps it inside a thread: the largest
+    exponent and the sum of the aligned terms are in-register reductions
+    (integer max and sum are exact in any order).  Note [int32 terms]: an
+    aligned product is below 2^(FRAC + 2) = 2^27 units (its significand
+    product lies in [1, 4)), so every aligned product fits int32 and 16 of
+    them sum below 2^31.  c and the rounding go through fp64
     (fp_node_result).  An inf or nan c alone is applied per element; tiles
-    with inf/nan inputs take a third pass for the special results.  (It
-    replaced a column-by-column kernel that decoded every column in every
-    thread holding one of its rows, twice a node: 0.50 -> 0.69 TFLOP/s at
-    4096^3 on an H100.)  The next node's blocks are loaded before this node
-    is computed, so their latency overlaps the arithmetic."""
+    with inf/nan inputs take a third pass for the special results.  The next
+    node's blocks are loaded before this node is computed, so their latency
+    overlaps the arithmetic.  SPECIALS=False (the host saw no inf or nan in A
+    and B) drops that pass and its block-wide test; on an H100 that measured
+    2.4x slower (ARITH 1, 16 x 32 tiles), so the host passes True by default.
+
+    ARITH picks how an aligned product is formed; all give the same integers
+    (fp16 4096^3 on an H100, 16 x 32 tiles: 0 188 ms, 1 60 ms, 3 109 ms):
+      0: integers: significands multiplied in int32, shifted right;
+      1: fp32: the product a*b (exact for fp16: 22 significant bits, exponents
+         in -28..31) times 2^(FRAC - e_max) (exact), truncated by the float to
+         int conversion (toward zero = sign-magnitude truncation);
+      2: the same in fp64 (bf16 products span 2^-266..2^256: not fp32);
+      3: fp64, truncated by one fma rounding toward zero onto 2^52, whose low
+         word is then the magnitude (GPU only: libdevice.fma_rz)."""
     G: tl.constexpr = FRAC - 2 * IN_MAN
     tl.static_assert(G >= 0)
     tl.static_assert(WIDTH <= 16)
+    tl.static_assert((ARITH != 1) | (IN_EXP == 5))
+    tl.static_assert((WIDTH << (FRAC + 2)) <= (1 << 31))   # Note [int32 terms]
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
     start = tl.load(segs_ptr + sid * 6)
     count = tl.load(segs_ptr + sid * 6 + 1)
@@ -393,19 +423,45 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         c_live = ((cb & 0x7FFFFFFF) != 0) & ~cspecial
         e_max = tl.maximum(tl.max(e, axis=0), tl.where(c_live, tl.maximum(cfield, 1) - 127, -1000))
         e_max = tl.maximum(e_max, FLOOR)
-        # aligned finite products, truncated toward zero in sign-magnitude
-        mag = (ma[:, :, None] * mb[:, None, :]) >> tl.minimum(e_max[None, :, :] - e, 31)
-        sgn = sa[:, :, None] ^ sb[:, None, :]
-        total = tl.sum((mag ^ sgn) - sgn, axis=0)
+        if ARITH == 0:
+            # aligned finite products, truncated toward zero in sign-magnitude
+            mag = (ma[:, :, None] * mb[:, None, :]) >> tl.minimum(e_max[None, :, :] - e, 31)
+            sgn = sa[:, :, None] ^ sb[:, None, :]
+            total = tl.sum((mag ^ sgn) - sgn, axis=0)
+        elif ARITH == 1:
+            # 2^(FRAC - e_max) in fp32; clamped where no product is nonzero
+            # (e_max < -28 for fp16), where every x below is 0 * scale
+            scale = ((tl.minimum(tl.maximum(FRAC - e_max, -126), 127) + 127) << 23).to(tl.float32, bitcast=True)
+            va = fp_node_values(a, IN_EXP, IN_MAN, False)
+            vb = fp_node_values(b, IN_EXP, IN_MAN, False)
+            x = (va[:, :, None] * vb[:, None, :]) * scale[None, :, :]
+            total = tl.sum(x.to(tl.int32), axis=0)
+        else:
+            scale = fp_f64_pow2(FRAC - e_max)
+            va = fp_node_values(a, IN_EXP, IN_MAN, True)
+            vb = fp_node_values(b, IN_EXP, IN_MAN, True)
+            p = va[:, :, None] * vb[:, None, :]
+            if ARITH == 2:
+                total = tl.sum((p * scale[None, :, :]).to(tl.int32), axis=0)
+            else:
+                two52 = tl.full(p.shape, 4503599627370496.0, tl.float64)
+                r = tl.extra.cuda.libdevice.fma_rz(tl.abs(p), scale[None, :, :] + 0 * p, two52)
+                mag = r.to(tl.int64, bitcast=True).to(tl.int32)
+                sgn = (p.to(tl.int64, bitcast=True) >> 63).to(tl.int32)
+                total = tl.sum((mag ^ sgn) - sgn, axis=0)
         finite = fp_node_result(total, e_max, tl.where(cspecial, 0.0, acc), FRAC, TO_ZERO)
         # finite products and an inf c: that inf; a nan c: nan (fp_fused_node's rules)
         finite = tl.where(cinf, cb, finite)
         finite = tl.where(cnan, 0x7FC00000, finite)
-        special = tl.max(tl.max((ia | na).to(tl.int32), axis=1), axis=0) | tl.max(tl.max((ib | nb).to(tl.int32),
-                                                                                           axis=1), axis=0)
+        if SPECIALS:
+            special = (tl.max(tl.max((ia | na).to(tl.int32), axis=1), axis=0)
+                       | tl.max(tl.max((ib | nb).to(tl.int32), axis=1), axis=0))
+        else:
+            special = 0
         if special != 0:
             # rare: nan if any nan, inf * 0 or inf - inf; else an inf wins
             cneg = cb < 0
+            sgn = sa[:, :, None] ^ sb[:, None, :]
             p_nan = (na[:, :, None] | nb[:, None, :] | (ia[:, :, None] & zb[:, None, :])
                      | (za[:, :, None] & ib[:, None, :]))
             p_inf = (ia[:, :, None] | ib[:, None, :]) & ~p_nan

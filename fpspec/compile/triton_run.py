@@ -52,6 +52,13 @@ class Replica:
         self.emulated_config = dict(BM=16, BN=32, num_warps=4)
         # "tile" (GPU form), "wide" (interpreter form) or "auto"
         self.emulated_kernel = "auto"
+        # the tile form's aligned products (mm_chain_emulated's ARITH): "auto" or 0..3
+        self.emulated_arith = "auto"
+        # the tile form's inf/nan pass: True (tested every node) or "auto" (only when the inputs
+        # have some).  True is the default because it measured faster: 59.8 against 144.6 ms
+        # at fp16 4096^3 on an H100 (examples/gpu_triton/bench_h100_float_products.txt),
+        # though the test compiles to more registers; not understood
+        self.emulated_specials = True
         # leaf blocks a program (a power of two), and at most this many perfect levels a pairs launch
         self.sum_config = dict(BG=16, num_warps=2, PAIRS_H=10)
 
@@ -145,22 +152,31 @@ class Replica:
             f = nm.fused
             if p.has_chain and f is None:
                 raise PlanError("the order has fused chains but the spec's arithmetic has no fused section")
+            specials = None
             # one launch per chain width (a constexpr of the kernel)
             for width, group in dev.chain_ids.items():
                 if width > f.width:
                     raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
-                # the interpreter pays per operation, not per element: there the
-                # wide form (same arithmetic, few large operations) is the fast one
                 form = self.emulated_kernel
-                if form == "auto":   # the GPU forms hold a product's aligned significand in int32
-                    form = "tile" if A.device.type == "cuda" and 2 * man_in <= 23 + f.extra_bits else "wide"
+                if form == "auto":
+                    # the interpreter pays per operation, not per element: there the
+                    # wide form (same arithmetic, few large operations) is the fast one.
+                    # The tile form holds a product's aligned significand in int32 and
+                    # the sum of a node's terms too (Note [int32 terms])
+                    tile_ok = 2 * man_in <= 23 + f.extra_bits and width << (25 + f.extra_bits) <= 1 << 31
+                    form = "tile" if A.device.type == "cuda" and tile_ok else "wide"
                 kern = {"wide": mm_chain_emulated_wide, "tile": mm_chain_emulated}[form]
                 cfg = self.emulated_config if A.device.type == "cuda" else dict(BM=16, BN=16)
+                if form == "tile":
+                    if specials is None:
+                        specials = self.emulated_specials is True or not bool(torch.isfinite(A).all()
+                                                                              and torch.isfinite(B).all())
+                    cfg = dict(cfg, ARITH=self._arith(A.device), SPECIALS=specials)
                 grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), group.numel())
                 kern[grid](Ab, Bb, dst, segs, group, *common, **cfg,
-                                        WIDTH=width, W=triton.next_power_of_2(width), IN_EXP=exp_in,
-                                        IN_MAN=man_in, FRAC=23 + f.extra_bits, FLOOR=f.floor, TO_ZERO=f.to_zero,
-                                        DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out)
+                           WIDTH=width, W=triton.next_power_of_2(width), IN_EXP=exp_in,
+                           IN_MAN=man_in, FRAC=23 + f.extra_bits, FLOOR=f.floor, TO_ZERO=f.to_zero,
+                           DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out)
             if dev.fold_ids.numel():
                 BM, BN = 32, 32
                 grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), dev.fold_ids.numel())
@@ -173,6 +189,16 @@ class Replica:
             finish[(triton.cdiv(M * N, 1024),)](vals, out.view(it_out), p.root, M * N, BO=1024, INIT=init,
                                                 OUT_EXP=exp_out, OUT_MAN=man_out)
         return out
+
+    def _arith(self, device):
+        """mm_chain_emulated's ARITH: floating point where it is exact (fp16/bf16 inputs)."""
+        if self.emulated_arith != "auto":
+            return self.emulated_arith
+        if self.numerics.input == "fp16":
+            return 1
+        if self.numerics.input == "bf16":
+            return 3 if device.type == "cuda" else 2
+        return 0
 
     SMALL_LEVEL = 4096   # additions x outputs below which a level shares one launch with the next
 

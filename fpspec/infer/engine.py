@@ -203,6 +203,7 @@ class _Reveal:
         self.timings: list[NTiming] = []
         self.bar = bar
         self.first_target = None
+        self.shared: dict = {}     # gemv/gemm: n -> outputs computing like element (0, 0)
 
     def tree(self, n: int, stage: str) -> Tree:
         if n in self.trees:
@@ -219,6 +220,8 @@ class _Reveal:
                 self.first_target = target
             r = reveal(target, seed=self.seed)
             t, queries = r.tree, r.queries
+            if r.shared is not None and not r.shared.all():
+                self.shared[n] = r.shared
         self.trees[n] = t
         self.timings.append(NTiming(n, stage, time.perf_counter() - start, queries))
         if self.trace:  # one JSON line per n as it comes: a run cut short still leaves its trees
@@ -231,6 +234,16 @@ class _Reveal:
                                     "queries": queries, "tree": format_tree(t)}) + "\n")
         self.bar.advance()
         return t
+
+    def view(self, n: int):
+        """The target at n, read only at the outputs that compute like element (0, 0)
+        (probes and sample checks batch their inputs over rows of A)."""
+        target = self.make_target(n)
+        if n not in self.shared:
+            return target
+        from fpspec.reveal.positions import restricted
+
+        return restricted(target, self.shared[n], (0, 0))
 
 
 class _Bar:
@@ -323,7 +336,7 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
             src.tree(n, "design")
         name = _ident(getattr(src.first_target, "name", "order") or "order")
         # the arithmetic first: the replica of every sampled check needs it
-        report = _probe_report(src, make) if probe else None
+        report = _probe_report(src, src.view) if probe else None
         arith = (A.Block("arithmetic", report.arithmetic.to_entries()) if report is not None
                  else _plain_arithmetic(src.first_target))
         regional = None     # (order spec, spec with per-part arithmetic): note [arithmetic per part]
@@ -397,7 +410,7 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
             bar.update(f"{stage}: n = {n}")
             t0 = time.perf_counter()
             if replica and rep is None and not rep_note:
-                regional = _per_part(spec, src, make, report, seed, regional)
+                regional = _per_part(spec, src, src.view, report, seed, regional)
                 rep, rep_note = _replica(regional[1] if regional else _with_header(spec, src.first_target, arith),
                                          replica)
             target = make(n)
@@ -411,7 +424,7 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
                 counter.append(Counterexample(n, stage, chk.text(), False))
         # 5: never contradict an observation
         spec = _never_contradict(spec, src.trees)
-        regional = _per_part(spec, src, make, report, seed, regional)
+        regional = _per_part(spec, src, src.view, report, seed, regional)
     finally:
         bar.close()
     revealed = tuple(sorted(set(src.trees) - set(held)))

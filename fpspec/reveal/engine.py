@@ -81,6 +81,8 @@ class Revelation:
     plan: str = ""
     target: str = ""
     differing_count: int = 0                # all of them; `differing` lists the first MAX_LISTED
+    # gemv/gemm: bool array of the output's shape, the elements found to compute in the revealed order
+    shared: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def summary(self) -> dict:
         from fpspec.tree import stats
@@ -217,8 +219,9 @@ def _reveal(target, algorithm, seed, progress, pivot, split, check, guess) -> Re
         cols = np.flatnonzero(bad.any(0)).tolist()
         notes.append(f"{count} of {checked} output elements (rows {_ranges(rows)}, columns "
                      f"{_ranges(cols)}) do not share the order revealed at element (0, 0)")
+    shared = ~bad.reshape(target.output_shape) if checked else None
     return Revelation(tree, n, oracle.queries, oracle.calls, time.perf_counter() - start, algorithm,
-                      tuple(notes), differing, checked, str(plan), target.describe(), count)
+                      tuple(notes), differing, checked, str(plan), target.describe(), count, shared)
 
 
 def _ranges(xs: list[int]) -> str:

@@ -76,8 +76,9 @@ def check(spec: Spec) -> None:
     _check_mod.check(spec)
 
 
-def expand(spec: Spec, n: int):
-    return _expand_mod.expand(spec, n)
+def expand(spec: Spec, n: int, pos: tuple = (0, 0)):
+    """The tree at length n of the output element at row i, column j (pos)."""
+    return _expand_mod.expand(spec, n, pos)
 
 
 def apply_order(order, operands, lets=None):

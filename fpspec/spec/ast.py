@@ -64,7 +64,13 @@ class Num(_Printable):
 
 @dataclass(frozen=True)
 class Var(_Printable):
-    """`n`: the number of operands of the enclosing order (the only variable)."""
+    """`n`: the number of operands of the enclosing order; `i`, `j`: the row and
+    column of the output element whose terms are summed (both 0 for a sum or a
+    dot, j = 0 for a GEMV).  Libraries run different kernels for different
+    output tiles (OpenBLAS sgemm's edge tiles, sgemv's m % 4 leftover rows), so
+    one spec of a matrix op may need an order per output position: `if j < 8:
+    ... else: ...`.  The compiler takes i and j only in the conditions of the
+    outermost `if` of the root order."""
 
     name: str = "n"
     loc: Location | None = _loc()

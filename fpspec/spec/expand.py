@@ -16,15 +16,19 @@ from fpspec.tree import Node, Tree, building, fused_chain, relabel
 # ---------------------------------------------------------------- expressions
 
 
-def eval_expr(e, n: int) -> int:
-    """Value of an integer expression with n bound; SpecError on x // 0."""
+ORIGIN = (0, 0)     # the output element (i, j) of a sum or a dot
+
+
+def eval_expr(e, n: int, pos: tuple = ORIGIN) -> int:
+    """Value of an integer expression with n and the output position (i, j)
+    bound; SpecError on x // 0."""
     cls = type(e)
     if cls is A.Num:
         return e.value
     if cls is A.Var:
-        return n
+        return n if e.name == "n" else pos[0] if e.name == "i" else pos[1]
     if cls is A.BinOp:
-        a, b = eval_expr(e.left, n), eval_expr(e.right, n)
+        a, b = eval_expr(e.left, n, pos), eval_expr(e.right, n, pos)
         op = e.op
         if op == "+":
             return a + b
@@ -36,50 +40,50 @@ def eval_expr(e, n: int) -> int:
             raise SpecError(f"{e} divides by zero at n = {n}; expected a non-zero divisor", e.loc)
         return a // b if op == "//" else a % b
     if cls is A.Call:
-        vals = [eval_expr(x, n) for x in e.args]
+        vals = [eval_expr(x, n, pos) for x in e.args]
         return min(vals) if e.func == "min" else max(vals)
     if cls is A.IfExpr:
-        return eval_expr(e.then if eval_cond(e.cond, n) else e.otherwise, n)
+        return eval_expr(e.then if eval_cond(e.cond, n, pos) else e.otherwise, n, pos)
     raise TypeError(f"not an expression: {e!r}")
 
 
-def eval_cond(c, n: int) -> bool:
+def eval_cond(c, n: int, pos: tuple = ORIGIN) -> bool:
     if type(c) is A.Compare:
-        a, b = eval_expr(c.left, n), eval_expr(c.right, n)
+        a, b = eval_expr(c.left, n, pos), eval_expr(c.right, n, pos)
         op = c.op
         return (a < b if op == "<" else a <= b if op == "<=" else a > b if op == ">"
                 else a >= b if op == ">=" else a == b if op == "==" else a != b)
     if c.op == "and":
-        return eval_cond(c.left, n) and eval_cond(c.right, n)
-    return eval_cond(c.left, n) or eval_cond(c.right, n)
+        return eval_cond(c.left, n, pos) and eval_cond(c.right, n, pos)
+    return eval_cond(c.left, n, pos) or eval_cond(c.right, n, pos)
 
 
-def _size_param(e, n: int, what: str, lo: int = 1) -> int:
-    v = eval_expr(e, n)
+def _size_param(e, n: int, what: str, lo: int = 1, pos: tuple = ORIGIN) -> int:
+    v = eval_expr(e, n, pos)
     if v < lo:
         raise SpecError(f"{what} {e} = {v} at n = {n}; expected an integer >= {lo}", e.loc)
     return v
 
 
-def _chain_at(e, n: int) -> int:
-    v = eval_expr(e, n)
+def _chain_at(e, n: int, pos: tuple = ORIGIN) -> int:
+    v = eval_expr(e, n, pos)
     if v < 0:
         raise SpecError(f"chain short-group index {e} = {v} at n = {n}; expected an integer >= 0", e.loc)
     return v
 
 
-def unroll_of(o: A.Lanes, k: int, n: int) -> int:
+def unroll_of(o: A.Lanes, k: int, n: int, pos: tuple = ORIGIN) -> int:
     """U of lanes(K, INNER, OUTER, LEFT, U): a positive multiple of K."""
-    u = _size_param(o.unroll, n, "lanes unroll")
+    u = _size_param(o.unroll, n, "lanes unroll", pos=pos)
     if u % k:
         raise SpecError(f"lanes unroll {o.unroll} = {u} at n = {n} is not a multiple of the lane count {k}; "
                         "expected a multiple of K", o.unroll.loc or o.loc)
     return u
 
 
-def pad_of(o: A.Pad, n: int) -> tuple[int, int]:
+def pad_of(o: A.Pad, n: int, pos: tuple = ORIGIN) -> tuple[int, int]:
     """(r, c) of pad(M, ...) at n: the n % M operands before the c phantoms."""
-    m = _size_param(o.m, n, "pad multiple")
+    m = _size_param(o.m, n, "pad multiple", pos=pos)
     return n % m, (m - n % m) % m
 
 
@@ -108,13 +112,13 @@ def drop_phantoms(t: Tree) -> Tree:
     return out[0]
 
 
-def chunk_bounds(size, n: int) -> list[tuple[int, int]]:
+def chunk_bounds(size, n: int, pos: tuple = ORIGIN) -> list[tuple[int, int]]:
     """(start, end) of every chunk of chunks(SIZE, ...) over n operands, SIZE
     evaluated at the number of operands left."""
     out, start = [], 0
     while start < n:
         left = n - start
-        s = eval_expr(size, left)
+        s = eval_expr(size, left, pos)
         if not 1 <= s <= left:
             raise SpecError(f"chunk size {size} = {s} with {left} operands left; expected 1 <= size <= {left}",
                             size.loc)
@@ -127,8 +131,9 @@ def chunk_bounds(size, n: int) -> list[tuple[int, int]]:
 
 
 class _Expander:
-    def __init__(self, lets: dict, regions: dict | None = None):
+    def __init__(self, lets: dict, regions: dict | None = None, pos: tuple = ORIGIN):
         self.lets = lets
+        self.pos = pos
         self.active: set = set()  # (name, n) pairs on the call stack: a repeat never terminates
         self.regions = regions    # node key -> arithmetic name, filled by `using` (None: not asked)
 
@@ -148,11 +153,11 @@ class _Expander:
                 acc = Node((x, acc))
             return acc
         if cls is A.Lanes:
-            k = _size_param(o.k, n, "lanes count")
+            k = _size_param(o.k, n, "lanes count", pos=self.pos)
             inner, apply = o.inner, self.apply
             if o.left is None:
                 return apply(o.outer, [apply(inner, ops[j::k]) for j in range(min(k, n))])
-            u = k if o.unroll is None else unroll_of(o, k, n)
+            u = k if o.unroll is None else unroll_of(o, k, n, self.pos)
             if n < u:
                 return apply(o.left, ops)
             p = n - n % u
@@ -161,25 +166,25 @@ class _Expander:
                 lanes[0] = apply(o.left, [lanes[0]] + ops[p:])
             return apply(o.outer, lanes)
         if cls is A.Blocks:
-            b = _size_param(o.b, n, "block size")
+            b = _size_param(o.b, n, "block size", pos=self.pos)
             inner, apply = o.inner, self.apply
             return apply(o.outer, [apply(inner, ops[i:i + b]) for i in range(0, n, b)])
         if cls is A.Chunks:
             inner, apply = o.inner, self.apply
-            return apply(o.outer, [apply(inner, ops[a:b]) for a, b in chunk_bounds(o.size, n)])
+            return apply(o.outer, [apply(inner, ops[a:b]) for a, b in chunk_bounds(o.size, n, self.pos)])
         if cls is A.Pad:
-            r, c = pad_of(o, n)
+            r, c = pad_of(o, n, self.pos)
             if c == 0:
                 return self.apply(o.order, ops)
             return drop_phantoms(self.apply(o.order, ops[:r] + list(range(-c, 0)) + ops[r:]))
         if cls is A.Tail:
-            k = _size_param(o.k, n, "tail multiple")
+            k = _size_param(o.k, n, "tail multiple", pos=self.pos)
             p = n - n % k
             if p == 0:
                 return self.apply(o.outer, ops)
             return self.apply(o.outer, [self.apply(o.body, ops[:p])] + ops[p:])
         if cls is A.Split:
-            at = eval_expr(o.at, n)
+            at = eval_expr(o.at, n, self.pos)
             if not 1 <= at <= n - 1:
                 raise SpecError(f"split point {o.at} = {at} at n = {n}; expected 1 <= split <= {n - 1}",
                                 o.at.loc or o.loc)
@@ -193,7 +198,7 @@ class _Expander:
             return t
         if cls is A.Guard:
             for case in o.cases:
-                if eval_cond(case.cond, n):
+                if eval_cond(case.cond, n, self.pos):
                     return self.apply(case.order, ops)
             return self.apply(o.otherwise, ops)
         if cls is A.Pairwise:
@@ -210,13 +215,13 @@ class _Expander:
         if cls is A.Fused:
             return Node(tuple(ops), True)
         if cls is A.Chain:
-            w = _size_param(o.w, n, "chain width")
+            w = _size_param(o.w, n, "chain width", pos=self.pos)
             if w == 1:
                 acc = ops[0]
                 for i in range(1, n):
                     acc = Node((acc, ops[i]), True)
                 return acc
-            return fused_chain(ops, w, None if o.at is None else _chain_at(o.at, n))
+            return fused_chain(ops, w, None if o.at is None else _chain_at(o.at, n, self.pos))
         if cls is A.Literal:
             return self._literal(o, ops)
         raise TypeError(f"not an order: {o!r}")
@@ -263,7 +268,7 @@ class _Expander:
                 right = out.pop()
                 out.append(Node((out.pop(), right)))
             else:
-                h = m // 2 if split is None else eval_expr(split, m)
+                h = m // 2 if split is None else eval_expr(split, m, self.pos)
                 if not 1 <= h <= m - 1:
                     raise SpecError(f"pairwise split {split} = {h} at n = {m}; expected 1 <= split <= {m - 1}",
                                     split.loc or o.loc)
@@ -286,14 +291,14 @@ def lets_of(spec: A.Spec) -> dict:
 FREEZE_ABOVE = 50_000  # leaves; below that the gen-0 pass is cheap and freezing is not worth its reach
 
 
-def apply_order(order, operands, lets=None, regions: dict | None = None) -> Tree:
+def apply_order(order, operands, lets=None, regions: dict | None = None, pos: tuple = ORIGIN) -> Tree:
     """`order` applied to `operands` (leaves or subtrees); lets: name -> Let.
     `regions`, a dict, receives node key -> arithmetic name for the nodes made
     inside a `using` (fpspec.spec.regions)."""
     ops = list(operands)
     if not ops:
         raise SpecError("an order was applied to no operands; expected at least one", getattr(order, "loc", None))
-    ex = _Expander(lets or {}, regions)
+    ex = _Expander(lets or {}, regions, pos)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))
     try:
@@ -314,13 +319,14 @@ def check_n(spec: A.Spec, n: int) -> None:
         raise SpecError(f"n = {n} is outside the stated range {str(r)[5:]}; expected n in that range", r.loc)
 
 
-def expand(spec: A.Spec, n: int) -> Tree:
-    """The tree of `spec` at reduction length n, over leaves 0..n-1."""
+def expand(spec: A.Spec, n: int, pos: tuple = ORIGIN) -> Tree:
+    """The tree of `spec` at reduction length n, over leaves 0..n-1, for the
+    output element at row i, column j (pos)."""
     check_n(spec, n)
-    return apply_order(spec.order, range(n), lets_of(spec))
+    return apply_order(spec.order, range(n), lets_of(spec), pos=pos)
 
 
-def expand_arith(spec: A.Spec, n: int):
+def expand_arith(spec: A.Spec, n: int, pos: tuple = ORIGIN):
     """(tree, main Arithmetic, Regions) of `spec` at n: Regions maps the key
     (smallest leaf, number of leaves) of every node made inside a `using` to
     its Arithmetic (fpspec.spec.regions); the other nodes use the main one.
@@ -330,5 +336,5 @@ def expand_arith(spec: A.Spec, n: int):
     by_name = arithmetics(spec)
     check_n(spec, n)
     names: dict = {}
-    tree = apply_order(spec.order, range(n), lets_of(spec), names)
+    tree = apply_order(spec.order, range(n), lets_of(spec), names, pos)
     return tree, by_name[None], {key: by_name[name] for key, name in names.items()}

@@ -297,7 +297,7 @@ class _ToAst(Transformer):
         return A.Num(int(items[0]), loc=self._loc(meta))
 
     def var(self, meta, items):
-        return A.Var("n", loc=self._loc(meta))
+        return A.Var(str(items[0]), loc=self._loc(meta))
 
     def call(self, meta, items):
         name, *args = items

@@ -176,16 +176,23 @@ def test_unsupported_specs_raise_one_line():
         BACKEND.render(Kernel("gemm", H100_FP16, CHAIN16), path="fast")
 
 
-@pytest.mark.parametrize("label,ar,root,shape", [
-    ("h100 fp16 chain", H100_FP16, CHAIN16, (5, 7, 37)),
-    ("h100 bf16 split-K", H100_BF16, Blocks(c(32), CHAIN16, Pairwise()), (3, 4, 70)),
-    ("a100 fp16 chain of 8", A100_FP16, FusedChain(c(8)), (4, 3, 21)),
-])
-def test_gpu_form_of_the_chain_kernel(load_replica, label, ar, root, shape):
+# the GPU's emulated chain kernel's ways of forming aligned products (ARITH): integers,
+# fp32 (fp16 only), fp64; 3 (fp64 with libdevice.fma_rz) runs only on a GPU (test_gpu.py)
+TILE_ARITH = {"fp16": [0, 1, 2], "bf16": [0, 2]}
+
+
+@pytest.mark.parametrize("label,ar,root,shape,arith", [
+    (label, ar, root, shape, arith) for label, ar, root, shape in [
+        ("h100 fp16 chain", H100_FP16, CHAIN16, (5, 7, 37)),
+        ("h100 bf16 split-K", H100_BF16, Blocks(c(32), CHAIN16, Pairwise()), (3, 4, 70)),
+        ("a100 fp16 chain of 8", A100_FP16, FusedChain(c(8)), (4, 3, 21)),
+    ] for arith in TILE_ARITH[ar.input]])
+def test_gpu_form_of_the_chain_kernel(load_replica, label, ar, root, shape, arith):
     """The kernel a GPU runs, forced onto the interpreter."""
     kernel = Kernel("gemm", ar, root)
     rep = load_replica(kernel)
     rep.REPLICA.emulated_kernel = "tile"
+    rep.REPLICA.emulated_arith = arith
     rng = np.random.default_rng(11)
     M, N, K = shape
     A, B = values(rng, ar.input, (M, K), 12), values(rng, ar.input, (K, N), 12)
@@ -196,8 +203,33 @@ def test_gpu_form_of_the_chain_kernel(load_replica, label, ar, root, shape):
     assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B)), label
 
 
-@pytest.mark.parametrize("fmt,first,step", [("fp16", -22, 5), ("bf16", -125, 34)])
-def test_tile_form_at_the_format_extremes(load_replica, fmt, first, step):
+@pytest.mark.parametrize("label,ar,root,shape,arith", [
+    (label, ar, root, shape, arith) for label, ar, root, shape in [
+        ("h100 fp16 chain, short node first", H100_FP16, FusedChain(c(16), BinOp("//", BinOp("%", m, c(32)), c(16))),
+         (4, 6, 50)),
+        ("h100 bf16 chain", H100_BF16, CHAIN16, (3, 5, 40)),
+    ] for arith in TILE_ARITH[ar.input]])
+def test_tile_form_with_zeros_and_nan(load_replica, label, ar, root, shape, arith):
+    """Zero rows (nodes of zero products keep c), negative zeros, then a nan input; the inf/nan
+    pass only where the host finds inf or nan (emulated_specials="auto")."""
+    kernel = Kernel("gemm", ar, root)
+    rep = load_replica(kernel)
+    rep.REPLICA.emulated_kernel = "tile"
+    rep.REPLICA.emulated_arith = arith
+    rep.REPLICA.emulated_specials = "auto"
+    rng = np.random.default_rng(12)
+    M, N, K = shape
+    A, B = values(rng, ar.input, (M, K), 12), values(rng, ar.input, (K, N), 12)
+    A[1, :] = 0.0
+    B[2, :] = -B[2, :] * 0
+    assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B)), label
+    B[5, 1] = float("nan")
+    assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B)), label
+
+
+@pytest.mark.parametrize("fmt,first,step,arith", [("fp16", -22, 5, a) for a in TILE_ARITH["fp16"]]
+                         + [("bf16", -125, 34, a) for a in TILE_ARITH["bf16"]])
+def test_tile_form_at_the_format_extremes(load_replica, fmt, first, step, arith):
     """The GPU's emulated kernel (fp64 rounding of each node) where rounding is hard: row i of A
     scaled by 2^(first + step * i), column j of B by 2^(step // 3 * j - 10): fp16 subnormal
     inputs; bf16 results below fp32's normals and above its range; fp32 output (no final rounding)."""
@@ -206,6 +238,7 @@ def test_tile_form_at_the_format_extremes(load_replica, fmt, first, step):
     kernel = Kernel("gemm", ar, CHAIN16)
     rep = load_replica(kernel)
     rep.REPLICA.emulated_kernel = "tile"
+    rep.REPLICA.emulated_arith = arith
     rng = np.random.default_rng(step)
     M, N, K = 8, 8, 40
     scale = np.exp2(first + step * np.arange(M, dtype=np.float64))[:, None]
