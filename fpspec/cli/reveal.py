@@ -158,9 +158,11 @@ def _parse_n(text: str) -> tuple[int, int | None]:
 def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe, output, as_json, argv):
     """-n LO..HI: reveal at a designed set of n and infer one parametric spec (fpspec.infer)."""
     from fpspec.infer import infer_spec
+    from fpspec.infer.positions import infer_positions
 
     command = "fpspec " + " ".join(shlex.quote(a) for a in argv) if argv else None
-    result = infer_spec(target, (lo, hi), seed=seed, probe=not no_probe, progress=sys.stderr.isatty(),
+    infer = infer_positions if op in ("gemv", "gemm") else infer_spec
+    result = infer(target, (lo, hi), seed=seed, probe=not no_probe, progress=sys.stderr.isatty(),
                         command=command, dtype=dtype, op=op, m=m, ncols=ncols, device=device)
     if output:
         from fpspec.io import write_atomic

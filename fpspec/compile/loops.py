@@ -202,9 +202,9 @@ class LoopEmitter:
     def region_fits(self, name: str, reducer=None) -> bool:
         """Raise CompileError for a region the loops cannot run (note [regions in loops])."""
         outer, inner = self.arith(), self.kernel.named_arithmetic(name)
-        if inner.fused is not None or any(isinstance(x, (Table, FusedChain)) for x in walk(reducer or Fold())):
-            raise CompileError(f"using({name}, ...): literal trees and fused nodes inside a region cannot be "
-                               "compiled yet")
+        if inner.fused is not None or any(isinstance(x, FusedChain) or (isinstance(x, Table) and any(x.fused))
+                                          for x in walk(reducer or Fold())):
+            raise CompileError(f"using({name}, ...): fused nodes inside a region cannot be compiled yet")
         if get_format(inner.accumulator).precision > get_format(outer.accumulator).precision:
             raise CompileError(f"using({name}, ...): its {inner.accumulator} accumulator is wider than the "
                                f"{outer.accumulator} around it; one rounding of the exact sum cannot be expressed")

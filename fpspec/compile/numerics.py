@@ -135,7 +135,7 @@ def helper_names(p: Plan, program, fma: str) -> tuple[list[str], dict[str, str]]
 
 # the helpers and constants a region has its own copy of, suffixed __NAME
 REGION_NAMES = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_ACC", "_ACC_FMT", "_PROD",
-                "_ZERO")
+                "_ZERO", "_table_step", "_table_step_values")
 _REGION_RE = re.compile(r"\b(" + "|".join(REGION_NAMES) + r")\b")
 
 
@@ -160,7 +160,11 @@ def region_settings(kernel: Kernel, name: str, p: Plan) -> list[str]:
     return lines
 
 
-def region_helper_names(p: Plan, fma: str) -> tuple[list[str], dict[str, str]]:
-    """The helpers a region embeds (renamed by `in_region` afterwards) and the variant renames."""
+def region_helper_names(p: Plan, fma: str, table: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """The helpers a region embeds (renamed by `in_region` afterwards) and the variant renames;
+    `table`: the backend's table step without fused nodes, when the program has literal trees."""
     chosen = _chosen(p, fma)
+    if table is not None:
+        chosen["_table_step"] = table
+        chosen["_table_step_values"] = "_table_step_values"
     return list(chosen.values()) + ["_add_leaves", "_vals"], {v: k for k, v in chosen.items()}

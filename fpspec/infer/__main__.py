@@ -41,6 +41,9 @@ def main(
     seed: int = typer.Option(0, "--seed"),
     trace: Optional[str] = typer.Option(None, "--trace", help="append one JSON line per revealed n to this file"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+    positions: bool = typer.Option(True, "--positions/--no-positions",
+                                   help="gemv/gemm: one spec per group of outputs sharing an order, merged "
+                                        "under an `if` on the output row i, column j"),
 ) -> None:
     """Infer one spec for every n in LO..HI and say how it was checked."""
     from fpspec.infer.engine import infer_spec
@@ -52,7 +55,10 @@ def main(
     except ValueError:
         raise FpspecError(f"-n must be a range like 1..65536, got {n!r}") from None
     command = "python -m fpspec.infer " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    result = infer_spec(target, (lo, hi), seed=seed, exact=exact, progress=not quiet and sys.stderr.isatty(),
+    infer = infer_spec
+    if positions and op in ("gemv", "gemm"):
+        from fpspec.infer.positions import infer_positions as infer
+    result = infer(target, (lo, hi), seed=seed, exact=exact, progress=not quiet and sys.stderr.isatty(),
                         holdout=holdout, full_limit=full_limit, checks=tuple(check),
                         replica=None if replica == "none" else replica, probe=not no_probe,
                         command=command, trace=trace, dtype=dtype, op=op, m=m, ncols=ncols, device=device)

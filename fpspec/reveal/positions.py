@@ -98,6 +98,7 @@ def reveal_positions(target, *, max_orders: int = MAX_ORDERS, first: Revelation 
         rv = first or reveal(target, **options)
         return (PositionOrder((0, 0), rv, np.ones(target.output_shape, bool)),)
     shape = (target.m, target.ncols if target.op == "gemm" else 1)
+    group = _bit_groups(target, shape)
     remaining = np.ones(shape, bool)
     found: list[PositionOrder] = []
     while remaining.any():
@@ -109,28 +110,26 @@ def reveal_positions(target, *, max_orders: int = MAX_ORDERS, first: Revelation 
         rv = first if first is not None and (r, c) == (0, 0) else reveal(moved(target, r, c), **options)
         shared = np.ones(shape, bool) if rv.shared is None else rv.shared.reshape(shape)
         rows, cols = _swap(shape[0], r), _swap(shape[1], c)
-        mask = remaining & shared[rows][:, cols]      # the swap is its own inverse
+        mask = remaining & shared[rows][:, cols] & (group == group[r, c])     # the swap is its own inverse
         mask[r, c] = True
         remaining &= ~mask
         found.append(PositionOrder((r, c), rv, mask.reshape(target.output_shape)))
-    return _split_by_arithmetic(target, tuple(found))
+    return tuple(found)
 
 
 ARITHMETIC_CALLS = 8    # random inputs that tell outputs of one tree but another arithmetic apart
 
 
-def _split_by_arithmetic(target, orders: tuple) -> tuple:
-    """Outputs that share a tree may still differ in arithmetic (OpenBLAS sgemv's
-    m % 4 leftover rows: the same order, products rounded apart from the
-    FMA kernel's).  The queries cannot see it (their products are exact), so
-    every row of A gets the same random x and every column of B the same
-    random y: outputs whose bits differ on one of ARITHMETIC_CALLS such inputs
-    compute differently; each group becomes an order of its own (same tree),
-    probed apart."""
+def _bit_groups(target, shape) -> np.ndarray:
+    """Outputs that may share an order: equal bits on ARITHMETIC_CALLS random inputs
+    that give every output the same terms (each row of A the same x, each column
+    of B the same y).  The queries' fingerprint cannot see an arithmetic
+    difference (their products are exact) and misses some tree differences
+    (OpenBLAS sgemv's m % 4 leftover rows: another tree at some n, products
+    rounded apart from the FMA kernel's at every n); random products can."""
     from fpspec.reveal.engine import _random_exact
 
     rng = np.random.default_rng(7)
-    shape = (target.m, target.ncols if target.op == "gemm" else 1)
     bits = []
     for _ in range(ARITHMETIC_CALLS):
         x, y = _random_exact(target, (2, target.n), rng, spread=2)
@@ -140,15 +139,7 @@ def _split_by_arithmetic(target, orders: tuple) -> tuple:
             out = np.asarray(target.to_float64(target.fn(A, B)), np.float64).reshape(shape)
         bits.append(out.view(np.uint64))
     _, group = np.unique(np.stack(bits, -1).reshape(-1, len(bits)), axis=0, return_inverse=True)
-    group = np.asarray(group).reshape(shape)
-    out = []
-    for p in orders:
-        mask = p.mask.reshape(shape)
-        for g in np.unique(group[mask]).tolist():
-            sub = mask & (group == g)
-            at = tuple(int(v) for v in np.argwhere(sub)[0])
-            out.append(PositionOrder(at, p.revelation, sub.reshape(target.output_shape)))
-    return tuple(sorted(out, key=lambda p: p.at))
+    return np.asarray(group).reshape(shape)
 
 
 def labels(orders: tuple[PositionOrder, ...], shape: tuple[int, ...]) -> np.ndarray:

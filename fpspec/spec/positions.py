@@ -121,7 +121,7 @@ def conditions(labels: np.ndarray) -> tuple[list[tuple[int, object]], int]:
         for cols, rows in colsets.values():
             dnf += _both(index_set(_I, rows), index_set(_J, cols) if lab.shape[1] > 1 else [[]])
         dnfs[k] = dnf
-    other = max(range(count), key=lambda k: (_length(dnfs[k]), -k))
+    other = max(range(count), key=lambda k: (_length(dnfs[k]), k))
     return [(k, _condition(dnfs[k])) for k in range(count) if k != other], other
 
 

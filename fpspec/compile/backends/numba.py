@@ -43,6 +43,7 @@ class NumbaBackend(Backend):
         jitted = [n for n in names if n not in ("_input", "_length", "_shape")]
         plain = [n for n in names if n in ("_input", "_length", "_shape")]
         regions = region_plans(kernel, program)
+        table = "_table_step_binary" if program.uses_tables else None
         base = ["_fma"] if p.fma or any(rp.fma for _, rp in regions) else []
         base += ["_round_dir"]
         if program.uses_fused:
@@ -65,7 +66,7 @@ class NumbaBackend(Backend):
             embed(numba_rt, [n for n in base if n != "_fma"], decorator="@_jit"),
             embed(numba_rt, jitted, rename, decorator="@_jit"),
             embed(numba_rt, plain),
-        ] + [in_region(embed(numba_rt, *region_helper_names(rp, _numba_fma(rp)), decorator="@_jit"), name)
+        ] + [in_region(embed(numba_rt, *region_helper_names(rp, _numba_fma(rp), table), decorator="@_jit"), name)
              for name, rp in regions]))
         if program.uses_fused:
             runtime += "\n\n_NO_KS = np.empty(0, np.int64)\n"

@@ -50,7 +50,8 @@ class NumpyBackend(Backend):
             embed(numpy_rt, ["round_value"]) if fused_src == "" else "",
             fused_src,
             embed(numpy_rt, names, rename),
-        ] + [in_region(embed(numpy_rt, *region_helper_names(rp, "_add_leaf_fma")), name) for name, rp in regions]))
+        ] + [in_region(embed(numpy_rt, *region_helper_names(rp, "_add_leaf_fma", "_table_step" if program.uses_tables
+                                                              else None)), name) for name, rp in regions]))
         return render_template(
             self.template,
             header=header(kernel, self.name),
