@@ -39,6 +39,7 @@ MAX_RUNS = 16  # guard arms beyond this are a case list, not a spec: give up
 RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
 PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to (pad)
+PAD_DEPTH = 1                # pad is tried at the root and one level below it
 
 
 def order_cost(o) -> int:
@@ -256,7 +257,9 @@ class Fitter:
         if depth >= MAX_DEPTH:
             return None
         best = None
-        for maker in (self._chunks, self._pad, self._split, self._tail, self._lanes, self._blocks):
+        for maker in (self._chunks, self._split, self._tail, self._lanes, self._blocks, self._pad):
+            if maker == self._pad and best is not None and not _guarded(best):
+                break   # pad is for orders the others explain only case by case (cuts by n % M)
             for cand in maker(obs, depth, root):
                 if best is None or order_cost(cand) < order_cost(best):
                     best = cand
@@ -416,7 +419,12 @@ class Fitter:
 
     def _pad(self, obs, depth, root):
         """pad(M, order): the order fitted where M divides n (nothing padded),
-        then checked at every n (a partial vector first, zeros above it)."""
+        then checked at every n (a partial vector first, zeros above it).
+        Near the root only: each try is a whole sub-search, at every node of
+        the search it would multiply the work (a kernel's padding sits at its
+        top, inside the scalar tail at most)."""
+        if depth > PAD_DEPTH:
+            return
         for m in PAD_MULTIPLES:
             whole = [o for o in obs if o.n % m == 0]
             if len(whole) < 2 or len(whole) == len(obs):
@@ -475,6 +483,24 @@ class Fitter:
 
 
 # ---------------------------------------------------------------- helpers
+
+def _guarded(order) -> bool:
+    """Does a guard (or a literal tree) occur anywhere in the order?"""
+    stack = [order]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (A.Guard, A.Literal)):
+            return True
+        if isinstance(x, (A.Lanes, A.Blocks, A.Chunks)):
+            stack.extend(y for y in (x.inner, x.outer, getattr(x, "left", None)) if y is not None)
+        elif isinstance(x, A.Split):
+            stack.extend((x.first, x.rest))
+        elif isinstance(x, A.Tail):
+            stack.extend((x.body, x.outer))
+        elif isinstance(x, (A.Pad, A.Using)):
+            stack.append(x.order)
+    return False
+
 
 def _dedupe(obs: list[Obs]) -> list[Obs] | None:
     """One observation per n; None when two differ at the same n (then no
