@@ -39,7 +39,7 @@ MAX_RUNS = 16  # guard arms beyond this are a case list, not a spec: give up
 RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
 PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to (pad)
-PAD_DEPTH = 1                # pad is tried at the root and one level below it
+PAD_DEPTH = 3                # pad is tried this many levels below the root at most
 
 
 def order_cost(o) -> int:
