@@ -30,6 +30,9 @@ def build_expr(e, positions: bool = False) -> ir.IntExpr:
         return ir.Var(e.name)
     if isinstance(e, A.BinOp):
         return ir.BinOp(e.op, build_expr(e.left, positions), build_expr(e.right, positions))
+    if isinstance(e, A.IfExpr):
+        return ir.IfInt(build_cond(e.cond, positions), build_expr(e.then, positions),
+                        build_expr(e.otherwise, positions))
     if isinstance(e, A.Call):
         args = [build_expr(x, positions) for x in e.args]
         out = args[0]
@@ -68,9 +71,12 @@ def build_order(o) -> ir.Reducer:
         return ir.FusedChain(build_expr(o.w), None if o.at is None else build_expr(o.at))
     if isinstance(o, A.Lanes):
         return ir.Lanes(build_expr(o.k), build_order(o.inner), build_order(o.outer),
-                        None if o.left is None else build_order(o.left))
+                        None if o.left is None else build_order(o.left),
+                        None if o.unroll is None else build_expr(o.unroll))
     if isinstance(o, A.Blocks):
         return ir.Blocks(build_expr(o.b), build_order(o.inner), build_order(o.outer))
+    if isinstance(o, A.Chunks):
+        return ir.Chunks(build_expr(o.size), build_order(o.inner), build_order(o.outer))
     if isinstance(o, A.Split):
         at = build_expr(o.at)
         return ir.Segments((ir.Part(at, build_order(o.first)), ir.Part(ir.BinOp("-", M, at), build_order(o.rest))),

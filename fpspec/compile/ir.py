@@ -92,7 +92,15 @@ class BinOp:
             raise ValueError(f"unknown integer operator {self.op!r}; expected one of {INT_OPS}")
 
 
-IntExpr = Union[Const, Var, BinOp]
+@dataclass(frozen=True)
+class IfInt:
+    """``a if cond else b`` (the spec's `(if C: A else: B)`)."""
+    cond: "Cond"
+    a: "IntExpr"
+    b: "IntExpr"
+
+
+IntExpr = Union[Const, Var, BinOp, IfInt]
 
 
 @dataclass(frozen=True)
@@ -131,6 +139,8 @@ def int_value(e: IntExpr, m: int, n: int) -> int:
         return e.value
     if isinstance(e, Var):
         return m if e.name == "m" else n
+    if isinstance(e, IfInt):
+        return int_value(e.a if cond_value(e.cond, m, n) else e.b, m, n)
     a, b = int_value(e.a, m, n), int_value(e.b, m, n)
     return {"+": a + b, "-": a - b, "*": a * b, "min": min(a, b), "max": max(a, b)}[e.op] if e.op not in ("//", "%") \
         else _divide(e.op, a, b)
@@ -152,6 +162,18 @@ def cond_value(c: Cond, m: int, n: int) -> bool:
     return {"<": a < b, "<=": a <= b, "==": a == b, "!=": a != b, ">": a > b, ">=": a >= b}[c.op]
 
 
+def chunk_bounds(size: IntExpr, m: int, n: int) -> list[tuple[int, int]]:
+    """(start, end) of every chunk of `Chunks(size, ...)` over m operands."""
+    out, start = [], 0
+    while start < m:
+        s = int_value(size, m - start, n)
+        if not 1 <= s <= m - start:
+            raise CompileError(f"chunk size {s} with {m - start} operands left; expected 1..{m - start}")
+        out.append((start, start + s))
+        start += s
+    return out
+
+
 def uses_var(e, name: str) -> bool:
     if isinstance(e, Var):
         return e.name == name
@@ -159,6 +181,8 @@ def uses_var(e, name: str) -> bool:
         return uses_var(e.a, name) or uses_var(e.b, name)
     if isinstance(e, Not):
         return uses_var(e.a, name)
+    if isinstance(e, IfInt):
+        return uses_var(e.cond, name) or uses_var(e.a, name) or uses_var(e.b, name)
     return False
 
 
@@ -246,11 +270,14 @@ class Lanes:
     With `left`: the lanes take the first m - m % k operands (all lanes the
     same length), `left` reduces lane 0's result followed by the m % k
     leftovers, and its result is lane 0's for `outer`; m < k: `left` alone.
+    With `unroll` u (a multiple of k, needs `left`): the lanes take the first
+    m - m % u operands, `left` the m % u leftovers; m < u: `left` alone.
     """
     k: IntExpr
     inner: "Reducer"
     outer: "Reducer"
     left: "Reducer | None" = None
+    unroll: "IntExpr | None" = None
 
 
 @dataclass(frozen=True)
@@ -260,6 +287,18 @@ class Blocks:
     order) by `outer`.  Nested loops.
     """
     b: IntExpr
+    inner: "Reducer"
+    outer: "Reducer"
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """Contiguous chunks from the front: each takes `size` operands, `size`
+    evaluated with m = the number of operands not yet taken (1 <= size <= that);
+    each chunk is reduced by `inner`, the chunk results (in order) by `outer`.
+    OpenBLAS's level-3 loop over K (fpspec.spec.ast.Chunks).
+    """
+    size: IntExpr
     inner: "Reducer"
     outer: "Reducer"
 
@@ -318,7 +357,7 @@ class WithArithmetic:
     reducer: "Reducer"
 
 
-Reducer = Union[Fold, Pairwise, TreeReduce, FusedChain, Table, Lanes, Blocks, Segments, Guard, Call,
+Reducer = Union[Fold, Pairwise, TreeReduce, FusedChain, Table, Lanes, Blocks, Chunks, Segments, Guard, Call,
                 WithArithmetic]
 
 
@@ -382,7 +421,7 @@ def children(r: Reducer) -> tuple:
     """The reducers directly inside `r` (for passes that walk the IR)."""
     if isinstance(r, Lanes):
         return (r.inner, r.outer) + (() if r.left is None else (r.left,))
-    if isinstance(r, Blocks):
+    if isinstance(r, (Blocks, Chunks)):
         return (r.inner, r.outer)
     if isinstance(r, Segments):
         return tuple(p.reducer for p in r.parts if p.reducer is not None) + (r.outer,)

@@ -28,7 +28,7 @@ from fpspec.tree import postorder
 
 # lanes with a constant count up to this many become scalar accumulators
 MAX_UNROLLED_LANES = 16
-from fpspec.compile.ir import (Blocks, Call, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes,
+from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes,
                                Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, uses_var, walk)
 from fpspec.compile.numerics import in_region
 from fpspec.formats import get_format
@@ -525,17 +525,26 @@ class LoopEmitter:
         return self.emit(r.outer, Values(lanes, nl), code)
 
     def lanes_left(self, r: Lanes, lst, code, k: str):
-        """Lanes over the first m - m % k operands; the leftovers join lane 0
-        through `left` (ir.Lanes); fewer than k operands: `left` alone."""
-        if isinstance(lst, Leaves):
+        """Lanes over the first m - m % u operands (u = k without `unroll`); the
+        leftovers join lane 0 through `left` (ir.Lanes); fewer than u operands:
+        `left` alone."""
+        # a sequential `left` over leaves adds each leftover leaf to lane 0 as
+        # a leaf (an FMA where the arithmetic says so: OpenBLAS's sgemm tail)
+        fold_left = isinstance(lst, Leaves) and r.left == Fold()
+        if isinstance(lst, Leaves) and not fold_left:
             self.require_plain_leaves("lanes whose leftovers join lane 0")
+        u = k if r.unroll is None else self.let(code, "u", py_int(r.unroll, m=lst.m))
         res, p, lanes, j, lm = (self.fresh(x) for x in ("r", "p", "lanes", "j", "lm"))
-        code(f"if {lst.m} < {k}:")
+        if r.unroll is not None:
+            code(f"if {u} < 1 or {u} % {k} != 0:")
+            with code.indent():
+                code("raise ValueError('lanes unroll must be a positive multiple of the lane count')")
+        code(f"if {lst.m} < {u}:")
         with code.indent():
             code(f"{res} = {self.emit(r.left, lst, code)}")
         code("else:")
         with code.indent():
-            code(f"{p} = {lst.m} - {lst.m} % {k}")
+            code(f"{p} = {lst.m} - {lst.m} % {u}")
             code(f"{lm} = {p} // {k}")
             code(f"{lanes} = _vals({k})")
             code(f"for {j} in range({k}):")
@@ -547,15 +556,21 @@ class LoopEmitter:
                 code(f"{lanes}[{j}] = {self.emit(r.inner, sub, code)}")
             code(f"if {p} < {lst.m}:")
             with code.indent():
-                ext, i = self.fresh("ext"), self.fresh("i")
-                code(f"{ext} = _vals(1 + {lst.m} - {p})")
-                code(f"{ext}[0] = {lanes}[0]")
-                code(f"for {i} in range({lst.m} - {p}):")
-                with code.indent():
-                    value = (f"_term(a, b, {_plus(lst.lo, _times(_plus(p, i), lst.step))})"
-                             if isinstance(lst, Leaves) else lst.at(_plus(p, i)))
-                    code(f"{ext}[1 + {i}] = {value}")
-                code(f"{lanes}[0] = {self.emit(r.left, Values(ext, _plus('1', f'{lst.m} - {p}')), code)}")
+                if fold_left:
+                    i = self.fresh("i")
+                    code(f"for {i} in range({p}, {lst.m}):")
+                    with code.indent():
+                        code(f"{lanes}[0] = _add_leaf({lanes}[0], a, b, {_plus(lst.lo, _times(i, lst.step))})")
+                else:
+                    ext, i = self.fresh("ext"), self.fresh("i")
+                    code(f"{ext} = _vals(1 + {lst.m} - {p})")
+                    code(f"{ext}[0] = {lanes}[0]")
+                    code(f"for {i} in range({lst.m} - {p}):")
+                    with code.indent():
+                        value = (f"_term(a, b, {_plus(lst.lo, _times(_plus(p, i), lst.step))})"
+                                 if isinstance(lst, Leaves) else lst.at(_plus(p, i)))
+                        code(f"{ext}[1 + {i}] = {value}")
+                    code(f"{lanes}[0] = {self.emit(r.left, Values(ext, _plus('1', f'{lst.m} - {p}')), code)}")
             code(f"{res} = {self.emit(r.outer, Values(lanes, k), code)}")
         return res
 
@@ -590,6 +605,28 @@ class LoopEmitter:
                 sub = Values(lst.vals, bm, _plus(lst.off, _times(_times(j, bs), lst.step)), lst.step)
             code(f"{blocks}[{j}] = {self.emit(r.inner, sub, code)}")
         return self.emit(r.outer, Values(blocks, nb), code)
+
+    def emit_chunks(self, r: Chunks, lst, code):
+        """Chunks from the front, each size computed from the operands left;
+        the chunk results go to a values list for `outer`."""
+        vals, cnt, start, size = (self.fresh(x) for x in ("chunks", "nc", "st", "cs"))
+        code(f"{vals} = _vals({lst.m})")
+        code(f"{cnt} = 0")
+        code(f"{start} = 0")
+        code(f"while {start} < {lst.m}:")
+        with code.indent():
+            code(f"{size} = {py_int(r.size, m=f'({lst.m} - {start})')}")
+            code(f"if {size} < 1 or {size} > {lst.m} - {start}:")
+            with code.indent():
+                code("raise ValueError('a chunk size is outside 1..(operands left)')")
+            if isinstance(lst, Leaves):
+                sub = Leaves(_plus(lst.lo, _times(start, lst.step)), lst.step, size)
+            else:
+                sub = Values(lst.vals, size, _plus(lst.off, _times(start, lst.step)), lst.step)
+            code(f"{vals}[{cnt}] = {self.emit(r.inner, sub, code)}")
+            code(f"{cnt} += 1")
+            code(f"{start} += {size}")
+        return self.emit(r.outer, Values(vals, cnt), code)
 
     def emit_segments(self, r: Segments, lst, code):
         starts, lengths = [], []

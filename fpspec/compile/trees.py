@@ -6,7 +6,7 @@ produce IR whose `tree_of` equals the spec's `expand`.
 """
 from __future__ import annotations
 
-from fpspec.compile.ir import (Blocks, Call, CompileError, FusedChain, Fold, Guard, Kernel, Lanes,
+from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, chunk_bounds, FusedChain, Fold, Guard, Kernel, Lanes,
                                Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, cond_value,
                                int_value)
 from fpspec.tree import Node, Tree, fused_chain, postorder, size
@@ -72,9 +72,10 @@ def reduce_list(kernel: Kernel, r: Reducer, ops: list, n: int) -> Tree:
     if isinstance(r, Lanes):
         k = _positive(int_value(r.k, m, n), "lane count")
         if r.left is not None:
-            if m < k:
+            u = k if r.unroll is None else _unroll(int_value(r.unroll, m, n), k)
+            if m < u:
                 return reduce_list(kernel, r.left, ops, n)
-            p = m - m % k
+            p = m - m % u
             lanes = [reduce_list(kernel, r.inner, ops[j:p:k], n) for j in range(k)]
             if p < m:
                 lanes[0] = reduce_list(kernel, r.left, [lanes[0]] + list(ops[p:]), n)
@@ -85,6 +86,9 @@ def reduce_list(kernel: Kernel, r: Reducer, ops: list, n: int) -> Tree:
         b = _positive(int_value(r.b, m, n), "block size")
         blocks = [ops[s:s + b] for s in range(0, m, b)]
         return reduce_list(kernel, r.outer, [reduce_list(kernel, r.inner, blk, n) for blk in blocks], n)
+    if isinstance(r, Chunks):
+        parts = [reduce_list(kernel, r.inner, ops[a:b], n) for a, b in chunk_bounds(r.size, m, n)]
+        return reduce_list(kernel, r.outer, parts, n)
     if isinstance(r, Segments):
         out, start = [], 0
         for i, part in enumerate(r.parts):
@@ -98,6 +102,12 @@ def reduce_list(kernel: Kernel, r: Reducer, ops: list, n: int) -> Tree:
             out.extend(chunk if part.reducer is None else [reduce_list(kernel, part.reducer, chunk, n)])
         return reduce_list(kernel, r.outer, out, n)
     raise CompileError(f"unknown reducer {type(r).__name__}")
+
+
+def _unroll(u: int, k: int) -> int:
+    if u < 1 or u % k:
+        raise CompileError(f"lanes unroll must be a positive multiple of the lane count {k}, got {u}")
+    return u
 
 
 def _positive(v: int, what: str) -> int:

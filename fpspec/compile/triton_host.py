@@ -69,8 +69,13 @@ class Table:
 
 
 class Lanes:
-    def __init__(self, k, inner, outer, left=None):
-        self.k, self.inner, self.outer, self.left = k, inner, outer, left
+    def __init__(self, k, inner, outer, left=None, unroll=None):
+        self.k, self.inner, self.outer, self.left, self.unroll = k, inner, outer, left, unroll
+
+
+class Chunks:
+    def __init__(self, size, inner, outer):
+        self.size, self.inner, self.outer = size, inner, outer
 
 
 class Blocks:
@@ -163,6 +168,26 @@ class Planner:
             start += length
         return out
 
+    def _folds_on(self, r, lane, rest):
+        """Lane 0 (`lane` terms) and the leftovers form one forward fold (matmul kernels only)."""
+        if self.leaves:   # the sum kernels read no two-stride folds (and a sum has no FMA to keep)
+            return False
+        left = self._resolve(r.left, rest)
+        inner = self._resolve(r.inner, lane)
+        return (isinstance(left, Fold) and not left.reverse
+                and (lane == 1 or (isinstance(inner, Fold) and not inner.reverse)))
+
+    def _chunks(self, r, m):
+        """(start, end) of every chunk of a Chunks over m operands (size from the operands left)."""
+        out, start = [], 0
+        while start < m:
+            s = r.size(m - start, self.n)
+            if not 1 <= s <= m - start:
+                raise PlanError(f"chunk size {s} with {m - start} operands left; expected 1..{m - start}")
+            out.append((start, start + s))
+            start += s
+        return out
+
     # ------------------------------------------------------------ runs of terms
 
     def run(self, r, m, stride):
@@ -198,11 +223,18 @@ class Planner:
             return _leaf_run(0, m, stride, CHAIN, w, head)
         if isinstance(r, Lanes) and r.left is not None:
             k = _positive(r.k(m, self.n), "lane count")
-            if m < k:
+            u = k if r.unroll is None else _positive(r.unroll(m, self.n), "lanes unroll")
+            if u % k:
+                raise PlanError(f"lanes unroll {u} is not a multiple of the lane count {k}")
+            if m < u:
                 return self.run(r.left, m, stride)
-            p = m - m % k
+            p = m - m % u
             lanes = [(self.run(r.inner, p // k, stride * k), j * stride) for j in range(k)]
-            if p < m:   # the leftovers join lane 0 through `left`
+            if p < m and self._folds_on(r, p // k, 1 + m - p):
+                # lane 0 and the leftovers are one
+                # fold (an FMA per term in matmul): one segment, two strides
+                lanes[0] = (_leaf_run(0, p // k + m - p, stride * k, FOLD, stride, p // k), 0)
+            elif p < m:   # the leftovers join lane 0 through `left`
                 tail = [(self.run(_SINGLE, 1, stride), (p + i) * stride) for i in range(m - p)]
                 lanes[0] = (self._outer([lanes[0]] + tail, r.left), 0)
             return self._outer(lanes, r.outer)
@@ -214,6 +246,9 @@ class Planner:
         if isinstance(r, Blocks):
             b = _positive(r.b(m, self.n), "block size")
             parts = [(self.run(r.inner, min(b, m - s), stride), s * stride) for s in range(0, m, b)]
+            return self._outer(parts, r.outer)
+        if isinstance(r, Chunks):
+            parts = [(self.run(r.inner, b - a, stride), a * stride) for a, b in self._chunks(r, m)]
             return self._outer(parts, r.outer)
         if isinstance(r, Segments):
             parts = []
@@ -341,12 +376,24 @@ class Planner:
                     raise PlanError("a fused node over partial sums is not supported by the triton kernels")
                 table.append(out.add(kids[0], kids[1]))
             return table[-1]
+        if isinstance(r, Lanes) and r.left is not None:
+            k = _positive(r.k(m, self.n), "lane count")
+            u = k if r.unroll is None else _positive(r.unroll(m, self.n), "lanes unroll")
+            if m < u:
+                return self.slots(r.left, ops, out)
+            p = m - m % u
+            lanes = [self.slots(r.inner, ops[j:p:k], out) for j in range(k)]
+            if p < m:
+                lanes[0] = self.slots(r.left, [lanes[0]] + list(ops[p:]), out)
+            return self.slots(r.outer, lanes, out)
         if isinstance(r, Lanes):
             k = _positive(r.k(m, self.n), "lane count")
             return self.slots(r.outer, [self.slots(r.inner, ops[j::k], out) for j in range(min(k, m))], out)
         if isinstance(r, Blocks):
             b = _positive(r.b(m, self.n), "block size")
             return self.slots(r.outer, [self.slots(r.inner, ops[s:s + b], out) for s in range(0, m, b)], out)
+        if isinstance(r, Chunks):
+            return self.slots(r.outer, [self.slots(r.inner, ops[a:b], out) for a, b in self._chunks(r, m)], out)
         if isinstance(r, Segments):
             res = []
             for part, start, length in self._parts(r, m):

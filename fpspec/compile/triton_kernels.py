@@ -645,6 +645,10 @@ def mm_fold(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     start = tl.load(segs_ptr + sid * 6)
     count = tl.load(segs_ptr + sid * 6 + 1)
     stride = tl.load(segs_ptr + sid * 6 + 2)
+    # head > 0: the first `head` terms at `stride`, the rest contiguous after
+    # them at stride `tstride` (lane 0 of lanes(k, seq, ..., seq, u) folding on into the leftovers)
+    tstride = tl.load(segs_ptr + sid * 6 + 4)
+    head = tl.load(segs_ptr + sid * 6 + 5)
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
@@ -656,7 +660,7 @@ def mm_fold(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     b = fp_as_f32(fp_widen(tl.load(b_ptr + k0 * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))
     acc = a[:, None] * b[None, :]
     for i in range(1, count):
-        k = start + i * stride
+        k = tl.where((head == 0) | (i < head), start + i * stride, start + head * stride + (i - head) * tstride)
         k = tl.where(swap & (i == 1), start, k)
         a = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))
         b = fp_as_f32(fp_widen(tl.load(b_ptr + k * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))

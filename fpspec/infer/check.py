@@ -27,7 +27,7 @@ import numpy as np
 from fpspec.errors import FpspecError, SpecError
 from fpspec.infer.lca import spec_l_many
 from fpspec.spec import ast as A
-from fpspec.spec.expand import eval_cond, eval_expr, lets_of
+from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, lets_of
 
 SIMPLE_SWAPS = (A.Seq(), A.Rev(), A.Pairwise(), A.GpuTree())
 
@@ -166,10 +166,16 @@ def boundaries(spec: A.Spec, n: int, limit: int = 160) -> list[int]:
                 b = eval_expr(o.b, m)
                 out.update(x for x in (lo + b, lo + 2 * b, lo + m - m % b, lo + m - b) if lo < x < lo + m)
                 todo.append((o.inner, lo, min(b, m), depth + 1))
+            elif type(o) is A.Chunks:
+                bounds = chunk_bounds(o.size, m)
+                out.update(lo + a for a, _ in bounds[1:])
+                for a, b in (bounds[0], bounds[-1]):   # the first and the last chunk's own structure
+                    todo.append((o.inner, lo + a, b - a, depth + 1))
             elif type(o) is A.Lanes:
                 k = eval_expr(o.k, m)
                 if o.left is not None:
-                    out.update(x for x in (lo + m - m % k - 1, lo + m - m % k) if lo < x < lo + m)
+                    u = k if o.unroll is None else eval_expr(o.unroll, m)
+                    out.update(x for x in (lo + m - m % u - 1, lo + m - m % u) if lo < x < lo + m)
                 out.update(x for x in (lo + k - 1, lo + k, lo + 2 * k, lo + m - m % k) if lo < x < lo + m)
             elif type(o) is A.Chain:
                 w = eval_expr(o.w, m)

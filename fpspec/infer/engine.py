@@ -623,6 +623,7 @@ def _probe_report(src: _Reveal, make):
 # order at PER_PART_PROBE of those n and keeps what fits at all of them.
 PER_PART_PROBE = 4     # probed n per guard arm
 PER_PART_CHECK = 8     # checked n per guard arm
+PER_PART_MAX_N = 2048  # the largest n checked there (the least n of an arm, if it has none below)
 
 
 def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None):
@@ -636,7 +637,11 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
 
     target = src.first_target
     base = dataclasses.replace(spec, header=dataclasses.replace(spec.header, target=target.name, op=target.op))
-    arms = _arm_ns(spec, sorted(n for n in src.trees if n >= 2))
+    # n past PER_PART_MAX_N only where an arm has no other: the exact
+    # arithmetic model costs ~n per input and the sampled checks' replicas
+    # already compare bits at large n
+    ns = sorted(n for n in src.trees if n >= 2)
+    arms = [[n for n in arm if n <= PER_PART_MAX_N] or arm[:1] for arm in _arm_ns(spec, ns)]
     check_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_CHECK)})
     probe_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_PROBE)})
     out, _ = probe_spec_arithmetic(base, {n: make(n) for n in check_ns}, {n: src.trees[n] for n in check_ns},

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from fpspec.errors import SpecError
-from fpspec.spec.ast import BinOp, Call, Expr, Num, Var
+from fpspec.spec.ast import BinOp, Call, Compare, Expr, IfExpr, Num, Var
 from fpspec.spec.expand import eval_expr
 
 N = Var()
@@ -27,7 +27,15 @@ def expr_cost(e: Expr) -> int:
         return 1
     if isinstance(e, BinOp):
         return 1 + expr_cost(e.left) + expr_cost(e.right)
+    if isinstance(e, IfExpr):
+        return 2 + _cond_cost(e.cond) + expr_cost(e.then) + expr_cost(e.otherwise)
     return 1 + sum(expr_cost(a) for a in e.args)
+
+
+def _cond_cost(c) -> int:
+    if isinstance(c, Compare):
+        return expr_cost(c.left) + expr_cost(c.right)
+    return 1 + _cond_cost(c.left) + _cond_cost(c.right)
 
 
 # Templates: (name, function c -> Expr).  Ordered simplest first; the fitted

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
 from fpspec.spec.expand import apply_order, eval_expr
+from fpspec.spec.lower import chunk_size_expr
 from fpspec.infer.exprs import constants, expr_cost, fit_param, roundness
-from fpspec.infer.shapes import (Obs, block_parts, equal_shifted, lane_candidates, lane_parts, lane_parts_left, lane_strides, prefix_sizes,
+from fpspec.infer.shapes import (Obs, block_parts, chunk_parts, equal_shifted, lane_candidates, lane_parts, lane_parts_left, lane_strides, prefix_sizes,
                                  split_parts, split_point, tail_parts)
 from fpspec.tree import Tree, building, chain_shape, observable
 
@@ -37,6 +38,8 @@ SAMPLE = 10  # observations a search starts from (see Fitter.fit)
 MAX_RUNS = 16  # guard arms beyond this are a case list, not a spec: give up
 RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
+PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to (pad)
+PAD_DEPTH = 3                # pad is tried this many levels below the root at most
 
 
 def order_cost(o) -> int:
@@ -49,7 +52,11 @@ def order_cost(o) -> int:
         return 1 + expr_cost(o.w)
     if isinstance(o, A.Lanes):
         return (1 + expr_cost(o.k) + order_cost(o.inner) + order_cost(o.outer)
-                + (0 if o.left is None else order_cost(o.left)))
+                + (0 if o.left is None else order_cost(o.left)) + (0 if o.unroll is None else expr_cost(o.unroll)))
+    if isinstance(o, A.Chunks):
+        return 1 + expr_cost(o.size) + order_cost(o.inner) + order_cost(o.outer)
+    if isinstance(o, A.Pad):
+        return 1 + expr_cost(o.m) + order_cost(o.order)
     if isinstance(o, A.Blocks):
         return 1 + expr_cost(o.b) + order_cost(o.inner) + order_cost(o.outer)
     if isinstance(o, A.Tail):
@@ -250,7 +257,9 @@ class Fitter:
         if depth >= MAX_DEPTH:
             return None
         best = None
-        for maker in (self._split, self._tail, self._lanes, self._blocks):
+        for maker in (self._chunks, self._split, self._tail, self._lanes, self._blocks, self._pad):
+            if maker == self._pad and best is not None and not _guarded(best):
+                break   # pad is for orders the others explain only case by case (cuts by n % M)
             for cand in maker(obs, depth, root):
                 if best is None or order_cost(cand) < order_cost(best):
                     best = cand
@@ -380,15 +389,59 @@ class Fitter:
                 if found >= 2:
                     return
         for k in [k for k in lane_strides(big) if 1 < k < big.n][:8]:
-            got = self._lanes_left(obs, k, depth)
-            if got is not None:
-                self.seen.add(k)
-                yield got
+            # the unroll u: k itself (torch.sum), else a power-of-two multiple
+            # of k (OpenBLAS's sgemm: 2 accumulators, 8 terms a loop turn)
+            # (a larger u needs most observations at n >= u: below u LEFT orders
+            # everything, which would let a huge u explain anything)
+            for u in [k] + [k << i for i in range(1, 4)
+                            if 2 * sum(o.n >= k << i for o in obs) >= max(3, len(obs))]:
+                got = self._lanes_left(obs, k, depth, u)
+                if got is not None:
+                    self.seen.add(k)
+                    yield got
+                    return
+
+    def _chunks(self, obs, depth, root):
+        """chunks(SIZE, inner, outer): contiguous chunks added one after the
+        other, SIZE a rule in the operands left (fpspec.spec.lower.chunk_size_expr)."""
+        parts = [chunk_parts(o) for o in obs]
+        if any(p is None for p in parts) or all(len(p[1]) < 2 for p in parts):
+            return
+        size = chunk_size_expr([x for p in parts for x in p[0]])
+        if size is None:
+            return
+        inner = self.fit_guarded([x for p in parts for x in p[1]], depth + 1)
+        if inner is None:
+            return
+        outer = self.fit_guarded([p[2] for p in parts], depth + 1)
+        if outer is not None:
+            yield A.Chunks(size, inner, outer)
+
+    def _pad(self, obs, depth, root):
+        """pad(M, order): the order fitted where M divides n (nothing padded),
+        then checked at every n (a partial vector first, zeros above it).
+        Near the root only: each try is a whole sub-search, at every node of
+        the search it would multiply the work (a kernel's padding sits at its
+        top, inside the scalar tail at most)."""
+        if depth > PAD_DEPTH:
+            return
+        for m in PAD_MULTIPLES:
+            whole = [o for o in obs if o.n % m == 0]
+            if len(whole) < 2 or len(whole) == len(obs):
+                continue
+            inner = self.fit(whole, depth + 1)
+            if inner is None:
+                continue
+            cand = A.Pad(A.Num(m), inner)
+            if self._explains(cand, obs):
+                yield cand
                 return
 
-    def _lanes_left(self, obs, k: int, depth: int):
-        """lanes(k, inner, outer, left): the leftovers join lane 0 (torch.sum)."""
-        parts = [lane_parts_left(o, k) for o in obs]
+    def _lanes_left(self, obs, k: int, depth: int, u: int | None = None):
+        """lanes(k, inner, outer, left[, u]): the leftovers join lane 0 (torch.sum)."""
+        if u == k:
+            u = None
+        parts = [lane_parts_left(o, k, u) for o in obs]
         if any(p is None for p in parts) or not any(p[2] is not None and p[1] is not None for p in parts):
             return None
         inner_obs = [x for p in parts for x in p[0]]
@@ -400,7 +453,7 @@ class Fitter:
         if outer is None:
             return None
         left = self.fit_guarded([p[2] for p in parts if p[2] is not None], depth + 1)
-        return None if left is None else A.Lanes(A.Num(k), inner, outer, left)
+        return None if left is None else A.Lanes(A.Num(k), inner, outer, left, None if u is None else A.Num(u))
 
     def _blocks(self, obs, depth, root):
         big = obs[0]
@@ -430,6 +483,24 @@ class Fitter:
 
 
 # ---------------------------------------------------------------- helpers
+
+def _guarded(order) -> bool:
+    """Does a guard (or a literal tree) occur anywhere in the order?"""
+    stack = [order]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (A.Guard, A.Literal)):
+            return True
+        if isinstance(x, (A.Lanes, A.Blocks, A.Chunks)):
+            stack.extend(y for y in (x.inner, x.outer, getattr(x, "left", None)) if y is not None)
+        elif isinstance(x, A.Split):
+            stack.extend((x.first, x.rest))
+        elif isinstance(x, A.Tail):
+            stack.extend((x.body, x.outer))
+        elif isinstance(x, (A.Pad, A.Using)):
+            stack.append(x.order)
+    return False
+
 
 def _dedupe(obs: list[Obs]) -> list[Obs] | None:
     """One observation per n; None when two differ at the same n (then no

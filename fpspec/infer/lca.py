@@ -12,11 +12,13 @@ stand for), kept in closed form where possible (`Ones`, `Blocked`,
 """
 from __future__ import annotations
 
+from bisect import bisect_right
+
 import numpy as np
 
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
-from fpspec.spec.expand import eval_cond, eval_expr, lets_of
+from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, lets_of, pad_of, unroll_of
 from fpspec.tree import chain_node_end
 
 # ---------------------------------------------------------------- operand weights
@@ -199,7 +201,8 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
             continue
         if cls is A.Lanes and o.left is not None:
             k = _within(o.k, m, 1)
-            p = m - m % k
+            u = k if o.unroll is None else unroll_of(o, k, m)
+            p = m - m % u
             if p == 0:
                 o = o.left
                 continue
@@ -233,6 +236,24 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
             else:
                 o, w, a, b = o.outer, w.block_totals(size), ba, bb
             continue
+        if cls is A.Pad:   # phantoms weigh nothing, and dropping them keeps every LCA of real operands
+            r, c = pad_of(o, m)
+            if c:
+                arr = w.array()
+                w = Arr(np.concatenate([arr[:r], np.zeros(c, np.int64), arr[r:]]))
+                a, b = (a if a < r else a + c), (b if b < r else b + c)
+            o = o.order
+            continue
+        if cls is A.Chunks:
+            bounds, starts, sizes = _chunks_at(o.size, m)
+            ca, cb = bisect_right(starts, a) - 1, bisect_right(starts, b) - 1
+            if ca == cb:
+                lo, hi = bounds[ca]
+                o, w, a, b = o.inner, w.sub(lo, hi), a - lo, b - lo
+            else:
+                totals = sizes if type(w) is Ones else Arr(np.add.reduceat(w.array(), np.array(starts, dtype=np.int64)))
+                o, w, a, b = o.outer, totals, ca, cb
+            continue
         if cls is A.GpuTree:
             vals = w.array().copy()
             cur = m
@@ -247,6 +268,24 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
         if cls is A.Literal:
             return _literal_l(o.tree, w, a, b)
         raise SpecError(f"cannot answer l(i, j) for {o}")
+
+
+_CHUNKS: dict = {}
+
+
+def _chunks_at(size, m: int):
+    """chunk_bounds, their starts and sizes, once per (SIZE, m): every pair
+    asked walks them (keyed by identity: hashing SIZE costs more than this)."""
+    key = (id(size), m)
+    hit = _CHUNKS.get(key)
+    if hit is None or hit[0] is not size:
+        if len(_CHUNKS) > 1024:
+            _CHUNKS.clear()
+        bounds = chunk_bounds(size, m)
+        starts = [lo for lo, _ in bounds]
+        # the chunk sizes as one Arr: its prefix sums are made once, not per pair
+        hit = _CHUNKS[key] = (size, bounds, starts, Arr(np.array([hi - lo for lo, hi in bounds], dtype=np.int64)))
+    return hit[1:]
 
 
 def _within(e, m: int, lo: int, hi: int | None = None) -> int:

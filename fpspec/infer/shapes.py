@@ -186,11 +186,12 @@ def lane_parts(o: Obs, k: int):
     return inner, Obs(m, outer)
 
 
-def lane_parts_left(o: Obs, k: int):
-    """lanes(k, inner, outer, left): (inner observations, outer observation or
-    None, left observation or None), or None if o is not of that shape."""
+def lane_parts_left(o: Obs, k: int, u: int | None = None):
+    """lanes(k, inner, outer, left[, u]): (inner observations, outer observation
+    or None, left observation or None), or None if o is not of that shape."""
     n = o.n
-    p, r = n - n % k, n % k
+    u = k if u is None else u
+    p, r = n - n % u, n % u
     if p == 0:
         return [], None, o
     starts = np.arange(k, dtype=np.int64)
@@ -233,6 +234,28 @@ def block_parts(o: Obs, b: int):
     subs, outer = _parts(o, roots)
     inner = [Obs(int(c), _shift(s, int(lo))) for s, lo, c in zip(subs, starts, counts)]
     return inner, Obs(len(starts), outer)
+
+
+def chunk_parts(o: Obs):
+    """chunks(SIZE, inner, outer): ((operands left, chunk size) per chunk,
+    inner observations, outer observation), or None when the tree does not
+    add contiguous chunks one after the other (fpspec.spec.lower.chunk_partition)."""
+    from fpspec.spec.lower import chunk_partition
+
+    if o.n < 2:
+        return None
+    bounds = chunk_partition(o.tree, o.n)
+    if bounds is None:
+        return [(o.n, o.n)], [o], Obs(1, 0)
+    starts = np.array([a for a, _ in bounds], dtype=np.int64)
+    ends = np.array([b - 1 for _, b in bounds], dtype=np.int64)
+    counts = ends - starts + 1
+    roots = _group_roots(o, starts, ends, counts, None)
+    if roots is None:
+        return None
+    subs, outer = _parts(o, roots)
+    inner = [Obs(int(c), _shift(s, int(lo))) for s, lo, c in zip(subs, starts, counts)]
+    return [(o.n - int(a), int(c)) for a, c in zip(starts, counts)], inner, Obs(len(bounds), outer)
 
 
 # ---------------------------------------------------------------- prefixes and tails

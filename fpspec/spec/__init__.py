@@ -53,8 +53,8 @@ from __future__ import annotations
 import hashlib
 
 from fpspec.spec.ast import (  # noqa: F401  (re-exported)
-    BinOp, Block, Blocks, BoolOp, Call, Case, Chain, Compare, Entry, Expr, Float, Fused,
-    GpuTree, Guard, Header, Ident, Lanes, Let, Literal, Num, Order, Pairwise, Range, Ref,
+    BinOp, Block, Blocks, BoolOp, Call, Case, Chain, Chunks, Compare, Entry, Expr, Float, Fused,
+    GpuTree, Guard, Header, Ident, IfExpr, Lanes, Let, Literal, Num, Order, Pairwise, Range, Ref,
     Rev, Seq, Spec, Split, Tail, Var,
 )
 # The submodules parse, check, expand and lower share their names with the

@@ -109,7 +109,23 @@ class Call(_Printable):
             raise ValueError(f"unknown function {self.func!r}; expected one of {', '.join(FUNCTIONS)}")
 
 
-Expr = Union[Num, Var, BinOp, Call]
+@dataclass(frozen=True)
+class IfExpr(_Printable):
+    """`(if C: A elif C2: B else: Z)`: the first arm whose condition holds.
+
+    Written in parentheses wherever an expression goes; `elif` arms are
+    nested IfExprs in `otherwise`.  OpenBLAS's level-3 K blocking takes
+    (if n >= 640: 320 elif n > 320: (n // 2 + 7) // 8 * 8 else: n) operands
+    of the n left (see `Chunks`).
+    """
+
+    cond: "Cond"
+    then: "Expr"
+    otherwise: "Expr"
+    loc: Location | None = _loc()
+
+
+Expr = Union[Num, Var, BinOp, Call, IfExpr]
 
 # ---------------------------------------------------------------- conditions (guards on n)
 
@@ -239,13 +255,24 @@ class Lanes(_Printable):
     for lane 0's before OUTER.  A vectorized loop whose scalar tail goes into
     the first vector lane: torch.sum is lanes(8, ..., seq, split(1, seq, seq)).
     With fewer than K operands there are no lanes: LEFT orders them all.
+
+    `lanes(K, INNER, OUTER, LEFT, U)`: the same with the lanes over the first
+    n - n % U operands (U a multiple of K: a loop unrolled U terms at a time,
+    its K accumulators each taking U / K of them); n < U: LEFT alone.
+    OpenBLAS's sgemm kernel along K: lanes(2, seq, seq, seq, 8), so at
+    n = 15 lane 0 is (((0 2) 4) 6), then 8..14 join it one by one, then lane 1.
     """
 
     k: Expr
     inner: "Order"
     outer: "Order"
     left: "Order | None" = None
+    unroll: Expr | None = None
     loc: Location | None = _loc()
+
+    def __post_init__(self):
+        if self.unroll is not None and self.left is None:
+            raise ValueError("lanes with an unroll modulus needs LEFT: lanes(K, INNER, OUTER, LEFT, U)")
 
 
 @dataclass(frozen=True)
@@ -260,6 +287,45 @@ class Blocks(_Printable):
     b: Expr
     inner: "Order"
     outer: "Order"
+    loc: Location | None = _loc()
+
+
+@dataclass(frozen=True)
+class Chunks(_Printable):
+    """`chunks(SIZE, INNER, OUTER)`: contiguous chunks taken from the front,
+    each of SIZE operands where SIZE is evaluated with n = the number of
+    operands not yet taken (1 <= SIZE <= that number).
+
+    INNER orders each chunk (n = its size), OUTER the chunk results in order
+    (n = the number of chunks): with OUTER = seq each chunk's result is added
+    to the running total, as the C loop
+    `for (ls = 0; ls < k; ls += min_l) { min_l = SIZE(k - ls); C += block; }`.
+    OpenBLAS sgemm along K (GEMM_Q = 320, halving rounded up to 8):
+    chunks((if n >= 640: 320 elif n > 320: (n // 2 + 7) // 8 * 8 else: n),
+    lanes(2, seq, seq, seq, 8), seq).  A constant SIZE is `blocks`.
+    """
+
+    size: Expr
+    inner: "Order"
+    outer: "Order"
+    loc: Location | None = _loc()
+
+
+@dataclass(frozen=True)
+class Pad(_Printable):
+    """`pad(M, ORDER)`: ORDER applied to the operands padded to a multiple of
+    M with phantoms placed right after the first n % M operands: a vector
+    kernel that loads the partial vector first, zeros in its upper lanes.
+
+    r = n % M, c = (M - r) % M phantoms; ORDER gets [o0 .. o[r-1], c
+    phantoms, o[r] .. o[n-1]] (n = n + c inside it); then every node loses
+    its phantom children (a node left with one child is that child).
+    OpenBLAS sgemv_t (numpy.matmul(A, x), float32): after the n % 4 scalar
+    tail is cut off, pad(8, lanes(8, seq, lanes(4, seq, pairwise))).
+    """
+
+    m: Expr
+    order: "Order"
     loc: Location | None = _loc()
 
 
@@ -352,7 +418,7 @@ class Guard(_Printable):
             raise ValueError("a guard needs at least one `if` arm")
 
 
-Order = Union[Seq, Rev, Pairwise, GpuTree, Fused, Chain, Lanes, Blocks, Split, Tail, Using, Literal, Ref, Guard]
+Order = Union[Seq, Rev, Pairwise, GpuTree, Fused, Chain, Lanes, Blocks, Chunks, Pad, Split, Tail, Using, Literal, Ref, Guard]
 
 # ---------------------------------------------------------------- header blocks
 

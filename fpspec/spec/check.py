@@ -23,12 +23,12 @@ import sys
 
 from fpspec.errors import Location, SpecError
 from fpspec.spec import ast as A
-from fpspec.spec.expand import eval_cond, eval_expr
+from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, pad_of, unroll_of
 from fpspec.tree import check_leaves
 
 OPS = ("sum", "dot", "gemv", "gemm")
-BUILTIN_ORDERS = ("seq", "rev", "pairwise", "gpu_tree", "fused", "chain", "lanes", "blocks", "split", "tail",
-                  "using")
+BUILTIN_ORDERS = ("seq", "rev", "pairwise", "gpu_tree", "fused", "chain", "lanes", "blocks", "chunks", "pad", "split",
+                  "tail", "using")
 EXHAUSTIVE = 4096
 DEPTH = 20000  # Python frames, as in expand
 UNBOUNDED_CHECK = 1 << 24
@@ -83,7 +83,7 @@ def sample_ns(r: A.Range) -> list[int]:
 def _children(o):
     if isinstance(o, A.Lanes):
         return (o.inner, o.outer) + (() if o.left is None else (o.left,))
-    if isinstance(o, A.Blocks):
+    if isinstance(o, (A.Blocks, A.Chunks)):
         return (o.inner, o.outer)
     if isinstance(o, A.Split):
         return (o.first, o.rest)
@@ -91,7 +91,7 @@ def _children(o):
         return (o.body, o.outer)
     if isinstance(o, A.Guard):
         return tuple(c.order for c in o.cases) + (o.otherwise,)
-    if isinstance(o, A.Using):
+    if isinstance(o, (A.Using, A.Pad)):
         return (o.order,)
     return ()
 
@@ -152,13 +152,14 @@ class _DryRun:
         elif isinstance(o, A.Lanes):
             k = _positive(o.k, n, "lanes count")
             if o.left is not None:
-                if n < k:
+                u = k if o.unroll is None else unroll_of(o, k, n)
+                if n < u:
                     self.run(o.left, n)
                 else:
-                    self.run(o.inner, n // k)
+                    self.run(o.inner, (n - n % u) // k)
                     self.run(o.outer, k)
-                    if n % k:
-                        self.run(o.left, 1 + n % k)
+                    if n % u:
+                        self.run(o.left, 1 + n % u)
             else:
                 lanes = min(k, n)
                 for size in {(n - j + k - 1) // k for j in (0, lanes - 1)}:
@@ -169,6 +170,13 @@ class _DryRun:
             for size in {min(b, n), n - (n - 1) // b * b}:
                 self.run(o.inner, size)
             self.run(o.outer, (n + b - 1) // b)
+        elif isinstance(o, A.Pad):
+            self.run(o.order, n + pad_of(o, n)[1])
+        elif isinstance(o, A.Chunks):
+            bounds = chunk_bounds(o.size, n)
+            for size in {b - a for a, b in bounds}:
+                self.run(o.inner, size)
+            self.run(o.outer, len(bounds))
         elif isinstance(o, A.Tail):
             k = _positive(o.k, n, "tail multiple")
             p = n - n % k

@@ -42,6 +42,8 @@ def eval_expr(e, n: int, pos: tuple = ORIGIN) -> int:
     if cls is A.Call:
         vals = [eval_expr(x, n, pos) for x in e.args]
         return min(vals) if e.func == "min" else max(vals)
+    if cls is A.IfExpr:
+        return eval_expr(e.then if eval_cond(e.cond, n, pos) else e.otherwise, n, pos)
     raise TypeError(f"not an expression: {e!r}")
 
 
@@ -68,6 +70,61 @@ def _chain_at(e, n: int, pos: tuple = ORIGIN) -> int:
     if v < 0:
         raise SpecError(f"chain short-group index {e} = {v} at n = {n}; expected an integer >= 0", e.loc)
     return v
+
+
+def unroll_of(o: A.Lanes, k: int, n: int, pos: tuple = ORIGIN) -> int:
+    """U of lanes(K, INNER, OUTER, LEFT, U): a positive multiple of K."""
+    u = _size_param(o.unroll, n, "lanes unroll", pos=pos)
+    if u % k:
+        raise SpecError(f"lanes unroll {o.unroll} = {u} at n = {n} is not a multiple of the lane count {k}; "
+                        "expected a multiple of K", o.unroll.loc or o.loc)
+    return u
+
+
+def pad_of(o: A.Pad, n: int, pos: tuple = ORIGIN) -> tuple[int, int]:
+    """(r, c) of pad(M, ...) at n: the n % M operands before the c phantoms."""
+    m = _size_param(o.m, n, "pad multiple", pos=pos)
+    return n % m, (m - n % m) % m
+
+
+def drop_phantoms(t: Tree) -> Tree:
+    """t without its phantom leaves (negative), a node left with one child
+    replaced by it.  Only nodes whose smallest leaf is negative hold phantoms
+    (children are sorted by smallest leaf), so operands are not walked."""
+    if t.__class__ is int:
+        return t
+    out: list = []
+    stack: list = [(t, False)]
+    while stack:
+        s, done = stack.pop()
+        if s.__class__ is int:
+            out.append(None if s < 0 else s)
+        elif s.first >= 0:
+            out.append(s)
+        elif done:
+            k = len(s.children)
+            kids = [x for x in out[-k:] if x is not None]
+            del out[-k:]
+            out.append(None if not kids else kids[0] if len(kids) == 1 else Node(tuple(kids), s.fused))
+        else:
+            stack.append((s, True))
+            stack.extend((c, False) for c in reversed(s.children))
+    return out[0]
+
+
+def chunk_bounds(size, n: int, pos: tuple = ORIGIN) -> list[tuple[int, int]]:
+    """(start, end) of every chunk of chunks(SIZE, ...) over n operands, SIZE
+    evaluated at the number of operands left."""
+    out, start = [], 0
+    while start < n:
+        left = n - start
+        s = eval_expr(size, left, pos)
+        if not 1 <= s <= left:
+            raise SpecError(f"chunk size {size} = {s} with {left} operands left; expected 1 <= size <= {left}",
+                            size.loc)
+        out.append((start, start + s))
+        start += s
+    return out
 
 
 # ---------------------------------------------------------------- orders
@@ -100,9 +157,10 @@ class _Expander:
             inner, apply = o.inner, self.apply
             if o.left is None:
                 return apply(o.outer, [apply(inner, ops[j::k]) for j in range(min(k, n))])
-            if n < k:
+            u = k if o.unroll is None else unroll_of(o, k, n, self.pos)
+            if n < u:
                 return apply(o.left, ops)
-            p = n - n % k
+            p = n - n % u
             lanes = [apply(inner, ops[j:p:k]) for j in range(k)]
             if p < n:
                 lanes[0] = apply(o.left, [lanes[0]] + ops[p:])
@@ -111,6 +169,14 @@ class _Expander:
             b = _size_param(o.b, n, "block size", pos=self.pos)
             inner, apply = o.inner, self.apply
             return apply(o.outer, [apply(inner, ops[i:i + b]) for i in range(0, n, b)])
+        if cls is A.Chunks:
+            inner, apply = o.inner, self.apply
+            return apply(o.outer, [apply(inner, ops[a:b]) for a, b in chunk_bounds(o.size, n, self.pos)])
+        if cls is A.Pad:
+            r, c = pad_of(o, n, self.pos)
+            if c == 0:
+                return self.apply(o.order, ops)
+            return drop_phantoms(self.apply(o.order, ops[:r] + list(range(-c, 0)) + ops[r:]))
         if cls is A.Tail:
             k = _size_param(o.k, n, "tail multiple", pos=self.pos)
             p = n - n % k

@@ -201,6 +201,73 @@ def _divisors_above(p: int, r: int) -> list:
     return [k for k in range(r + 1, p + 1) if p % k == 0]
 
 
+# ---------------------------------------------------------------- chunks
+
+def _spine_and_right(t) -> list:
+    """The nodes of t's left spine and their right children."""
+    out = []
+    while t.__class__ is not int:
+        out.append(t)
+        out.extend(t.children[1:])
+        t = t.children[0]
+    out.append(t)
+    return out
+
+
+def chunk_partition(t, m: int):
+    """[(start, end), ...] when t adds contiguous chunks one after the other:
+    down the left spine every right child is the contiguous range just before
+    the previous one (at least 2 operands: a lone leaf belongs to its chunk's
+    own order), and what is left at the bottom is the first chunk.  None when
+    fewer than 2 chunks show."""
+    ends, hi = [], m
+    while t.__class__ is not int and not t.fused and len(t.children) == 2:
+        right = t.children[1]
+        if right.__class__ is int:
+            break
+        ls = sorted(_leaves_sorted(right))
+        if len(ls) < 2 or ls[-1] != hi - 1 or ls[0] != hi - len(ls):
+            break
+        ends.append(hi)
+        hi = ls[0]
+        t = t.children[0]
+    if not ends or hi < 1:
+        return None
+    cuts = [0, hi] + ends[::-1]
+    return list(zip(cuts, cuts[1:]))
+
+
+def _halving_rules():
+    """How a library halves a remainder between Q and 2Q: rounded up to a
+    multiple of c ((n // 2 + c - 1) // c * c, OpenBLAS's level-3 GEMM_Q
+    rule with c = GEMM_UNROLL), or the larger half first."""
+    half = A.BinOp("//", _N, A.Num(2))
+    rules = [half, A.BinOp("-", _N, half)]
+    for c in (2, 4, 8, 16, 32, 64):
+        rules.append(A.BinOp("*", A.BinOp("//", A.BinOp("+", half, A.Num(c - 1)), A.Num(c)), A.Num(c)))
+    return rules
+
+
+def chunk_size_expr(samples):
+    """SIZE for chunks(SIZE, ...) from (operands left, chunk size) samples:
+    `(if n >= 2Q: Q elif n > Q: HALF else: n)`, Q the largest chunk, HALF a
+    halving rule (`_halving_rules`); None when no such rule fits every sample
+    or the chunks are plain blocks (the same size but the last)."""
+    from fpspec.spec.expand import eval_expr
+
+    samples = sorted(set(samples))
+    q = max(s for _, s in samples)
+    if all(s == min(q, r) for r, s in samples):
+        return None   # blocks(q, ...) says it
+    two_q = A.Num(2 * q)
+    for half in _halving_rules():
+        e = A.IfExpr(A.Compare(">=", _N, two_q), A.Num(q),
+                     A.IfExpr(A.Compare(">", _N, A.Num(q)), half, _N))
+        if all(eval_expr(e, r) == s for r, s in samples):
+            return e
+    return None
+
+
 # ---------------------------------------------------------------- the search
 
 class _Lowerer:
@@ -272,6 +339,7 @@ class _Lowerer:
             out.extend(self._split(t, m, maxes))
         out.extend(self._tail(t, m, maxes))
         out.extend(self._blocks(t, m, maxes, index))
+        out.extend(self._chunks(t, m))
         out.extend(self._lanes(t, m, maxes, index))
         if not out or m < LITERAL_ALWAYS_BELOW:
             out.append(_candidate(A.Literal(t)))
@@ -415,8 +483,14 @@ class _Lowerer:
                 k = ls[1]
             p = len(ls) * k
             r = m - p
-            if k < 2 or not 0 < r < k or ls != list(range(0, p, k)):
+            if k < 2 or not 0 < r or ls != list(range(0, p, k)):
                 continue
+            # the unroll u: the least multiple of k past the leftovers that divides p
+            # (a power of two when one fits: loops unroll by 4, 8, 16)
+            us = sorted((u for u in range(k, p + 1, k) if u > r and p % u == 0), key=lambda u: (u & (u - 1) != 0, u))
+            if not us:
+                continue
+            u = us[0]
             want = set(range(0, p, k)) | set(range(p, m))
             ext = next((x for x in reversed(path[:i]) if _size(x) == len(want)), None)
             if ext is None or set(_leaves_sorted(ext)) != want:
@@ -436,9 +510,32 @@ class _Lowerer:
                 continue
             left = self.best(_contract(ext, {lane0: 0, **{x: x - p + 1 for x in range(p, m)}}))
             outer = self.best(_contract(t, parts))
-            order = A.Lanes(A.Num(k), inner.order, outer.order, left.order)
+            order = A.Lanes(A.Num(k), inner.order, outer.order, left.order, None if u == k else A.Num(u))
             out.append(_candidate(order, _merge_lets(inner, outer, left)))
         return out
+
+    def _chunks(self, t, m: int) -> list:
+        """chunks(SIZE, inner, seq): contiguous chunks whose results are added
+        one after the other (the right children down the left spine), SIZE
+        fitted to (operands left, chunk size) by `chunk_size_expr`."""
+        bounds = chunk_partition(t, m)
+        if bounds is None:
+            return []
+        size = chunk_size_expr([(m - a, b - a) for a, b in bounds])
+        if size is None:
+            return []
+        index = {(_first(x), _size(x)): x for x in _spine_and_right(t)}
+        parts = {}
+        for j, (a, b) in enumerate(bounds):
+            node = index.get((a, b - a))
+            if node is None:
+                return []
+            parts[node] = j
+        inner = self._unify([self.local(node) for node in parts])
+        if inner is None:
+            return []
+        outer = self.best(_contract(t, parts))
+        return [_candidate(A.Chunks(size, inner.order, outer.order), _merge_lets(inner, outer))]
 
     def _recursive_split(self, t, m: int, maxes) -> list:
         out = []
@@ -625,7 +722,11 @@ def rename_refs(o, mapping: dict):
         return A.Ref(mapping.get(o.name, o.name))
     if isinstance(o, A.Lanes):
         return A.Lanes(o.k, rename_refs(o.inner, mapping), rename_refs(o.outer, mapping),
-                       None if o.left is None else rename_refs(o.left, mapping))
+                       None if o.left is None else rename_refs(o.left, mapping), o.unroll)
+    if isinstance(o, A.Chunks):
+        return A.Chunks(o.size, rename_refs(o.inner, mapping), rename_refs(o.outer, mapping))
+    if isinstance(o, A.Pad):
+        return A.Pad(o.m, rename_refs(o.order, mapping))
     if isinstance(o, A.Blocks):
         return A.Blocks(o.b, rename_refs(o.inner, mapping), rename_refs(o.outer, mapping))
     if isinstance(o, A.Split):

@@ -234,6 +234,12 @@ class _ToAst(Transformer):
     def blocks(self, meta, items):
         return A.Blocks(*items, loc=self._loc(meta))
 
+    def chunks(self, meta, items):
+        return A.Chunks(*items, loc=self._loc(meta))
+
+    def pad(self, meta, items):
+        return A.Pad(*items, loc=self._loc(meta))
+
     def split(self, meta, items):
         return A.Split(*items, loc=self._loc(meta))
 
@@ -280,6 +286,12 @@ class _ToAst(Transformer):
         return rule
 
     add, sub, mul, floordiv, mod = _bin("+"), _bin("-"), _bin("*"), _bin("//"), _bin("%")
+
+    def if_expr(self, meta, items):
+        *arms, out = items
+        for i in range(len(arms) - 2, -1, -2):   # elif arms nest in the else branch
+            out = A.IfExpr(arms[i], arms[i + 1], out, loc=getattr(arms[i], "loc", None) if i else self._loc(meta))
+        return out
 
     def num(self, meta, items):
         return A.Num(int(items[0]), loc=self._loc(meta))

@@ -30,6 +30,12 @@ def format_expr(e) -> str:
     if isinstance(e, A.BinOp):
         prec = _EXPR_PREC[e.op]
         return f"{_paren_expr(e.left, prec, False)} {e.op} {_paren_expr(e.right, prec, True)}"
+    if isinstance(e, A.IfExpr):   # always parenthesized (the grammar's only place for it)
+        arms = []
+        while isinstance(e, A.IfExpr):
+            arms.append(f"{'if' if not arms else 'elif'} {format_cond(e.cond)}: {format_expr(e.then)}")
+            e = e.otherwise
+        return f"({' '.join(arms)} else: {format_expr(e)})"
     raise TypeError(f"not an expression: {e!r}")
 
 
@@ -89,9 +95,14 @@ def format_inline(o) -> str:
         return f"chain({format_expr(o.w)}{at})"
     if isinstance(o, A.Lanes):
         left = "" if o.left is None else f", {format_inline(o.left)}"
+        left += "" if o.unroll is None else f", {format_expr(o.unroll)}"
         return f"lanes({format_expr(o.k)}, {format_inline(o.inner)}, {format_inline(o.outer)}{left})"
     if isinstance(o, A.Blocks):
         return f"blocks({format_expr(o.b)}, {format_inline(o.inner)}, {format_inline(o.outer)})"
+    if isinstance(o, A.Chunks):
+        return f"chunks({format_expr(o.size)}, {format_inline(o.inner)}, {format_inline(o.outer)})"
+    if isinstance(o, A.Pad):
+        return f"pad({format_expr(o.m)}, {format_inline(o.order)})"
     if isinstance(o, A.Split):
         return f"split({format_expr(o.at)}, {format_inline(o.first)}, {format_inline(o.rest)})"
     if isinstance(o, A.Tail):
@@ -198,6 +209,6 @@ def format_node(x) -> str:
         return f"if {format_cond(x.cond)}: {format_inline(x.order)}"
     if isinstance(x, (A.Compare, A.BoolOp)):
         return format_cond(x)
-    if isinstance(x, (A.Num, A.Var, A.BinOp, A.Call)):
+    if isinstance(x, (A.Num, A.Var, A.BinOp, A.Call, A.IfExpr)):
         return format_expr(x)
     return format_inline(x)

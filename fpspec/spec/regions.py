@@ -120,7 +120,8 @@ def override_entries(main: Arithmetic, arith: Arithmetic) -> tuple:
 # (fpspec.arith.probe.region_keep_sets) at every probed n, and `choose`
 # keeps, top down, what fits at all of them.
 _FIELDS = {A.Tail: ("body", "outer"), A.Split: ("first", "rest"), A.Lanes: ("inner", "outer"),
-           A.Blocks: ("inner", "outer")}
+           A.Blocks: ("inner", "outer"), A.Chunks: ("inner", "outer"),
+           A.Pad: ("order",)}
 PART_DEPTH = 4
 
 

@@ -67,3 +67,62 @@ def fused_chain(n: int, w: int = 16) -> Tree:
 def switching(n: int) -> Tree:
     """Sequential up to 100, pairwise above (an order that changes with n)."""
     return sequential(range(n)) if n <= 100 else pairwise(range(n))
+
+
+def openblas_sgemm_k(n: int, q: int = 320, unroll: int = 8) -> Tree:
+    """OpenBLAS sgemm (Haswell kernel) along K for one output element, as its
+    C code reads: the level-3 driver takes K in chunks (q while 2q or more are
+    left, half of what is left rounded up to `unroll` while more than q are,
+    else all of it) and adds each chunk's result into C; the kernel keeps 2
+    accumulators over the first s - s % unroll terms of a chunk of s (even
+    terms to accumulator 0), folds the s % unroll tail into accumulator 0,
+    then adds accumulator 1."""
+    with building():
+        acc, start, left = None, 0, n
+        while left:
+            s = q if left >= 2 * q else ((left // 2 + unroll - 1) // unroll) * unroll if left > q else left
+            c = _sgemm_chunk(start, s, unroll)
+            acc = c if acc is None else Node((acc, c))
+            start, left = start + s, left - s
+        return acc
+
+
+def _sgemm_chunk(lo: int, s: int, unroll: int) -> Tree:
+    p = s - s % unroll
+    if p == 0:
+        return sequential(range(lo, lo + s))
+    a0, a1 = sequential(range(lo, lo + p, 2)), sequential(range(lo + 1, lo + p, 2))
+    for i in range(lo + p, lo + s):
+        a0 = Node((a0, i))
+    return Node((a0, a1))
+
+
+def openblas_sgemv_t(n: int, nb: int = 4096) -> Tree:
+    """OpenBLAS sgemv_t (Haswell) along K for one output: K in blocks of nb,
+    each block's result added in turn; in a block of s, the s % 4 scalar tail
+    is summed apart and added last; the rest, p = s - s % 4, goes through 8
+    vector lanes (lane l folds l, l + 8, ...) except that when p % 8 == 4 the
+    first 4 terms are loaded first into lanes 0..3 (zeros above) and the
+    8-wide steps start at 4; then lane j + 4 is added to lane j, and the 4
+    sums pairwise."""
+    with building():
+        acc = None
+        for lo in range(0, n, nb):
+            b = _sgemv_block(lo, min(nb, n - lo))
+            acc = b if acc is None else Node((acc, b))
+        return acc
+
+
+def _sgemv_block(lo: int, s: int) -> Tree:
+    p = s - s % 4
+    if p == 0:
+        return sequential(range(lo, lo + s))
+    head = 4 if p % 8 == 4 else 0
+    lanes = [[lo + l] if head and l < 4 else [] for l in range(8)]
+    for b in range(head, p, 8):
+        for l in range(8):
+            lanes[l].append(lo + b + l)
+    acc = [sequential(x) if x else None for x in lanes]
+    four = [acc[j] if acc[j + 4] is None else Node((acc[j], acc[j + 4])) for j in range(4)]
+    body = Node((Node((four[0], four[1])), Node((four[2], four[3]))))
+    return body if s == p else Node((body, sequential(range(lo + p, lo + s))))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 
-from fpspec.compile.ir import (BinOp, BoolOp, Compare, CompileError, Const, Kernel, Not, Var)
+from fpspec.compile.ir import (BinOp, BoolOp, Compare, CompileError, Const, IfInt, Kernel, Not, Var)
 
 # name -> module; each module exposes BACKEND (imported lazily: numba and
 # triton are optional and slow to import)
@@ -94,6 +94,8 @@ def py_int(e, m: str = "m", n: str = "n") -> str:
         if e.op in ("min", "max"):
             return f"{e.op}({a}, {b})"
         return f"({a} {e.op} {b})"
+    if isinstance(e, IfInt):
+        return f"({py_int(e.a, m, n)} if {py_cond(e.cond, m, n)} else {py_int(e.b, m, n)})"
     raise CompileError(f"not an integer expression: {e!r}")
 
 

@@ -19,7 +19,7 @@ import inspect
 import re
 
 from fpspec.compile.backends import Backend, header, py_cond, py_int, render_template
-from fpspec.compile.ir import (Blocks, Call, CompileError, Fold, FusedChain, Guard, Kernel, Lanes, Pairwise,
+from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Fold, FusedChain, Guard, Kernel, Lanes, Pairwise,
                                Segments, Table, TreeReduce, walk)
 
 PATHS = ("auto", "native", "emulated")
@@ -56,7 +56,7 @@ class TritonBackend(Backend):
         if kernel.op == "sum" and ar.product != "none":
             raise CompileError("triton: a sum has no products (product = none)")
         if ar.product == "exact" and ar.input == "fp32":
-            has_binary = any(isinstance(r, (Fold, Pairwise, TreeReduce, Lanes, Blocks, Segments, Table))
+            has_binary = any(isinstance(r, (Fold, Pairwise, TreeReduce, Lanes, Blocks, Chunks, Segments, Table))
                              for r in _reducers(kernel))
             if has_binary:
                 raise CompileError("triton: exact fp32 products entering binary additions are not supported "
@@ -142,10 +142,14 @@ class _ReducerPrinter:
 
     def _print_Lanes(self, r: Lanes) -> str:
         left = "" if r.left is None else f", left={self.print(r.left)}"
+        left += "" if r.unroll is None else f", unroll={self._int(r.unroll)}"
         return f"Lanes({self._int(r.k)}, {self.print(r.inner)}, {self.print(r.outer)}{left})"
 
     def _print_Blocks(self, r: Blocks) -> str:
         return f"Blocks({self._int(r.b)}, {self.print(r.inner)}, {self.print(r.outer)})"
+
+    def _print_Chunks(self, r: Chunks) -> str:
+        return f"Chunks({self._int(r.size)}, {self.print(r.inner)}, {self.print(r.outer)})"
 
     def _print_Segments(self, r: Segments) -> str:
         parts = ", ".join(f"Part({self._int(p.length)}, {'None' if p.reducer is None else self.print(p.reducer)})"
