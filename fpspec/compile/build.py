@@ -139,7 +139,7 @@ def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
             raise CompileError("an `if` on the output position i, j inside another one; the compiler takes "
                                "one, as the root order's outermost `if`")
         return ir.Positional(rest.op, tuple((build_cond(c.cond, True), k) for c, k in zip(o.cases, arms)),
-                             rest, text, rest.name)
+                             rest, text, rest.name, tuple(str(c.cond) for c in o.cases))
     h = spec.header
     op = h.op or "sum"
     if op not in ir.OPS:

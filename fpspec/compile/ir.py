@@ -453,6 +453,7 @@ class Positional:
     otherwise: Kernel
     source: str = ""
     name: str = "spec"
+    texts: tuple[str, ...] = ()     # each case's condition as the spec writes it (comments in the replica)
 
     @property
     def kernels(self) -> tuple[Kernel, ...]:

@@ -41,7 +41,8 @@ def compose(positional: Positional, sources: list[str], target: str) -> str:
     entries = [e for e in ENTRIES if e in parts[0].names]
     for k, p in enumerate(parts):
         cond = positional.cases[k][0] if k < len(positional.cases) else None
-        where = "every other output" if cond is None else f"outputs where {_text(cond)}"
+        text = positional.texts[k] if k < len(positional.texts) else cond is not None and _text(cond)
+        where = "every other output" if cond is None else f"outputs where {text}"
         body.append(f"# ---------------------------------------------------------------- order {k}: {where}")
         suffix = f"_o{k}"
         names = {x.split("[")[0] for key, _ in p.statements if key not in shared for x in key.split(",")}
