@@ -18,7 +18,8 @@ import ast
 import io
 import tokenize
 
-from fpspec.compile.ir import BinOp, BoolOp, CompileError, Compare, Const, Not, Positional, Var
+from fpspec.compile.backends import py_cond
+from fpspec.compile.ir import CompileError, Positional
 
 # the entry points a replica may expose; the dispatcher gives each one
 ENTRIES = ("sum", "sums", "dot", "gemv", "gemm")
@@ -41,7 +42,7 @@ def compose(positional: Positional, sources: list[str], target: str) -> str:
     entries = [e for e in ENTRIES if e in parts[0].names]
     for k, p in enumerate(parts):
         cond = positional.cases[k][0] if k < len(positional.cases) else None
-        text = positional.texts[k] if k < len(positional.texts) else cond is not None and _text(cond)
+        text = positional.texts[k] if k < len(positional.texts) else cond is not None and py_cond(cond)
         where = "every other output" if cond is None else f"outputs where {text}"
         body.append(f"# ---------------------------------------------------------------- order {k}: {where}")
         suffix = f"_o{k}"
@@ -49,7 +50,8 @@ def compose(positional: Positional, sources: list[str], target: str) -> str:
         for name, text in p.statements:
             if name not in shared:
                 body.append(_renamed(text, names, suffix))
-    conds = ", ".join(f"lambda i, j, n: {_vector(c)}" for c, _ in positional.cases)
+    # n is the kernel's length, m the list's: one and the same at the root
+    conds = ", ".join(f"lambda i, j, n: {py_cond(c, m='n', vector=True)}" for c, _ in positional.cases)
     arms = len(parts)
     dispatch = [
         "# ---------------------------------------------------------------- dispatch on the output position",
@@ -169,36 +171,6 @@ def _renamed(text: str, names: set[str], suffix: str) -> str:
             end += 1
         lines[row - 1] = line[:end] + suffix + line[end:]
     return "".join(lines).rstrip("\n")
-
-
-# ---------------------------------------------------------------- conditions as numpy expressions
-
-def _vector(c) -> str:
-    """An IR condition over i, j (arrays) and n, elementwise."""
-    if isinstance(c, Compare):
-        return f"({_int(c.a)} {c.op} {_int(c.b)})"
-    if isinstance(c, BoolOp):
-        return f"({_vector(c.a)} {'&' if c.op == 'and' else '|'} {_vector(c.b)})"
-    if isinstance(c, Not):
-        return f"(~{_vector(c.a)})"
-    raise CompileError(f"not a condition: {c!r}")
-
-
-def _int(e) -> str:
-    if isinstance(e, Const):
-        return str(e.value)
-    if isinstance(e, Var):
-        return {"i": "i", "j": "j", "n": "n", "m": "n"}[e.name]
-    if isinstance(e, BinOp):
-        a, b = _int(e.a), _int(e.b)
-        if e.op in ("min", "max"):
-            return f"np.{e.op}imum({a}, {b})"
-        return f"({a} {e.op} {b})"
-    raise CompileError(f"not an integer expression: {e!r}")
-
-
-def _text(c) -> str:
-    return _vector(c).replace("&", "and").replace("|", "or").replace("np.", "")
 
 
 _RUNTIME = '''

@@ -98,6 +98,22 @@ def _children(o):
 
 order_children = _children   # the orders directly inside an order (fpspec.spec.regions walks with it)
 
+_ORDER_FIELDS = ((A.Lanes, ("inner", "outer", "left")), (A.Blocks, ("inner", "outer")),
+                 (A.Chunks, ("inner", "outer")), (A.Split, ("first", "rest")), (A.Tail, ("body", "outer")),
+                 (A.Using, ("order",)), (A.Pad, ("order",)))
+
+
+def map_children(o, fn):
+    """o with fn applied to each order directly inside it (the ones `order_children` gives)."""
+    from dataclasses import replace
+
+    if isinstance(o, A.Guard):
+        return replace(o, cases=tuple(replace(c, order=fn(c.order)) for c in o.cases), otherwise=fn(o.otherwise))
+    for cls, fields in _ORDER_FIELDS:
+        if isinstance(o, cls):
+            return replace(o, **{f: fn(getattr(o, f)) for f in fields if getattr(o, f) is not None})
+    return o
+
 
 def _check_static(o, lets: dict, named: tuple = ()) -> None:
     stack = [o]

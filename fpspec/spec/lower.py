@@ -718,25 +718,11 @@ def _renamed(spec: A.Spec) -> A.Spec:
 
 def rename_refs(o, mapping: dict):
     """o with every Ref renamed through mapping."""
+    from fpspec.spec.check import map_children
+
     if isinstance(o, A.Ref):
         return A.Ref(mapping.get(o.name, o.name))
-    if isinstance(o, A.Lanes):
-        return A.Lanes(o.k, rename_refs(o.inner, mapping), rename_refs(o.outer, mapping),
-                       None if o.left is None else rename_refs(o.left, mapping), o.unroll)
-    if isinstance(o, A.Chunks):
-        return A.Chunks(o.size, rename_refs(o.inner, mapping), rename_refs(o.outer, mapping))
-    if isinstance(o, A.Pad):
-        return A.Pad(o.m, rename_refs(o.order, mapping))
-    if isinstance(o, A.Blocks):
-        return A.Blocks(o.b, rename_refs(o.inner, mapping), rename_refs(o.outer, mapping))
-    if isinstance(o, A.Split):
-        return A.Split(o.at, rename_refs(o.first, mapping), rename_refs(o.rest, mapping))
-    if isinstance(o, A.Tail):
-        return A.Tail(o.k, rename_refs(o.body, mapping), rename_refs(o.outer, mapping))
-    if isinstance(o, A.Guard):
-        return A.Guard(tuple(A.Case(c.cond, rename_refs(c.order, mapping)) for c in o.cases),
-                       rename_refs(o.otherwise, mapping))
-    return o
+    return map_children(o, lambda x: rename_refs(x, mapping))
 
 
 @contextmanager

@@ -17,7 +17,8 @@ from dataclasses import replace
 import numpy as np
 
 from fpspec.spec import ast as A
-from fpspec.spec.regions import arithmetics, main_arithmetic, override_entries, section_name, using_names
+from fpspec.spec.check import map_children
+from fpspec.spec.regions import arithmetics, main_arithmetic, override_entries, section_for, using_names
 
 _I, _J = A.Var("i"), A.Var("j")
 
@@ -140,7 +141,7 @@ def merge(specs: list[A.Spec], labels: np.ndarray) -> A.Spec:
         for name, a in arithmetics(spec).items():
             if name is None:
                 continue
-            mapping[name] = _section_for(a, sections)
+            mapping[name] = section_for(a, sections)
         for d in spec.lets:
             if d.name in lets and lets[d.name] != d.order:
                 raise ValueError(f"orders at two output positions define {d.name!r} differently")
@@ -148,7 +149,7 @@ def merge(specs: list[A.Spec], labels: np.ndarray) -> A.Spec:
         order = _rename_using(spec.order, mapping)
         own = main_arithmetic(spec)
         if own != main:
-            order = A.Using(_section_for(own, sections), order)
+            order = A.Using(section_for(own, sections), order)
         orders.append(order)
     # orders found apart that came out the same (an arithmetic difference the probes
     # could not pin down) are one arm
@@ -167,31 +168,9 @@ def merge(specs: list[A.Spec], labels: np.ndarray) -> A.Spec:
     return A.Spec(header, tuple(A.Let(name, o) for name, o in lets.items()), root)
 
 
-def _section_for(a, sections: dict) -> str:
-    for name, b in sections.items():
-        if b == a:
-            return name
-    base = section_name(a)
-    name, k = base, 1
-    while name in sections:
-        k += 1
-        name = f"{base}_{k}"
-    sections[name] = a
-    return name
-
-
 def _rename_using(o, mapping: dict):
     """o with every `using(NAME, ...)` renamed through mapping."""
     if not mapping:
         return o
-    if isinstance(o, A.Using):
-        return A.Using(mapping.get(o.name, o.name), _rename_using(o.order, mapping))
-    if isinstance(o, A.Guard):
-        return A.Guard(tuple(A.Case(c.cond, _rename_using(c.order, mapping)) for c in o.cases),
-                       _rename_using(o.otherwise, mapping))
-    fields = {}
-    for f in ("inner", "outer", "left", "first", "rest", "body"):
-        v = getattr(o, f, None)
-        if v is not None:
-            fields[f] = _rename_using(v, mapping)
-    return replace(o, **fields) if fields else o
+    o = map_children(o, lambda x: _rename_using(x, mapping))
+    return replace(o, name=mapping.get(o.name, o.name)) if isinstance(o, A.Using) else o

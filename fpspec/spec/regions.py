@@ -197,7 +197,7 @@ def choose(order, parents: dict, keep: dict, main: Arithmetic):
         if isinstance(o, A.Using):
             a = chosen[o.name] = pick(o.name, enclosing)
             inner = walk(o.order, a)
-            return inner if a == enclosing else A.Using(_section(a), inner)
+            return inner if a == enclosing else A.Using(section_for(a, sections), inner)
         if isinstance(o, A.Guard):
             return replace(o, cases=tuple(replace(c, order=walk(c.order, enclosing)) for c in o.cases),
                            otherwise=walk(o.otherwise, enclosing))
@@ -211,18 +211,21 @@ def choose(order, parents: dict, keep: dict, main: Arithmetic):
             return A.Using(name, replace(o, **{f: x.order for f, x in new.items()}))
         return replace(o, **new)
 
-    def _section(a):
-        for k, v in sections.items():
-            if v == a:
-                return k
-        base = section_name(a)
-        name, i = base, 2
-        while name in sections:
-            name, i = f"{base}_{i}", i + 1
-        sections[name] = a
-        return name
-
     return walk(order, main), sections
+
+
+def section_for(a: Arithmetic, sections: dict) -> str:
+    """The name of arithmetic `a` in `sections` (name -> Arithmetic), added under a
+    new name (section_name, numbered from _2 on a clash) when it is not there yet."""
+    for k, v in sections.items():
+        if v == a:
+            return k
+    base = section_name(a)
+    name, i = base, 2
+    while name in sections:
+        name, i = f"{base}_{i}", i + 1
+    sections[name] = a
+    return name
 
 
 def with_sections(spec: A.Spec, order, main: Arithmetic, sections: dict) -> A.Spec:

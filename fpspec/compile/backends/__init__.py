@@ -83,27 +83,30 @@ def header(kernel: Kernel, target: str) -> str:
             f"# target: {target}; do not edit: recompile the spec instead.")
 
 
-def py_int(e, m: str = "m", n: str = "n") -> str:
-    """An IntExpr as Python source, with the names the generated code uses for m and n."""
+def py_int(e, m: str = "m", n: str = "n", vector: bool = False) -> str:
+    """An IntExpr as Python source, with the names the generated code uses for m and n
+    (i and j keep theirs); `vector`: elementwise over numpy arrays (the output positions)."""
     if isinstance(e, Const):
         return str(e.value)
     if isinstance(e, Var):
-        return m if e.name == "m" else n
+        return {"m": m, "n": n}.get(e.name, e.name)
     if isinstance(e, BinOp):
-        a, b = py_int(e.a, m, n), py_int(e.b, m, n)
+        a, b = py_int(e.a, m, n, vector), py_int(e.b, m, n, vector)
         if e.op in ("min", "max"):
-            return f"{e.op}({a}, {b})"
+            return f"np.{e.op}imum({a}, {b})" if vector else f"{e.op}({a}, {b})"
         return f"({a} {e.op} {b})"
     if isinstance(e, IfInt):
-        return f"({py_int(e.a, m, n)} if {py_cond(e.cond, m, n)} else {py_int(e.b, m, n)})"
+        a, b, c = py_int(e.a, m, n, vector), py_int(e.b, m, n, vector), py_cond(e.cond, m, n, vector)
+        return f"np.where({c}, {a}, {b})" if vector else f"({a} if {c} else {b})"
     raise CompileError(f"not an integer expression: {e!r}")
 
 
-def py_cond(c, m: str = "m", n: str = "n") -> str:
+def py_cond(c, m: str = "m", n: str = "n", vector: bool = False) -> str:
     if isinstance(c, Compare):
-        return f"({py_int(c.a, m, n)} {c.op} {py_int(c.b, m, n)})"
+        return f"({py_int(c.a, m, n, vector)} {c.op} {py_int(c.b, m, n, vector)})"
     if isinstance(c, BoolOp):
-        return f"({py_cond(c.a, m, n)} {c.op} {py_cond(c.b, m, n)})"
+        op = ("&" if c.op == "and" else "|") if vector else c.op
+        return f"({py_cond(c.a, m, n, vector)} {op} {py_cond(c.b, m, n, vector)})"
     if isinstance(c, Not):
-        return f"(not {py_cond(c.a, m, n)})"
+        return f"(~{py_cond(c.a, m, n, vector)})" if vector else f"(not {py_cond(c.a, m, n, vector)})"
     raise CompileError(f"not a condition: {c!r}")
