@@ -33,23 +33,9 @@ VERIFY = int(sys.argv[sys.argv.index("--verify") + 1]) if "--verify" in sys.argv
 
 
 def load(source: str, tag: str):
-    import hashlib
-    import importlib.util
-    import tempfile
+    from fpspec.compile import load_replica
 
-    from fpspec.io import write_atomic
-
-    folder = os.path.join(tempfile.gettempdir(), "fpspec-bench-replicas")
-    os.makedirs(folder, exist_ok=True)
-    name = f"bench_{tag}_{hashlib.sha256(source.encode()).hexdigest()[:12]}"
-    path = os.path.join(folder, name + ".py")
-    if not os.path.exists(path):
-        write_atomic(path, source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod          # numba resolves recursive functions through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
+    return load_replica(source, tag)
 
 
 def best(fn, repeat=5):
