@@ -226,7 +226,12 @@ def block_parts(o: Obs, b: int):
     """blocks(b): (inner observations per block, outer observation) or None."""
     n = o.n
     starts = np.arange(0, n, b, dtype=np.int64)
-    ends = np.minimum(starts + b, n) - 1
+    return _contiguous_parts(o, starts, np.minimum(starts + b, n) - 1)
+
+
+def _contiguous_parts(o: Obs, starts: np.ndarray, ends: np.ndarray):
+    """(inner observation per contiguous group starts[k]..ends[k], outer observation),
+    or None when the groups are not subtrees of o."""
     counts = ends - starts + 1
     roots = _group_roots(o, starts, ends, counts, None)
     if roots is None:
@@ -249,13 +254,10 @@ def chunk_parts(o: Obs):
         return [(o.n, o.n)], [o], Obs(1, 0)
     starts = np.array([a for a, _ in bounds], dtype=np.int64)
     ends = np.array([b - 1 for _, b in bounds], dtype=np.int64)
-    counts = ends - starts + 1
-    roots = _group_roots(o, starts, ends, counts, None)
-    if roots is None:
+    parts = _contiguous_parts(o, starts, ends)
+    if parts is None:
         return None
-    subs, outer = _parts(o, roots)
-    inner = [Obs(int(c), _shift(s, int(lo))) for s, lo, c in zip(subs, starts, counts)]
-    return [(o.n - int(a), int(c)) for a, c in zip(starts, counts)], inner, Obs(len(bounds), outer)
+    return [(o.n - int(a), int(e - a + 1)) for a, e in zip(starts, ends)], *parts
 
 
 # ---------------------------------------------------------------- prefixes and tails
