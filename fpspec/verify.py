@@ -751,23 +751,15 @@ def make_spec_side(spec, name: str, *, m: int | None = None, ncols: int | None =
 
 def position_labels(spec, m, ncols):
     """(labels, representatives) for a spec whose root `if` tests the output row i or
-    column j: labels (m x ncols, ints) give the arm each output takes, representatives
-    the first output of each arm; (None, ()) for any other spec."""
-    from fpspec.compile.build import uses_position
-    from fpspec.spec import ast as A
-    from fpspec.spec.expand import eval_cond
+    column j: labels (m x ncols, ints) number the arms the outputs take, in order,
+    representatives the first output of each; (None, ()) for any other spec."""
+    from fpspec.spec.positions import arm_labels, position_guard
 
-    o = spec.order
-    if not (isinstance(o, A.Guard) and any(uses_position(c.cond) for c in o.cases)) or m is None:
+    if position_guard(spec) is None or m is None:
         return None, ()
-    rows, cols = m, ncols or 1
-    labels = np.full((rows, cols), len(o.cases), np.int64)
-    n = spec.header.n.lo if spec.header.n is not None else 1
-    for i in range(rows):
-        for j in range(cols):
-            labels[i, j] = next((k for k, c in enumerate(o.cases) if eval_cond(c.cond, n, (i, j))), len(o.cases))
-    used = sorted(set(labels.reshape(-1).tolist()))
-    labels = np.searchsorted(used, labels)
+    arms = arm_labels(spec, (m, ncols or 1), spec.header.n.lo if spec.header.n is not None else 1)
+    used = sorted(set(arms.reshape(-1).tolist()))
+    labels = np.searchsorted(used, arms)
     reps = tuple(tuple(int(v) for v in np.argwhere(labels == k)[0]) for k in range(len(used)))
     return labels, reps
 

@@ -99,8 +99,7 @@ def positional_spec(orders, prov: dict, reports, target, notes=None):
     each order lowered with its own probed arithmetic, merged under an `if` on i, j."""
     from fpspec.reveal.positions import labels
     from fpspec.spec import check, expand
-    from fpspec.spec.expand import eval_cond
-    from fpspec.spec.positions import merge
+    from fpspec.spec.positions import arm_labels, merge
     from fpspec.tree import diff, observable
 
     n = prov["n"]
@@ -110,24 +109,18 @@ def positional_spec(orders, prov: dict, reports, target, notes=None):
              for p, r in zip(orders, reports)]
     spec = merge(specs, lab)
     check(spec)
-    guard = spec.order
-
-    def arm(pos) -> int:
-        return next((k for k, c in enumerate(guard.cases) if eval_cond(c.cond, n, pos)), len(guard.cases))
-
-    # each order's arm expands to its tree, and every output (a sample of 2^16 beyond that) takes its arm
+    # each order's arm expands to its tree, and every output takes its order's arm
     for p in orders:
         d = diff(observable(expand(spec, n, p.at)), observable(p.revelation.tree))
         if d is not None:
             raise FpspecError(f"internal error: the merged spec does not expand to the order at {p.at}: {d}")
     grid = lab.reshape(lab.shape[0], -1)
-    arms = [arm(p.at) for p in orders]
-    cells = (np.argwhere(np.ones_like(grid, bool)) if grid.size <= 1 << 16
-             else np.random.default_rng(0).integers(0, grid.shape, size=(1 << 16, 2)))
-    for i, j in cells.tolist():
-        if arm((i, j)) != arms[grid[i, j]]:
-            raise FpspecError(f"internal error: the merged spec sends output ({i}, {j}) to another order "
-                              "than the one revealed there")
+    arms = arm_labels(spec, grid.shape, n)
+    for k, p in enumerate(orders):
+        wrong = np.argwhere((grid == k) & (arms != arms[p.at[0], p.at[1]]))
+        if len(wrong):
+            raise FpspecError(f"internal error: the merged spec sends output {tuple(wrong[0].tolist())} to "
+                              "another order than the one revealed there")
     return spec
 
 

@@ -12,6 +12,8 @@ from fpspec.compile import ir
 from fpspec.compile.ir import CompileError, Kernel
 from fpspec.compile.trees import table_of
 from fpspec.spec import ast as A
+from fpspec.spec.positions import position_guard
+from fpspec.spec.regions import using_names
 
 M = ir.Var("m")
 
@@ -109,29 +111,12 @@ def named_arithmetics_of(spec: A.Spec) -> tuple:
     return tuple((k, a) for k, a in arithmetics(spec).items() if k is not None) if spec.header.arithmetics else ()
 
 
-def using_names(*orders) -> set:
-    from fpspec.spec.regions import using_names as names
-
-    return names(*orders)
-
-
-def uses_position(c) -> bool:
-    """Whether a condition or expression mentions the output row i or column j."""
-    if isinstance(c, A.Var):
-        return c.name in ("i", "j")
-    if isinstance(c, (A.Compare, A.BoolOp, A.BinOp)):
-        return uses_position(c.left) or uses_position(c.right)
-    if isinstance(c, A.Call):
-        return any(uses_position(x) for x in c.args)
-    return False
-
-
 def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
                  source: str | None = None) -> Kernel | ir.Positional:
     """The kernel of a parsed spec; `n` specializes it to one length.  A spec whose
     root is an `if` on the output position gives a `Positional` of one kernel per arm."""
-    o = spec.order
-    if isinstance(o, A.Guard) and any(uses_position(c.cond) for c in o.cases):
+    o = position_guard(spec)
+    if o is not None:
         text = source if source is not None else str(spec)
         arms = [build_kernel(A.Spec(spec.header, spec.lets, c.order), n, name, text) for c in o.cases]
         rest = build_kernel(A.Spec(spec.header, spec.lets, o.otherwise), n, name, text)

@@ -23,6 +23,42 @@ from fpspec.spec.regions import arithmetics, main_arithmetic, override_entries, 
 _I, _J = A.Var("i"), A.Var("j")
 
 
+def uses_position(c) -> bool:
+    """Whether a condition or expression mentions the output row i or column j."""
+    if isinstance(c, A.Var):
+        return c.name in ("i", "j")
+    if isinstance(c, (A.Compare, A.BoolOp, A.BinOp)):
+        return uses_position(c.left) or uses_position(c.right)
+    if isinstance(c, A.Call):
+        return any(uses_position(x) for x in c.args)
+    if isinstance(c, A.IfExpr):
+        return uses_position(c.cond) or uses_position(c.then) or uses_position(c.otherwise)
+    return False
+
+
+def position_guard(spec: A.Spec):
+    """The spec's root `if` when one of its conditions tests the output position, else None."""
+    o = spec.order
+    return o if isinstance(o, A.Guard) and any(uses_position(c.cond) for c in o.cases) else None
+
+
+def arm_labels(spec: A.Spec, shape: tuple, n: int) -> np.ndarray:
+    """The arm of the root `if` (len(cases) for `else`) each output of `shape`
+    ((m,) or (m, ncols)) takes at length n; all zeros for a spec without one."""
+    from fpspec.spec.expand import eval_cond
+
+    rows, cols = shape[0], (shape[1] if len(shape) > 1 else 1)
+    guard = position_guard(spec)
+    out = np.zeros((rows, cols), np.int64)
+    if guard is None:
+        return out
+    for i in range(rows):
+        for j in range(cols):
+            out[i, j] = next((k for k, c in enumerate(guard.cases) if eval_cond(c.cond, n, (i, j))),
+                             len(guard.cases))
+    return out
+
+
 # ---------------------------------------------------------------- sets of rows or columns
 # Conditions are built in disjunctive form, a list of conjunctions (lists of
 # comparisons): the language has no parentheses in conditions (`and` binds
