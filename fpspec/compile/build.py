@@ -79,6 +79,8 @@ def build_order(o) -> ir.Reducer:
         return ir.Blocks(build_expr(o.b), build_order(o.inner), build_order(o.outer))
     if isinstance(o, A.Chunks):
         return ir.Chunks(build_expr(o.size), build_order(o.inner), build_order(o.outer))
+    if isinstance(o, A.Pad):
+        return ir.Pad(build_expr(o.m), build_order(o.order))
     if isinstance(o, A.Split):
         at = build_expr(o.at)
         return ir.Segments((ir.Part(at, build_order(o.first)), ir.Part(ir.BinOp("-", M, at), build_order(o.rest))),

@@ -304,6 +304,21 @@ class Chunks:
 
 
 @dataclass(frozen=True)
+class Pad:
+    """`inner` over the operands padded to a multiple of `m`: r = len % m operands,
+    then c = (m - r) % m phantoms, then the rest (a vector kernel that loads its
+    partial vector first, zeros above it); a node loses its phantom children.
+
+    Backends hold a phantom as a zero term that changes no sum: -0.0 (times
+    1.0 for products), so x + phantom == x for every x, an FMA into it rounds
+    the product once, and no inf * 0 can arise (fpspec.compile.loops note
+    [phantoms]).
+    """
+    m: IntExpr
+    inner: "Reducer"
+
+
+@dataclass(frozen=True)
 class Part:
     """`length` consecutive operands: reduced to one value by `reducer`, or, with
     reducer None, passed through one by one to the enclosing `Segments` outer.
@@ -357,7 +372,7 @@ class WithArithmetic:
     reducer: "Reducer"
 
 
-Reducer = Union[Fold, Pairwise, TreeReduce, FusedChain, Table, Lanes, Blocks, Chunks, Segments, Guard, Call,
+Reducer = Union[Fold, Pairwise, TreeReduce, FusedChain, Table, Lanes, Blocks, Chunks, Pad, Segments, Guard, Call,
                 WithArithmetic]
 
 
@@ -429,6 +444,8 @@ def children(r: Reducer) -> tuple:
         return tuple(c.reducer for c in r.cases) + ((r.otherwise,) if r.otherwise is not None else ())
     if isinstance(r, WithArithmetic):
         return (r.reducer,)
+    if isinstance(r, Pad):
+        return (r.inner,)
     return ()
 
 

@@ -28,7 +28,7 @@ from fpspec.tree import postorder
 
 # lanes with a constant count up to this many become scalar accumulators
 MAX_UNROLLED_LANES = 16
-from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes,
+from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes, Pad,
                                Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, uses_var, walk)
 from fpspec.compile.numerics import in_region
 from fpspec.formats import get_format
@@ -89,6 +89,7 @@ class LoopProgram:
     uses_tables: bool
     recursive: bool      # some function calls itself (pairwise, recursive named orders)
     regions: tuple[str, ...] = ()   # named arithmetics the code runs in (note [regions in loops])
+    uses_pad: bool = False          # calls _padded (note [phantoms])
 
 
 class _Code:
@@ -127,6 +128,7 @@ class LoopEmitter:
         self.ids: dict[int, int] = {}
         self.uses_fused = False
         self.region: str | None = None     # the named arithmetic being emitted (note [regions in loops])
+        self.uses_pad = False
         self.regions_used: set = set()
 
     # ------------------------------------------------------------ helpers
@@ -628,6 +630,30 @@ class LoopEmitter:
             code(f"{start} += {size}")
         return self.emit(r.outer, Values(vals, cnt), code)
 
+    def emit_pad(self, r: Pad, lst, code):
+        """note [phantoms]: the operands copied with c phantoms after the first r,
+        then `inner` over the padded list."""
+        mult = self.let(code, "pm", py_int(r.m, m=lst.m))
+        code(f"if {mult} < 1:")
+        with code.indent():
+            code("raise ValueError('a pad multiple must be >= 1')")
+        rest = self.let(code, "pr", f"{lst.m} % {mult}")
+        cnt = self.let(code, "pc", f"({mult} - {rest}) % {mult}")
+        total = self.let(code, "pn", f"{lst.m} + {cnt}")
+        if isinstance(lst, Values):
+            vals, i = self.fresh("v"), self.fresh("i")
+            code(f"{vals} = _vals({total})")
+            code(f"for {i} in range({total}):")
+            with code.indent():
+                code(f"{vals}[{i}] = {lst.at(i)} if {i} < {rest} else ({lst.at(f'{i} - {cnt}')} "
+                     f"if {i} >= {rest} + {cnt} else -_ZERO)")
+            return self.emit(r.inner, Values(vals, total), code)
+        pa, pb = self.fresh("pa"), self.fresh("pb")
+        code(f"{pa}, {pb} = _padded(a, b, {lst.lo}, {lst.step}, {lst.m}, {rest}, {cnt})")
+        self.uses_pad = True
+        fn = self.function_for(r.inner, "L1", f"pad{self.node_id(r)}")
+        return self.let(code, "r", f"{fn}({pa}, {pb}, 0, {total})")
+
     def emit_segments(self, r: Segments, lst, code):
         starts, lengths = [], []
         start = "0"
@@ -834,6 +860,16 @@ class LoopEmitter:
 # leaf the outer order runs on the leaves themselves; a sequential fold over
 # parts fuses a lone leaf; any other mix of lone leaves and partial sums
 # raises at run time instead of giving other bits.
+# Note [phantoms]: `Pad` copies its operands into new term arrays with c
+# phantoms after the first r (runtime `_padded`), a phantom being the term
+# -0.0 * 1.0: x + (-0.0) == x for every x (+0.0 and nan included), an FMA
+# into a phantom accumulator rounds the product once, and a phantom times a
+# real input never happens (so no inf * 0), as in the vector kernel whose
+# zeroed upper lanes these are.  The model (fpspec.spec.expand) removes the
+# phantoms from the tree instead; both give the same bits except where a
+# product left alone with phantoms (its lane) is then fused by its parent
+# (product = fma or exact there): the replica has rounded it, as the kernel
+# does.  Over partial sums a phantom is the value -0.0.
 # Note [vector lanes]: k lanes of sequential folds over contiguous leaves are
 # k independent accumulators, so a row of k leaves is one k-wide vector add:
 # elementwise IEEE adds, the same k roundings as k scalar adds, nothing
@@ -910,4 +946,4 @@ def emit_program(kernel: Kernel, vector_lanes: bool = False, iterative_splits: b
     functions = tuple(em.functions.values()) + (entry,)
     recursive = any(f"{f.name}(" in line for f in functions for line in f.body)
     return LoopProgram(functions, tuple(constants), uses_fused, bool(em.tables), recursive,
-                       tuple(sorted(em.regions_used)))
+                       tuple(sorted(em.regions_used)), em.uses_pad)

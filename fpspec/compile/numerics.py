@@ -123,6 +123,8 @@ def helper_names(p: Plan, program, fma: str) -> tuple[list[str], dict[str, str]]
     """
     chosen = _chosen(p, fma)
     names = list(chosen.values()) + ["_add_leaves", "_vals"]
+    if program.uses_pad:
+        names.append("_padded")
     if program.uses_fused:
         names.append("_fused_range")
     if program.uses_tables:

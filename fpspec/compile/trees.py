@@ -7,7 +7,7 @@ produce IR whose `tree_of` equals the spec's `expand`.
 from __future__ import annotations
 
 from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, chunk_bounds, FusedChain, Fold, Guard, Kernel, Lanes,
-                               Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, cond_value,
+                               Pad, Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, cond_value,
                                int_value)
 from fpspec.tree import Node, Tree, fused_chain, postorder, size
 
@@ -34,6 +34,14 @@ def reduce_list(kernel: Kernel, r: Reducer, ops: list, n: int) -> Tree:
         if r.otherwise is None:
             raise CompileError(f"no case of a guard applies at m = {m}, n = {n}")
         return reduce_list(kernel, r.otherwise, ops, n)
+    if isinstance(r, Pad):
+        p = _positive(int_value(r.m, m, n), "pad multiple")
+        rest, c = m % p, (p - m % p) % p
+        if c == 0:
+            return reduce_list(kernel, r.inner, ops, n)
+        from fpspec.spec.expand import drop_phantoms   # phantoms are negative leaves, as in expand
+
+        return drop_phantoms(reduce_list(kernel, r.inner, list(ops[:rest]) + list(range(-c, 0)) + list(ops[rest:]), n))
     if m == 1:
         return ops[0]
     if isinstance(r, Fold):

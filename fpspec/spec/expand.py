@@ -87,10 +87,12 @@ def pad_of(o: A.Pad, n: int, pos: tuple = ORIGIN) -> tuple[int, int]:
     return n % m, (m - n % m) % m
 
 
-def drop_phantoms(t: Tree) -> Tree:
+def drop_phantoms(t: Tree, regions: dict | None = None) -> Tree:
     """t without its phantom leaves (negative), a node left with one child
     replaced by it.  Only nodes whose smallest leaf is negative hold phantoms
-    (children are sorted by smallest leaf), so operands are not walked."""
+    (children are sorted by smallest leaf), so operands are not walked.
+    `regions` (node key -> arithmetic name, fpspec.spec.regions): a rebuilt
+    node keeps the name its phantom-holding original had (its key changes)."""
     if t.__class__ is int:
         return t
     out: list = []
@@ -105,7 +107,12 @@ def drop_phantoms(t: Tree) -> Tree:
             k = len(s.children)
             kids = [x for x in out[-k:] if x is not None]
             del out[-k:]
-            out.append(None if not kids else kids[0] if len(kids) == 1 else Node(tuple(kids), s.fused))
+            new = None if not kids else kids[0] if len(kids) == 1 else Node(tuple(kids), s.fused)
+            if regions is not None:
+                name = regions.pop((s.first, s.size), None)
+                if name is not None and len(kids) > 1:
+                    regions[(new.first, new.size)] = name
+            out.append(new)
         else:
             stack.append((s, True))
             stack.extend((c, False) for c in reversed(s.children))
@@ -176,7 +183,7 @@ class _Expander:
             r, c = pad_of(o, n, self.pos)
             if c == 0:
                 return self.apply(o.order, ops)
-            return drop_phantoms(self.apply(o.order, ops[:r] + list(range(-c, 0)) + ops[r:]))
+            return drop_phantoms(self.apply(o.order, ops[:r] + list(range(-c, 0)) + ops[r:]), self.regions)
         if cls is A.Tail:
             k = _size_param(o.k, n, "tail multiple", pos=self.pos)
             p = n - n % k

@@ -232,6 +232,22 @@ def _add_leaves(a, b, i, j):
     return _add_leaf(_term(a, b, i), a, b, j)
 
 
+def _padded(a, b, lo, step, m, r, c):
+    """The terms lo, lo + step, ... (m of them) with c phantoms after the first r
+    (fpspec.compile.loops note [phantoms]): -0.0 in a, 1.0 in b."""
+    pa = np.empty(m + c, a.dtype)
+    pb = np.empty(m + c, b.dtype)
+    for i in range(m + c):
+        if i < r or i >= r + c:
+            k = lo + (i if i < r else i - c) * step
+            pa[i] = a[k]
+            pb[i] = b[k]
+        else:
+            pa[i] = -0.0
+            pb[i] = 1.0
+    return pa, pb
+
+
 def _vals(m):
     return np.empty(m, _ACC)
 

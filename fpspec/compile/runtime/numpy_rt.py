@@ -68,6 +68,15 @@ def _round_odd_sum(x, y):
     return np.where(odd_fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
 
 
+def _padded(a, b, lo, step, m, r, c):
+    """The terms lo, lo + step, ... (m of them) with c phantoms after the first r
+    (fpspec.compile.loops note [phantoms]): -0.0 in a, 1.0 in b."""
+    idx = lo + step * np.arange(m)
+    pa = np.concatenate([a[idx[:r]], np.full((c,) + a.shape[1:], -0.0, a.dtype), a[idx[r:]]])
+    pb = np.concatenate([b[idx[:r]], np.full((c,) + b.shape[1:], 1.0, b.dtype), b[idx[r:]]])
+    return pa, pb
+
+
 def _vals(m):
     return [None] * m
 
