@@ -71,14 +71,6 @@ def test_pad_puts_phantoms_after_the_partial_vector():
     assert expand(spec, 16) == expand(parse("n in 1..\norder lanes(8, seq, lanes(4, seq, pairwise))\n"), 16)
 
 
-def test_the_compiler_refuses_pad_in_one_line():
-    from fpspec.compile import compile_spec
-    from fpspec.compile.ir import CompileError
-
-    with pytest.raises(CompileError, match="cannot express the order Pad"):
-        compile_spec(parse("n in 1..\nop gemv\norder pad(8, seq)\n"), "numpy")
-
-
 @pytest.mark.parametrize("text, message", [
     ("n in 1..64\norder lanes(2, seq, seq, seq, 3)\n",
      "x.fps:2:31: lanes unroll 3 = 3 at n = 2 is not a multiple of the lane count 2; expected a multiple of K"),
