@@ -83,6 +83,11 @@ class Blocks:
         self.b, self.inner, self.outer = b, inner, outer
 
 
+class Pad:
+    def __init__(self, m, inner):
+        self.m, self.inner = m, inner
+
+
 class Part:
     def __init__(self, length, reducer):
         self.length, self.reducer = length, reducer
@@ -250,6 +255,13 @@ class Planner:
         if isinstance(r, Chunks):
             parts = [(self.run(r.inner, b - a, stride), a * stride) for a, b in self._chunks(r, m)]
             return self._outer(parts, r.outer)
+        if isinstance(r, Pad):
+            rest, c = self._pad(r, m)
+            if c == 0:
+                return self.run(r.inner, m, stride)
+            # note [phantoms in plans]: every term its own operand, the phantoms None
+            parts = [(self.run(_SINGLE, 1, stride), j * stride) for j in range(m)]
+            return self._outer(parts, r.inner, (rest, c))
         if isinstance(r, Segments):
             parts = []
             for part, start, length in self._parts(r, m):
@@ -262,8 +274,14 @@ class Planner:
         parts = [(self.run(_SINGLE, 1, stride), j * stride) for j in range(m)]
         return self._outer(parts, r)
 
-    def _outer(self, parts, outer):
-        """Concatenate sub-plans (shifted), then reduce their roots by `outer`."""
+    def _pad(self, r, m):
+        """(r, c) of a Pad over m operands: c phantoms after the first r."""
+        p = _positive(r.m(m, self.n), "pad multiple")
+        return m % p, (p - m % p) % p
+
+    def _outer(self, parts, outer, pad=None):
+        """Concatenate sub-plans (shifted), then reduce their roots by `outer`
+        (pad (r, c): with c phantoms after the first r roots)."""
         # (no builtin sum here: a replica of a sum defines its own `sum`)
         S = T = 0
         for p, _ in parts:
@@ -285,6 +303,8 @@ class Planner:
             seg_base += s
             step_base += t
         out = _Steps(S + T)
+        if pad is not None:
+            roots = roots[:pad[0]] + [None] * pad[1] + roots[pad[0]:]
         root = self.slots(outer, roots, out)
         new = torch.tensor(out.rows, dtype=torch.int64).reshape(-1, 2)
         return SubPlan(torch.cat(segs), torch.cat(steps + [new]), root)
@@ -394,6 +414,9 @@ class Planner:
             return self.slots(r.outer, [self.slots(r.inner, ops[s:s + b], out) for s in range(0, m, b)], out)
         if isinstance(r, Chunks):
             return self.slots(r.outer, [self.slots(r.inner, ops[a:b], out) for a, b in self._chunks(r, m)], out)
+        if isinstance(r, Pad):
+            rest, c = self._pad(r, m)
+            return self.slots(r.inner, list(ops[:rest]) + [None] * c + list(ops[rest:]), out)
         if isinstance(r, Segments):
             res = []
             for part, start, length in self._parts(r, m):
@@ -411,10 +434,19 @@ class _Steps:
         self.first, self.rows = first, []
 
     def add(self, a, b):
+        if a is None or b is None:    # note [phantoms in plans]
+            return b if a is None else a
         slot = self.first + len(self.rows) // 2
         self.rows += [a, b]
         return slot
 
+
+# Note [phantoms in plans]: a Pad with phantoms plans every term as its own
+# operand and gives the inner order the padded list with None for each
+# phantom; an addition with a phantom is no addition (the model's rule:
+# a node loses its phantom children), so the plan is the spec's tree.
+# Each term then enters its first addition as a value (no FMA into it),
+# which is exact for sums and rounded products.
 
 _SINGLE = Fold()   # one term on its own (a fixed object: plans are memoized by id)
 

@@ -125,3 +125,25 @@ def test_replica_of_a_pad_spec_reveals_the_spec_tree(order, n):
     mod = load_replica(compile_spec(spec, "numpy"), "pad_roundtrip")
     revealed = reveal(from_callable(mod.sum, op="sum", n=n, dtype="float32", name="replica")).tree
     assert revealed == expand(spec, n)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_triton_sum_replica_has_the_model_bits(order):
+    pytest.importorskip("triton")
+    torch = pytest.importorskip("torch")
+    spec = _spec(order)
+    mod = load_replica(compile_spec(spec, "triton"), "pad_sum_triton")
+    rng = np.random.default_rng(6)
+    for n in (5, 12, 13, 29):
+        x = _terms(rng, n, 3)
+        tree, arith, regions = expand_arith(spec, n)
+        want = evaluate(tree, x.T.astype(np.float64), None, arith, regions).astype(np.float32)
+        got = np.array([mod.sum(torch.from_numpy(row)).numpy() for row in x], np.float32)
+        assert_same_bits(got, want, f"{order} n={n} (triton)")
+
+
+def test_triton_refuses_pad_with_fma_in_one_line():
+    from fpspec.compile.ir import CompileError
+
+    with pytest.raises(CompileError, match=r"^triton: pad\(\.\.\.\) with product = fma is not supported"):
+        compile_spec(_spec("pad(8, lanes(8, seq, seq))", "gemv", "fma"), "triton")

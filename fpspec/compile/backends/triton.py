@@ -19,8 +19,8 @@ import inspect
 import re
 
 from fpspec.compile.backends import Backend, header, py_cond, py_int, render_template
-from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Fold, FusedChain, Guard, Kernel, Lanes, Pairwise,
-                               Segments, Table, TreeReduce, walk)
+from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Fold, FusedChain, Guard, Kernel, Lanes, Pad,
+                               Pairwise, Segments, Table, TreeReduce, walk)
 
 PATHS = ("auto", "native", "emulated")
 _FORMATS = ("fp16", "bf16", "fp32")
@@ -74,6 +74,10 @@ class TritonBackend(Backend):
                 raise CompileError("triton: fused nodes need an exponent floor")
         if any(isinstance(r, FusedChain) for r in _reducers(kernel)) and f is None:
             raise CompileError("triton: the order has fused chains but the arithmetic has no fused section")
+        if any(isinstance(r, Pad) for r in _reducers(kernel)) and (ar.product in ("fma", "exact") or f is not None):
+            raise CompileError(f"triton: pad(...) with product = {ar.product}{' and fused nodes' if f else ''} is not "
+                               "supported (its terms enter additions as rounded values: triton_host note "
+                               "[phantoms in plans]); compile for numpy or numba")
         for r in _reducers(kernel):
             _ReducerPrinter().print(r)   # raises on anything the printer cannot write
 
@@ -150,6 +154,9 @@ class _ReducerPrinter:
 
     def _print_Chunks(self, r: Chunks) -> str:
         return f"Chunks({self._int(r.size)}, {self.print(r.inner)}, {self.print(r.outer)})"
+
+    def _print_Pad(self, r: Pad) -> str:
+        return f"Pad({self._int(r.m)}, {self.print(r.inner)})"
 
     def _print_Segments(self, r: Segments) -> str:
         parts = ", ".join(f"Part({self._int(p.length)}, {'None' if p.reducer is None else self.print(p.reducer)})"
