@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python benchmarks/bench_triton.py [--size 4096] [--n 100000000] [--configs]
         [--only native|emulated|sum] [--arith 0,1,2,3] [--tiles 16x32x4,32x32x8] [--gpu-node]
-        [--maxnreg 0,168] [--specials auto,pass]
+        [--maxnreg 0,168] [--specials auto,pass,tile]
 
 Rows: fp16 GEMM size^3 through torch.matmul (cuBLAS), the replica's native
 path and its emulated path (both bit-checked against cuBLAS); float32 sum of n
@@ -51,11 +51,13 @@ def main():
     ap.add_argument("--tiles", type=lambda v: [tuple(int(x) for x in t.split("x")) for t in v.split(",")],
                     default=[(16, 32, 4), (32, 32, 4), (32, 32, 8), (16, 64, 4)],
                     help="with --configs: emulated tiles BMxBNxWARPS, comma-separated")
-    ap.add_argument("--gpu-node", action="store_true", help="with --configs: the tile rows also with GPU_NODE")
+    ap.add_argument("--gpu-node", nargs="?", const="both", choices=("both", "only"),
+                    help="with --configs: the tile rows also (both) or only (only) with GPU_NODE")
     ap.add_argument("--maxnreg", type=lambda v: [int(x) for x in v.split(",")], default=[0],
                     help="with --configs: the tile rows with these register limits (0: none)")
-    ap.add_argument("--specials", type=lambda v: [True if x == "pass" else "auto" for x in v.split(",")],
-                    default=["auto"], help="with --configs: auto and/or pass (the inf/nan pass every node)")
+    ap.add_argument("--specials", type=lambda v: [{"pass": True, "tile": "tile"}.get(x, "auto") for x in v.split(",")],
+                    default=["auto"], help="with --configs: auto, pass (the inf/nan test every node) and/or "
+                                           "tile (one test a tile, from the host's row/column flags)")
     args = ap.parse_args()
     only = set(args.only or ("native", "emulated", "sum"))
     rows = _Table()
@@ -94,7 +96,7 @@ def main():
             emulated += [("tile", dict(BM=BM, BN=BN, num_warps=w, **node, **({"maxnreg": r} if r else {})),
                           arith, specials) for arith in args.arith
                          for BM, BN, w in args.tiles for specials in args.specials
-                         for node in ([{}, dict(GPU_NODE=True)] if args.gpu_node else [{}]) for r in args.maxnreg]
+                         for node in {None: [{}], "both": [{}, dict(GPU_NODE=True)], "only": [dict(GPU_NODE=True)]}[args.gpu_node] for r in args.maxnreg]
         default_maxnreg = gemm.REPLICA.emulated_maxnreg
         for form, cfg, arith, specials in emulated:
             gemm.REPLICA.emulated_kernel, gemm.REPLICA.emulated_config = form, cfg
@@ -112,6 +114,7 @@ def main():
             used = gemm.REPLICA._arith(A.device) if form != "wide" else "-"
             tag = (f"{form} {cfg['BM']}x{cfg['BN']} w{cfg['num_warps']} arith {used}"
                    f"{' gpu-node' if cfg.get('GPU_NODE') else ''}{' +specials pass' if specials is True else ''}"
+                   f"{' +specials tile' if specials == 'tile' else ''}"
                    f"{' maxnreg %d' % cfg['maxnreg'] if cfg.get('maxnreg') else ''}"
                    f"{' maxnreg %d' % default_maxnreg if form == 'auto' and used == 1 and default_maxnreg else ''}")
             rows.append((f"replica emulated {tag}", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,

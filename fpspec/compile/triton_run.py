@@ -63,8 +63,10 @@ class Replica:
         # the tile form's inf/nan pass: True (tested every node) or "auto" (only when the inputs
         # have some).  True is the default because it measured faster: 59.8 against 144.6 ms
         # at fp16 4096^3 on an H100 (examples/gpu_triton/bench_h100_float_products.txt),
-        # though the test compiles to more registers; not understood
-        self.emulated_specials = True
+        # though the test compiles to more registers; not understood.  "tile": the host flags
+        # the rows of A and columns of B that hold an inf or nan (two small torch reductions,
+        # no sync) and a tile tests its flags once (Note [tile specials] in triton_kernels)
+        self.emulated_specials = "tile"
         # leaf blocks a program (a power of two), and at most this many perfect levels a pairs launch
         self.sum_config = dict(BG=16, num_warps=2, PAIRS_H=10)
 
@@ -174,10 +176,15 @@ class Replica:
                 kern = {"wide": mm_chain_emulated_wide, "tile": mm_chain_emulated}[form]
                 cfg = self.emulated_config if A.device.type == "cuda" else dict(BM=16, BN=16)
                 if form == "tile":
-                    if specials is None:
+                    flags = {}
+                    if self.emulated_specials == "tile":
+                        specials = 2
+                        flags = dict(bad_a_ptr=(~torch.isfinite(A)).any(dim=1).to(torch.int32),
+                                     bad_b_ptr=(~torch.isfinite(B)).any(dim=0).to(torch.int32))
+                    elif specials is None:
                         specials = self.emulated_specials is True or not bool(torch.isfinite(A).all()
                                                                               and torch.isfinite(B).all())
-                    cfg = dict(cfg, ARITH=self._arith(A.device), SPECIALS=specials)
+                    cfg = dict(cfg, ARITH=self._arith(A.device), SPECIALS=specials, **flags)
                     if cfg["ARITH"] == 1 and self.emulated_maxnreg and A.device.type == "cuda":
                         cfg.setdefault("maxnreg", self.emulated_maxnreg)
                 grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), group.numel())

@@ -228,3 +228,25 @@ def test_node_exponent_max_forms(arith, kind):
     assert (got[~live] < -900).all()   # below every exponent floor, like the integer max
     if kind == "apart":   # the fallback did run: some products only 2^-58 of the bound
         assert (want[4:, 4:] - ea.max(axis=0)[4:, None] - eb.max(axis=0)[None, 4:] <= -26).any()
+
+
+@pytest.mark.parametrize("fmt,arith", [("fp16", 1), ("bf16", 2)])
+def test_tile_specials_from_row_and_column_flags(load_replica, fmt, arith):
+    """emulated_specials="tile": the host flags A's rows and B's columns with an inf or nan and
+    only the tiles that meet one take the inf/nan pass (Note [tile specials]); 16 x 16 tiles
+    (the interpreter's): of the 2 x 2 tiles one has none."""
+    from test_replica import CHAIN16, H100_BF16, H100_FP16, bits_equal, reference_matmul, values
+
+    from fpspec.compile.ir import Kernel
+
+    kernel = Kernel("gemm", H100_FP16 if fmt == "fp16" else H100_BF16, CHAIN16)
+    rep = load_replica(kernel)
+    rep.REPLICA.emulated_kernel, rep.REPLICA.emulated_arith = "tile", arith
+    rep.REPLICA.emulated_specials = "tile"
+    rng = np.random.default_rng(5)
+    A, B = values(rng, fmt, (20, 40), 10), values(rng, fmt, (40, 18), 10)
+    A[2, :] = 0.0
+    assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B))
+    A[1, 7], A[6, 30], B[3, 5] = float("inf"), float("-inf"), float("nan")
+    B[17, 0] = float("inf")   # inf * inf and inf - inf in the same tile
+    assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B))
