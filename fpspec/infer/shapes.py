@@ -196,7 +196,7 @@ def lane_parts_left(o: Obs, k: int, u: int | None = None):
         return [], None, o
     starts = np.arange(k, dtype=np.int64)
     counts = np.full(k, p // k, dtype=np.int64)
-    roots = _group_roots(Obs(n, o.tree), starts, starts + (counts - 1) * k, counts, k)
+    roots = _group_roots(o, starts, starts + (counts - 1) * k, counts, k)   # o.shape is cached on o
     if roots is None:
         return None
     subs = [o.shape.nodes[i] for i in roots]
