@@ -116,7 +116,7 @@ def main():
                    f"{' gpu-node' if cfg.get('GPU_NODE') else ''}{' +specials pass' if specials is True else ''}"
                    f"{' +specials tile' if specials == 'tile' else ''}"
                    f"{' maxnreg %d' % cfg['maxnreg'] if cfg.get('maxnreg') else ''}"
-                   f"{' maxnreg %d' % default_maxnreg if form == 'auto' and used == 1 and default_maxnreg else ''}")
+                   f"{' maxnreg %d' % default_maxnreg if form == 'auto' and used == 1 and default_maxnreg and specials != 'tile' else ''}")
             rows.append((f"replica emulated {tag}", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,
                          "bit-identical" if same else "DIFFERS"))
 

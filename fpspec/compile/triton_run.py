@@ -160,7 +160,7 @@ class Replica:
             f = nm.fused
             if p.has_chain and f is None:
                 raise PlanError("the order has fused chains but the spec's arithmetic has no fused section")
-            specials = None
+            specials = flags = None
             # one launch per chain width (a constexpr of the kernel)
             for width, group in dev.chain_ids.items():
                 if width > f.width:
@@ -176,16 +176,21 @@ class Replica:
                 kern = {"wide": mm_chain_emulated_wide, "tile": mm_chain_emulated}[form]
                 cfg = self.emulated_config if A.device.type == "cuda" else dict(BM=16, BN=16)
                 if form == "tile":
-                    flags = {}
-                    if self.emulated_specials == "tile":
-                        specials = 2
+                    arith = self._arith(A.device)
+                    if specials is None and self.emulated_specials == "tile":
                         flags = dict(bad_a_ptr=(~torch.isfinite(A)).any(dim=1).to(torch.int32),
                                      bad_b_ptr=(~torch.isfinite(B)).any(dim=0).to(torch.int32))
+                        # 3: no inf or nan at all (one sync): the kernel without the inf/nan
+                        # code, where it has such a form (Note [finite fp16 node])
+                        finite = (arith == 1 and nm.input == "fp16"
+                                  and not bool(flags["bad_a_ptr"].any() | flags["bad_b_ptr"].any()))
+                        specials = 3 if finite else 2
                     elif specials is None:
                         specials = self.emulated_specials is True or not bool(torch.isfinite(A).all()
                                                                               and torch.isfinite(B).all())
-                    cfg = dict(cfg, ARITH=self._arith(A.device), SPECIALS=specials, **flags)
-                    if cfg["ARITH"] == 1 and self.emulated_maxnreg and A.device.type == "cuda":
+                    cfg = dict(cfg, ARITH=arith, SPECIALS=specials, **(flags if specials == 2 else {}))
+                    # (the finite kernel, SPECIALS=3, fits 128 registers: no limit)
+                    if cfg["ARITH"] == 1 and self.emulated_maxnreg and A.device.type == "cuda" and specials != 3:
                         cfg.setdefault("maxnreg", self.emulated_maxnreg)
                 grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), group.numel())
                 kern[grid](Ab, Bb, dst, segs, group, *common, **cfg,

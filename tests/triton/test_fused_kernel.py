@@ -232,20 +232,28 @@ def test_node_exponent_max_forms(arith, kind):
 
 @pytest.mark.parametrize("fmt,arith", [("fp16", 1), ("bf16", 2)])
 def test_tile_specials_from_row_and_column_flags(load_replica, fmt, arith):
-    """emulated_specials="tile": the host flags A's rows and B's columns with an inf or nan and
-    only the tiles that meet one take the inf/nan pass (Note [tile specials]); 16 x 16 tiles
-    (the interpreter's): of the 2 x 2 tiles one has none."""
-    from test_replica import CHAIN16, H100_BF16, H100_FP16, bits_equal, reference_matmul, values
+    """emulated_specials="tile": with no inf or nan the fp16 kernel is the finite one
+    (SPECIALS=3, Note [finite fp16 node]); then the host flags A's rows and B's columns with
+    an inf or nan and only the tiles that meet one take the inf/nan pass (SPECIALS=2, Note
+    [tile specials]; 16 x 16 tiles, the interpreter's: of the 2 x 2 tiles one has none).
+    fp32 output, so that every bit of a node's result shows; zero rows, subnormals, and
+    exponents spread over 2^-10..2^10."""
+    from test_replica import CHAIN16, bits_equal, reference_matmul, values
 
+    from fpspec.arith import Arithmetic
     from fpspec.compile.ir import Kernel
 
-    kernel = Kernel("gemm", H100_FP16 if fmt == "fp16" else H100_BF16, CHAIN16)
+    ar = Arithmetic(input=fmt, product="exact", accumulator="fp32", init="none", output="fp32",
+                    fused=get_params(f"h100-{fmt}"))
+    kernel = Kernel("gemm", ar, CHAIN16)
     rep = load_replica(kernel)
     rep.REPLICA.emulated_kernel, rep.REPLICA.emulated_arith = "tile", arith
     rep.REPLICA.emulated_specials = "tile"
     rng = np.random.default_rng(5)
     A, B = values(rng, fmt, (20, 40), 10), values(rng, fmt, (40, 18), 10)
     A[2, :] = 0.0
+    A[3, :] = A[3, :] * 2.0 ** -20   # fp16 subnormals
+    B[:, 4] = -B[:, 4] * 0
     assert bits_equal(rep.gemm(A, B), reference_matmul(kernel, A, B))
     A[1, 7], A[6, 30], B[3, 5] = float("inf"), float("-inf"), float("nan")
     B[17, 0] = float("inf")   # inf * inf and inf - inf in the same tile
