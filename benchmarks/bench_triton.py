@@ -50,7 +50,7 @@ def main():
                     help="with --configs: the emulated tile kernel's ARITH forms to try (comma-separated)")
     ap.add_argument("--tiles", type=lambda v: [tuple(int(x) for x in t.split("x")) for t in v.split(",")],
                     default=[(16, 32, 4), (32, 32, 4), (32, 32, 8), (16, 64, 4)],
-                    help="with --configs: emulated tiles BMxBNxWARPS, comma-separated")
+                    help="with --configs: emulated tiles BMxBNxWARPS[xSTAGES], comma-separated")
     ap.add_argument("--gpu-node", nargs="?", const="both", choices=("both", "only"),
                     help="with --configs: the tile rows also (both) or only (only) with GPU_NODE")
     ap.add_argument("--maxnreg", type=lambda v: [int(x) for x in v.split(",")], default=[0],
@@ -93,9 +93,10 @@ def main():
                      ("auto", default, "auto", gemm.REPLICA.emulated_specials)]
                     if "emulated" in only else [])
         if args.configs and emulated:
-            emulated += [("tile", dict(BM=BM, BN=BN, num_warps=w, **node, **({"maxnreg": r} if r else {})),
+            emulated += [("tile", dict(BM=BM, BN=BN, num_warps=w, **node, **({"maxnreg": r} if r else {}),
+                                       **({"num_stages": st[0]} if st else {})),
                           arith, specials) for arith in args.arith
-                         for BM, BN, w in args.tiles for specials in args.specials
+                         for BM, BN, w, *st in args.tiles for specials in args.specials
                          for node in {None: [{}], "both": [{}, dict(GPU_NODE=True)], "only": [dict(GPU_NODE=True)]}[args.gpu_node] for r in args.maxnreg]
         default_maxnreg = gemm.REPLICA.emulated_maxnreg
         for form, cfg, arith, specials in emulated:
@@ -116,6 +117,7 @@ def main():
                    f"{' gpu-node' if cfg.get('GPU_NODE') else ''}{' +specials pass' if specials is True else ''}"
                    f"{' +specials tile' if specials == 'tile' else ''}"
                    f"{' maxnreg %d' % cfg['maxnreg'] if cfg.get('maxnreg') else ''}"
+                   f"{' stages %d' % cfg['num_stages'] if cfg.get('num_stages') else ''}"
                    f"{' maxnreg %d' % default_maxnreg if form == 'auto' and used == 1 and default_maxnreg and specials != 'tile' else ''}")
             rows.append((f"replica emulated {tag}", t, flops / t / 1e9, "TFLOP/s", t_cublas / t,
                          "bit-identical" if same else "DIFFERS"))
