@@ -40,6 +40,7 @@ RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
 PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to (pad)
 PAD_DEPTH = 3                # pad is tried this many levels below the root at most
+OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocking is at least this
 
 
 def order_cost(o) -> int:
@@ -95,7 +96,30 @@ class Fitter:
     def fit_root(self, obs: list[Obs]):
         """The root order for the observations, recursion and guards allowed."""
         with building():  # one pause of the cyclic GC for the whole search
-            return self.fit_guarded(obs, 0, root=True)
+            return self._outer_blocks(obs) or self.fit_guarded(obs, 0, root=True)
+
+    def _outer_blocks(self, obs: list[Obs]):
+        """Note [outer blocks]: a library's outermost loop cuts n into big blocks
+        (OpenBLAS sgemv: 4096 terms at a time, inside its scalar tail).  The
+        order fitted to the observations up to a block size B alone, with one
+        of its sub-orders X put in `blocks(B, X, OUTER)`, often explains all of
+        them.  Tried first because the whole search would fit the range below
+        B again inside every combinator it tries at the root."""
+        big = max(obs, key=lambda o: o.n)
+        for b in sorted((p for p in prefix_sizes(big) if OUTER_BLOCK_MIN <= p < big.n), key=roundness)[:3]:
+            small = [o for o in obs if o.n <= b]
+            if len({o.n for o in small}) < SAMPLE:
+                continue
+            base = self.fit_guarded(small, 0, root=True)
+            if base is None:
+                continue
+            for cand in _lifted(base, A.Num(b)):
+                if self._explains(cand, obs):
+                    ns = sorted({o.n for o in obs})
+                    self.runs = [Run(ns[0], ns[-1], cand)]
+                    self.seen.add(b)
+                    return cand
+        return None
 
     def fit_guarded(self, obs: list[Obs], depth: int = 0, root: bool = False, residues: int = 2):
         """An order for every observation, with guards on n where needed:
@@ -483,6 +507,31 @@ class Fitter:
 
 
 # ---------------------------------------------------------------- helpers
+
+_ORDER_FIELDS = {A.Lanes: ("inner", "outer", "left"), A.Blocks: ("inner", "outer"), A.Chunks: ("inner", "outer"),
+                 A.Tail: ("body", "outer"), A.Split: ("first", "rest"), A.Pad: ("order",), A.Using: ("order",)}
+
+
+def _lifted(order, b):
+    """`order` with one of its sub-orders X (itself included) as blocks(b, X, OUTER),
+    OUTER one of the simple orders; outermost positions first (note [outer blocks])."""
+    from dataclasses import replace
+
+    for outer in (A.Seq(), A.Pairwise()):
+        yield A.Blocks(b, order, outer)
+    if isinstance(order, A.Guard):
+        arms = [c.order for c in order.cases] + [order.otherwise]
+        for i, arm in enumerate(arms):
+            for x in _lifted(arm, b):
+                new = arms[:i] + [x] + arms[i + 1:]
+                yield replace(order, cases=tuple(replace(c, order=o) for c, o in zip(order.cases, new)),
+                              otherwise=new[-1])
+        return
+    for f in _ORDER_FIELDS.get(type(order), ()):
+        sub = getattr(order, f)
+        if sub is not None:
+            for x in _lifted(sub, b):
+                yield replace(order, **{f: x})
 
 def _guarded(order) -> bool:
     """Does a guard (or a literal tree) occur anywhere in the order?"""
