@@ -60,12 +60,14 @@ class Replica:
         self.emulated_kernel = "auto"
         # the tile form's aligned products (mm_chain_emulated's ARITH): "auto" or 0..5 (4, 5: GPU only)
         self.emulated_arith = "auto"
-        # the tile form's inf/nan pass: True (tested every node) or "auto" (only when the inputs
-        # have some).  True is the default because it measured faster: 59.8 against 144.6 ms
-        # at fp16 4096^3 on an H100 (examples/gpu_triton/bench_h100_float_products.txt),
-        # though the test compiles to more registers; not understood.  "tile": the host flags
-        # the rows of A and columns of B that hold an inf or nan (two small torch reductions,
-        # no sync) and a tile tests its flags once (Note [tile specials] in triton_kernels)
+        # the tile form's inf/nan pass: True (tested every node), "auto" (only when the inputs
+        # have some; measured slower than True, 144.6 against 59.8 ms at fp16 4096^3 on an
+        # H100, bench_h100_float_products.txt: Triton's code for the loop without the test)
+        # or "tile", the default: the host flags the rows of A and columns of B that hold an
+        # inf or nan (two torch reductions, one sync) and a tile tests its flags once (Note
+        # [tile specials] in triton_kernels); with no flag at all, fp16 with ARITH 1 runs the
+        # finite chain alone (SPECIALS=3, Note [finite fp16 node]): 53.9 -> 28.6 ms
+        # (examples/gpu_triton/bench_h100_finite_fp16.txt)
         self.emulated_specials = "tile"
         # leaf blocks a program (a power of two), and at most this many perfect levels a pairs launch
         self.sum_config = dict(BG=16, num_warps=2, PAIRS_H=10)
