@@ -113,6 +113,8 @@ class Fitter:
             base = self.fit_guarded(small, 0, root=True)
             if base is None:
                 continue
+            if self._explains(base, obs):
+                return None    # no outer blocks: the whole search finds this order or a cheaper one
             for cand in _lifted(base, A.Num(b)):
                 if self._explains(cand, obs):
                     ns = sorted({o.n for o in obs})

@@ -126,3 +126,15 @@ def _sgemv_block(lo: int, s: int) -> Tree:
     four = [acc[j] if acc[j + 4] is None else Node((acc[j], acc[j + 4])) for j in range(4)]
     body = Node((Node((four[0], four[1])), Node((four[2], four[3]))))
     return body if s == p else Node((body, sequential(range(lo + p, lo + s))))
+
+
+def sgemv_like(n: int) -> Tree:
+    """OpenBLAS sgemv_t's shape with a small outer block (note [outer blocks]):
+    the n % 4 tail apart, the body in blocks of 512, each padded to 8 lanes."""
+    from fpspec.spec import expand, parse
+
+    return expand(parse(f"n in 1..\norder {SGEMV_LIKE}\n"), n)
+
+
+SGEMV_LIKE = ("if n <= 3: seq else: tail(4, blocks(512, pad(8, lanes(8, seq, lanes(4, seq, pairwise))), seq), "
+              "split(1, seq, seq))")

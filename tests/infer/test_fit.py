@@ -9,7 +9,7 @@ from fpspec.spec import ast as A
 from fpspec.spec import expand
 from fpspec.tree import pairwise, sequential
 
-from orders import blocked, fused_chain, lanes_with_tail, numpy_pairwise, switching
+from orders import SGEMV_LIKE, blocked, fused_chain, lanes_with_tail, numpy_pairwise, sgemv_like, switching
 
 KNOWN = {
     "sequential": (lambda n: sequential(range(n)), "seq"),
@@ -37,6 +37,16 @@ def test_fit_recovers_known_order_and_predicts_unseen_n(name):
     unseen = sorted(set(int(x) for x in rng.integers(1, 5000, 12)) - fit_ns)
     for n in unseen:
         assert expand(spec, n) == fn(n), n
+
+
+def test_outer_blocks_inside_a_tail_are_found_from_the_range_below_them():
+    # note [outer blocks]: fitted below 512, then blocks(512, ...) around the padded lanes
+    rng = np.random.default_rng(2)
+    fit_ns = first_design(1, 2100, rng)
+    spec, _ = _fit(_observe(sgemv_like, fit_ns), "order", 1, 2100)
+    assert str(spec.order) == SGEMV_LIKE
+    for n in (513, 1027, 1538, 2047):
+        assert expand(spec, n) == sgemv_like(n), n
 
 
 def test_an_order_that_changes_with_n_gets_a_guard():
