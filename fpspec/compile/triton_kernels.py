@@ -565,7 +565,8 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     the host's flags (bad_a_ptr: per row of A, bad_b_ptr: per column of B, int32,
     1 where the row/column holds an inf or nan), tested once a tile, instead of
     a block-wide max over every node's blocks (a cross-warp reduction with
-    barriers each node).  A tile that meets a flag takes the pass every node.
+    barriers each node).  A tile that meets a flag still tests each node (the
+    pass costs about 3x a node).
     H100, fp16 4096^3, ARITH 1 + GPU_NODE, 16 x 32 x 4 warps, maxnreg 168:
     53.9 -> 47.4 ms, bit-identical (examples/gpu_triton/bench_h100_tile_specials.txt);
     static SASS (triton 3.6, sm_90) of the node loop: 16.1 -> 15.1 instructions a product.
