@@ -3,7 +3,7 @@
 An `Arithmetic` says how the terms of a tree are formed and added:
 
     input        format of x (and y)                     fp32, fp16, bf16, ...
-    product      how a term x_k * y_k is formed          exact | rounded | fma | none (sums)
+    product      how a term x_k * y_k is formed          exact | rounded | fma | fma_first | none (sums)
     product_format  (rounded only) products rounded to   default: the accumulator
     accumulator  format of every binary node's result    fp32, fp64, fp16, ...
     init         an initial value in the accumulation    none | +0.0
@@ -22,6 +22,9 @@ Note [product modes]: "rounded": each product is rounded to `product_format`
 (default: the accumulator format) before it is added; OpenBLAS's sdot on x86
 rounds fp32 products to fp32 and adds them in fp64.  "fma": a binary node with a product leaf child is
 one FMA, round(x_k*y_k + other); see fpspec.arith.evaluate for which child.
+"fma_first": the same, except that a node of two leaves fuses the first
+(smaller index) and rounds the second: C's `a[0]*x[0] + a[1]*x[1]` as GCC
+contracts it, fma(a0, x0, a1*x1) (OpenBLAS dgemv's scalar path for K < 4).
 "exact": the product enters the node exactly, and the node rounds once (for
 fp16/bf16 inputs in an fp32 accumulator the three modes agree, because the
 product is representable).  "none": a sum; the terms are x itself.
@@ -34,7 +37,8 @@ from fpspec.arith.fused import ALIGNED, ROUNDINGS, FusedParams
 from fpspec.errors import SpecError
 from fpspec.formats import FORMATS, get_format
 
-PRODUCTS = ("exact", "rounded", "fma", "none")
+PRODUCTS = ("exact", "rounded", "fma", "fma_first", "none")
+FMA_PRODUCTS = ("fma", "fma_first")   # a binary node fuses one of its leaf products
 INITS = ("none", "+0.0")
 
 # fused-block entries, in the order they are written: (key, FusedParams field, kind)

@@ -224,7 +224,7 @@ def _binary_candidates(target) -> list[Arithmetic]:
     if target.op == "sum":
         products = ["none"]
     else:   # exact products are not defined past 26-bit inputs (fpspec.arith.evaluate note [exact products])
-        products = ["exact", "rounded", "fma"] if fmt.precision <= 26 else ["rounded", "fma"]
+        products = ["exact", "rounded", "fma", "fma_first"] if fmt.precision <= 26 else ["rounded", "fma", "fma_first"]
     out = []
     for acc, product, init in itertools.product(accs, products, ("none", "+0.0")):
         out.append(Arithmetic(input=fmt.name, product=product, accumulator=acc, init=init,
@@ -237,7 +237,7 @@ def _binary_candidates(target) -> list[Arithmetic]:
     def rank(a: Arithmetic):
         acc = get_format(a.accumulator)
         fits = 2 * fmt.precision <= acc.precision
-        order = (["exact", "rounded", "fma"] if fits else ["rounded", "fma", "exact"]) + ["none"]
+        order = (["exact", "rounded", "fma"] if fits else ["rounded", "fma", "exact"]) + ["fma_first", "none"]
         return (a.accumulator != target.out_fmt and a.accumulator != "fp32", acc.precision,
                 order.index(a.product), a.product_format is not None, a.init != "none")
     return sorted(out, key=rank)

@@ -85,6 +85,13 @@ def build_order(o) -> ir.Reducer:
         at = build_expr(o.at)
         return ir.Segments((ir.Part(at, build_order(o.first)), ir.Part(ir.BinOp("-", M, at), build_order(o.rest))),
                            ir.Fold())
+    if isinstance(o, A.Tail) and isinstance(o.outer, A.Split) and o.outer.at == A.Num(1):
+        # (body, REST(leftovers)): the leftovers reach REST as leaves, so FMA-ing arithmetics
+        # keep their products unrounded (a C loop's scalar tail); below k the split takes all
+        k = build_expr(o.k)
+        whole = ir.Segments((ir.Part(_minus_mod(k), build_order(o.body)),
+                             ir.Part(ir.BinOp("%", M, k), build_order(o.outer.rest))), ir.Fold())
+        return ir.Guard((ir.Case(ir.Compare("<", M, k), build_order(o.outer)),), whole)
     if isinstance(o, A.Tail):
         k = build_expr(o.k)
         return ir.Segments((ir.Part(_minus_mod(k), build_order(o.body)), ir.Part(ir.BinOp("%", M, k), None)),

@@ -249,6 +249,13 @@ class LoopEmitter:
                 code(f"{acc} = _add({acc}, {lst.at(i)})")
             return acc
         lo, step, m = lst.lo, lst.step, lst.m
+        if not r.reverse and self.arith().product == "fma_first":
+            # the first node joins two leaves: _add_leaves says which product is fused
+            code(f"{acc} = _term(a, b, {lo}) if {m} == 1 else _add_leaves(a, b, {lo}, {_plus(lo, step)})")
+            code(f"for {i} in range(2, {m}):")
+            with code.indent():
+                code(f"{acc} = _add_leaf({acc}, a, b, {_plus(lo, _times(i, step))})")
+            return acc
         if not r.reverse:
             code(f"{acc} = _term(a, b, {lo})")
             code(f"for {i} in range(1, {m}):")
@@ -490,7 +497,8 @@ class LoopEmitter:
             part = None
         region = (lambda line: in_region(line, part)) if part else (lambda line: line)
         code(region(f"{lanes} = _vals({nl})"))
-        if isinstance(lst, Leaves) and (r.inner == Fold() or part is not None):
+        first_fused = (self.kernel.named_arithmetic(part) if part else self.arith()).product == "fma_first"
+        if isinstance(lst, Leaves) and (r.inner == Fold() or part is not None) and not first_fused:
             # k accumulators side by side: the inner loop runs across lanes,
             # which vectorizes without reassociating any lane
             if part is not None:
@@ -533,6 +541,8 @@ class LoopEmitter:
         # a sequential `left` over leaves adds each leftover leaf to lane 0 as
         # a leaf (an FMA where the arithmetic says so: OpenBLAS's sgemm tail)
         fold_left = isinstance(lst, Leaves) and r.left == Fold()
+        if fold_left:
+            self.require_fma_last("lanes whose leftover leaves fold into lane 0")
         if isinstance(lst, Leaves) and not fold_left:
             self.require_plain_leaves("lanes whose leftovers join lane 0")
         u = k if r.unroll is None else self.let(code, "u", py_int(r.unroll, m=lst.m))
@@ -700,7 +710,9 @@ class LoopEmitter:
 
     def segments_fold(self, r: Segments, lst: Leaves, starts, lengths, code):
         """A sequential fold over parts and pass-through leaves: one running sum."""
-        if r.outer.reverse and self.arith().product == "fma":
+        if any(p.reducer is None for p in r.parts):
+            self.require_fma_last("a fold over parts and leftover leaves")
+        if r.outer.reverse and self.arith().product in ("fma", "fma_first"):
             raise CompileError("a reverse fold over leftover leaves with product = fma cannot be expressed")
         acc, have = self.fresh("acc"), self.fresh("have")
         code(f"{acc} = _ZERO")
@@ -829,11 +841,16 @@ class LoopEmitter:
     def leafy(self) -> bool:
         """Whether a leaf differs from its rounded value (FMA or fused products)."""
         a = self.arith()
-        return a.product == "fma" or a.fused is not None
+        return a.product in ("fma", "fma_first") or a.fused is not None
+
+    def require_fma_last(self, what: str) -> None:
+        """Loops that start a fold with one term, then FMA the next: not product = fma_first."""
+        if self.arith().product == "fma_first":
+            raise CompileError(f"{what} with product = fma_first cannot be compiled yet")
 
     def require_plain_leaves(self, what: str) -> None:
         a = self.arith()
-        if a.product == "fma" or a.fused is not None:
+        if a.product in ("fma", "fma_first") or a.fused is not None:
             raise CompileError(f"{what} with product = {a.product}"
                                f"{' and fused nodes' if a.fused is not None else ''} cannot be expressed")
 

@@ -34,8 +34,9 @@ class Plan:
     in_carry: str                  # dtype the numba kernels read (float16 is widened)
     term: str                      # "sum" | "product" | "product_twice" (rounded to product_format first)
     prod_dtype: str | None         # product_format's dtype
-    fma: bool
+    fma: bool                      # a leaf joins a partial sum by one FMA
     init_zero: bool
+    fma_first: bool = False        # a node of two leaves fuses the first (product = fma_first)
 
 
 def _grid(name: str) -> tuple:
@@ -82,8 +83,9 @@ def plan(kernel: Kernel) -> Plan:
         in_carry="float64" if a.input == "fp64" else "float32",
         term=term,
         prod_dtype=NATIVE.get(prod_format) if prod_format else None,
-        fma=term == "product" and a.product == "fma",
+        fma=term == "product" and a.product in ("fma", "fma_first"),
         init_zero=a.init == "+0.0",
+        fma_first=term == "product" and a.product == "fma_first",
     )
 
 
@@ -113,6 +115,7 @@ def _chosen(p: Plan, fma: str) -> dict[str, str]:
         "_term": {"sum": "_term_sum", "product": "_term_product", "product_twice": "_term_product_twice"}[p.term],
         "_add": "_add_plain",
         "_add_leaf": fma if p.fma else "_add_leaf_plain",
+        "_add_leaves": "_add_leaves_first" if p.fma_first else "_add_leaves",
     }
 
 
@@ -122,7 +125,7 @@ def helper_names(p: Plan, program, fma: str) -> tuple[list[str], dict[str, str]]
     `fma` names the backend's FMA variant of _add_leaf.
     """
     chosen = _chosen(p, fma)
-    names = list(chosen.values()) + ["_add_leaves", "_vals"]
+    names = list(chosen.values()) + ["_vals"]
     if program.uses_pad:
         names.append("_padded")
     if program.uses_fused:
@@ -169,4 +172,4 @@ def region_helper_names(p: Plan, fma: str, table: str | None = None) -> tuple[li
     if table is not None:
         chosen["_table_step"] = table
         chosen["_table_step_values"] = "_table_step_values"
-    return list(chosen.values()) + ["_add_leaves", "_vals"], {v: k for k, v in chosen.items()}
+    return list(chosen.values()) + ["_vals"], {v: k for k, v in chosen.items()}

@@ -114,7 +114,7 @@ def override_entries(main: Arithmetic, arith: Arithmetic) -> tuple:
 # split's halves, lanes' and blocks' inner order) except `outer`, whose
 # nodes join the parts and keep the main arithmetic; inside a part every
 # field of a combinator is a part again, down to PART_DEPTH levels, and a
-# guard's arms are cut alike (sdot: an fp32 kernel whose FMA lanes meet in
+# guard's arms are cut alike (an arm with no fields, `seq` say, is a part) (sdot: an fp32 kernel whose FMA lanes meet in
 # plain fp32 adds, inside an fp64 loop).  `partition` wraps each part in
 # using(PART, ...); probes give each part the arithmetics that fit
 # (fpspec.arith.probe.region_keep_sets) at every probed n, and `choose`
@@ -129,10 +129,14 @@ def _wrap_fields(o, prefix: str, top: bool, parents: dict, parent, depth: int = 
     from dataclasses import replace
 
     if isinstance(o, A.Guard):
-        cases = tuple(replace(c, order=_wrap_fields(c.order, f"{prefix}b{i}", top, parents, parent, depth))
-                      for i, c in enumerate(o.cases))
-        return replace(o, cases=cases, otherwise=_wrap_fields(o.otherwise, f"{prefix}b{len(o.cases)}", top,
-                                                               parents, parent, depth))
+        def arm(x, name):
+            if depth and not isinstance(x, A.Guard) and type(x) not in _FIELDS:
+                # an arm with no parts of its own is one (OpenBLAS dgemv's K < 4 scalar code)
+                parents[name] = parent
+                return A.Using(name, x)
+            return _wrap_fields(x, name, top, parents, parent, depth)
+        cases = tuple(replace(c, order=arm(c.order, f"{prefix}b{i}")) for i, c in enumerate(o.cases))
+        return replace(o, cases=cases, otherwise=arm(o.otherwise, f"{prefix}b{len(o.cases)}"))
     fields = _FIELDS.get(type(o))
     if fields is None or depth == 0:
         return o

@@ -142,6 +142,8 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
         root = kernel.order(root.name)
     if kernel.arithmetic.fused is not None or kernel.arithmetics:     # one arithmetic, written inline
         return None
+    if kernel.arithmetic.product == "fma_first":   # its folds start with _add_leaves (fpspec.compile.loops)
+        return None
     block, lone_check = "n", ""
     if root == Fold():
         lanes, least, tree = 1, 1, 0
@@ -154,7 +156,7 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
           and root.inner == Fold() and root.outer == Fold()):
         # blocks of b leaves folded in order, the block sums folded in order
         lanes, least, tree, block = 1, 1, 0, str(root.b.value)
-        if kernel.arithmetic.product == "fma":     # as `_gemm_kernel` does (note [lone leaves])
+        if kernel.arithmetic.product in ("fma", "fma_first"):     # as `_gemm_kernel` does (note [lone leaves])
             lone_check = (f"    if n > {block} and n % {block} == 1:\n"
                           f"        raise ValueError({LONE_LEAF!r})\n")
     else:
@@ -261,7 +263,7 @@ def gemm_tiles(kernel: Kernel, p) -> tuple[tuple[int, int, int, int], str] | Non
     if kernel.arithmetics:   # one arithmetic for the whole tree (note [gemm tiles])
         return None
     if not (p.acc_fmt is None and p.acc_dtype == p.in_carry == p.out_carry and p.term == "product"
-            and (p.fma or a.product in ("rounded", "exact")) and a.fused is None):
+            and (p.fma or a.product in ("rounded", "exact")) and not p.fma_first and a.fused is None):
         return None
     block, inner = 0, root
     if (isinstance(root, Blocks) and isinstance(root.b, Const) and root.b.value >= 2

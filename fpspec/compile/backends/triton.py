@@ -53,6 +53,8 @@ class TritonBackend(Backend):
                                    f"(expected one of {', '.join(_FORMATS)})")
         if ar.accumulator != "fp32":
             raise CompileError(f"triton: accumulator {ar.accumulator} is not supported (only fp32)")
+        if ar.product == "fma_first":
+            raise CompileError("triton: product = fma_first is not supported; compile for numpy or numba")
         if kernel.op == "sum" and ar.product != "none":
             raise CompileError("triton: a sum has no products (product = none)")
         if ar.product == "exact" and ar.input == "fp32":

@@ -232,6 +232,11 @@ def _add_leaves(a, b, i, j):
     return _add_leaf(_term(a, b, i), a, b, j)
 
 
+def _add_leaves_first(a, b, i, j):
+    # product = fma_first: the first leaf fused, the second rounded
+    return _add_leaf(_term(a, b, j), a, b, i)
+
+
 def _padded(a, b, lo, step, m, r, c):
     """The terms lo, lo + step, ... (m of them) with c phantoms after the first r
     (fpspec.compile.loops note [phantoms]): -0.0 in a, 1.0 in b."""

@@ -59,6 +59,11 @@ def _add_leaves(a, b, i, j):
     return _add_leaf(_term(a, b, i), a, b, j)
 
 
+def _add_leaves_first(a, b, i, j):
+    # product = fma_first: the first leaf fused, the second rounded
+    return _add_leaf(_term(a, b, j), a, b, i)
+
+
 def _round_odd_sum(x, y):
     """x + y in float64 rounded to odd, so one more rounding to <= 51 bits is exact."""
     s = x + y
