@@ -710,13 +710,38 @@ class LoopEmitter:
 
     def segments_fold(self, r: Segments, lst: Leaves, starts, lengths, code):
         """A sequential fold over parts and pass-through leaves: one running sum."""
-        if any(p.reducer is None for p in r.parts):
-            self.require_fma_last("a fold over parts and leftover leaves")
-        if r.outer.reverse and self.arith().product in ("fma", "fma_first"):
+        if r.outer.reverse and self.leafy():
             raise CompileError("a reverse fold over leftover leaves with product = fma cannot be expressed")
+        leafy = self.leafy()
         acc, have = self.fresh("acc"), self.fresh("have")
         code(f"{acc} = _ZERO")
         code(f"{have} = False")
+        pend = ""
+        if leafy:
+            # note [lone leaves]: with FMA, a leaf met before any partial sum waits in `pend`
+            # (its index) for the next operand, which fuses it
+            pend = self.fresh("pend")
+            code(f"{pend} = -1")
+
+        def leaf(k: str) -> None:
+            code(f"if {have}:")
+            with code.indent():
+                code(f"{acc} = _add_leaf({acc}, a, b, {k})")
+            if leafy:
+                code(f"elif {pend} >= 0:")
+                with code.indent():
+                    code(f"{acc} = _add_leaves(a, b, {pend}, {k})")
+                    code(f"{have} = True")
+                    code(f"{pend} = -1")
+                code("else:")
+                with code.indent():
+                    code(f"{pend} = {k}")
+            else:
+                code("else:")
+                with code.indent():
+                    code(f"{acc} = _term(a, b, {k})")
+                    code(f"{have} = True")
+
         order = list(zip(r.parts, starts, lengths))
         for part, st, ln in (reversed(order) if r.outer.reverse else order):
             sub = _sublist(lst, st, ln)
@@ -725,25 +750,31 @@ class LoopEmitter:
                 rng = f"range({ln} - 1, -1, -1)" if r.outer.reverse else f"range({ln})"
                 code(f"for {i} in {rng}:")
                 with code.indent():
-                    k = _plus(sub.lo, _times(i, sub.step))
-                    code(f"if {have}:")
+                    leaf(_plus(sub.lo, _times(i, sub.step)))
+                continue
+            if leafy:
+                # one operand reduces to itself: still a leaf
+                code(f"if {ln} == 1:")
+                with code.indent():
+                    leaf(sub.lo)
+            code(f"{'el' if leafy else ''}if {ln} > 0:")
+            with code.indent():
+                val = self.emit(part.reducer, sub, code)
+                if leafy:
+                    code(f"if {pend} >= 0:")
                     with code.indent():
-                        code(f"{acc} = _add_leaf({acc}, a, b, {k})")
+                        code(f"{acc} = _add_leaf({val}, a, b, {pend})")
+                        code(f"{pend} = -1")
                     code("else:")
                     with code.indent():
-                        code(f"{acc} = _term(a, b, {k})")
-                        code(f"{have} = True")
-            else:
-                if self.leafy():
-                    # one operand reduces to itself: still a leaf (note [lone leaves])
-                    code(f"if {ln} == 1 and {have}:")
-                    with code.indent():
-                        code(f"{acc} = _add_leaf({acc}, a, b, {sub.lo})")
-                code(f"{'el' if self.leafy() else ''}if {ln} > 0:")
-                with code.indent():
-                    val = self.emit(part.reducer, sub, code)
+                        code(f"{acc} = _add({acc}, {val}) if {have} else {val}")
+                else:
                     code(f"{acc} = _add({acc}, {val}) if {have} else {val}")
-                    code(f"{have} = True")
+                code(f"{have} = True")
+        if leafy:
+            code(f"if {pend} >= 0:")
+            with code.indent():
+                code(f"{acc} = _term(a, b, {pend})")
         return acc
 
     # ------------------------------------------------------------ iterative splits

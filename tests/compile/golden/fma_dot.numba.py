@@ -142,17 +142,17 @@ def _pairwise0_L1(a, b, lo, m):
     step = 1
     if m == 1:
         return _term(a, b, lo)
-    h9 = m // 2
-    if h9 < 1 or h9 > m - 1:
+    h10 = m // 2
+    if h10 < 1 or h10 > m - 1:
         raise ValueError('a pairwise split falls outside the list')
     if m == 2:
         return _add_leaves(a, b, lo, lo + step)
-    if h9 == 1:
+    if h10 == 1:
         return _add_leaf(_pairwise0_L1(a, b, lo + step, m - 1), a, b, lo)
-    if h9 == m - 1:
-        return _add_leaf(_pairwise0_L1(a, b, lo, h9), a, b, lo + h9 * step)
-    r10 = _add(_pairwise0_L1(a, b, lo, h9), _pairwise0_L1(a, b, lo + h9 * step, m - h9))
-    return r10
+    if h10 == m - 1:
+        return _add_leaf(_pairwise0_L1(a, b, lo, h10), a, b, lo + h10 * step)
+    r11 = _add(_pairwise0_L1(a, b, lo, h10), _pairwise0_L1(a, b, lo + h10 * step, m - h10))
+    return r11
 
 
 @_jit
@@ -160,17 +160,17 @@ def _pairwise1_L(a, b, lo, step, m):
     """pairwise1: reduce the leaves lo, lo + step, ... (m of them)."""
     if m == 1:
         return _term(a, b, lo)
-    h18 = m // 2
-    if h18 < 1 or h18 > m - 1:
+    h19 = m // 2
+    if h19 < 1 or h19 > m - 1:
         raise ValueError('a pairwise split falls outside the list')
     if m == 2:
         return _add_leaves(a, b, lo, lo + step)
-    if h18 == 1:
+    if h19 == 1:
         return _add_leaf(_pairwise1_L(a, b, lo + step, step, m - 1), a, b, lo)
-    if h18 == m - 1:
-        return _add_leaf(_pairwise1_L(a, b, lo, step, h18), a, b, lo + h18 * step)
-    r19 = _add(_pairwise1_L(a, b, lo, step, h18), _pairwise1_L(a, b, lo + h18 * step, step, m - h18))
-    return r19
+    if h19 == m - 1:
+        return _add_leaf(_pairwise1_L(a, b, lo, step, h19), a, b, lo + h19 * step)
+    r20 = _add(_pairwise1_L(a, b, lo, step, h19), _pairwise1_L(a, b, lo + h19 * step, step, m - h19))
+    return r20
 
 
 @_jit
@@ -178,11 +178,11 @@ def _pairwise1_V(vals, off, step, m):
     """pairwise1: reduce vals[off], vals[off + step], ... (m of them)."""
     if m == 1:
         return vals[off]
-    h27 = m // 2
-    if h27 < 1 or h27 > m - 1:
+    h28 = m // 2
+    if h28 < 1 or h28 > m - 1:
         raise ValueError('a pairwise split falls outside the list')
-    r28 = _add(_pairwise1_V(vals, off, step, h27), _pairwise1_V(vals, off + h27 * step, step, m - h27))
-    return r28
+    r29 = _add(_pairwise1_V(vals, off, step, h28), _pairwise1_V(vals, off + h28 * step, step, m - h28))
+    return r29
 
 
 @_jit
@@ -190,11 +190,11 @@ def _pairwise0_V(vals, off, step, m):
     """pairwise0: reduce vals[off], vals[off + step], ... (m of them)."""
     if m == 1:
         return vals[off]
-    h30 = m // 2
-    if h30 < 1 or h30 > m - 1:
+    h31 = m // 2
+    if h31 < 1 or h31 > m - 1:
         raise ValueError('a pairwise split falls outside the list')
-    r31 = _add(_pairwise0_V(vals, off, step, h30), _pairwise0_V(vals, off + h30 * step, step, m - h30))
-    return r31
+    r32 = _add(_pairwise0_V(vals, off, step, h31), _pairwise0_V(vals, off + h31 * step, step, m - h31))
+    return r32
 
 
 @_jit
@@ -208,51 +208,76 @@ def _reduce(a, b, n):
         raise ValueError('the parts of a split do not add up to its length')
     acc5 = _ZERO
     have6 = False
-    if p1 == 1 and have6:
-        acc5 = _add_leaf(acc5, a, b, 0)
+    pend7 = -1
+    if p1 == 1:
+        if have6:
+            acc5 = _add_leaf(acc5, a, b, 0)
+        elif pend7 >= 0:
+            acc5 = _add_leaves(a, b, pend7, 0)
+            have6 = True
+            pend7 = -1
+        else:
+            pend7 = 0
     elif p1 > 0:
-        k7 = 4
-        if p1 <= k7:
-            r11 = _pairwise0_L1(a, b, 0, p1)
-            r8 = r11
-        elif p1 < 2 * k7:
+        k8 = 4
+        if p1 <= k8:
+            r12 = _pairwise0_L1(a, b, 0, p1)
+            r9 = r12
+        elif p1 < 2 * k8:
             raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
         else:
-            nl12 = min(k7, p1)
-            lanes13 = _vals(nl12)
-            for j14 in range(nl12):
-                lm15 = (p1 - j14 + k7 - 1) // k7
-                k16 = 8
-                if lm15 <= k16:
-                    r20 = _pairwise1_L(a, b, j14, k7, lm15)
-                    r17 = r20
-                elif lm15 < 2 * k16:
+            nl13 = min(k8, p1)
+            lanes14 = _vals(nl13)
+            for j15 in range(nl13):
+                lm16 = (p1 - j15 + k8 - 1) // k8
+                k17 = 8
+                if lm16 <= k17:
+                    r21 = _pairwise1_L(a, b, j15, k8, lm16)
+                    r18 = r21
+                elif lm16 < 2 * k17:
                     raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
                 else:
-                    nl21 = min(k16, lm15)
-                    lanes22 = _vals(nl21)
-                    for j23 in range(nl21):
-                        lanes22[j23] = _term(a, b, (j14 + j23 * k7))
-                    rows24 = lm15 // k16
-                    for row25 in range(1, rows24 + (1 if lm15 % k16 > 0 else 0)):
-                        base26 = (j14 + row25 * k16 * k7)
-                        for j23 in range(min(k16, lm15 - row25 * k16)):
-                            lanes22[j23] = _add_leaf(lanes22[j23], a, b, (base26 + j23 * k7))
-                    r29 = _pairwise1_V(lanes22, 0, 1, nl21)
-                    r17 = r29
-                lanes13[j14] = r17
-            r32 = _pairwise0_V(lanes13, 0, 1, nl12)
-            r8 = r32
-        acc5 = _add(acc5, r8) if have6 else r8
+                    nl22 = min(k17, lm16)
+                    lanes23 = _vals(nl22)
+                    for j24 in range(nl22):
+                        lanes23[j24] = _term(a, b, (j15 + j24 * k8))
+                    rows25 = lm16 // k17
+                    for row26 in range(1, rows25 + (1 if lm16 % k17 > 0 else 0)):
+                        base27 = (j15 + row26 * k17 * k8)
+                        for j24 in range(min(k17, lm16 - row26 * k17)):
+                            lanes23[j24] = _add_leaf(lanes23[j24], a, b, (base27 + j24 * k8))
+                    r30 = _pairwise1_V(lanes23, 0, 1, nl22)
+                    r18 = r30
+                lanes14[j15] = r18
+            r33 = _pairwise0_V(lanes14, 0, 1, nl13)
+            r9 = r33
+        if pend7 >= 0:
+            acc5 = _add_leaf(r9, a, b, pend7)
+            pend7 = -1
+        else:
+            acc5 = _add(acc5, r9) if have6 else r9
         have6 = True
-    if p3 == 1 and have6:
-        acc5 = _add_leaf(acc5, a, b, at2)
+    if p3 == 1:
+        if have6:
+            acc5 = _add_leaf(acc5, a, b, at2)
+        elif pend7 >= 0:
+            acc5 = _add_leaves(a, b, pend7, at2)
+            have6 = True
+            pend7 = -1
+        else:
+            pend7 = at2
     elif p3 > 0:
-        acc33 = _term(a, b, at2)
-        for i34 in range(1, p3):
-            acc33 = _add_leaf(acc33, a, b, (at2 + i34))
-        acc5 = _add(acc5, acc33) if have6 else acc33
+        acc34 = _term(a, b, at2)
+        for i35 in range(1, p3):
+            acc34 = _add_leaf(acc34, a, b, (at2 + i35))
+        if pend7 >= 0:
+            acc5 = _add_leaf(acc34, a, b, pend7)
+            pend7 = -1
+        else:
+            acc5 = _add(acc5, acc34) if have6 else acc34
         have6 = True
+    if pend7 >= 0:
+        acc5 = _term(a, b, pend7)
     return acc5
 
 
