@@ -3,6 +3,8 @@ replicas equal numpy.matmul bit for bit at 8 x 8, where every output element
 has element (0, 0)'s order (float32, x86-64, OpenBLAS Haswell kernels)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -55,8 +57,9 @@ def test_replica_equals_numpy_matmul(target):
         for shape in ((8, 8), (4, 16)):   # (OpenBLAS runs these small products on one thread)
             a, b = _inputs(shape[0], k, shape[1], rng)
             want = np.matmul(a, b)
-            if target == "triton":
-                got = mod.gemm(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+            if target == "triton":   # on the GPU when the kernels run there (TRITON_INTERPRET=0)
+                device = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
+                got = mod.gemm(torch.from_numpy(a).to(device), torch.from_numpy(b).to(device)).cpu().numpy()
             else:
                 got = np.asarray(mod.gemm(a, b), dtype=np.float32)
             assert_same_bits(got, want, f"K={k} {shape} ({target})")
