@@ -79,6 +79,11 @@ def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None, regions: dic
     widths: list = []         # precision each result is held in (note [regions]: a wider child)
     for s in postorder(tree):
         if isinstance(s, int):
+            rounded = regions.get((s, 0)) if regions else None
+            if rounded is not None:   # fpspec.spec.expand note [lone products]: added to a zero lane
+                results.append(_leaf_value(s, rounded, X, Y))
+                widths.append(get_format(rounded.accumulator).precision)
+                continue
             results.append(s)         # leaves stay symbolic until their parent decides
             widths.append(0)
             continue

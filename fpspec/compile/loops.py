@@ -914,10 +914,9 @@ class LoopEmitter:
 # into a phantom accumulator rounds the product once, and a phantom times a
 # real input never happens (so no inf * 0), as in the vector kernel whose
 # zeroed upper lanes these are.  The model (fpspec.spec.expand) removes the
-# phantoms from the tree instead; both give the same bits except where a
-# product left alone with phantoms (its lane) is then fused by its parent
-# (product = fma or exact there): the replica has rounded it, as the kernel
-# does.  Over partial sums a phantom is the value -0.0.
+# phantoms from the tree and rounds a product they left alone (note [lone
+# products] there): the same bits.  Over partial sums a phantom is the value
+# -0.0.
 # Note [vector lanes]: k lanes of sequential folds over contiguous leaves are
 # k independent accumulators, so a row of k leaves is one k-wide vector add:
 # elementwise IEEE adds, the same k roundings as k scalar adds, nothing

@@ -87,12 +87,22 @@ def pad_of(o: A.Pad, n: int, pos: tuple = ORIGIN) -> tuple[int, int]:
     return n % m, (m - n % m) % m
 
 
+# Note [lone products]: a vector kernel's padded lane starts at zero, so a
+# product that meets only phantoms is added to a zero: an FMA into +-0, which
+# rounds it, in that lane's arithmetic.  The tree shows the leaf alone (a
+# node loses its phantom children); fpspec.arith.evaluate rounds the leaves
+# recorded under (leaf, 0) before their parent uses them, as the replicas'
+# -0.0 * 1.0 phantom terms do (fpspec.compile.loops note [phantoms]).
+
 def drop_phantoms(t: Tree, regions: dict | None = None) -> Tree:
     """t without its phantom leaves (negative), a node left with one child
     replaced by it.  Only nodes whose smallest leaf is negative hold phantoms
     (children are sorted by smallest leaf), so operands are not walked.
     `regions` (node key -> arithmetic name, fpspec.spec.regions): a rebuilt
-    node keeps the name its phantom-holding original had (its key changes)."""
+    node keeps the name its phantom-holding original had (its key changes),
+    and a leaf whose node lost only phantoms is recorded under (leaf, 0) with
+    that node's name ("" for the main arithmetic): the kernel added its
+    product to a zero lane, which rounds it (note [lone products])."""
     if t.__class__ is int:
         return t
     out: list = []
@@ -112,6 +122,8 @@ def drop_phantoms(t: Tree, regions: dict | None = None) -> Tree:
                 name = regions.pop((s.first, s.size), None)
                 if name is not None and len(kids) > 1:
                     regions[(new.first, new.size)] = name
+                elif len(kids) == 1 and kids[0].__class__ is int and not s.fused:
+                    regions.setdefault((kids[0], 0), name or "")
             out.append(new)
         else:
             stack.append((s, True))
@@ -344,4 +356,4 @@ def expand_arith(spec: A.Spec, n: int, pos: tuple = ORIGIN):
     check_n(spec, n)
     names: dict = {}
     tree = apply_order(spec.order, range(n), lets_of(spec), names, pos)
-    return tree, by_name[None], {key: by_name[name] for key, name in names.items()}
+    return tree, by_name[None], {key: by_name[name or None] for key, name in names.items()}

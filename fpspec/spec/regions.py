@@ -165,7 +165,7 @@ def part_names(spec: A.Spec, order, n: int) -> dict:
 
     names: dict = {}
     apply_order(order, range(n), lets_of(spec), names)
-    return names
+    return {k: v for k, v in names.items() if k[1]}   # (leaf, 0): expand's note [lone products], not a part
 
 
 def section_name(a: Arithmetic) -> str:
