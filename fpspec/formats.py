@@ -133,7 +133,41 @@ def fma(fmt: Format, x, y, c):
     c = np.asarray(c, np.float64)
     if fmt.precision <= 26:
         return round_to(fmt, round_to_odd_sum(x * y, c))
-    # fp64: the exact value as a rational, rounded once (float(Fraction) rounds
+    x, y, c = np.broadcast_arrays(x, y, c)
+    out, safe = _fma64(x, y, c)
+    if safe.all():
+        return out
+    out = np.array(out)
+    out[~safe] = _fma64_exact(x[~safe], y[~safe], c[~safe])
+    return out
+
+
+# Note [fp64 fma]: Boldo and Melquiond (IEEE TC 57(4), 2008): with
+# x*y = uh + ul exactly (Dekker) and c + uh = th + tl exactly (2Sum),
+# RN(th + RO(tl + ul)) is RN(x*y + c), RO rounding to odd.  Exact unless
+# a product's error term underflows or something overflows: those elements
+# (and only those) go to the rational fallback.
+
+
+def _fma64(x, y, c):
+    """(fma values, mask of the elements they are exact for): note [fp64 fma]."""
+    with np.errstate(all="ignore"):
+        p = x * y
+        th, tl = two_sum(c, p)
+        fast = th + round_to_odd_sum(tl, _two_prod_err(x, y, p))
+        # a zero or non-finite factor: the product is exact (or nan/inf) and one IEEE add rounds
+        simple = (x == 0) | (y == 0) | ~(np.isfinite(x) & np.isfinite(y))
+        c_special = ~np.isfinite(c)      # finite exact product + inf/nan: c
+        out = np.where(simple, p + c, np.where(c_special, c, fast))
+        ap = np.abs(p)
+        safe = simple | c_special | ((ap >= 2.0 ** -960) & (ap <= 2.0 ** 1000) & (np.abs(c) <= 2.0 ** 1000)
+                                     & (np.abs(x) < 2.0 ** 995) & (np.abs(y) < 2.0 ** 995))
+    return out, safe
+
+
+def _fma64_exact(x, y, c):
+    """fp64 fma elementwise through rationals (the elements note [fp64 fma] does not cover)."""
+    # the exact value as a rational, rounded once (float(Fraction) rounds
     # to nearest even); IEEE special cases first
     from fractions import Fraction
 
