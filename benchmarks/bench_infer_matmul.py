@@ -7,8 +7,11 @@ with revealing the largest K once.
 Rows (each inference in a child process, so that its peak RSS is its own):
   gemm 8x8 1..1024     python -m fpspec.infer numpy.matmul --op gemm --m 8 --ncols 8 -n 1..1024 --full-limit 1024
   gemm 8x8 1..65536    ... -n 1..65536 --check 65536 (full revelation up to 8192, sampled checks above)
-  gemv m=8 1..1024     python -m fpspec.infer numpy.matmul --op gemv --m 8 -n 1..1024 --full-limit 1024 --no-probe
+  gemv m=8 1..1024     python -m fpspec.infer numpy.matmul --op gemv --m 8 -n 1..1024 --full-limit 1024
+  gemv m=8 1..16384    ... -n 1..16384 (blocks of 4096 above; sampled checks above 8192)
+  dgemv m=4 1..3000    ... --op gemv --m 4 -n 1..3000 --dtype float64 (product = fma_first)
 The reference column reveals the largest fully revealed K once (fpspec.reveal).
+The gemv rows probe the arithmetic per part (pad's FMA lanes, rounded joins).
 Before chunks/pad (the previous session, recorded, not rerun here): the
 gemm 1..1024 run took 17.5 min and was refused ("more than 16 guarded cases").
 """
@@ -27,13 +30,16 @@ QUICK = "--quick" in sys.argv
 ROWS = [
     ("gemm 8x8 1..1024", ["--op", "gemm", "--m", "8", "--ncols", "8", "-n", "1..1024", "--full-limit", "1024"],
      dict(op="gemm", m=8, ncols=8), 1024),
-    ("gemv m=8 1..1024", ["--op", "gemv", "--m", "8", "-n", "1..1024", "--full-limit", "1024", "--no-probe"],
+    ("gemv m=8 1..1024", ["--op", "gemv", "--m", "8", "-n", "1..1024", "--full-limit", "1024"],
      dict(op="gemv", m=8), 1024),
 ]
 if not QUICK:
     ROWS.insert(1, ("gemm 8x8 1..65536 + check 65536",
                     ["--op", "gemm", "--m", "8", "--ncols", "8", "-n", "1..65536", "--check", "65536"],
                     dict(op="gemm", m=8, ncols=8), 8192))
+    ROWS += [("gemv m=8 1..16384", ["--op", "gemv", "--m", "8", "-n", "1..16384"], dict(op="gemv", m=8), 8192),
+             ("dgemv m=4 1..3000", ["--op", "gemv", "--m", "4", "-n", "1..3000", "--dtype", "float64"],
+              dict(op="gemv", m=4, dtype="float64"), 3000)]
 
 
 def infer(args):
