@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from fpspec.arith.fused import fused_node
-from fpspec.arith.model import Arithmetic
+from fpspec.arith.model import FMA_PRODUCTS, Arithmetic
 from fpspec.errors import FpspecError
 from fpspec.formats import add, fma, get_format, round_to, round_to_odd_sum
 from fpspec.tree import postorder
@@ -95,7 +95,7 @@ def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None, regions: dic
         acc = get_format(a.accumulator)
         if s.fused:
             results.append(_fused(kids, X, Y, a))
-        elif wide > acc.precision and not (a.product in ("fma", "fma_first", "exact") and any(map(_is_leaf, kids))):
+        elif wide > acc.precision and not (a.product in FMA_PRODUCTS + ("exact",) and any(map(_is_leaf, kids))):
             results.append(_narrowing(kids[0], kids[1], a, acc, X, Y))
         else:
             results.append(_binary(kids[0], kids[1], a, acc, X, Y))
@@ -151,7 +151,7 @@ def _binary(a, b, ar, acc, X, Y):
         return add(acc, va, vb)
     if ar.product == "fma_first" and _is_leaf(a) and _is_leaf(b):    # the first leaf fused, the second rounded
         return _fma(acc, ar, X[a], Y[a], leaf_value(b))
-    if ar.product in ("fma", "fma_first"):
+    if ar.product in FMA_PRODUCTS:
         if _is_leaf(b):                       # note [which child is fused]: the later leaf
             other = leaf_value(a) if _is_leaf(a) else a
             return _fma(acc, ar, X[b], Y[b], other)

@@ -30,6 +30,7 @@ from fpspec.tree import postorder
 MAX_UNROLLED_LANES = 16
 from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes, Pad,
                                Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, uses_var, walk)
+from fpspec.arith.model import FMA_PRODUCTS
 from fpspec.compile.numerics import in_region
 from fpspec.formats import get_format
 
@@ -611,11 +612,7 @@ class LoopEmitter:
         code(f"for {j} in range({nb}):")
         with code.indent():
             code(f"{bm} = min({bs}, {lst.m} - {j} * {bs})")
-            if isinstance(lst, Leaves):
-                sub = Leaves(_plus(lst.lo, _times(_times(j, bs), lst.step)), lst.step, bm)
-            else:
-                sub = Values(lst.vals, bm, _plus(lst.off, _times(_times(j, bs), lst.step)), lst.step)
-            code(f"{blocks}[{j}] = {self.emit(r.inner, sub, code)}")
+            code(f"{blocks}[{j}] = {self.emit(r.inner, _sublist(lst, _times(j, bs), bm), code)}")
         return self.emit(r.outer, Values(blocks, nb), code)
 
     def emit_chunks(self, r: Chunks, lst, code):
@@ -631,11 +628,7 @@ class LoopEmitter:
             code(f"if {size} < 1 or {size} > {lst.m} - {start}:")
             with code.indent():
                 code("raise ValueError('a chunk size is outside 1..(operands left)')")
-            if isinstance(lst, Leaves):
-                sub = Leaves(_plus(lst.lo, _times(start, lst.step)), lst.step, size)
-            else:
-                sub = Values(lst.vals, size, _plus(lst.off, _times(start, lst.step)), lst.step)
-            code(f"{vals}[{cnt}] = {self.emit(r.inner, sub, code)}")
+            code(f"{vals}[{cnt}] = {self.emit(r.inner, _sublist(lst, start, size), code)}")
             code(f"{cnt} += 1")
             code(f"{start} += {size}")
         return self.emit(r.outer, Values(vals, cnt), code)
@@ -710,9 +703,9 @@ class LoopEmitter:
 
     def segments_fold(self, r: Segments, lst: Leaves, starts, lengths, code):
         """A sequential fold over parts and pass-through leaves: one running sum."""
-        if r.outer.reverse and self.leafy():
-            raise CompileError("a reverse fold over leftover leaves with product = fma cannot be expressed")
         leafy = self.leafy()
+        if r.outer.reverse and leafy:
+            raise CompileError("a reverse fold over leftover leaves with product = fma cannot be expressed")
         acc, have = self.fresh("acc"), self.fresh("have")
         code(f"{acc} = _ZERO")
         code(f"{have} = False")
@@ -872,7 +865,7 @@ class LoopEmitter:
     def leafy(self) -> bool:
         """Whether a leaf differs from its rounded value (FMA or fused products)."""
         a = self.arith()
-        return a.product in ("fma", "fma_first") or a.fused is not None
+        return a.product in FMA_PRODUCTS or a.fused is not None
 
     def require_fma_last(self, what: str) -> None:
         """Loops that start a fold with one term, then FMA the next: not product = fma_first."""
@@ -881,7 +874,7 @@ class LoopEmitter:
 
     def require_plain_leaves(self, what: str) -> None:
         a = self.arith()
-        if a.product in ("fma", "fma_first") or a.fused is not None:
+        if self.leafy():
             raise CompileError(f"{what} with product = {a.product}"
                                f"{' and fused nodes' if a.fused is not None else ''} cannot be expressed")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from fpspec.arith.model import FMA_PRODUCTS
 from fpspec.compile.ir import CompileError, Kernel
 from fpspec.formats import get_format
 
@@ -83,7 +84,7 @@ def plan(kernel: Kernel) -> Plan:
         in_carry="float64" if a.input == "fp64" else "float32",
         term=term,
         prod_dtype=NATIVE.get(prod_format) if prod_format else None,
-        fma=term == "product" and a.product in ("fma", "fma_first"),
+        fma=term == "product" and a.product in FMA_PRODUCTS,
         init_zero=a.init == "+0.0",
         fma_first=term == "product" and a.product == "fma_first",
     )

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
+from fpspec.spec.check import ORDER_FIELDS, order_children
 from fpspec.spec.expand import apply_order, eval_expr
 from fpspec.spec.lower import chunk_size_expr
 from fpspec.infer.exprs import constants, expr_cost, fit_param, roundness
@@ -510,9 +511,6 @@ class Fitter:
 
 # ---------------------------------------------------------------- helpers
 
-_ORDER_FIELDS = {A.Lanes: ("inner", "outer", "left"), A.Blocks: ("inner", "outer"), A.Chunks: ("inner", "outer"),
-                 A.Tail: ("body", "outer"), A.Split: ("first", "rest"), A.Pad: ("order",), A.Using: ("order",)}
-
 
 def _lifted(order, b):
     """`order` with one of its sub-orders X (itself included) as blocks(b, X, OUTER),
@@ -529,7 +527,8 @@ def _lifted(order, b):
                 yield replace(order, cases=tuple(replace(c, order=o) for c, o in zip(order.cases, new)),
                               otherwise=new[-1])
         return
-    for f in _ORDER_FIELDS.get(type(order), ()):
+    fields = next((fs for cls, fs in ORDER_FIELDS if isinstance(order, cls)), ())
+    for f in fields:
         sub = getattr(order, f)
         if sub is not None:
             for x in _lifted(sub, b):
@@ -542,14 +541,7 @@ def _guarded(order) -> bool:
         x = stack.pop()
         if isinstance(x, (A.Guard, A.Literal)):
             return True
-        if isinstance(x, (A.Lanes, A.Blocks, A.Chunks)):
-            stack.extend(y for y in (x.inner, x.outer, getattr(x, "left", None)) if y is not None)
-        elif isinstance(x, A.Split):
-            stack.extend((x.first, x.rest))
-        elif isinstance(x, A.Tail):
-            stack.extend((x.body, x.outer))
-        elif isinstance(x, (A.Pad, A.Using)):
-            stack.append(x.order)
+        stack.extend(order_children(x))
     return False
 
 

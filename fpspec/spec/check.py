@@ -98,7 +98,8 @@ def _children(o):
 
 order_children = _children   # the orders directly inside an order (fpspec.spec.regions walks with it)
 
-_ORDER_FIELDS = ((A.Lanes, ("inner", "outer", "left")), (A.Blocks, ("inner", "outer")),
+# the fields of each combinator that hold orders (map_children, fpspec.infer.fit rebuild through it)
+ORDER_FIELDS = ((A.Lanes, ("inner", "outer", "left")), (A.Blocks, ("inner", "outer")),
                  (A.Chunks, ("inner", "outer")), (A.Split, ("first", "rest")), (A.Tail, ("body", "outer")),
                  (A.Using, ("order",)), (A.Pad, ("order",)))
 
@@ -109,7 +110,7 @@ def map_children(o, fn):
 
     if isinstance(o, A.Guard):
         return replace(o, cases=tuple(replace(c, order=fn(c.order)) for c in o.cases), otherwise=fn(o.otherwise))
-    for cls, fields in _ORDER_FIELDS:
+    for cls, fields in ORDER_FIELDS:
         if isinstance(o, cls):
             return replace(o, **{f: fn(getattr(o, f)) for f in fields if getattr(o, f) is not None})
     return o

@@ -114,8 +114,9 @@ def override_entries(main: Arithmetic, arith: Arithmetic) -> tuple:
 # split's halves, lanes' and blocks' inner order) except `outer`, whose
 # nodes join the parts and keep the main arithmetic; inside a part every
 # field of a combinator is a part again, down to PART_DEPTH levels, and a
-# guard's arms are cut alike (an arm with no fields, `seq` say, is a part) (sdot: an fp32 kernel whose FMA lanes meet in
-# plain fp32 adds, inside an fp64 loop).  `partition` wraps each part in
+# guard's arms are cut alike, an arm with no fields (`seq`, say) being a
+# part itself (sdot: an fp32 kernel whose FMA lanes meet in plain fp32 adds,
+# inside an fp64 loop; dgemv: a K < 4 path in another arithmetic).  `partition` wraps each part in
 # using(PART, ...); probes give each part the arithmetics that fit
 # (fpspec.arith.probe.region_keep_sets) at every probed n, and `choose`
 # keeps, top down, what fits at all of them.

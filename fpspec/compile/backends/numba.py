@@ -7,6 +7,7 @@ embedded so the replica imports only numpy and numba.
 """
 from __future__ import annotations
 
+from fpspec.arith.model import FMA_PRODUCTS
 from fpspec.compile.backends import Backend, header, render_template
 from fpspec.compile.backends.numpy import PUBLIC, spec_literal
 from fpspec.compile.ir import Blocks, Call, Const, Fold, Kernel, Lanes
@@ -156,7 +157,7 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
           and root.inner == Fold() and root.outer == Fold()):
         # blocks of b leaves folded in order, the block sums folded in order
         lanes, least, tree, block = 1, 1, 0, str(root.b.value)
-        if kernel.arithmetic.product in ("fma", "fma_first"):     # as `_gemm_kernel` does (note [lone leaves])
+        if kernel.arithmetic.product in FMA_PRODUCTS:     # as `_gemm_kernel` does (note [lone leaves])
             lone_check = (f"    if n > {block} and n % {block} == 1:\n"
                           f"        raise ValueError({LONE_LEAF!r})\n")
     else:
