@@ -94,7 +94,9 @@ def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None, regions: dic
         a = node_arith(s)
         acc = get_format(a.accumulator)
         if s.fused:
-            results.append(_fused(kids, X, Y, a))
+            d = _fused(kids, X, Y, a)
+            # fpspec.arith.model note [fused output]: a wider node result is stored into the accumulator
+            results.append(round_to(acc, d) if a.fused.output != a.accumulator else d)
         elif wide > acc.precision and not (a.product in FMA_PRODUCTS + ("exact",) and any(map(_is_leaf, kids))):
             results.append(_narrowing(kids[0], kids[1], a, acc, X, Y))
         else:

@@ -28,6 +28,17 @@ contracts it, fma(a0, x0, a1*x1) (OpenBLAS dgemv's scalar path for K < 4).
 "exact": the product enters the node exactly, and the node rounds once (for
 fp16/bf16 inputs in an fp32 accumulator the three modes agree, because the
 product is representable).  "none": a sum; the terms are x itself.
+
+Note [fused output]: a fused node writes its own format (`fused { output = F }`,
+default the accumulator); where that is wider than the accumulator (a
+`using` region with a narrower accumulator around fused nodes, which
+inherits the main section's fused block and so its output), the node's
+result is then rounded to nearest even into the accumulator, as a kernel
+stores its fp32 Tensor Core result in a bf16 or fp16 buffer: cuBLAS's
+split-K with output-format partials (bf16 16x16x50 on an H100:
+`blocks(8, using(partials, fused), seq)` with `arithmetic partials
+{ accumulator = bf16 }`).  The single-rounding form (an fp16-accumulating
+Tensor Core) is a fused block whose output is the accumulator.
 """
 from __future__ import annotations
 
@@ -51,7 +62,9 @@ _FUSED_KEYS = (
     ("exponent_floor", "exponent_floor", "int-or-none"),
     ("subnormal_inputs", "subnormal_inputs", bool),
     ("subnormal_outputs", "subnormal_outputs", bool),
+    ("output", "output", "format"),
 )
+_FUSED_OUTPUTS = ("fp32", "fp16", "bf16")
 _KEYS = ("input", "product", "product_format", "accumulator", "init", "output", "fused")
 
 
@@ -89,9 +102,10 @@ class Arithmetic:
         if self.fused is not None:
             if self.fused.input != self.input and self.product != "none":
                 raise SpecError(f"arithmetic: fused input {self.fused.input} differs from input = {self.input}")
-            if self.fused.output != self.accumulator:
-                raise SpecError(f"arithmetic: fused nodes write {self.fused.output}, "
-                                f"but accumulator = {self.accumulator}")
+            # note [fused output]: a node may write a wider format than the accumulator holds
+            if get_format(self.fused.output).precision < get_format(self.accumulator).precision:
+                raise SpecError(f"arithmetic: fused nodes write {self.fused.output}, narrower than "
+                                f"accumulator = {self.accumulator}; expected the accumulator's format or a wider one")
 
     # ------------------------------------------------------------ spec entries
 
@@ -109,7 +123,11 @@ class Arithmetic:
             inner = []
             for key, attr, kind in _FUSED_KEYS:
                 v = getattr(self.fused, attr)
-                if kind == "int-or-none":
+                if key == "output":
+                    if v == self.accumulator:
+                        continue            # the default
+                    v = Ident(v)
+                elif kind == "int-or-none":
                     v = Ident("none") if v is None else v
                 elif isinstance(kind, tuple):
                     v = Ident(v)
@@ -199,15 +217,18 @@ def _fused_from(block, arith: Arithmetic) -> FusedParams:
         elif kind == "int-or-none":
             ok = (isinstance(v, int) and not isinstance(v, bool)) or v == "none"
             v = None if v == "none" else v
+        elif kind == "format":
+            ok = isinstance(v, str) and v in _FUSED_OUTPUTS
         else:
             ok = v in kind
         if not ok:
-            expected = {int: "an integer", bool: "true or false", "int-or-none": "an integer or none"}.get(
+            expected = {int: "an integer", bool: "true or false", "int-or-none": "an integer or none",
+                        "format": " | ".join(_FUSED_OUTPUTS)}.get(
                 kind, " | ".join(kind) if isinstance(kind, tuple) else str(kind))
             raise SpecError(f"arithmetic.fused: {key} = {v!r}: expected {expected}")
         kwargs[attr] = v
     fused_input = arith.input if arith.input in ("fp16", "bf16", "tf32", "fp8e4m3", "fp8e5m2", "fp32") else "fp32"
     try:
-        return FusedParams(input=fused_input, output=arith.accumulator, **kwargs)
+        return FusedParams(input=fused_input, **{"output": arith.accumulator, **kwargs})
     except ValueError as e:
         raise SpecError(f"arithmetic.fused: {e}") from None

@@ -31,7 +31,7 @@ MAX_UNROLLED_LANES = 16
 from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes, Pad,
                                Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, uses_var, walk)
 from fpspec.arith.model import FMA_PRODUCTS
-from fpspec.compile.numerics import in_region
+from fpspec.compile.numerics import in_region, stores_fused
 from fpspec.formats import get_format
 
 
@@ -205,9 +205,11 @@ class LoopEmitter:
     def region_fits(self, name: str, reducer=None) -> bool:
         """Raise CompileError for a region the loops cannot run (note [regions in loops])."""
         outer, inner = self.arith(), self.kernel.named_arithmetic(name)
-        if inner.fused is not None or any(isinstance(x, FusedChain) or (isinstance(x, Table) and any(x.fused))
-                                          for x in walk(reducer or Fold())):
-            raise CompileError(f"using({name}, ...): fused nodes inside a region cannot be compiled yet")
+        fused_inside = any(isinstance(x, FusedChain) or (isinstance(x, Table) and any(x.fused))
+                           for x in walk(reducer or Fold()))
+        if fused_inside and not stores_fused(self.kernel.arithmetic, inner):
+            raise CompileError(f"using({name}, ...): fused nodes inside a region compile only where the region "
+                               "changes nothing but a narrower accumulator (their results stored into it)")
         if get_format(inner.accumulator).precision > get_format(outer.accumulator).precision:
             raise CompileError(f"using({name}, ...): its {inner.accumulator} accumulator is wider than the "
                                f"{outer.accumulator} around it; one rounding of the exact sum cannot be expressed")
@@ -343,6 +345,14 @@ class LoopEmitter:
             raise CompileError("a fused chain over partial sums (not leaves) cannot be expressed: "
                                "a fused node takes at most one partial sum")
         self.require_fused()
+        if self.arith().fused.output != self.arith().accumulator:
+            return self.let(code, "r", f"_round_acc({self.emit_fusedchain_nodes(r, lst, code, True)})")
+        return self.emit_fusedchain_nodes(r, lst, code, False)
+
+    def emit_fusedchain_nodes(self, r: FusedChain, lst, code, stored: bool):
+        """A chain's nodes; `stored`: each node's result rounded into the accumulator before the next
+        takes it (fpspec.arith.model note [fused output]; the caller rounds the last)."""
+        node = (lambda call: f"_round_acc({call})") if stored else (lambda call: call)
         res, w, s = self.fresh("r"), self.fresh("w"), self.fresh("s")
         code(f"if {lst.m} == 1:")
         with code.indent():
@@ -356,7 +366,7 @@ class LoopEmitter:
                 code(f"while {s} < {lst.m}:")
                 with code.indent():
                     code(f"{res} = _fused_range(a, b, {_plus(lst.lo, _times(s, lst.step))}, {lst.step}, "
-                         f"min({w}, {lst.m} - {s}), {res})")
+                         f"min({w}, {lst.m} - {s}), {node(res)})")
                     code(f"{s} += {w}")
                 return res
             # the short group (q operands) is group p; a first group of one joins the next node
@@ -371,7 +381,8 @@ class LoopEmitter:
             code(f"while {s} < {lst.m}:")
             with code.indent():
                 code(f"{g} = {q} if {j} == {p} else {w}")
-                code(f"{res} = _fused_range(a, b, {_plus(lst.lo, _times(s, lst.step))}, {lst.step}, {g}, {res})")
+                code(f"{res} = _fused_range(a, b, {_plus(lst.lo, _times(s, lst.step))}, {lst.step}, {g}, "
+                     f"{node(res)})")
                 code(f"{s} += {g}")
                 code(f"{j} += 1")
         return res

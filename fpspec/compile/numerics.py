@@ -68,8 +68,8 @@ def plan(kernel: Kernel) -> Plan:
     if term == "product" and a.product == "exact" and 2 * p_in > p_acc and a.fused is None:
         raise CompileError(f"product = exact: a product of two {a.input} values is not representable in "
                            f"{a.accumulator}; say product = fma or rounded")
-    if a.fused is not None and a.fused.output != a.accumulator:
-        raise CompileError(f"fused nodes write {a.fused.output} but the accumulator is {a.accumulator}")
+    if a.fused is not None and get_format(a.fused.output).precision < p_acc:
+        raise CompileError(f"fused nodes write {a.fused.output}, narrower than the {a.accumulator} accumulator")
     native_acc = a.accumulator in NATIVE
     native_out = a.output in NATIVE
     out_dtype = {"fp16": "float16", "fp64": "float64"}.get(a.output, "float32")
@@ -88,6 +88,15 @@ def plan(kernel: Kernel) -> Plan:
         init_zero=a.init == "+0.0",
         fma_first=term == "product" and a.product == "fma_first",
     )
+
+
+def stores_fused(main, region) -> bool:
+    """The region changes nothing but a narrower accumulator, into which its fused nodes'
+    results are stored (fpspec.arith.model note [fused output]): the main fused helper
+    computes the nodes, a rounding stores them."""
+    return (main.fused is not None and region.fused == main.fused
+            and replace(region, accumulator=main.accumulator) == main
+            and get_format(region.accumulator).precision < get_format(main.accumulator).precision)
 
 
 def settings(kernel: Kernel, p: Plan) -> list[str]:

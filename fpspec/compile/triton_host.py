@@ -35,6 +35,11 @@ CHAIN = 1
 LANES_PAIRWISE = 2   # halves: (0 1) (2 3) ..., then pairs of those
 LANES_TREE = 3       # tree_reduce: (i, i + k/2), then again on the first half
 LANES_FOLD = 4       # ((l0 + l1) + l2) + ...
+# chains whose node results are stored rounded (nearest even) into a narrower format: a
+# `using` region that only narrows the accumulator (fpspec.arith.model note [fused output])
+CHAIN_BF16 = 5
+CHAIN_FP16 = 6
+STORED_KINDS = {"bf16": CHAIN_BF16, "fp16": CHAIN_FP16}
 LEAF_MAX_ROWS = 32   # a leaf block's lanes are at most this long (rows of the tile, unrolled)
 LEAF_MAX_TAIL = 32   # and at most this many terms follow them (unrolled too)
 LEAF_MAX_LANES = 32
@@ -86,6 +91,11 @@ class Blocks:
 class Pad:
     def __init__(self, m, inner):
         self.m, self.inner = m, inner
+
+
+class Stored:
+    def __init__(self, fmt, inner):
+        self.fmt, self.inner = fmt, inner
 
 
 class Part:
@@ -226,6 +236,17 @@ class Planner:
                     raise PlanError(f"fused chain short-node index must be >= 0, got {p}")
                 head = 0 if p == m // w else p * w + m % w
             return _leaf_run(0, m, stride, CHAIN, w, head)
+        if isinstance(r, Stored):
+            sub = self.run(r.inner, m, stride)
+            kind = int(sub.segs[0, 3])
+            if sub.steps.shape[0] or sub.segs.shape[0] != 1 or kind not in (CHAIN, FOLD):
+                raise PlanError(f"a using(...) region that stores into {r.fmt} must hold one fused chain "
+                                "in the Triton kernels")
+            if kind == FOLD:   # one product: it enters the parent exactly (as in the model)
+                return sub
+            seg = sub.segs.clone()
+            seg[0, 3] = STORED_KINDS[r.fmt]
+            return SubPlan(seg, sub.steps, sub.root)
         if isinstance(r, Lanes) and r.left is not None:
             k = _positive(r.k(m, self.n), "lane count")
             u = k if r.unroll is None else _positive(r.unroll(m, self.n), "lanes unroll")
@@ -470,12 +491,15 @@ class Plan:
         # n = 10^8 has millions of segments: asking per call costs milliseconds)
         self.max_count = int(self.segs[:, 1].max())
         kinds = self.segs[:, 3]
-        self.has_chain = bool((kinds == CHAIN).any())
+        chain = (kinds == CHAIN) | (kinds == CHAIN_BF16) | (kinds == CHAIN_FP16)
+        self.has_chain = bool(chain.any())
         self.fold_ids = torch.nonzero(kinds == FOLD).flatten()
-        self.chain_ids = {w: torch.nonzero((kinds == CHAIN) & (self.segs[:, 4] == w)).flatten()
-                          for w in sorted(set(self.segs[kinds == CHAIN, 4].tolist()))}
+        # (width, kind) -> the chain segments of one launch
+        self.chain_ids = {(w, kind): torch.nonzero((kinds == kind) & (self.segs[:, 4] == w)).flatten()
+                          for w, kind in sorted(set(map(tuple, self.segs[chain][:, [4, 3]].tolist())))}
+        leafy = (kinds >= LANES_PAIRWISE) & (kinds <= LANES_FOLD)
         self.leaf_groups = [_LeafGroup(self.segs, kind, k) for kind, k in
-                            sorted(set(map(tuple, self.segs[kinds >= LANES_PAIRWISE][:, 3:5].tolist())))]
+                            sorted(set(map(tuple, self.segs[leafy][:, 3:5].tolist())))]
         self.aligned16 = bool((self.segs[:, 0] % 16 == 0).all())
         self.height, self.upper = 0, self
         if len(self.leaf_groups) == 1 and self.leaf_groups[0].ids.numel() == S and S > 1:

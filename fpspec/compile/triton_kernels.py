@@ -208,6 +208,15 @@ def fp_f32_bits(x):
 
 
 @triton.jit
+def fp_stored(acc, STORE_EXP: tl.constexpr, STORE_MAN: tl.constexpr):
+    """An fp32 node result as a kernel stores it in a narrower buffer (nearest even), read back as fp32;
+    unchanged when STORE_MAN is 0 (fpspec.arith.model note [fused output])."""
+    if STORE_MAN == 0:
+        return acc
+    return fp_as_f32(fp_widen(fp_narrow(fp_f32_bits(acc), STORE_EXP, STORE_MAN), STORE_EXP, STORE_MAN))
+
+
+@triton.jit
 def fp_finish(acc, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
     """The output's bits from an fp32 accumulator value: + init, then the cast."""
     if INIT:
@@ -485,7 +494,7 @@ def fp_node_fp16_finite(va, ea, vb, eb, acc, FRAC: tl.constexpr, FLOOR: tl.const
 def fp_chain_fp16_finite(a_ptr, b_ptr, a_next, b_next, acc, nodes, head, hn, count, start, stride,
                          s_ak, s_am, rm, mm, s_bk, s_bn, rn, mn, WIDTH: tl.constexpr, W: tl.constexpr,
                          FRAC: tl.constexpr, FLOOR: tl.constexpr, TO_ZERO: tl.constexpr,
-                         GPU_NODE: tl.constexpr):
+                         GPU_NODE: tl.constexpr, STORE_EXP: tl.constexpr = 0, STORE_MAN: tl.constexpr = 0):
     """mm_chain_emulated's chain on a tile without inf or nan (fp16, Note [finite fp16 node]),
     from the first node's blocks a_next, b_next; returns the fp32 accumulator.
 
@@ -500,7 +509,8 @@ def fp_chain_fp16_finite(a_ptr, b_ptr, a_next, b_next, acc, nodes, head, hn, cou
         j, end = fp_chain_node(t + 1, head, hn, count, WIDTH)
         va_next, ea_next = fp_fp16_parts(fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W))
         vb_next, eb_next = fp_fp16_parts(fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W))
-        acc = fp_node_fp16_finite(va, ea, vb, eb, acc, FRAC, FLOOR, TO_ZERO, GPU_NODE)
+        acc = fp_stored(fp_node_fp16_finite(va, ea, vb, eb, acc, FRAC, FLOOR, TO_ZERO, GPU_NODE),
+                        STORE_EXP, STORE_MAN)
     return acc
 
 
@@ -512,7 +522,7 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
                       INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
                       ARITH: tl.constexpr = 0, SPECIALS: tl.constexpr = True, GPU_NODE: tl.constexpr = False,
-                      bad_a_ptr=None, bad_b_ptr=None):
+                      bad_a_ptr=None, bad_b_ptr=None, STORE_EXP: tl.constexpr = 0, STORE_MAN: tl.constexpr = 0):
     """A chain of fused nodes of WIDTH products over one segment, for a BM x BN tile (emulated).
 
     Same arithmetic as fp_fused_node (Note [fused node]), arranged for a GPU:
@@ -610,7 +620,7 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W)
         acc = fp_chain_fp16_finite(a_ptr, b_ptr, a_next, b_next, acc, nodes, head, hn, count, start, stride,
                                    s_ak, s_am, rm, mm, s_bk, s_bn, rn, mn, WIDTH, W, FRAC, FLOOR, TO_ZERO,
-                                   GPU_NODE)
+                                   GPU_NODE, STORE_EXP, STORE_MAN)
         nodes = nodes * 0   # the general loop below: nothing left
     # (SPECIALS=3: a trip count of 0 known when compiling, so the general loop is not compiled.
     # Each loop loads its own first blocks: shared, they took one layout, which cost the
@@ -697,7 +707,7 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
             finite = tl.where(pos, 0x7F800000, finite)
             finite = tl.where(negi, NEG_INF32, finite)
             finite = tl.where(nan, 0x7FC00000, finite)
-        acc = finite.to(tl.int32).to(tl.float32, bitcast=True)
+        acc = fp_stored(finite.to(tl.int32).to(tl.float32, bitcast=True), STORE_EXP, STORE_MAN)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
 
@@ -708,7 +718,8 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       BM: tl.constexpr, BN: tl.constexpr, WIDTH: tl.constexpr, W: tl.constexpr,
                       IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC: tl.constexpr,
                       FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
-                      INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+                      INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
+                      STORE_EXP: tl.constexpr = 0, STORE_MAN: tl.constexpr = 0):
     """mm_chain_emulated with each node as one BM x BN x W tensor through fp_fused_node (int64).
 
     Few, wide operations: the fast form for the interpreter (TRITON_INTERPRET=1
@@ -732,6 +743,8 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
         pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN)
         acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO)
+        if STORE_MAN != 0:   # fpspec.arith.model note [fused output]
+            acc = fp_widen(fp_narrow(acc, STORE_EXP, STORE_MAN), STORE_EXP, STORE_MAN)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)
 
@@ -783,7 +796,8 @@ def mm_chain_native(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                     DIRECT: tl.constexpr, INIT: tl.constexpr,
                     OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, GROUP: tl.constexpr,
-                    ALIGNED: tl.constexpr, EVEN_K: tl.constexpr):
+                    ALIGNED: tl.constexpr, EVEN_K: tl.constexpr,
+                    STORE_EXP: tl.constexpr = 0, STORE_MAN: tl.constexpr = 0):
     """The same chain on the Tensor Cores: tl.dot over BK-wide blocks (BK a multiple of 16).
 
     Valid only where the GPU's fused node is the spec's (H100/H200, fp16/bf16,
@@ -836,7 +850,9 @@ def mm_chain_native(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         a_ptrs += BK * s_ak
         b_ptrs += BK * s_bk
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
-    fp_store_native(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
+    # (STORE: the host launches stored chains of one node only: rounding once here is per node)
+    fp_store_native(dst_ptr, offs, mm[:, None] & mn[None, :], fp_stored(acc, STORE_EXP, STORE_MAN), DIRECT, INIT,
+                    OUT_EXP, OUT_MAN)
 
 
 @triton.jit

@@ -8,7 +8,7 @@ names are already defined in the same module).
 import torch
 import triton
 
-from fpspec.compile.triton_host import CHAIN, PlanError, plan
+from fpspec.compile.triton_host import CHAIN, STORED_KINDS, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
                                            mm_chain_native, mm_fold, sum_fold, sum_lanes, sum_pairs)
 # -- end imports
@@ -24,6 +24,14 @@ FORMATS = {
 # floor -133) for fp16 and bf16: Hopper, compute capability 9.0 (H100, H200)
 NATIVE_CAPABILITY = (9, 0)
 NATIVE_FUSED = dict(width=16, extra_bits=2, floor=-133, to_zero=True)
+
+
+def _stored_format(kind):
+    """(exponent bits, fraction bits) a chain kind's node results are rounded to; (0, 0): none."""
+    for name, k in STORED_KINDS.items():
+        if kind == k:
+            return FORMATS[name][:2]
+    return 0, 0
 
 
 class Numerics:
@@ -92,11 +100,18 @@ class Replica:
             return f"the GPU ({torch.cuda.get_device_name(device)}) is not an H100/H200"
         if nm.input not in ("fp16", "bf16") or f is None:
             return "the spec has no fp16/bf16 fused nodes"
-        if (f.width, f.extra_bits, f.floor, f.to_zero) != tuple(NATIVE_FUSED.values()):
+        hw = NATIVE_FUSED
+        if (f.extra_bits, f.floor, f.to_zero) != (hw["extra_bits"], hw["floor"], hw["to_zero"]) or f.width > 16:
             return "the spec's fused nodes are not the H100's"
         segs = p.segs
-        # a chain of 16-wide nodes, or one node of at most 16 (zeros pad it)
-        ok = (segs[:, 3] == CHAIN) & (segs[:, 2] == 1) & ((segs[:, 4] == 16) | (segs[:, 1] <= 16))
+        kinds = segs[:, 3]
+        stored = torch.zeros_like(kinds, dtype=torch.bool)
+        for kind in STORED_KINDS.values():
+            stored |= kinds == kind
+        # a chain of 16-wide nodes, or one node of at most the spec's width (zeros pad it to 16);
+        # a stored chain is one node (its result is rounded once, after the MMA)
+        one_node = segs[:, 1] <= segs[:, 4]
+        ok = (((kinds == CHAIN) & ((segs[:, 4] == 16) | one_node)) | (stored & one_node)) & (segs[:, 2] == 1)
         if not bool(ok.all()):
             return "the order has terms outside contiguous chains of 16"
         return None
@@ -148,14 +163,20 @@ class Replica:
             dst, s_slot, s_m, s_n = vals, M * N, N, 1
         init = nm.init == "+0.0"
         if chosen == "native":
-            ids = dev.all_ids
             cfg = self.native_config
-            grid = (triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"]), 1, S)
             aligned = p.aligned16
             even_k = bool(((p.segs[:, 1] % cfg["BK"] == 0) & (p.segs[:, 5] == 0)).all())
-            mm_chain_native[grid](A, B, dst, segs, ids, M, N, A.stride(0), A.stride(1), B.stride(0), B.stride(1),
-                                  s_slot, s_m, s_n, DIRECT=direct, INIT=init,
-                                  OUT_EXP=exp_out, OUT_MAN=man_out, ALIGNED=aligned, EVEN_K=even_k, **cfg)
+            # one launch per kind: plain chains, chains stored into a narrower format
+            groups = {}
+            for (_, kind), ids in dev.chain_ids.items():
+                groups[kind] = torch.cat([groups[kind], ids]) if kind in groups else ids
+            for kind, ids in groups.items():
+                store_exp, store_man = _stored_format(kind)
+                grid = (triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"]), 1, ids.numel())
+                mm_chain_native[grid](A, B, dst, segs, ids, M, N, A.stride(0), A.stride(1), B.stride(0),
+                                      B.stride(1), s_slot, s_m, s_n, DIRECT=direct, INIT=init,
+                                      OUT_EXP=exp_out, OUT_MAN=man_out, ALIGNED=aligned, EVEN_K=even_k,
+                                      STORE_EXP=store_exp, STORE_MAN=store_man, **cfg)
         else:
             Ab, Bb = A.view(it_in), B.view(it_in)
             common = (M, N, Ab.stride(0), Ab.stride(1), Bb.stride(0), Bb.stride(1), s_slot, s_m, s_n)
@@ -164,7 +185,8 @@ class Replica:
                 raise PlanError("the order has fused chains but the spec's arithmetic has no fused section")
             specials = flags = None
             # one launch per chain width (a constexpr of the kernel)
-            for width, group in dev.chain_ids.items():
+            for (width, kind), group in dev.chain_ids.items():
+                store_exp, store_man = _stored_format(kind)
                 if width > f.width:
                     raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
                 form = self.emulated_kernel
@@ -198,7 +220,8 @@ class Replica:
                 kern[grid](Ab, Bb, dst, segs, group, *common, **cfg,
                            WIDTH=width, W=triton.next_power_of_2(width), IN_EXP=exp_in,
                            IN_MAN=man_in, FRAC=23 + f.extra_bits, FLOOR=f.floor, TO_ZERO=f.to_zero,
-                           DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out)
+                           DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
+                           STORE_EXP=store_exp, STORE_MAN=store_man)
             if dev.fold_ids.numel():
                 BM, BN = 32, 32
                 grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), dev.fold_ids.numel())

@@ -48,6 +48,12 @@ def named_arithmetic(main_block: A.Block | None, main: Arithmetic, section: A.Na
     entries = {e.key: e for e in (main_block.entries if main_block is not None else ())}
     if "product" in given:
         entries.pop("product_format", None)     # a new product mode does not inherit its old format
+    if "fused" not in given and "fused" in entries and main.fused is not None:
+        # an inherited fused block keeps writing the main format (fpspec.arith.model note [fused output])
+        block = entries["fused"].value
+        if not any(e.key == "output" for e in block.entries):
+            pinned = A.Block(block.name, block.entries + (A.Entry("output", A.Ident(main.fused.output)),), loc=block.loc)
+            entries["fused"] = A.Entry("fused", pinned, loc=entries["fused"].loc)
     entries.update(given)
     try:
         arith = Arithmetic.from_entries(tuple(entries.values()))

@@ -128,7 +128,8 @@ def test_triton_refuses_named_arithmetic_in_one_line():
     pytest.importorskip("triton")
     with pytest.raises(CompileError) as e:
         compile_spec(parse(SPEC.format(main="fp64", part="fp32")), "triton")
-    assert str(e.value) == ("triton: named arithmetic sections (using(NAME, ...)) are not supported; "
+    assert str(e.value) == ("triton: using(part, ...) is supported only where the section narrows the "
+                            "accumulator to fp16 or bf16 around fused nodes (their results stored into it); "
                             "compile for numpy or numba")
 
 

@@ -20,7 +20,8 @@ import re
 
 from fpspec.compile.backends import Backend, header, py_cond, py_int, render_template
 from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Fold, FusedChain, Guard, Kernel, Lanes, Pad,
-                               Pairwise, Segments, Table, TreeReduce, walk)
+                               Pairwise, Segments, Table, TreeReduce, WithArithmetic, walk)
+from fpspec.compile.numerics import stores_fused
 
 PATHS = ("auto", "native", "emulated")
 _FORMATS = ("fp16", "bf16", "fp32")
@@ -44,9 +45,11 @@ class TritonBackend(Backend):
 
     def check(self, kernel: Kernel) -> None:
         ar = kernel.arithmetic
-        if kernel.arithmetics:
-            raise CompileError("triton: named arithmetic sections (using(NAME, ...)) are not supported; "
-                               "compile for numpy or numba")
+        for r in _reducers(kernel):
+            if isinstance(r, WithArithmetic) and not _stored_format(kernel, r.name):
+                raise CompileError(f"triton: using({r.name}, ...) is supported only where the section narrows "
+                                   "the accumulator to fp16 or bf16 around fused nodes (their results stored "
+                                   "into it); compile for numpy or numba")
         for key in ("input", "output"):
             if getattr(ar, key) not in _FORMATS:
                 raise CompileError(f"triton: {key} format {getattr(ar, key)} is not supported "
@@ -81,7 +84,7 @@ class TritonBackend(Backend):
                                "supported (its terms enter additions as rounded values: triton_host note "
                                "[phantoms in plans]); compile for numpy or numba")
         for r in _reducers(kernel):
-            _ReducerPrinter().print(r)   # raises on anything the printer cannot write
+            _ReducerPrinter(kernel).print(r)   # raises on anything the printer cannot write
 
     def render(self, kernel: Kernel, path: str = "auto") -> str:
         if path not in PATHS:
@@ -92,7 +95,7 @@ class TritonBackend(Backend):
         fused = ("None" if f is None else
                  f"Fused(width={f.w}, extra_bits={f.extra_bits}, floor={f.exponent_floor}, "
                  f"to_zero={f.result == 'rz'})")
-        printer = _ReducerPrinter()
+        printer = _ReducerPrinter(kernel)
         return render_template(
             self.template,
             header=header(kernel, "triton"),
@@ -111,6 +114,14 @@ class TritonBackend(Backend):
         )
 
 
+def _stored_format(kernel: Kernel, name: str) -> str | None:
+    """The format a `using(name, ...)` region stores its fused nodes' results in, if the kernels can."""
+    region = kernel.named_arithmetic(name)
+    if stores_fused(kernel.arithmetic, region) and region.accumulator in ("fp16", "bf16"):
+        return region.accumulator
+    return None
+
+
 def _reducers(kernel: Kernel):
     yield from walk(kernel.root)
     for _, r in kernel.orders:
@@ -119,6 +130,9 @@ def _reducers(kernel: Kernel):
 
 class _ReducerPrinter:
     """A reducer as a Python expression over the planner's classes (one method per class)."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel   # its named arithmetics (WithArithmetic)
 
     def print(self, r) -> str:
         method = getattr(self, f"_print_{type(r).__name__}", None)
@@ -172,6 +186,9 @@ class _ReducerPrinter:
 
     def _print_Call(self, r: Call) -> str:
         return f"Call({r.name!r})"
+
+    def _print_WithArithmetic(self, r: WithArithmetic) -> str:
+        return f"Stored({_stored_format(self.kernel, r.name)!r}, {self.print(r.reducer)})"
 
 
 _IMPORTS = re.compile(r"^# -- imports: dropped in replicas\n.*?^# -- end imports\n", re.S | re.M)
