@@ -294,7 +294,8 @@ def _binary_rows(target, tree, rng, count: int, pool=None) -> _Rows:
     p = fmt.precision
     if product:     # fma vs exact: a product that does not fit, against its rounding, at both leaves of a node
         pairs = [s.children for s in postorder(tree)
-                 if isinstance(s, Node) and all(isinstance(c, int) and c in inside for c in s.children)][:8]
+                 if isinstance(s, Node) and not s.fused and len(s.children) == 2
+                 and all(isinstance(c, int) and c in inside for c in s.children)][:8]
         h = B // 2
         for i, j in pairs:
             for a, b in ((i, j), (j, i)):

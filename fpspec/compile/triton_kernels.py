@@ -211,9 +211,9 @@ def fp_f32_bits(x):
 def fp_stored(acc, STORE_EXP: tl.constexpr, STORE_MAN: tl.constexpr):
     """An fp32 node result as a kernel stores it in a narrower buffer (nearest even), read back as fp32;
     unchanged when STORE_MAN is 0 (fpspec.arith.model note [fused output])."""
-    if STORE_MAN == 0:
-        return acc
-    return fp_as_f32(fp_widen(fp_narrow(fp_f32_bits(acc), STORE_EXP, STORE_MAN), STORE_EXP, STORE_MAN))
+    if STORE_MAN != 0:
+        acc = fp_as_f32(fp_widen(fp_narrow(fp_f32_bits(acc), STORE_EXP, STORE_MAN), STORE_EXP, STORE_MAN))
+    return acc
 
 
 @triton.jit

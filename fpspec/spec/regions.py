@@ -105,7 +105,9 @@ def override_entries(main: Arithmetic, arith: Arithmetic) -> tuple:
     """The fewest entries of `arithmetic NAME { ... }` that turn `main` into `arith`."""
     base = {e.key: e for e in main.to_entries()}
     mine = [e for e in arith.to_entries() if e.key not in WHOLE]
-    tries = ([e for e in mine if base.get(e.key) != e],
+    changed = [e for e in mine if base.get(e.key) != e]
+    tries = ([e for e in changed if e.key != "fused"],   # an inherited fused block keeps its output
+             changed,
              [e for e in mine if base.get(e.key) != e or e.key == "product"],
              mine)
     main_block = A.Block("arithmetic", main.to_entries())
@@ -279,6 +281,12 @@ def probe_spec_arithmetic(spec: A.Spec, targets: dict, trees: dict, start, *, se
     n0, c0, b0 = bad[0] if bad else results[0]
     lines = [f"one arithmetic for the whole tree ({_short(first)}) differs from {target_name} on {b0} of "
              f"{c0} sample inputs at n = {n0}: probing its parts"]
+    stored = _stored_fused_spec(spec, first, targets, ns, seed, checks, targets[ns[0]].out_fmt)
+    if stored is not None:
+        out, fmt, checked = stored
+        return out, lines + [f"the fused parts' results are stored in {fmt} before they are added (split-K "
+                             f"partials, fpspec.arith.model note [fused output]); sample check of the spec: "
+                             f"{checked} random and special inputs at {len(ns)} n, all equal bit for bit"]
     parted = partition(spec)
     if parted is None:
         raise RevealRefused(f"{target_name}: no arithmetic reproduces it ({b0} of {c0} sample inputs differ at "
@@ -326,6 +334,77 @@ def probe_spec_arithmetic(spec: A.Spec, targets: dict, trees: dict, start, *, se
     lines.append(f"probed per part at n = {compress_ns(sorted(probed))}; sample check of the spec: {checked} "
                  f"random and special inputs at {len(ns)} n, all equal bit for bit")
     return out, lines
+
+
+def _stored_fused_spec(spec: A.Spec, main: Arithmetic, targets: dict, ns: list, seed: int, checks: int,
+                       output: str):
+    """(spec, format, inputs checked) with every fused node or chain below a binary parent in
+    using(stored_FMT, ...), FMT a format narrower than the accumulator (the output's first),
+    when that passes every sample check; else None (fpspec.arith.model note [fused output])."""
+    from dataclasses import replace
+
+    from fpspec.arith.probe import sample_check
+    from fpspec.formats import get_format
+    from fpspec.spec.check import map_children
+    from fpspec.spec.expand import expand_arith
+
+    if main.fused is None:
+        return None
+
+    def wrap(o, name, top):
+        if isinstance(o, (A.Fused, A.Chain)) and not top:
+            return A.Using(name, o)
+        if isinstance(o, A.Using):
+            return o
+        return map_children(o, lambda x: wrap(x, name, False))
+
+    def passes(main, fmt):
+        """(spec, inputs checked) when the stored spec passes every sample check, else None."""
+        out = with_sections(spec, order, main, {name: replace(main, accumulator=fmt)})
+        checked = 0
+        for n in ns:
+            tree, m, regions = expand_arith(out, n)
+            c, b = sample_check(targets[n], tree, m, regions, seed=seed + 11 * n + 3, count=checks)
+            checked += c
+            if b:
+                return None
+        return out, checked
+
+    width = get_format(main.accumulator).precision
+    formats = sorted({f for f in (output, "bf16", "fp16") if get_format(f).precision < width},
+                     key=lambda f: (f != output, f))
+    for fmt in formats:
+        name = f"stored_{fmt}"
+        order = wrap(spec.order, name, True)
+        if order == spec.order:
+            return None
+        got = passes(main, fmt)
+        if got is None:
+            continue
+        # the probes could not fix the floor through stored partials: a known GPU's floor
+        # that passes too is preferred (it lets the Triton replica take the Tensor Cores)
+        for floor in _known_floors(main.fused):
+            other = passes(replace(main, fused=replace(main.fused, exponent_floor=floor)), fmt)
+            if other is not None:
+                got = other
+                break
+        return got[0], fmt, got[1]
+    return None
+
+
+def _known_floors(fused) -> list:
+    """Exponent floors of the named GPU parameter sets (fpspec.arith.params) for these nodes' other
+    parameters, other than fused's own."""
+    from dataclasses import replace
+
+    from fpspec.arith.params import PARAMS
+
+    floors = []
+    for p in PARAMS.values():
+        same = replace(p, w=fused.w, exponent_floor=fused.exponent_floor, output=fused.output)
+        if same == fused and p.exponent_floor not in floors + [fused.exponent_floor]:
+            floors.append(p.exponent_floor)
+    return floors
 
 
 def compress_ns(ns: list) -> str:
