@@ -10,14 +10,12 @@ from typing import Optional
 import typer
 
 from fpspec.cli import app
+from fpspec.cli.common import at_least, check_output, read_text, write_output
 from fpspec.errors import FpspecError
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError as e:
-        raise FpspecError(f"{path}: cannot read: {e.strerror or e}") from None
+    return read_text(path, ".fps spec")
 
 
 def _is_tree_text(text: str) -> bool:
@@ -87,6 +85,9 @@ def show(
     from fpspec.spec import check, expand
     from fpspec.tree import format_tree, stats
 
+    at_least(n, 1, "-n")
+    check_output(svg, "--svg")
+    check_output(png, "--png")
     spec, tree = load_spec_or_tree(file)
     if tree is None:
         check(spec)
@@ -107,7 +108,10 @@ def show(
         if path is not None:
             from fpspec.draw import render
 
-            render(tree, path, fmt, title=f"{file.name} n={stats(tree).leaves}")
+            try:
+                render(tree, path, fmt, title=f"{file.name} n={stats(tree).leaves}")
+            except OSError as e:
+                raise FpspecError(f"--{fmt} {path}: cannot write: {e.strerror or e}") from None
             typer.echo(f"wrote {path}")
 
 
@@ -144,9 +148,10 @@ def fmt(
     in_place: bool = typer.Option(False, "-i", "--in-place", help="rewrite the file in canonical form"),
 ) -> None:
     """Print a spec in canonical form (or check it, or rewrite it with -i)."""
-    from fpspec.io import write_atomic
     from fpspec.spec import parse
 
+    if check_only and in_place:
+        raise FpspecError("fmt: --check and --in-place exclude each other (--check only reports, -i rewrites)")
     text = _read(file)
     canonical = str(parse(text, str(file)))
     if check_only:
@@ -156,7 +161,7 @@ def fmt(
         return
     if in_place:
         if text != canonical:
-            write_atomic(file, canonical)
+            write_output(file, canonical, "-i")
             typer.echo(f"reformatted {file}")
         return
     typer.echo(canonical, nl=False)
