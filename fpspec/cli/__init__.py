@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         return 141
     except typer.TyperException as e:     # click's usage errors and its other complaints
         return _error(_usage_message(e, args), getattr(e, "exit_code", 2))
+    except MemoryError:
+        return _error("out of memory (is -n, --m or --ncols far larger than meant?)", 1)
     except UnicodeDecodeError as e:
         return _error(f"input is not UTF-8 text ({e.reason} at byte {e.start})", 2)
     except OSError as e:

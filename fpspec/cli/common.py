@@ -25,7 +25,8 @@ def read_text(path, what: str = "file") -> str:
     except OSError as e:
         raise FpspecError(f"{path}: cannot read: {e.strerror or e}") from None
     try:
-        text = data.decode("utf-8")
+        # utf-8-sig: a byte-order mark some editors write is not part of the text
+        text = data.decode("utf-8-sig")
         bad = data.find(b"\0")
     except UnicodeDecodeError as e:
         text, bad = None, e.start
@@ -47,6 +48,8 @@ def check_output(path, option: str) -> None:
     failed run never leaves a half-written file or clobbers an old one.)"""
     if path is None:
         return
+    if not str(path).strip():
+        raise FpspecError(f"{option}: empty file name")
     p = Path(path)
     if p.is_dir():
         raise FpspecError(f"{option} {path}: cannot write: it is a directory, expected a file name")
@@ -68,9 +71,12 @@ def write_output(path, text, option: str) -> None:
 
 
 def at_least(value, lowest: int, option: str) -> None:
-    """An integer option below its least sensible value is a mistake, not a default."""
+    """An integer option below its least sensible value is a mistake, not a default;
+    one past numpy's index range is a typo, not a length."""
     if value is not None and value < lowest:
         raise FpspecError(f"{option} {value}: expected an integer >= {lowest}")
+    if value is not None and value > np.iinfo(np.intp).max:
+        raise FpspecError(f"{option} {value}: too large (numpy arrays hold at most {np.iinfo(np.intp).max})")
 
 
 def checked_target(tgt):

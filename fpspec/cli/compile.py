@@ -7,7 +7,8 @@ from typing import Optional
 import typer
 
 from fpspec.cli import app
-from fpspec.cli.common import check_backend, check_output, read_text, write_output
+from fpspec.cli.common import check_backend, check_output, write_output
+from fpspec.cli.spec import read_spec_text
 
 
 @app.command("compile")
@@ -25,7 +26,7 @@ def compile_command(
 
     check_backend(target)
     check_output(output, "-o")
-    text = read_text(spec_path, ".fps spec")
+    text = read_spec_text(spec_path)
     spec = parse(text, str(spec_path))
     check(spec)
     # the whole module is built before anything is written: an error leaves no file

@@ -28,6 +28,8 @@ def _tree_from(text: str):
     from fpspec.tree import TreeSyntaxError, parse_tree
 
     where = "--tree"
+    if not text.strip():
+        raise FpspecError("--tree: empty; expected a tree like ((0 1) 2) or a file holding one")
     if not text.lstrip().startswith(("(", "[")) and not text.strip().isdigit():
         # not a tree, so a file holding one: a missing file is named as such,
         # not parsed as a tree whose first character is wrong
@@ -38,7 +40,7 @@ def _tree_from(text: str):
         text, where = " ".join(lines), f"--tree {text}"
     try:
         return parse_tree(text)
-    except TreeSyntaxError as e:
+    except (TreeSyntaxError, ValueError) as e:    # ValueError: leaves not 0..n-1 once each
         raise FpspecError(f"{where}: {e}") from None
 
 

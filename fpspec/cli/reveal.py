@@ -13,7 +13,7 @@ import typer
 
 from fpspec.cli import app
 from fpspec.cli.common import (at_least, check_device, check_dtype, check_output, check_target_name, checked_target,
-                               write_output)
+                               read_text, write_output)
 from fpspec.errors import FpspecError
 
 
@@ -146,9 +146,11 @@ def _parse_n(text: str) -> tuple[int, int | None]:
     if hi_i is None:
         if lo_i < 2:
             raise FpspecError(f"-n {text}: n must be an integer >= 2 (or a range LO..HI)")
+        at_least(lo_i, 2, "-n")
         return lo_i, None
     if lo_i < 1 or hi_i < lo_i:
         raise FpspecError(f"-n {text}: a range LO..HI needs 1 <= LO <= HI")
+    at_least(hi_i, 1, "-n")
     return lo_i, hi_i
 
 
@@ -221,6 +223,10 @@ def reveal(
     at_least(m, 1, "--m")
     at_least(ncols, 1, "--ncols")
     check_output(output, "-o")
+    if arithmetic is not None:
+        if hi is None:
+            raise FpspecError("--arithmetic applies to a range -n LO..HI (at one n the arithmetic is probed)")
+        read_text(arithmetic, ".fps spec with an arithmetic section")
     check_dtype(dtype)
     check_device(device)
     user = check_target_name(target, op)

@@ -18,6 +18,15 @@ def _read(path: Path) -> str:
     return read_text(path, ".fps spec")
 
 
+def read_spec_text(path) -> str:
+    """The text of a .fps spec; a bracket tree file (which `show` reads) is named as one."""
+    text = _read(path)
+    if _is_tree_text(text):
+        raise FpspecError(f"{path}: a bracket tree, not a .fps spec (fpspec show reads trees; "
+                          "fpspec reveal -o writes specs)")
+    return text
+
+
 def _is_tree_text(text: str) -> bool:
     """A bracket tree file: '#' comment lines, then a tree (a '(' '[' or a leaf)."""
     for line in text.splitlines():
@@ -133,7 +142,7 @@ def check_cmd(file: Path = typer.Argument(..., help="a .fps spec")) -> None:
     from fpspec.spec import check, parse
     from fpspec.spec.check import sample_ns
 
-    spec = parse(_read(file), str(file))
+    spec = parse(read_spec_text(file), str(file))
     check(spec)
     r = spec.header.n
     checked = sample_ns(r)
@@ -152,7 +161,7 @@ def fmt(
 
     if check_only and in_place:
         raise FpspecError("fmt: --check and --in-place exclude each other (--check only reports, -i rewrites)")
-    text = _read(file)
+    text = read_spec_text(file)
     canonical = str(parse(text, str(file)))
     if check_only:
         if text != canonical:

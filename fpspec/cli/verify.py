@@ -13,6 +13,7 @@ import typer
 
 from fpspec.cli import app
 from fpspec.cli.common import at_least, check_backend, check_device, check_dtype, read_text, try_live_target
+from fpspec.cli.spec import read_spec_text
 from fpspec.errors import FpspecError
 
 
@@ -24,7 +25,7 @@ def _load_spec(path: str):
 
     if not Path(path).exists():
         raise FpspecError(f"{path}: no such spec file")
-    spec = parse(read_text(path, ".fps spec"), str(path))
+    spec = parse(read_spec_text(path), str(path))
     check(spec)
     return spec
 

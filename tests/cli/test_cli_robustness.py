@@ -139,6 +139,13 @@ def test_help_exits_0(capsys, command):
     (["diff", "numpy.sum", "numpy.sum", "-n", "8", "--dtype", "float7"], 2, ["--dtype float7"]),
     (["diff", "numpy.sum", "numpy.sum", "-n", "0"], 2, ["-n 0"]),
     (["fmt", "--check", "-i", SUM_SPEC], 2, ["--check and --in-place exclude each other"]),
+    (["reveal", "numpy.sum", "-n", "99999999999999999999999"], 2, ["-n 99999999999999999999999: too large"]),
+    (["show", SUM_SPEC, "-n", "99999999999999999999999"], 2, ["-n 99999999999999999999999: too large"]),
+    (["reveal", "numpy.sum", "-n", "8", "--arithmetic", SUM_SPEC], 2, ["--arithmetic applies to a range -n LO..HI"]),
+    (["reveal", "numpy.sum", "-n", "8", "-o", ""], 2, ["-o: empty file name"]),
+    (["probe", "numpy.sum", "-n", "8", "--tree", ""], 2, ["--tree: empty"]),
+    (["probe", "numpy.sum", "-n", "8", "--tree", "5"], 2, ["--tree: tree leaves must be"]),
+    (["probe", "numpy.sum", "-n", "8", "--tree", "((0 1) 2"], 2, ["--tree: column 1: '(' is never closed"]),
 ])
 def test_bad_values_name_the_option(capsys, argv, code, fragments):
     one_line_error(capsys, argv, code, *fragments)
@@ -168,6 +175,28 @@ def test_bad_spec_files(capsys, files, command, name, fragment):
     if name == "empty.fps/inside.fps" and command[0] in ("verify", "diff"):
         fragment = "inside.fps: no such spec file"      # Path.exists() is False under a file
     one_line_error(capsys, [*command, str(files / name)], 2, fragment)
+
+
+def test_tree_files_are_not_specs(capsys, files):
+    tree = files / "tree3.txt"
+    tree.write_text("# n: 3\n((0 1) 2)\n")
+    for command in (["check"], ["fmt"], ["compile"], ["verify"]):
+        one_line_error(capsys, [*command, str(tree)], 2, f"{tree}: a bracket tree, not a .fps spec")
+    assert main(["show", str(tree)]) == 0       # show reads trees
+
+
+def test_a_byte_order_mark_is_not_part_of_the_spec(capsys, files):
+    bom = files / "bom.fps"
+    bom.write_bytes(b"\xef\xbb\xbf" + Path(SUM_SPEC).read_bytes())
+    assert main(["check", str(bom)]) == 0
+    assert capsys.readouterr().out.startswith(f"{bom}: ok")
+
+
+def test_bad_arithmetic_file_for_a_range(capsys, files):
+    one_line_error(capsys, ["reveal", "numpy.sum", "-n", "4..8", "--arithmetic", str(files / "binary.fps")], 2,
+                   "binary.fps:2:4: binary data")
+    one_line_error(capsys, ["reveal", "numpy.sum", "-n", "4..8", "--arithmetic", str(files / "folder")], 2,
+                   "folder: is a directory")
 
 
 def test_bad_replica_and_tree_files(capsys, files):
