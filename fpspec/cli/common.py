@@ -102,11 +102,9 @@ def checked_target(tgt):
     if out is None:
         raise FpspecError(f"{what} returned None, expected a number")
     dtype = getattr(out, "dtype", None)
-    kind = getattr(dtype, "kind", None)
-    if dtype is not None and kind not in ("f", "V") and str(dtype) not in ("bfloat16",) \
-            and not str(dtype).startswith(("torch.float", "torch.bfloat16", "float8", "bfloat")):
+    if dtype is not None and not _floating(dtype):
         raise FpspecError(f"{what} returned {dtype} values, expected floating point ({tgt.fmt})")
-    if dtype is None and not isinstance(out, (float, np.floating)):
+    if dtype is None and not isinstance(out, float):
         raise FpspecError(f"{what} returned {type(out).__name__}, expected a floating-point number or array")
     try:
         size = int(np.size(tgt.to_float64(out)))
@@ -117,6 +115,12 @@ def checked_target(tgt):
         shape = getattr(out, "shape", (size,))
         raise FpspecError(f"{what} returned shape {tuple(shape)}, expected {tgt.output_shape or 'a scalar'}")
     return tgt
+
+
+def _floating(dtype) -> bool:
+    if hasattr(dtype, "is_floating_point"):          # a torch.dtype
+        return bool(dtype.is_floating_point)
+    return getattr(dtype, "kind", "f") in ("f", "V")   # numpy; ml_dtypes' bfloat16 and fp8 are kind V
 
 
 def check_dtype(dtype: str | None, option: str = "--dtype") -> None:

@@ -91,9 +91,10 @@ def test_usage_errors_exit_2_in_one_line(capsys, argv, fragments):
     assert "internal error" not in line
 
 
-def test_unknown_command_from_the_shell():
+@pytest.mark.parametrize("module", ["fpspec", "fpspec.cli"])
+def test_unknown_command_from_the_shell(module):
     # the whole entry point, as a user types it: exit 2, one line, no traceback
-    p = subprocess.run([sys.executable, "-m", "fpspec", "nosuch"], capture_output=True, text=True, cwd=ROOT)
+    p = subprocess.run([sys.executable, "-m", module, "nosuch"], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 2
     assert p.stderr == ("fpspec: error: no such command 'nosuch' (expected one of "
                         "reveal, show, check, fmt, probe, compile, verify, diff)\n")
