@@ -188,7 +188,7 @@ class NotInferred(FpspecError):
 
 @app.command()
 def reveal(
-    target: str = typer.Argument(..., help="numpy.sum, torch.matmul, jax.numpy.dot, or package.module:function"),
+    target: str = typer.Argument(..., metavar="TARGET", help="numpy.sum, torch.matmul, jax.numpy.dot, or package.module:function"),
     n: str = typer.Option(..., "-n", help="reduction length (K for matrix products), or a range LO..HI"),
     dtype: str = typer.Option("float32", "--dtype", help="input format: float64, float32, float16, bfloat16, ..."),
     op: Optional[str] = typer.Option(None, "--op", help="sum | dot | gemv | gemm (required for user callables)"),

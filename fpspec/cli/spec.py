@@ -83,7 +83,7 @@ def _header_from_comments(text: str):
 
 @app.command()
 def show(
-    file: Path = typer.Argument(..., help="a .fps spec or a bracket tree file"),
+    file: Path = typer.Argument(..., metavar="FILE", help="a .fps spec or a bracket tree file"),
     n: Optional[int] = typer.Option(None, "-n", help="reduction length to expand (default: the spec's single n)"),
     svg: Optional[Path] = typer.Option(None, "--svg", help="also draw the tree to this SVG file"),
     png: Optional[Path] = typer.Option(None, "--png", help="also draw the tree to this PNG file"),
@@ -137,7 +137,7 @@ def _position(at: str | None) -> tuple[int, int]:
 
 
 @app.command("check")
-def check_cmd(file: Path = typer.Argument(..., help="a .fps spec")) -> None:
+def check_cmd(file: Path = typer.Argument(..., metavar="FILE", help="a .fps spec")) -> None:
     """Validate a spec: syntax, names, the range of n, sizes, termination."""
     from fpspec.spec import check, parse
     from fpspec.spec.check import sample_ns
@@ -152,7 +152,7 @@ def check_cmd(file: Path = typer.Argument(..., help="a .fps spec")) -> None:
 
 @app.command()
 def fmt(
-    file: Path = typer.Argument(..., help="a .fps spec"),
+    file: Path = typer.Argument(..., metavar="FILE", help="a .fps spec"),
     check_only: bool = typer.Option(False, "--check", help="exit 1 if the file is not in canonical form"),
     in_place: bool = typer.Option(False, "-i", "--in-place", help="rewrite the file in canonical form"),
 ) -> None:

@@ -103,8 +103,8 @@ def verify(
 
 @app.command()
 def diff(
-    a: str = typer.Argument(..., help="a .fps spec or a live target (numpy.sum, torch.sum@cuda, pkg.mod:fn)"),
-    b: str = typer.Argument(..., help="the same, to compare with A"),
+    a: str = typer.Argument(..., metavar="A", help="a .fps spec or a live target (numpy.sum, torch.sum@cuda, pkg.mod:fn)"),
+    b: str = typer.Argument(..., metavar="B", help="the same, to compare with A"),
     n: Optional[List[int]] = typer.Option(None, "-n", "--n", help="reduction length to compare (repeatable)"),
     op: Optional[str] = typer.Option(None, "--op", help="op kind of live targets: sum, dot, gemv, gemm"),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="input format of live targets (default: the spec's, else float32)"),

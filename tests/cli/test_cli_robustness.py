@@ -75,16 +75,20 @@ def one_line_error(capsys, argv, code, *fragments):
     (["nosuch"], ["no such command 'nosuch'", "expected one of " + ", ".join(COMMANDS)]),
     (["revael"], ["no such command 'revael'", "did you mean 'reveal'"]),
     (["--bogus"], ["no such option: --bogus"]),
-    (["reveal"], ["reveal: missing argument", "target"]),
+    (["reveal"], ["reveal: missing argument 'TARGET'"]),
     (["reveal", "numpy.sum"], ["reveal: missing option '-n'", "fpspec reveal --help"]),
     (["reveal", "numpy.sum", "-n", "8", "--bogus"], ["reveal: no such option: --bogus"]),
     (["reveal", "numpy.sum", "-n", "8", "--seed", "x"], ["invalid value 'x' for '--seed': expected an integer"]),
     (["probe", "numpy.sum", "-n", "abc"], ["probe: invalid value 'abc' for '-n': expected an integer"]),
     (["probe", "numpy.sum", "-nabc"], ["invalid value 'abc' for '-n'"]),
     (["verify", SUM_SPEC, "-n", "abc"], ["verify: invalid value 'abc' for '-n'"]),
-    (["show"], ["show: missing argument 'file'"]),
+    (["show"], ["show: missing argument 'FILE'"]),
     (["compile"], ["compile: missing argument 'SPEC'"]),
-    (["diff", SUM_SPEC], ["diff: missing argument 'b'"]),
+    (["diff", SUM_SPEC], ["diff: missing argument 'B'"]),
+    (["check"], ["check: missing argument 'FILE'"]),
+    (["fmt"], ["fmt: missing argument 'FILE'"]),
+    (["probe"], ["probe: missing argument 'TARGET'"]),
+    (["verify"], ["verify: missing argument 'SPEC'"]),
 ])
 def test_usage_errors_exit_2_in_one_line(capsys, argv, fragments):
     line = one_line_error(capsys, argv, 2, *fragments)
