@@ -109,6 +109,8 @@ def _usage_message(e: Exception, args: list[str]) -> str:
     capitalized sentence on several lines)."""
     ctx = getattr(e, "ctx", None)
     path = ctx.command_path if ctx is not None else "fpspec"
+    if path == "fpspec" and args and args[0] in _command_names():
+        path = f"fpspec {args[0]}"     # the parser's complaints come without the command's context
     text = _one_line(e.format_message()) if hasattr(e, "format_message") else str(e)
     names = ", ".join(_command_names())
     unknown = re.match(r"No such command '(.*?)'\.\s*(.*)", text)
