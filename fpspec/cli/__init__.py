@@ -1,8 +1,13 @@
 """The `fpspec` command: one typer app, each command in its own module.
 
 A command module defines functions decorated with `@app.command()`; importing
-it registers them.  Errors derived from FpspecError print as one line and exit
-with their code; nothing else reaches the user as a traceback.
+it registers them.  main() is the one funnel for every way out: an
+FpspecError prints as `fpspec: error: MESSAGE` and exits with its code (2 bad
+input, 1 a verdict, 3 a refusal), a usage error of click's (unknown command
+or option, missing or malformed value) reads the same and exits 2, Ctrl-C
+prints `fpspec: interrupted` and exits 130, a closed stdout pipe exits 141
+quietly; only a bug in fpspec says `internal error` (FPSPEC_DEBUG=1 re-raises
+it).  The checks the commands share live in fpspec.cli.common.
 """
 from __future__ import annotations
 
