@@ -7,7 +7,8 @@ from typing import Optional
 import typer
 
 from fpspec.cli import app
-from fpspec.errors import FpspecError
+from fpspec.cli.common import check_backend, check_output, write_output
+from fpspec.cli.spec import read_spec_text
 
 
 @app.command("compile")
@@ -21,13 +22,11 @@ def compile_command(
     """Compile a spec into a replica: a self-contained module computing the same bits."""
     from fpspec.compile import compile_kernel
     from fpspec.compile.build import build_kernel
-    from fpspec.io import write_atomic
     from fpspec.spec import check, parse
 
-    try:
-        text = spec_path.read_text()
-    except OSError as e:
-        raise FpspecError(f"cannot read {spec_path}: {e.strerror}") from None
+    check_backend(target)
+    check_output(output, "-o")
+    text = read_spec_text(spec_path)
     spec = parse(text, str(spec_path))
     check(spec)
     # the whole module is built before anything is written: an error leaves no file
@@ -36,5 +35,5 @@ def compile_command(
     if output is None:
         typer.echo(source, nl=False)
     else:
-        write_atomic(output, source)
+        write_output(output, source, "-o")
         typer.echo(f"wrote {output} ({target}, {source.count(chr(10))} lines)", err=True)

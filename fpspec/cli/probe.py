@@ -13,6 +13,8 @@ from typing import Optional
 import typer
 
 from fpspec.cli import app
+from fpspec.cli.common import (at_least, check_device, check_dtype, check_output, check_target_name, checked_target,
+                               read_text, write_output)
 from fpspec.errors import FpspecError
 
 
@@ -25,14 +27,21 @@ class NotReproduced(FpspecError):
 def _tree_from(text: str):
     from fpspec.tree import TreeSyntaxError, parse_tree
 
-    path = Path(text)
-    if not text.lstrip().startswith(("(", "[")) and path.is_file():
-        lines = [ln for ln in path.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-        text = " ".join(lines)
+    where = "--tree"
+    if not text.strip():
+        raise FpspecError("--tree: empty; expected a tree like ((0 1) 2) or a file holding one")
+    if not text.lstrip().startswith(("(", "[")) and not text.strip().isdigit():
+        # not a tree, so a file holding one: a missing file is named as such,
+        # not parsed as a tree whose first character is wrong
+        if not Path(text).exists():
+            raise FpspecError(f"--tree {text}: no such file (and not a tree like ((0 1) 2))")
+        lines = [ln for ln in read_text(text, "tree").splitlines()
+                 if ln.strip() and not ln.lstrip().startswith("#")]
+        text, where = " ".join(lines), f"--tree {text}"
     try:
         return parse_tree(text)
-    except TreeSyntaxError as e:
-        raise FpspecError(f"--tree: {e}") from None
+    except (TreeSyntaxError, ValueError) as e:    # ValueError: leaves not 0..n-1 once each
+        raise FpspecError(f"{where}: {e}") from None
 
 
 def section_text(arithmetic) -> str:
@@ -63,7 +72,16 @@ def probe(
 
     if rows < 1:
         raise FpspecError(f"--rows {rows}: expected a count >= 1")
+    at_least(n, 2, "-n")
+    at_least(m, 1, "--m")
+    at_least(ncols, 1, "--ncols")
+    check_dtype(dtype)
+    check_device(device)
+    check_output(output, "-o")
+    user = check_target_name(target, op)
     tgt = resolve_target(target, op=op, n=n, dtype=dtype, m=m, ncols=ncols, device=device)
+    if user:
+        tgt = checked_target(tgt)
     if tree is not None:
         t = _tree_from(tree)
     else:
@@ -83,9 +101,9 @@ def probe(
     else:
         typer.echo("\n".join(report.lines))
         typer.echo(section)
-    if output:
-        from fpspec.io import write_atomic
-
-        write_atomic(output, section + "\n")
     if not report.consistent:
-        raise NotReproduced(f"the probed arithmetic does not reproduce {target} (see the report above)")
+        # a section that does not reproduce the target must not replace one the user had
+        kept = f"; {output} not written" if output else ""
+        raise NotReproduced(f"the probed arithmetic does not reproduce {target} (see the report above){kept}")
+    if output:
+        write_output(output, section + "\n", "-o")

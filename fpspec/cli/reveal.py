@@ -12,6 +12,8 @@ import numpy as np
 import typer
 
 from fpspec.cli import app
+from fpspec.cli.common import (at_least, check_device, check_dtype, check_output, check_target_name, checked_target,
+                               read_text, write_output)
 from fpspec.errors import FpspecError
 
 
@@ -136,16 +138,20 @@ def order_target(target, mask, at):
 
 def _parse_n(text: str) -> tuple[int, int | None]:
     """'32' -> (32, None); '1..65536' -> (1, 65536)."""
+    lo, dots, hi = text.partition("..")
     try:
-        if ".." in text:
-            lo, hi = text.split("..", 1)
-            lo_i, hi_i = int(lo), int(hi)
-            if lo_i < 1 or hi_i < lo_i:
-                raise ValueError
-            return lo_i, hi_i
-        return int(text), None
+        lo_i, hi_i = int(lo), int(hi) if dots else None
     except ValueError:
         raise FpspecError(f"-n must be an integer or a range like 1..65536, got {text!r}") from None
+    if hi_i is None:
+        if lo_i < 2:
+            raise FpspecError(f"-n {text}: n must be an integer >= 2 (or a range LO..HI)")
+        at_least(lo_i, 2, "-n")
+        return lo_i, None
+    if lo_i < 1 or hi_i < lo_i:
+        raise FpspecError(f"-n {text}: a range LO..HI needs 1 <= LO <= HI")
+    at_least(hi_i, 1, "-n")
+    return lo_i, hi_i
 
 
 def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe, output, as_json, argv,
@@ -161,25 +167,28 @@ def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe
     known = arithmetic_section(arithmetic) if arithmetic else None
     result = infer(target, (lo, hi), seed=seed, probe=not no_probe, arithmetic=known, progress=sys.stderr.isatty(),
                         command=command, dtype=dtype, op=op, m=m, ncols=ncols, device=device)
-    if output:
-        from fpspec.io import write_atomic
-
-        try:
-            write_atomic(output, str(result.spec))
-        except OSError as e:
-            raise FpspecError(f"cannot write {output}: {e.strerror or e}") from None
+    if output and result.ok:
+        write_output(output, str(result.spec), "-o")
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:
         typer.echo(str(result.spec))
     typer.echo(result.report(), err=True)
     if not result.ok:
-        raise typer.Exit(1)
+        # a spec that disagrees with the target somewhere must not replace the user's file
+        kept = f"; {output} not written" if output else ""
+        raise NotInferred(f"the inferred spec disagrees with {target} (see the report above){kept}")
+
+
+class NotInferred(FpspecError):
+    """-n LO..HI found no spec that agrees with every check: a verdict, exit code 1."""
+
+    exit_code = 1
 
 
 @app.command()
 def reveal(
-    target: str = typer.Argument(..., help="numpy.sum, torch.matmul, jax.numpy.dot, or package.module:function"),
+    target: str = typer.Argument(..., metavar="TARGET", help="numpy.sum, torch.matmul, jax.numpy.dot, or package.module:function"),
     n: str = typer.Option(..., "-n", help="reduction length (K for matrix products), or a range LO..HI"),
     dtype: str = typer.Option("float32", "--dtype", help="input format: float64, float32, float16, bfloat16, ..."),
     op: Optional[str] = typer.Option(None, "--op", help="sum | dot | gemv | gemm (required for user callables)"),
@@ -209,6 +218,22 @@ def reveal(
     splits = {"auto": None, "split": True, "unsplit": False}
     if masks not in splits:
         raise FpspecError(f"--masks must be auto, split or unsplit, got {masks!r}")
+    if file_format not in ("fps", "tree"):
+        raise FpspecError(f"--format must be fps or tree, got {file_format!r}")
+    at_least(m, 1, "--m")
+    at_least(ncols, 1, "--ncols")
+    check_output(output, "-o")
+    if arithmetic is not None:
+        if hi is None:
+            raise FpspecError("--arithmetic applies to a range -n LO..HI (at one n the arithmetic is probed)")
+        read_text(arithmetic, ".fps spec with an arithmetic section")
+    check_dtype(dtype)
+    check_device(device)
+    user = check_target_name(target, op)
+    if user:
+        # a user callable is tried once before the work starts (for a range, at its first n)
+        checked_target(resolve_target(target, op=op, n=max(lo, 2) if hi is not None else lo, dtype=dtype,
+                                      m=m, ncols=ncols, device=device))
     if hi is not None:
         _reveal_range(target, lo, hi, dtype=dtype, op=op, m=m, ncols=ncols, device=device, seed=seed,
                       no_probe=no_probe, output=output, as_json=as_json, arithmetic=arithmetic,
@@ -220,9 +245,9 @@ def reveal(
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     tgt = resolve_target(target, op=op, n=lo, dtype=dtype, m=m, ncols=ncols, device=device)
+    if user:
+        tgt = checked_target(tgt)
     rev = run_reveal(tgt, algorithm=algorithm, seed=seed, progress=sys.stderr.isatty(), split=splits[masks])
-    if file_format not in ("fps", "tree"):
-        raise FpspecError(f"--format must be fps or tree, got {file_format!r}")
     orders = None
     if positions and rev.shared is not None and rev.shared.size > 1:
         from fpspec.reveal.positions import reveal_positions
@@ -260,18 +285,13 @@ def reveal(
     if tf32:
         prov["tf32"] = True
     if output:
-        from fpspec.io import write_atomic
-
-        try:
-            if orders is not None and len(orders) > 1:
-                text = str(positional_spec(orders, prov, reports, tgt, lines))
-            elif file_format == "fps":
-                text = spec_file_text(rev.tree, prov, rev, report, order_target(tgt, rev.shared, (0, 0)), lines)
-            else:
-                text = tree_file_text(rev.tree, prov, rev, lines)
-            write_atomic(output, text)
-        except OSError as e:
-            raise FpspecError(f"cannot write {output}: {e.strerror or e}") from None
+        if orders is not None and len(orders) > 1:
+            text = str(positional_spec(orders, prov, reports, tgt, lines))
+        elif file_format == "fps":
+            text = spec_file_text(rev.tree, prov, rev, report, order_target(tgt, rev.shared, (0, 0)), lines)
+        else:
+            text = tree_file_text(rev.tree, prov, rev, lines)
+        write_output(output, text, "-o")
     many = orders is not None and len(orders) > 1
     if as_json:
         summary = rev.summary()

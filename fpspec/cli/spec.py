@@ -10,14 +10,21 @@ from typing import Optional
 import typer
 
 from fpspec.cli import app
+from fpspec.cli.common import at_least, check_output, read_text, write_output
 from fpspec.errors import FpspecError
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError as e:
-        raise FpspecError(f"{path}: cannot read: {e.strerror or e}") from None
+    return read_text(path, ".fps spec")
+
+
+def read_spec_text(path) -> str:
+    """The text of a .fps spec; a bracket tree file (which `show` reads) is named as one."""
+    text = _read(path)
+    if _is_tree_text(text):
+        raise FpspecError(f"{path}: a bracket tree, not a .fps spec (fpspec show reads trees; "
+                          "fpspec reveal -o writes specs)")
+    return text
 
 
 def _is_tree_text(text: str) -> bool:
@@ -76,7 +83,7 @@ def _header_from_comments(text: str):
 
 @app.command()
 def show(
-    file: Path = typer.Argument(..., help="a .fps spec or a bracket tree file"),
+    file: Path = typer.Argument(..., metavar="FILE", help="a .fps spec or a bracket tree file"),
     n: Optional[int] = typer.Option(None, "-n", help="reduction length to expand (default: the spec's single n)"),
     svg: Optional[Path] = typer.Option(None, "--svg", help="also draw the tree to this SVG file"),
     png: Optional[Path] = typer.Option(None, "--png", help="also draw the tree to this PNG file"),
@@ -87,6 +94,9 @@ def show(
     from fpspec.spec import check, expand
     from fpspec.tree import format_tree, stats
 
+    at_least(n, 1, "-n")
+    check_output(svg, "--svg")
+    check_output(png, "--png")
     spec, tree = load_spec_or_tree(file)
     if tree is None:
         check(spec)
@@ -107,7 +117,10 @@ def show(
         if path is not None:
             from fpspec.draw import render
 
-            render(tree, path, fmt, title=f"{file.name} n={stats(tree).leaves}")
+            try:
+                render(tree, path, fmt, title=f"{file.name} n={stats(tree).leaves}")
+            except OSError as e:
+                raise FpspecError(f"--{fmt} {path}: cannot write: {e.strerror or e}") from None
             typer.echo(f"wrote {path}")
 
 
@@ -124,12 +137,12 @@ def _position(at: str | None) -> tuple[int, int]:
 
 
 @app.command("check")
-def check_cmd(file: Path = typer.Argument(..., help="a .fps spec")) -> None:
+def check_cmd(file: Path = typer.Argument(..., metavar="FILE", help="a .fps spec")) -> None:
     """Validate a spec: syntax, names, the range of n, sizes, termination."""
     from fpspec.spec import check, parse
     from fpspec.spec.check import sample_ns
 
-    spec = parse(_read(file), str(file))
+    spec = parse(read_spec_text(file), str(file))
     check(spec)
     r = spec.header.n
     checked = sample_ns(r)
@@ -139,15 +152,16 @@ def check_cmd(file: Path = typer.Argument(..., help="a .fps spec")) -> None:
 
 @app.command()
 def fmt(
-    file: Path = typer.Argument(..., help="a .fps spec"),
+    file: Path = typer.Argument(..., metavar="FILE", help="a .fps spec"),
     check_only: bool = typer.Option(False, "--check", help="exit 1 if the file is not in canonical form"),
     in_place: bool = typer.Option(False, "-i", "--in-place", help="rewrite the file in canonical form"),
 ) -> None:
     """Print a spec in canonical form (or check it, or rewrite it with -i)."""
-    from fpspec.io import write_atomic
     from fpspec.spec import parse
 
-    text = _read(file)
+    if check_only and in_place:
+        raise FpspecError("fmt: --check and --in-place exclude each other (--check only reports, -i rewrites)")
+    text = read_spec_text(file)
     canonical = str(parse(text, str(file)))
     if check_only:
         if text != canonical:
@@ -156,7 +170,7 @@ def fmt(
         return
     if in_place:
         if text != canonical:
-            write_atomic(file, canonical)
+            write_output(file, canonical, "-i")
             typer.echo(f"reformatted {file}")
         return
     typer.echo(canonical, nl=False)

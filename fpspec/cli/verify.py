@@ -12,17 +12,27 @@ from typing import List, Optional
 import typer
 
 from fpspec.cli import app
+from fpspec.cli.common import at_least, check_backend, check_device, check_dtype, read_text, try_live_target
+from fpspec.cli.spec import read_spec_text
 from fpspec.errors import FpspecError
 
 
 def _load_spec(path: str):
-    from fpspec.verify import load_spec
+    """fpspec.verify.load_spec, reading the file through read_text (a directory,
+    a binary or an empty file is named in one line)."""
+    from fpspec.spec.check import check
+    from fpspec.spec.parse import parse
 
-    return load_spec(path)
+    if not Path(path).exists():
+        raise FpspecError(f"{path}: no such spec file")
+    spec = parse(read_spec_text(path), str(path))
+    check(spec)
+    return spec
 
 
 def _is_spec(arg: str) -> bool:
-    return arg.endswith(".fps") or Path(arg).is_file()
+    # anything on disk is meant as a spec (a directory too: read_text says what is wrong)
+    return arg.endswith(".fps") or Path(arg).exists()
 
 
 class NotEquivalent(FpspecError):
@@ -70,12 +80,21 @@ def verify(
 
     if samples < 0:
         raise FpspecError(f"--samples {samples}: expected a count >= 0")
+    check_backend(target)
+    check_device(device)
+    at_least(max_n, 2, "--max-n")
+    at_least(m, 1, "-m")
+    at_least(ncols, 1, "--ncols")
     spec = _load_spec(spec_path)
+    if against is not None:
+        from fpspec.verify import spec_format
+
+        try_live_target(against, spec.header.op or "sum", spec_format(spec)[0], device=device, m=m, ncols=ncols)
     source = label = None
     if replica is not None:
-        if not replica.is_file():
+        if not replica.exists():
             raise FpspecError(f"{replica}: no such replica file")
-        source, label = replica.read_text(), replica.name
+        source, label = read_text(replica, "replica (Python source)"), replica.name
     report = verify_spec(spec, spec_name=spec_path, backend=target, replica_source=source,
                          replica_label=label, against=against, n_values=_positive(n, "-n"),
                          samples=samples, seed=seed, max_n=max_n, m=m, ncols=ncols, device=device)
@@ -84,8 +103,8 @@ def verify(
 
 @app.command()
 def diff(
-    a: str = typer.Argument(..., help="a .fps spec or a live target (numpy.sum, torch.sum@cuda, pkg.mod:fn)"),
-    b: str = typer.Argument(..., help="the same, to compare with A"),
+    a: str = typer.Argument(..., metavar="A", help="a .fps spec or a live target (numpy.sum, torch.sum@cuda, pkg.mod:fn)"),
+    b: str = typer.Argument(..., metavar="B", help="the same, to compare with A"),
     n: Optional[List[int]] = typer.Option(None, "-n", "--n", help="reduction length to compare (repeatable)"),
     op: Optional[str] = typer.Option(None, "--op", help="op kind of live targets: sum, dot, gemv, gemm"),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="input format of live targets (default: the spec's, else float32)"),
@@ -100,6 +119,12 @@ def diff(
     """Compare two orders: spec vs spec, spec vs target, or target vs target."""
     from fpspec import verify as V
 
+    check_dtype(dtype)
+    check_device(device)
+    at_least(samples, 0, "--samples")
+    at_least(max_n, 2, "--max-n")
+    at_least(m, 1, "-m")
+    at_least(ncols, 1, "--ncols")
     specs = {arg: _load_spec(arg) for arg in (a, b) if _is_spec(arg)}
     first_spec = next(iter(specs.values()), None)
     if first_spec is not None:
@@ -107,6 +132,10 @@ def diff(
         fmt = dtype or V.spec_format(first_spec)[0]
     else:
         fmt = dtype or "fp32"
+
+    for arg in (a, b):
+        if arg not in specs:
+            try_live_target(arg, op, fmt, device=device, m=m, ncols=ncols)
 
     def side(arg: str):
         if arg in specs:
