@@ -45,15 +45,15 @@ class TritonBackend(Backend):
 
     def check(self, kernel: Kernel) -> None:
         ar = kernel.arithmetic
+        for key in ("input", "output"):
+            if getattr(ar, key) not in _FORMATS:
+                raise CompileError(f"triton: {key} format {getattr(ar, key)} is not supported "
+                                   f"(expected one of {', '.join(_FORMATS)})")
         for r in _reducers(kernel):
             if isinstance(r, WithArithmetic) and not _stored_format(kernel, r.name):
                 raise CompileError(f"triton: using({r.name}, ...) is supported only where the section narrows "
                                    "the accumulator to fp16 or bf16 around fused nodes (their results stored "
                                    "into it); compile for numpy or numba")
-        for key in ("input", "output"):
-            if getattr(ar, key) not in _FORMATS:
-                raise CompileError(f"triton: {key} format {getattr(ar, key)} is not supported "
-                                   f"(expected one of {', '.join(_FORMATS)})")
         if ar.accumulator != "fp32":
             raise CompileError(f"triton: accumulator {ar.accumulator} is not supported (only fp32)")
         if ar.product == "fma_first":
