@@ -371,6 +371,9 @@ def _parse_tree(text: str) -> Tree:
         raise TreeSyntaxError(f"{stack[-1][0]!r} is never closed", stack[-1][1])
     if result is None:
         raise TreeSyntaxError("empty tree", 0)
+    if result.__class__ is int and result != 0:
+        # check_leaves would say "must be 0..0 once each; missing: [0]"
+        raise ValueError(f"tree leaves must be numbered from 0: a tree of one leaf is `0`, not `{result}`")
     check_leaves(result)
     return result
 

@@ -42,6 +42,7 @@ import numpy as np
 from fpspec import inputs as fpinputs
 from fpspec.errors import FpspecError
 from fpspec.formats import get_format
+from fpspec.reveal.targets import TargetError
 from fpspec.tree import Tree, diff as tree_diff, format_tree, leaves, observable, size
 from fpspec.compile import load_replica
 
@@ -118,6 +119,8 @@ def live_outputs(call: Callable | None, op: str, m: int | None, ncols: int | Non
             try:
                 with np.errstate(all="ignore"):
                     value = fn(*s.args)
+            except TargetError as e:    # a guarded user callable (resolve_target) names itself
+                raise SideFailure(f"{_one_line(e)} on n={n} {s.describe()}") from None
             except Exception as e:  # the target's own failure is a finding, not a crash
                 raise SideFailure(f"{who} raised {type(e).__name__}: {_one_line(e)} on n={n} {s.describe()}") from None
             out.append(normalize_output(value, shape, f"{who} on n={n} {s.describe()}"))
@@ -626,7 +629,8 @@ DEFAULT_TARGET_N = (7, 8, 9, 16, 32, 33, 128, 129, 1000)   # diff of two live ta
 
 
 def load_spec(path) -> object:
-    """Parse and check a .fps file; FpspecError when it is missing.
+    """Parse and check a .fps file; FpspecError when it is missing, a
+    directory, empty or unreadable, SpecError when it is binary or malformed.
 
     Imports the spec stage's functions from their own modules: the package's
     lazy wrappers are shadowed by the submodules of the same names once those
@@ -634,13 +638,13 @@ def load_spec(path) -> object:
     """
     from pathlib import Path
 
+    from fpspec.io import read_text
     from fpspec.spec.check import check
     from fpspec.spec.parse import parse
 
-    p = Path(path)
-    if not p.is_file():
+    if not Path(path).exists():
         raise FpspecError(f"{path}: no such spec file")
-    spec = parse(p.read_text(), str(path))
+    spec = parse(read_text(path, ".fps spec"), str(path))
     check(spec)
     return spec
 

@@ -13,8 +13,8 @@ from typing import Optional
 import typer
 
 from fpspec.cli import app
-from fpspec.cli.common import (at_least, check_device, check_dtype, check_output, check_target_name, checked_target,
-                               read_text, write_output)
+from fpspec.cli.common import at_least, check_device, check_dtype, check_output, write_output
+from fpspec.io import read_text
 from fpspec.errors import FpspecError
 
 
@@ -78,10 +78,7 @@ def probe(
     check_dtype(dtype)
     check_device(device)
     check_output(output, "-o")
-    user = check_target_name(target, op)
     tgt = resolve_target(target, op=op, n=n, dtype=dtype, m=m, ncols=ncols, device=device)
-    if user:
-        tgt = checked_target(tgt)
     if tree is not None:
         t = _tree_from(tree)
     else:

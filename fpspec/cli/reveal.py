@@ -12,8 +12,8 @@ import numpy as np
 import typer
 
 from fpspec.cli import app
-from fpspec.cli.common import (at_least, check_device, check_dtype, check_output, check_target_name, checked_target,
-                               read_text, write_output)
+from fpspec.cli.common import at_least, check_device, check_dtype, check_output, write_output
+from fpspec.io import read_text
 from fpspec.errors import FpspecError
 
 
@@ -229,12 +229,9 @@ def reveal(
         read_text(arithmetic, ".fps spec with an arithmetic section")
     check_dtype(dtype)
     check_device(device)
-    user = check_target_name(target, op)
-    if user:
-        # a user callable is tried once before the work starts (for a range, at its first n)
-        checked_target(resolve_target(target, op=op, n=max(lo, 2) if hi is not None else lo, dtype=dtype,
-                                      m=m, ncols=ncols, device=device))
     if hi is not None:
+        # resolve_target tries a user callable once: before the work starts, at the range's first n
+        resolve_target(target, op=op, n=max(lo, 2), dtype=dtype, m=m, ncols=ncols, device=device)
         _reveal_range(target, lo, hi, dtype=dtype, op=op, m=m, ncols=ncols, device=device, seed=seed,
                       no_probe=no_probe, output=output, as_json=as_json, arithmetic=arithmetic,
                       argv=["reveal", *sys.argv[2:]] if sys.argv[1:2] == ["reveal"] else None)
@@ -245,8 +242,6 @@ def reveal(
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     tgt = resolve_target(target, op=op, n=lo, dtype=dtype, m=m, ncols=ncols, device=device)
-    if user:
-        tgt = checked_target(tgt)
     rev = run_reveal(tgt, algorithm=algorithm, seed=seed, progress=sys.stderr.isatty(), split=splits[masks])
     orders = None
     if positions and rev.shared is not None and rev.shared.size > 1:

@@ -10,8 +10,9 @@ from typing import Optional
 import typer
 
 from fpspec.cli import app
-from fpspec.cli.common import at_least, check_output, read_text, write_output
+from fpspec.cli.common import at_least, check_output, write_output
 from fpspec.errors import FpspecError
+from fpspec.io import read_text
 
 
 def _read(path: Path) -> str:

@@ -12,9 +12,10 @@ from typing import List, Optional
 import typer
 
 from fpspec.cli import app
-from fpspec.cli.common import at_least, check_backend, check_device, check_dtype, read_text, try_live_target
+from fpspec.cli.common import at_least, check_backend, check_device, check_dtype
 from fpspec.cli.spec import read_spec_text
 from fpspec.errors import FpspecError
+from fpspec.io import read_text
 
 
 def _load_spec(path: str):
@@ -87,9 +88,10 @@ def verify(
     at_least(ncols, 1, "--ncols")
     spec = _load_spec(spec_path)
     if against is not None:
-        from fpspec.verify import spec_format
+        from fpspec.verify import make_target_side, spec_format
 
-        try_live_target(against, spec.header.op or "sum", spec_format(spec)[0], device=device, m=m, ncols=ncols)
+        # resolved (a user callable tried once) before the replica is compiled
+        make_target_side(against, spec.header.op or "sum", spec_format(spec)[0], device=device, m=m, ncols=ncols)
     source = label = None
     if replica is not None:
         if not replica.exists():
@@ -132,10 +134,6 @@ def diff(
         fmt = dtype or V.spec_format(first_spec)[0]
     else:
         fmt = dtype or "fp32"
-
-    for arg in (a, b):
-        if arg not in specs:
-            try_live_target(arg, op, fmt, device=device, m=m, ncols=ncols)
 
     def side(arg: str):
         if arg in specs:

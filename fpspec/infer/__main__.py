@@ -80,13 +80,11 @@ def main(
 
 def arithmetic_section(path: str):
     """The `arithmetic { ... }` section of a .fps file, for --arithmetic."""
+    from fpspec.io import read_text
     from fpspec.spec import parse
 
-    try:
-        text = open(path).read()
-    except OSError as e:
-        raise FpspecError(f"cannot read {path}: {e.strerror or e}") from None
-    block = parse(text, path).header.arithmetic
+    text = read_text(path, ".fps spec with an arithmetic section")
+    block = parse(text, str(path)).header.arithmetic
     if block is None:
         raise FpspecError(f"{path} has no arithmetic section; expected `arithmetic {{ ... }}` in its header")
     return block

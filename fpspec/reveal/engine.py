@@ -148,6 +148,13 @@ FREEZE_N = 50_000           # trees from this many leaves are frozen after the r
 def _reveal(target, algorithm, seed, progress, pivot, split, check, guess) -> Revelation:
     start = time.perf_counter()
     n = target.n
+    if split is True and target.op == "sum":
+        # plan_masks has no plan to offer here; its "too little range" would blame the format
+        fin, acc = target.format.name, target.accumulator.name
+        raise RevealRefused(
+            f"split masks put sqrt(M) in each operand of a product (dot, gemv, gemm), and {target.name} is a "
+            f"sum: its masks are single {fin} values, which must swamp partial sums in {acc} (the widest "
+            f"accumulator assumed for {fin} inputs); use --masks unsplit or auto")
     plan = plan_masks(target, split=split)
     oracle = LcaOracle(target, plan)
     notes: list[str] = []

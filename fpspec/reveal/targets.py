@@ -17,6 +17,8 @@ answers as single calls before trusting them.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -358,9 +360,11 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
             if lib == "torch":
                 return _torch_target(name, func, op, n, fmt, m, ncols, device)
             return _jax_target(name, func, op, n, fmt, m, ncols, device)
+    # a user callable: imported first, so that a typo reads as one (before the
+    # complaint that its op kind is missing)
+    fn, package = _import_callable(key)
     if op is None:
         raise FpspecError(f"target {name!r} is a user callable: give its op kind (--op sum|dot|gemv|gemm)")
-    fn, package = _import_callable(key)
     if fmt == "bf16" or fmt.startswith("fp8"):
         native, to64 = _torch_adapters(fmt, device)
         versions = _versions("numpy", "torch", package)
@@ -368,8 +372,58 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
         native, to64 = _numpy_adapters(fmt, name)
         versions = _versions("numpy", package)
     m, ncols = _shape_args(op, m, ncols)
-    return Target(name, op, n, fmt, device, m, ncols, package, fn=fn, native=native, to_float64=to64,
-                  versions=versions)
+    return checked_target(Target(name, op, n, fmt, device, m, ncols, package, fn=fn, native=native,
+                                 to_float64=to64, versions=versions))
+
+
+class TargetError(FpspecError):
+    """A user callable failed or answered nonsense; the message names the target."""
+
+
+def checked_target(tgt: Target) -> Target:
+    """`tgt` with its function guarded, after one call on operands of its op's
+    shapes: a callable that raises, returns nothing, or returns the wrong shape
+    or a non-float result is a TargetError naming it, instead of a failure deep
+    inside a revelation.  (resolve_target does this for user callables; the
+    numpy, torch and jax adapters are trusted.)"""
+    fn = tgt.fn
+    name = tgt.name
+
+    @functools.wraps(fn)        # inspect.unwrap(tgt.fn) is the user's function
+    def guarded(*operands):
+        try:
+            return fn(*operands)
+        except Exception as e:      # not KeyboardInterrupt: Ctrl-C stays an interrupt
+            text = " ".join(str(e).split())
+            raise TargetError(f"target {name} raised {type(e).__name__}: {text}") from None
+
+    tgt = dataclasses.replace(tgt, fn=guarded)
+    operands = [tgt.native(np.ones(shape)) for shape in tgt.operand_shapes]
+    out = tgt.fn(*operands)
+    what = f"target {name} ({tgt.op}"
+    what += f", n={tgt.n})" if tgt.op in ("sum", "dot") else f", {' x '.join(map(str, tgt.output_shape))} outputs)"
+    if out is None:
+        raise TargetError(f"{what} returned None, expected a number")
+    dtype = getattr(out, "dtype", None)
+    if dtype is not None and not _floating(dtype):
+        raise TargetError(f"{what} returned {dtype} values, expected floating point ({tgt.fmt})")
+    if dtype is None and not isinstance(out, float):
+        raise TargetError(f"{what} returned {type(out).__name__}, expected a floating-point number or array")
+    try:
+        size = int(np.size(tgt.to_float64(out)))
+    except (TypeError, ValueError) as e:
+        raise TargetError(f"{what} returned {type(out).__name__} that is not numeric: {e}") from None
+    expected = int(np.prod(tgt.output_shape))
+    if size != expected:
+        shape = getattr(out, "shape", (size,))
+        raise TargetError(f"{what} returned shape {tuple(shape)}, expected {tgt.output_shape or 'a scalar'}")
+    return tgt
+
+
+def _floating(dtype) -> bool:
+    if hasattr(dtype, "is_floating_point"):          # a torch.dtype
+        return bool(dtype.is_floating_point)
+    return getattr(dtype, "kind", "f") in ("f", "V")   # numpy; ml_dtypes' bfloat16 and fp8 are kind V
 
 
 def from_callable(fn: Callable, *, op: str, n: int, dtype: str = "float64", m: int = 1, ncols: int = 1,

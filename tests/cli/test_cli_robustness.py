@@ -152,7 +152,8 @@ def test_help_exits_0(capsys, command):
     (["reveal", "numpy.sum", "-n", "8", "--arithmetic", SUM_SPEC], 2, ["--arithmetic applies to a range -n LO..HI"]),
     (["reveal", "numpy.sum", "-n", "8", "-o", ""], 2, ["-o: empty file name"]),
     (["probe", "numpy.sum", "-n", "8", "--tree", ""], 2, ["--tree: empty"]),
-    (["probe", "numpy.sum", "-n", "8", "--tree", "5"], 2, ["--tree: tree leaves must be"]),
+    (["probe", "numpy.sum", "-n", "8", "--tree", "5"], 2,
+     ["--tree: tree leaves must be numbered from 0: a tree of one leaf is `0`, not `5`"]),
     (["probe", "numpy.sum", "-n", "8", "--tree", "((0 1) 2"], 2, ["--tree: column 1: '(' is never closed"]),
 ])
 def test_bad_values_name_the_option(capsys, argv, code, fragments):

@@ -1,4 +1,5 @@
 """Every refusal: a one-line RevealRefused (exit code 3), never a wrong tree."""
+import inspect
 import math
 from fractions import Fraction
 
@@ -78,7 +79,8 @@ def test_format_without_room_for_masks():
 
 
 def test_fsum_target_resolves_both_spellings():
-    assert resolve_target("math.fsum", op="sum", n=4).fn is math.fsum
+    # the function is guarded (fpspec.reveal.targets.checked_target), the user's one inside
+    assert inspect.unwrap(resolve_target("math.fsum", op="sum", n=4).fn) is math.fsum
 
 
 def _gemm_from_trees(choose, m=8, ncols=8, n=16):
@@ -118,3 +120,22 @@ def test_gemm_whose_outputs_depend_on_other_rows():
 
     target = _gemm_from_trees(choose, m=16, ncols=64)
     assert "value-dependent" in refusal(target)
+
+
+def test_split_masks_on_a_sum_say_why():
+    # a sum has one operand to put the mask in: no split plan, and the accumulator is the input's widest
+    msg = refusal(resolve_target("numpy.sum", n=8, dtype="float32"), algorithm="basic", split=True)
+    assert msg == ("split masks put sqrt(M) in each operand of a product (dot, gemv, gemm), and numpy.sum is a "
+                   "sum: its masks are single fp32 values, which must swamp partial sums in fp64 (the widest "
+                   "accumulator assumed for fp32 inputs); use --masks unsplit or auto")
+    assert "fp16 values, which must swamp partial sums in fp32" in refusal(
+        resolve_target("numpy.sum", n=8, dtype="float16"), split=True)
+
+
+def test_split_masks_on_a_sum_from_the_command_line(capsys):
+    from fpspec.cli import main
+
+    assert main(["reveal", "numpy.sum", "-n", "8", "--algorithm", "basic", "--masks", "split"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("fpspec: error: split masks put sqrt(M)") and "use --masks unsplit or auto\n" in err
+    assert main(["reveal", "numpy.sum", "-n", "8", "--algorithm", "basic", "--masks", "unsplit", "--no-probe"]) == 0

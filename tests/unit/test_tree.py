@@ -85,3 +85,10 @@ def test_text_and_json_round_trip_random_trees(n, seed, fp):
     check_leaves(t, n)
     assert parse_tree(format_tree(t)) == t
     assert from_json(to_json(t)) == t
+
+
+def test_one_leaf_tree_must_be_leaf_zero():
+    assert parse_tree("0") == 0
+    with pytest.raises(ValueError) as info:
+        parse_tree("5")
+    assert str(info.value) == "tree leaves must be numbered from 0: a tree of one leaf is `0`, not `5`"

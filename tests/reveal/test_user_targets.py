@@ -1,0 +1,111 @@
+"""resolve_target on user callables (pkg.mod:func): imported before anything
+else is asked of them, tried once, and guarded, so that a library user gets
+one FpspecError naming the target, never the callable's raw exception."""
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from fpspec.errors import FpspecError
+from fpspec.reveal.engine import reveal
+from fpspec.reveal.targets import TargetError, resolve_target
+
+MODULE = "fpspec_test_user_targets_lib"
+SOURCE = textwrap.dedent("""
+    import numpy as np
+    calls = 0
+    def raises(x):
+        raise RuntimeError("boom\\n  second line")
+    def wrong_shape(x):
+        return np.zeros(3, dtype=x.dtype)
+    def integer(x):
+        return np.sum(x).astype(np.int32)
+    def returns_none(x):
+        return None
+    def returns_text(x):
+        return "12"
+    def gemv_wrong(A, x):
+        return A @ x[:2] if False else np.zeros(2)
+    def later(x):
+        # answers the first call (the try), raises from the second on
+        global calls
+        calls += 1
+        if calls > 1:
+            raise ValueError("gave up")
+        return np.sum(x)
+    def interrupted(x):
+        raise KeyboardInterrupt
+    def good(x):
+        return np.sum(x)
+""")
+
+
+@pytest.fixture
+def users(tmp_path, monkeypatch):
+    (tmp_path / f"{MODULE}.py").write_text(SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(__import__("sys").modules, MODULE, raising=False)
+
+
+def message(name, **kw) -> str:
+    with pytest.raises(FpspecError) as info:
+        resolve_target(name, n=8, **kw)
+    text = str(info.value)
+    assert "\n" not in text and info.value.exit_code == 2
+    return text
+
+
+def test_the_module_is_imported_before_the_op_is_asked_for():
+    assert message("nosuchmodule.func") == ("cannot import 'nosuchmodule' for target 'nosuchmodule.func': "
+                                            "No module named 'nosuchmodule'")
+    assert message("numpy") == "cannot find 'numpy': name a callable as package.module:function"
+
+
+def test_an_importable_callable_still_needs_its_op(users):
+    assert "is a user callable: give its op kind" in message(f"{MODULE}:good")
+
+
+@pytest.mark.parametrize("func, text", [
+    ("raises", f"target {MODULE}:raises raised RuntimeError: boom second line"),
+    ("wrong_shape", f"target {MODULE}:wrong_shape (sum, n=8) returned shape (3,), expected a scalar"),
+    ("integer", f"target {MODULE}:integer (sum, n=8) returned int32 values, expected floating point (fp32)"),
+    ("returns_none", f"target {MODULE}:returns_none (sum, n=8) returned None, expected a number"),
+    ("returns_text", f"target {MODULE}:returns_text (sum, n=8) returned str, expected a floating-point number"),
+])
+def test_a_callable_that_answers_nonsense_is_named(users, func, text):
+    with pytest.raises(TargetError):
+        resolve_target(f"{MODULE}:{func}", op="sum", n=8)
+    assert message(f"{MODULE}:{func}", op="sum").startswith(text)
+
+
+def test_gemv_shape_is_checked(users):
+    assert message(f"{MODULE}:gemv_wrong", op="gemv", m=4) == (
+        f"target {MODULE}:gemv_wrong (gemv, 4 outputs) returned shape (2,), expected (4,)")
+
+
+def test_later_calls_are_guarded(users):
+    t = resolve_target(f"{MODULE}:later", op="sum", n=8)
+    with pytest.raises(TargetError, match=f"^target {MODULE}:later raised ValueError: gave up$"):
+        reveal(t)
+
+
+def test_ctrl_c_is_not_an_error(users):
+    with pytest.raises(KeyboardInterrupt):
+        resolve_target(f"{MODULE}:interrupted", op="sum", n=8)
+
+
+def test_a_good_callable_reveals(users):
+    t = resolve_target(f"{MODULE}:good", op="sum", n=8)
+    assert float(t.run_sum(np.arange(8.0))) == 28.0
+    assert str(reveal(t).tree) == "(((0 1) (2 3)) ((4 5) (6 7)))"
+
+
+def test_verify_target_sides_get_the_same_messages(users):
+    from fpspec.verify import make_target_side
+
+    with pytest.raises(TargetError, match=f"target {MODULE}:raises raised RuntimeError: boom"):
+        make_target_side(f"{MODULE}:raises", "sum", "fp32")
+    with pytest.raises(FpspecError, match="cannot import 'nosuchmodule'"):
+        make_target_side("nosuchmodule.func", None, "fp32")
