@@ -900,7 +900,10 @@ def torch_replica(fn: Callable, fmt: str, device: str | None = None) -> Callable
 
     def call(*arrays):
         tensors = (torch.from_numpy(np.asarray(a, np.float64)).to(device=device, dtype=dtype) for a in arrays)
-        return fn(*tensors)
+        out = fn(*tensors).detach().cpu()
+        # NumPy out as NumPy in (the revelation engine reads outputs' bits in place); bf16 has no
+        # NumPy dtype: its values, exact in float32
+        return (out.float() if out.dtype == torch.bfloat16 else out).numpy()
 
     return call
 

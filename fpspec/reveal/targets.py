@@ -208,6 +208,8 @@ def _versions(*packages: str) -> tuple:
 
 
 def _check_op(name: str, op: str, allowed: tuple[str, ...]) -> None:
+    if op is None:
+        raise FpspecError(f"{name} computes {' or '.join(allowed)}: give its op kind (--op {' or '.join(allowed)})")
     if op not in allowed:
         raise FpspecError(f"{name} computes {' or '.join(allowed)}, not {op}")
 
@@ -330,6 +332,8 @@ _ALIASES = {
     "jnp.sum": "jax.numpy.sum", "jnp.dot": "jax.numpy.dot", "jnp.matmul": "jax.numpy.matmul",
 }
 _DEFAULT_OPS = {"sum": "sum", "dot": "dot", "mv": "gemv", "matmul": "gemm"}
+# library functions with their own adapters; any other numpy.X / torch.X is a user callable
+_KNOWN = {"numpy": ("sum", "dot", "matmul", "dot_matrix"), "torch": ("sum", "dot", "mv", "matmul"), "jax": ("sum", "dot", "matmul")}
 
 
 def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "float32",
@@ -350,9 +354,9 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
     for prefix, lib in (("numpy.", "numpy"), ("torch.", "torch"), ("jax.numpy.", "jax")):
         if key.startswith(prefix) and ":" not in key and key[len(prefix):].isidentifier():
             func = key[len(prefix):]
+            if func not in _KNOWN[lib]:
+                break       # another function of the library (numpy.vdot, torch.inner): a user callable
             op = op or _DEFAULT_OPS.get(func)
-            if op is None:
-                raise FpspecError(f"unknown {lib} target {name!r}")
             if lib == "numpy":
                 if device != "cpu":
                     raise FpspecError("numpy runs on the cpu only")
@@ -364,8 +368,11 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
     # complaint that its op kind is missing)
     fn, package = _import_callable(key)
     if op is None:
-        raise FpspecError(f"target {name!r} is a user callable: give its op kind (--op sum|dot|gemv|gemm)")
-    if fmt == "bf16" or fmt.startswith("fp8"):
+        lib = next((lib for prefix, lib in (("numpy.", "numpy"), ("torch.", "torch"), ("jax.numpy.", "jax"))
+                    if key.startswith(prefix)), None)
+        known = (f" (fpspec knows {', '.join(f'{lib}.{f}' for f in _KNOWN[lib] if f != 'dot_matrix')} by name)" if lib else "")
+        raise FpspecError(f"target {name!r} is a user callable{known}: give its op kind (--op sum|dot|gemv|gemm)")
+    if fmt == "bf16" or fmt.startswith("fp8") or key.startswith("torch."):   # torch functions take tensors
         native, to64 = _torch_adapters(fmt, device)
         versions = _versions("numpy", "torch", package)
     else:

@@ -109,3 +109,29 @@ def test_verify_target_sides_get_the_same_messages(users):
         make_target_side(f"{MODULE}:raises", "sum", "fp32")
     with pytest.raises(FpspecError, match="cannot import 'nosuchmodule'"):
         make_target_side("nosuchmodule.func", None, "fp32")
+
+
+def test_other_library_functions_are_user_callables():
+    """numpy.vdot, torch.vdot: not among the adapted targets, so callables with --op (torch ones
+    get tensors); without --op the message names the op kinds and the known targets."""
+    with pytest.raises(FpspecError) as e:
+        resolve_target("numpy.vdot", n=8)
+    assert "give its op kind" in str(e.value) and "numpy.sum, numpy.dot, numpy.matmul" in str(e.value)
+    assert reveal(resolve_target("numpy.vdot", op="dot", n=5)).tree is not None
+    torch = pytest.importorskip("torch")
+    t = resolve_target("torch.vdot", op="dot", n=6)
+    assert isinstance(t.native(np.ones(6, np.float32)), torch.Tensor)
+    assert str(reveal(t).tree) != ""
+    with pytest.raises(FpspecError, match=r"numpy.dot_matrix computes gemv or gemm: give its op kind"):
+        resolve_target("numpy.dot_matrix", n=8)
+
+
+def test_a_triton_replica_called_with_numpy_answers_numpy():
+    """verify's wrapper of a Triton replica: NumPy arrays in, NumPy out (the revelation
+    engine reads output bits in place; a positional replica's tree stage failed on tensors)."""
+    torch = pytest.importorskip("torch")
+    from fpspec.verify import torch_replica
+
+    call = torch_replica(lambda a, b: (a * b).to(torch.bfloat16), "bf16", device="cpu")
+    out = call(np.array([1.5, 2.0]), np.array([2.0, 0.5]))
+    assert isinstance(out, np.ndarray) and out.dtype == np.float32 and out.tolist() == [3.0, 1.0]
