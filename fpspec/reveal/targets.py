@@ -355,6 +355,13 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
         if key.startswith(prefix) and ":" not in key and key[len(prefix):].isidentifier():
             func = key[len(prefix):]
             if func not in _KNOWN[lib]:
+                module = prefix[:-1]
+                try:
+                    found = callable(getattr(importlib.import_module(module), func, None))
+                except ImportError:
+                    found = True    # _import_callable below says it cannot be imported
+                if not found:
+                    raise FpspecError(f"unknown {lib} target {name!r}: {module} has no function {func!r}")
                 break       # another function of the library (numpy.vdot, torch.inner): a user callable
             op = op or _DEFAULT_OPS.get(func)
             if lib == "numpy":
