@@ -25,13 +25,8 @@ rounding (about 1.5 a product for 16-term nodes): 10 TFLOP/s needs the operands 
 under one instruction a product, i.e. per-thread register blocking with vector loads, which
 Triton's layouts do not let a kernel ask for (Gluon can, but the interpreter cannot run it).
 """
-import collections
-import json
 import os
-import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 os.environ.pop("TRITON_INTERPRET", None)
@@ -42,6 +37,9 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from fpspec.compile.triton_kernels import fp_f64_pow2, fp_node_result, fp_store_slot  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sass_count import loops, sass_of  # noqa: E402
 
 
 @triton.jit
@@ -146,25 +144,12 @@ def report(name):
     sig = {k: {**PTRS, **ptrs}.get(k, "constexpr" if k in consts else "i32") for k in fn.arg_names}
     kernel = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32),
                             options={"num_warps": 4})
-    tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = Path(tmp) / "k.cubin"
-        cubin.write_bytes(kernel.asm["cubin"])
-        usage = subprocess.run([tools / "cuobjdump", "-res-usage", cubin], capture_output=True, text=True).stdout
-        sass = subprocess.run([tools / "cuobjdump", "-sass", cubin], capture_output=True, text=True).stdout
-    print(f"{name} (triton {triton.__version__}): {usage.strip().splitlines()[-1].strip()}")
+    usage, sass = sass_of(kernel)
+    print(f"{name} (triton {triton.__version__}): {usage}")
     outputs = (shape.get("TM", 1) * shape.get("WM", 1) * shape.get("TN", 1) * shape.get("WN", 1)
                if "TM" in shape else shape["BM"] * shape["BN"])
     per_node = 16 * outputs / 128     # products a thread computes a node (4 warps)
-    ins = [(int(m.group(1), 16), m.group(2).strip()) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
-    br = [(a, int(m.group(1), 16)) for a, t in ins for m in [re.search(r"BRA (?:`\(\.\w+\) )?0x([0-9a-f]+)", t)] if m]
-    for top, end in sorted((t, a) for a, t in br if t < a):
-        body = [t for a, t in ins if top <= a <= end]
-        ops = collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", t).split()[0] for t in body)
-        print(f"  loop {top:#x}-{end:#x}: {len(body)} instructions ({len(body) / per_node:.2f} per product "
-              "if once a node)")
-        print("   ", "  ".join(f"{k}:{v}" for k, v in ops.most_common(12)))
-
+    loops(sass, per_node)
 
 if __name__ == "__main__":
     for name in (sys.argv[1:] or FORMS):

@@ -57,15 +57,21 @@ def loops(sass, products):
         print("   ", "  ".join(f"{k}:{v}" for k, v in ops.most_common(16)))
 
 
-def main():
-    kernel, consts, opts = compile_chain(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {})
+def sass_of(kernel):
+    """(resource usage line, SASS text) of a compiled kernel, from the installed triton's cuobjdump."""
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "k.cubin"
         cubin.write_bytes(kernel.asm["cubin"])
         usage = subprocess.run([tools / "cuobjdump", "-res-usage", cubin], capture_output=True, text=True).stdout
         sass = subprocess.run([tools / "cuobjdump", "-sass", cubin], capture_output=True, text=True).stdout
-    print(f"triton {triton.__version__}, {opts}:", usage.strip().splitlines()[-1].strip())
+    return usage.strip().splitlines()[-1].strip(), sass
+
+
+def main():
+    kernel, consts, opts = compile_chain(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {})
+    usage, sass = sass_of(kernel)
+    print(f"triton {triton.__version__}, {opts}:", usage)
     loops(sass, 16 * consts["BM"] * consts["BN"] / (32 * opts["num_warps"]))
 
 
