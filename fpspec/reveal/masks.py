@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 
 from fpspec.errors import RevealRefused
-from fpspec.formats import Format
+from fpspec.formats import Format, get_format
 
 SWAMP_MARGIN_BITS = 4
 
@@ -65,7 +65,10 @@ def _plan(fin: Format, acc: Format, out: Format, need: int, split: bool) -> tupl
     """(a_mask, b_mask, a_unit, b_unit, window) or None when no unit works."""
     count_limit = min(2 ** out.precision, 2 ** acc.precision) - 1
     if split:
-        e = min(_largest_pow2(fin), _largest_pow2(acc) // 2)
+        # the product of the two masks must be finite where the kernel forms it: in fp32 at least
+        # (fp32 products of fp32 inputs; exact fp16/bf16 products on Tensor Cores), else fp64
+        prod = fin if fin.precision > 24 else get_format("fp32")
+        e = min(_largest_pow2(fin), _largest_pow2(prod) // 2, _largest_pow2(acc) // 2)
         a_mask = b_mask = 2.0 ** e
         u_lo_exp = max(2 * _smallest_pow2(fin), _smallest_pow2(out), _smallest_pow2(acc))
     else:

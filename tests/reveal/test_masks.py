@@ -45,3 +45,16 @@ def test_fp8_products_need_the_split():
 def test_fp8_sum_has_no_room():
     with pytest.raises(RevealRefused, match="too large for the format"):
         plan_masks(S.sum_target(sequential(range(8)), "fp8e4m3"))
+
+
+def test_split_masks_keep_the_product_finite_in_fp32():
+    """fp32 and bf16 inputs: each mask at most 2^63, so the product of the two fits fp32 (a kernel
+    that multiplies in fp32 made 2^127 * 2^127 = inf, and inf * 0 nan: numpy.dot -n 8 --masks split)."""
+    for fmt in ("fp32", "bf16"):
+        p = plan_masks(S.dot_target(sequential(range(8)), fmt), split=True)
+        assert p.a_mask * p.b_mask <= 2.0**126, fmt
+    from fpspec.reveal.engine import reveal
+    from fpspec.reveal.targets import resolve_target
+
+    t = resolve_target("numpy.dot", n=12)
+    assert reveal(t, split=True).tree == reveal(t, split=False).tree
