@@ -103,13 +103,8 @@ def spec_hash(spec: Spec) -> str:
 
 
 def load(path) -> Spec:
-    """Parse a .fps file (SpecError with the file's name in the location)."""
-    from pathlib import Path
+    """Parse a .fps file (SpecError with the file's name in the location; a directory, an
+    empty or a binary file is one error naming it: fpspec.io.read_text)."""
+    from fpspec.io import read_text
 
-    from fpspec.errors import FpspecError
-
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise FpspecError(f"{path}: cannot read: {e.strerror or e}") from None
-    return parse(text, str(path))
+    return parse(read_text(path, ".fps spec"), str(path))

@@ -69,3 +69,17 @@ def test_linear_recursion_is_refused_not_crashed():
         expand(spec, 21000)               # each level copies its list: keep n small
     with pytest.raises(SpecError, match=r"^x.fps:3:7: orders nest too deeply at n = "):
         check(spec)
+
+
+def test_load_names_a_directory_a_binary_or_an_empty_file(tmp_path):
+    from fpspec.errors import FpspecError, SpecError
+    from fpspec.spec import load
+
+    (tmp_path / "empty.fps").write_text("  \n")
+    (tmp_path / "bin.fps").write_bytes(b"op sum\n\x00\x01")
+    with pytest.raises(FpspecError, match="is a directory, expected a .fps spec"):
+        load(tmp_path)
+    with pytest.raises(FpspecError, match="the file is empty, expected a .fps spec"):
+        load(tmp_path / "empty.fps")
+    with pytest.raises(SpecError, match=r"bin.fps:2:1: binary data \(byte 0x00\)"):
+        load(tmp_path / "bin.fps")
