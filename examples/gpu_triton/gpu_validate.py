@@ -8,6 +8,7 @@ Writes OUTDIR/validate.txt (one line per check) and OUTDIR/trees.txt (the
 revealed trees).  --quick: small shapes, for a CPU dry run under TRITON_INTERPRET=1.
 """
 import importlib.util
+import subprocess
 import sys
 import tempfile
 import time
@@ -19,9 +20,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from orders import matmul_kernel, numpy_sum_kernel  # noqa: E402
 
+from fpspec.compile import compile_spec, load_replica  # noqa: E402
 from fpspec.compile.backends.triton import BACKEND  # noqa: E402
 from fpspec.reveal.engine import reveal  # noqa: E402
 from fpspec.reveal.targets import resolve_target  # noqa: E402
+from fpspec.spec import load as load_spec  # noqa: E402
 from fpspec.tree import format_tree, stats  # noqa: E402
 
 OUT = Path(sys.argv[1])
@@ -73,6 +76,29 @@ def random_inputs(shape, fmt, seed):
     return x.to(DT[fmt]).to(DEVICE)
 
 
+def spec_pipeline(tag, fmt, M, N, K):
+    """The user's road: `fpspec reveal -o` (tree, probed and sample-checked arithmetic), compile, compare."""
+    spec_path = OUT / f"{tag}.fps"
+    cmd = [sys.executable, "-m", "fpspec", "reveal", "torch.matmul", "-n", str(K), "--dtype",
+           {"fp16": "float16", "bf16": "bfloat16"}[fmt], "--m", str(M), "--ncols", str(N), "--device", DEVICE,
+           "-o", str(spec_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        return f"spec: reveal -o refused ({done.stderr.strip().splitlines()[-1]})"
+    rep = load_replica(compile_spec(load_spec(spec_path), "triton"), f"spec_{tag}")
+    out = []
+    for path in ("emulated", "native"):
+        bad = 0
+        try:
+            for seed in range(3):
+                A, B = random_inputs((M, K), fmt, seed), random_inputs((K, N), fmt, seed + 100)
+                bad += same_bits(rep.gemm(A, B, path=path), torch.matmul(A, B))
+            out.append(f"{path} {'EQUAL' if bad == 0 else f'{bad} differ'} (ran {rep.last_path()})")
+        except ValueError as e:
+            out.append(f"{path} not run ({e})")
+    return "spec (reveal -o, compile): " + ", ".join(out)
+
+
 log(f"device: {torch.cuda.get_device_name() if DEVICE == 'cuda' else 'cpu'}; torch {torch.__version__}; "
     f"triton {__import__('triton').__version__}")
 for fmt in ("fp16", "bf16"):
@@ -108,6 +134,8 @@ for fmt in ("fp16", "bf16"):
                                f"(ran {rep.last_path()})")
             except ValueError as e:
                 results.append(f"{path}: not run ({e})")
+        if M * N * K <= 2 ** 28:
+            results.append(spec_pipeline(tag, fmt, M, N, K))
         log(tag, f"order {type(kernel.root).__name__}"
                  f"{'' if len(rev.differing) == 0 else f' (outputs with other orders: {len(rev.differing)})'}",
             f"revealed in {rev.seconds:.1f}s;", "; ".join(results), f"[{time.perf_counter() - t0:.1f}s]")

@@ -24,6 +24,10 @@ FORMATS = {
 # floor -133) for fp16 and bf16: Hopper, compute capability 9.0 (H100, H200)
 NATIVE_CAPABILITY = (9, 0)
 NATIVE_FUSED = dict(width=16, extra_bits=2, floor=-133, to_zero=True)
+# the kernels' floor for a spec without one (exponent_floor = none): below every product's
+# exponent (fp32 subnormals squared: 2^-298) and every c, so it never moves the alignment,
+# while 2^(FLOOR - FRAC) stays a normal fp64 number
+NO_FLOOR = -320
 
 
 def _stored_format(kind):
@@ -101,7 +105,9 @@ class Replica:
         if nm.input not in ("fp16", "bf16") or f is None:
             return "the spec has no fp16/bf16 fused nodes"
         hw = NATIVE_FUSED
-        if (f.extra_bits, f.floor, f.to_zero) != (hw["extra_bits"], hw["floor"], hw["to_zero"]) or f.width > 16:
+        # no floor is the H100's for fp16: its products (>= 2^-48) and results never reach 2^-133
+        floor = hw["floor"] if f.floor is None and nm.input == "fp16" else f.floor
+        if (f.extra_bits, floor, f.to_zero) != (hw["extra_bits"], hw["floor"], hw["to_zero"]) or f.width > 16:
             return "the spec's fused nodes are not the H100's"
         segs = p.segs
         kinds = segs[:, 3]
@@ -224,7 +230,7 @@ class Replica:
                 grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), group.numel())
                 kern[grid](Ab, Bb, dst, segs, group, *common, **cfg,
                            WIDTH=width, W=triton.next_power_of_2(width), IN_EXP=exp_in,
-                           IN_MAN=man_in, FRAC=23 + f.extra_bits, FLOOR=f.floor, TO_ZERO=f.to_zero,
+                           IN_MAN=man_in, FRAC=23 + f.extra_bits, FLOOR=NO_FLOOR if f.floor is None else f.floor, TO_ZERO=f.to_zero,
                            DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
                            STORE_EXP=store_exp, STORE_MAN=store_man)
             if dev.fold_ids.numel():

@@ -134,3 +134,25 @@ def test_reveal_finds_the_stored_partials(tmp_path, monkeypatch):
     for K, A, B, C in _records():
         if K == 50:
             assert _same(_model(out.read_text(), A, B), C)
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16"])
+def test_a_spec_without_exponent_floor_compiles_for_triton(fmt):
+    """`fpspec reveal -o` writes exponent_floor = none where the probes cannot see it (H100 fp16
+    64x64x64): the Triton replica compiles and gives the NumPy replica's bits, tiny inputs included."""
+    import torch
+
+    from fpspec.inputs import generate
+
+    text = PLAIN.replace("bf16", fmt).replace("exponent_floor = -133", "exponent_floor = none")
+    text = text.replace("w = 8", "w = 16").replace("blocks(8, fused, seq)", "chain(16)")
+    ref = load_replica(compile_spec(parse(text), "numpy"), f"nofloor_np_{fmt}")
+    tri = load_replica(compile_spec(parse(text), "triton"), f"nofloor_tri_{fmt}")
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[fmt]
+    for idx, kind in enumerate(("subnormals", "wide_exponent", "signed_zeros")):
+        a, b = generate("gemm", 40, fmt, seed=2, index=idx, kind=kind, m=4, ncols=4).args[:2]
+        A, B = (torch.tensor(np.asarray(v, np.float64)).to(dt) for v in (a, b))
+        host = (lambda t: t.numpy()) if fmt == "fp16" else (lambda t: t.float().numpy())
+        want = np.asarray(ref.gemm(host(A), host(B)), np.float32)
+        got = tri.gemm(A, B).float().numpy()
+        assert _same(got, want), kind

@@ -75,8 +75,6 @@ class TritonBackend(Backend):
             if f.extra_bits < 0 or f.output != "fp32" or f.input not in ("fp16", "bf16", "fp32"):
                 raise CompileError(f"triton: fused nodes {f.input} -> {f.output} with {f.extra_bits} extra bits "
                                    "are not supported")
-            if f.exponent_floor is None:
-                raise CompileError("triton: fused nodes need an exponent floor")
         if any(isinstance(r, FusedChain) for r in _reducers(kernel)) and f is None:
             raise CompileError("triton: the order has fused chains but the arithmetic has no fused section")
         if any(isinstance(r, Pad) for r in _reducers(kernel)) and (ar.product in ("fma", "exact") or f is not None):
