@@ -266,7 +266,6 @@ def probe_spec_arithmetic(spec: A.Spec, targets: dict, trees: dict, start, *, se
     Returns (spec, lines)."""
     from fpspec.arith.probe import region_keep_sets, sample_check
     from fpspec.errors import RevealRefused
-    from fpspec.spec.expand import expand_arith
 
     first = start.arithmetic
     ns = sorted(trees)
@@ -314,14 +313,7 @@ def probe_spec_arithmetic(spec: A.Spec, targets: dict, trees: dict, start, *, se
                 if joins else first)
         new_order, sections = choose(order, parents, parts, main)
         out = with_sections(spec, new_order, main, sections)
-        checked, failed = 0, None
-        for n in ns:
-            tree, m, regions = expand_arith(out, n)
-            c, b = sample_check(targets[n], tree, m, regions, seed=seed + 7 * n + 1, count=checks)
-            checked += c
-            if b:
-                failed = (n, c, b)
-                break
+        checked, failed = _check_spec(out, targets, ns, lambda n: seed + 7 * n + 1, checks)
         if failed is None:
             break
         if failed[0] in probed:
@@ -343,10 +335,8 @@ def _stored_fused_spec(spec: A.Spec, main: Arithmetic, targets: dict, ns: list, 
     when that passes every sample check; else None (fpspec.arith.model note [fused output])."""
     from dataclasses import replace
 
-    from fpspec.arith.probe import sample_check
     from fpspec.formats import get_format
     from fpspec.spec.check import map_children
-    from fpspec.spec.expand import expand_arith
 
     if main.fused is None:
         return None
@@ -358,17 +348,11 @@ def _stored_fused_spec(spec: A.Spec, main: Arithmetic, targets: dict, ns: list, 
             return o
         return map_children(o, lambda x: wrap(x, name, False))
 
-    def passes(main, fmt):
+    def passes(main, order, name, fmt):
         """(spec, inputs checked) when the stored spec passes every sample check, else None."""
         out = with_sections(spec, order, main, {name: replace(main, accumulator=fmt)})
-        checked = 0
-        for n in ns:
-            tree, m, regions = expand_arith(out, n)
-            c, b = sample_check(targets[n], tree, m, regions, seed=seed + 11 * n + 3, count=checks)
-            checked += c
-            if b:
-                return None
-        return out, checked
+        checked, failed = _check_spec(out, targets, ns, lambda n: seed + 11 * n + 3, checks)
+        return None if failed else (out, checked)
 
     width = get_format(main.accumulator).precision
     formats = sorted({f for f in (output, "bf16", "fp16") if get_format(f).precision < width},
@@ -378,18 +362,34 @@ def _stored_fused_spec(spec: A.Spec, main: Arithmetic, targets: dict, ns: list, 
         order = wrap(spec.order, name, True)
         if order == spec.order:
             return None
-        got = passes(main, fmt)
+        got = passes(main, order, name, fmt)
         if got is None:
             continue
         # the probes could not fix the floor through stored partials: a known GPU's floor
         # that passes too is preferred (it lets the Triton replica take the Tensor Cores)
         for floor in _known_floors(main.fused):
-            other = passes(replace(main, fused=replace(main.fused, exponent_floor=floor)), fmt)
+            other = passes(replace(main, fused=replace(main.fused, exponent_floor=floor)), order, name, fmt)
             if other is not None:
                 got = other
                 break
         return got[0], fmt, got[1]
     return None
+
+
+def _check_spec(spec: A.Spec, targets: dict, ns: list, seed_at, checks: int):
+    """(inputs checked, None) when `spec` passes the sample check at every n of ns, else
+    (inputs checked, (n, inputs, differing)) at the first n where it does not."""
+    from fpspec.arith.probe import sample_check
+    from fpspec.spec.expand import expand_arith
+
+    checked = 0
+    for n in ns:
+        tree, m, regions = expand_arith(spec, n)
+        c, b = sample_check(targets[n], tree, m, regions, seed=seed_at(n), count=checks)
+        checked += c
+        if b:
+            return checked, (n, c, b)
+    return checked, None
 
 
 def _known_floors(fused) -> list:
