@@ -40,6 +40,7 @@ LANES_FOLD = 4       # ((l0 + l1) + l2) + ...
 CHAIN_BF16 = 5
 CHAIN_FP16 = 6
 STORED_KINDS = {"bf16": CHAIN_BF16, "fp16": CHAIN_FP16}
+STORED_FORMATS = {kind: fmt for fmt, kind in STORED_KINDS.items()}
 LEAF_MAX_ROWS = 32   # a leaf block's lanes are at most this long (rows of the tile, unrolled)
 LEAF_MAX_TAIL = 32   # and at most this many terms follow them (unrolled too)
 LEAF_MAX_LANES = 32
@@ -491,7 +492,8 @@ class Plan:
         # n = 10^8 has millions of segments: asking per call costs milliseconds)
         self.max_count = int(self.segs[:, 1].max())
         kinds = self.segs[:, 3]
-        chain = (kinds == CHAIN) | (kinds == CHAIN_BF16) | (kinds == CHAIN_FP16)
+        self.stored = torch.isin(kinds, torch.tensor(tuple(STORED_FORMATS)))   # chains stored narrower
+        chain = (kinds == CHAIN) | self.stored
         self.has_chain = bool(chain.any())
         self.fold_ids = torch.nonzero(kinds == FOLD).flatten()
         # (width, kind) -> the chain segments of one launch

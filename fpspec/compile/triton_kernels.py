@@ -208,11 +208,19 @@ def fp_f32_bits(x):
 
 
 @triton.jit
-def fp_stored(acc, STORE_EXP: tl.constexpr, STORE_MAN: tl.constexpr):
-    """An fp32 node result as a kernel stores it in a narrower buffer (nearest even), read back as fp32;
-    unchanged when STORE_MAN is 0 (fpspec.arith.model note [fused output])."""
+def fp_stored_bits(bits, STORE_EXP: tl.constexpr, STORE_MAN: tl.constexpr):
+    """fp32 bits (int64) of a node result as a kernel stores it in a narrower buffer (nearest even)
+    and reads it back; unchanged when STORE_MAN is 0 (fpspec.arith.model note [fused output])."""
     if STORE_MAN != 0:
-        acc = fp_as_f32(fp_widen(fp_narrow(fp_f32_bits(acc), STORE_EXP, STORE_MAN), STORE_EXP, STORE_MAN))
+        bits = fp_widen(fp_narrow(bits, STORE_EXP, STORE_MAN), STORE_EXP, STORE_MAN)
+    return bits
+
+
+@triton.jit
+def fp_stored(acc, STORE_EXP: tl.constexpr, STORE_MAN: tl.constexpr):
+    """fp_stored_bits on fp32 values."""
+    if STORE_MAN != 0:
+        acc = fp_as_f32(fp_stored_bits(fp_f32_bits(acc), STORE_EXP, STORE_MAN))
     return acc
 
 
@@ -743,8 +751,7 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
         pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN)
         acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO)
-        if STORE_MAN != 0:   # fpspec.arith.model note [fused output]
-            acc = fp_widen(fp_narrow(acc, STORE_EXP, STORE_MAN), STORE_EXP, STORE_MAN)
+        acc = fp_stored_bits(acc, STORE_EXP, STORE_MAN)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)
 

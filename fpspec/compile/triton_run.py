@@ -8,7 +8,7 @@ names are already defined in the same module).
 import torch
 import triton
 
-from fpspec.compile.triton_host import CHAIN, STORED_KINDS, PlanError, plan
+from fpspec.compile.triton_host import CHAIN, STORED_FORMATS, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
                                            mm_chain_native, mm_fold, sum_fold, sum_lanes, sum_pairs)
 # -- end imports
@@ -32,10 +32,7 @@ NO_FLOOR = -320
 
 def _stored_format(kind):
     """(exponent bits, fraction bits) a chain kind's node results are rounded to; (0, 0): none."""
-    for name, k in STORED_KINDS.items():
-        if kind == k:
-            return FORMATS[name][:2]
-    return 0, 0
+    return FORMATS[STORED_FORMATS[kind]][:2] if kind in STORED_FORMATS else (0, 0)
 
 
 class Numerics:
@@ -111,9 +108,7 @@ class Replica:
             return "the spec's fused nodes are not the H100's"
         segs = p.segs
         kinds = segs[:, 3]
-        stored = torch.zeros_like(kinds, dtype=torch.bool)
-        for kind in STORED_KINDS.values():
-            stored |= kinds == kind
+        stored = p.stored
         # a chain of 16-wide nodes, or one node of at most the spec's width (zeros pad it to 16);
         # a stored chain is one node (its result is rounded once, after the MMA)
         one_node = segs[:, 1] <= segs[:, 4]
