@@ -332,8 +332,19 @@ _ALIASES = {
     "jnp.sum": "jax.numpy.sum", "jnp.dot": "jax.numpy.dot", "jnp.matmul": "jax.numpy.matmul",
 }
 _DEFAULT_OPS = {"sum": "sum", "dot": "dot", "mv": "gemv", "matmul": "gemm"}
-# library functions with their own adapters; any other numpy.X / torch.X is a user callable
-_KNOWN = {"numpy": ("sum", "dot", "matmul", "dot_matrix"), "torch": ("sum", "dot", "mv", "matmul"), "jax": ("sum", "dot", "matmul")}
+# library functions with their own adapters (named in messages); any other numpy.X / torch.X is a
+# user callable.  numpy.dot_matrix: numpy.matmul under another name, adapted too
+_KNOWN = {"numpy": ("sum", "dot", "matmul"), "torch": ("sum", "dot", "mv", "matmul"), "jax": ("sum", "dot", "matmul")}
+_ADAPTED = {**_KNOWN, "numpy": _KNOWN["numpy"] + ("dot_matrix",)}
+_LIBRARIES = (("numpy.", "numpy"), ("torch.", "torch"), ("jax.numpy.", "jax"))
+
+
+def _library_function(key: str):
+    """(library, module, function) of a `numpy.X` / `torch.X` / `jax.numpy.X` name, else None."""
+    for prefix, lib in _LIBRARIES:
+        if key.startswith(prefix) and ":" not in key and key[len(prefix):].isidentifier():
+            return lib, prefix[:-1], key[len(prefix):]
+    return None
 
 
 def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "float32",
@@ -351,33 +362,31 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
     key = _ALIASES.get(name, name)
     if op is None and ncols is None and key.endswith("matmul") and m is not None:
         op = "gemv"
-    for prefix, lib in (("numpy.", "numpy"), ("torch.", "torch"), ("jax.numpy.", "jax")):
-        if key.startswith(prefix) and ":" not in key and key[len(prefix):].isidentifier():
-            func = key[len(prefix):]
-            if func not in _KNOWN[lib]:
-                module = prefix[:-1]
-                try:
-                    found = callable(getattr(importlib.import_module(module), func, None))
-                except ImportError:
-                    found = True    # _import_callable below says it cannot be imported
-                if not found:
-                    raise FpspecError(f"unknown {lib} target {name!r}: {module} has no function {func!r}")
-                break       # another function of the library (numpy.vdot, torch.inner): a user callable
-            op = op or _DEFAULT_OPS.get(func)
-            if lib == "numpy":
-                if device != "cpu":
-                    raise FpspecError("numpy runs on the cpu only")
-                return _numpy_target(name, func, op, n, fmt, m, ncols)
-            if lib == "torch":
-                return _torch_target(name, func, op, n, fmt, m, ncols, device)
-            return _jax_target(name, func, op, n, fmt, m, ncols, device)
+    library = _library_function(key)
+    if library is not None and library[2] in _ADAPTED[library[0]]:
+        lib, _, func = library
+        op = op or _DEFAULT_OPS.get(func)
+        if lib == "numpy":
+            if device != "cpu":
+                raise FpspecError("numpy runs on the cpu only")
+            return _numpy_target(name, func, op, n, fmt, m, ncols)
+        if lib == "torch":
+            return _torch_target(name, func, op, n, fmt, m, ncols, device)
+        return _jax_target(name, func, op, n, fmt, m, ncols, device)
+    if library is not None:     # another function of the library (numpy.vdot, torch.inner): a user callable
+        lib, module, func = library
+        try:
+            found = callable(getattr(importlib.import_module(module), func, None))
+        except ImportError:
+            found = True    # _import_callable below says it cannot be imported
+        if not found:
+            raise FpspecError(f"unknown {lib} target {name!r}: {module} has no function {func!r}")
     # a user callable: imported first, so that a typo reads as one (before the
     # complaint that its op kind is missing)
     fn, package = _import_callable(key)
     if op is None:
-        lib = next((lib for prefix, lib in (("numpy.", "numpy"), ("torch.", "torch"), ("jax.numpy.", "jax"))
-                    if key.startswith(prefix)), None)
-        known = (f" (fpspec knows {', '.join(f'{lib}.{f}' for f in _KNOWN[lib] if f != 'dot_matrix')} by name)" if lib else "")
+        known = ("" if library is None else
+                 f" (fpspec knows {', '.join(f'{library[0]}.{f}' for f in _KNOWN[library[0]])} by name)")
         raise FpspecError(f"target {name!r} is a user callable{known}: give its op kind (--op sum|dot|gemv|gemm)")
     if fmt == "bf16" or fmt.startswith("fp8") or key.startswith("torch."):   # torch functions take tensors
         native, to64 = _torch_adapters(fmt, device)
