@@ -3,7 +3,7 @@
 API (everything a caller needs; the AST is in fpspec.spec.ast):
 
     parse(text, filename="<string>") -> Spec
-        Syntax lives only in fpspec/grammar/fps.lark.  Raises SpecError with
+        Syntax lives only in grammar/fps.lark.  Raises SpecError with
         a Location (file:line:col) naming what was expected.
     str(spec) -> str
         Canonical text; parse(str(spec)) == spec for every spec.

@@ -1,4 +1,4 @@
-"""Text -> AST.  The syntax is fpspec/grammar/fps.lark; this module only maps
+"""Text -> AST.  The syntax is grammar/fps.lark; this module only maps
 each grammar rule to its dataclass (one transformer method per rule) and
 turns Lark's errors into `SpecError`s with file:line:col and what was expected.
 """
@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from importlib import resources
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from fpspec.errors import Location, SpecError
+from fpspec.resources import grammar_file
 from fpspec.spec import ast as A
 from fpspec.tree import Node
 
 
 @lru_cache(maxsize=1)
 def grammar_text() -> str:
-    # the grammar ships inside the package: never read relative to the cwd
-    return resources.files("fpspec").joinpath("grammar/fps.lark").read_text()
+    # never read relative to the cwd: fpspec.resources finds the packaged copy
+    return grammar_file().read_text()
 
 
 @lru_cache(maxsize=1)

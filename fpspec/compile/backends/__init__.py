@@ -3,7 +3,7 @@
 A backend module ``fpspec.compile.backends.<name>`` defines ``BACKEND``, an
 instance of a `Backend` subclass.  `render(kernel)` returns the complete
 replica source or raises `CompileError` (never partial code); the template
-``fpspec/templates/<name>.py.j2`` is a skeleton (placeholders and at most a
+``templates/<name>.py.j2`` is a skeleton (placeholders and at most a
 trivial loop), rendered with `render_template` (StrictUndefined, no
 randomness, so equal kernels give equal text).  Shared pieces every backend
 uses live here so no backend carries its own copy: the "@generated" header,
@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 
+from fpspec.resources import templates_dir
 from fpspec.compile.ir import (BinOp, BoolOp, Compare, CompileError, Const, IfInt, Kernel, Not, Var)
 
 # name -> module; each module exposes BACKEND (imported lazily: numba and
@@ -29,7 +30,7 @@ class Backend:
     """The interface: `name`, `template`, `check(kernel)` and `render(kernel)`."""
 
     name: str = ""
-    template: str = ""        # file name under fpspec/templates/
+    template: str = ""        # file name under templates/
     requires: tuple[str, ...] = ()   # modules the generated replica imports
     options: tuple[str, ...] = ()    # keyword options render() takes (e.g. triton's path)
 
@@ -59,7 +60,7 @@ def _environment():
     import jinja2
 
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("fpspec", "templates"),
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
