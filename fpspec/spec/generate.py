@@ -98,9 +98,13 @@ class _Draw:
         if op == "sum":
             product = "none"
         else:
-            product = self.pick({"fp64": ["rounded", "fma", "fma_first"],
-                                 "fp32": ["rounded", "fma", "fma", "exact", "fma_first"],
-                                 "fp16": ["exact", "rounded", "fma"], "bf16": ["exact", "rounded", "fma"]}[fmt])
+            # exact products only where the accumulator holds them (the compilers refuse the rest)
+            wide = {"fp16": ("fp32", "fp64"), "bf16": ("fp32", "fp64"), "fp32": ("fp64",)}.get(fmt, ())
+            products = ["rounded", "rounded", "fma", "fma_first"] if fmt == "fp64" else \
+                ["rounded", "rounded", "fma", "fma", "fma_first"]
+            if accumulator in wide:
+                products += ["exact", "exact"]
+            product = self.pick(products)
         entries = [A.Entry("input", A.Ident(fmt)), A.Entry("product", A.Ident(product))]
         if product == "rounded" and accumulator == "fp64" and fmt == "fp32" and self.chance(0.5):
             entries.append(A.Entry("product_format", A.Ident("fp32")))
@@ -128,8 +132,7 @@ class _Draw:
         if acc != self.accumulator or self.op == "sum" or self.chance(0.5):
             entries.append(A.Entry("accumulator", A.Ident(acc)))
         if self.op != "sum":
-            products = {"fp64": ["rounded", "fma"], "fp32": ["rounded", "fma"],
-                        "fp16": ["exact", "rounded", "fma"], "bf16": ["exact", "rounded", "fma"]}[self.fmt]
+            products = ["rounded", "fma"] + (["exact"] if self.product == "exact" else [])
             entries.append(A.Entry("product", A.Ident(self.pick(products))))
         self.named.append(A.NamedArithmetic(name, tuple(entries)))
         return name
@@ -178,8 +181,8 @@ class _Draw:
         if depth <= 0 or self.chance(0.3):
             return self.simple(leaves)
         d = depth - 1
-        kind = self.pick(("lanes", "lanes", "blocks", "chunks", "pad", "split", "tail", "tail", "guard", "using",
-                          "pairwise_split"))
+        kind = self.pick(("lanes", "lanes", "blocks", "blocks", "chunks", "pad", "split", "split", "tail", "tail",
+                          "guard", "guard", "using", "pairwise_split"))
         if kind == "lanes":
             k = self.size(1, 8)
             if self.chance(0.35):
@@ -334,7 +337,8 @@ def random_spec(rng: np.random.Generator, *, op: str | None = None, fmt: str | N
     if fmt is not None and fmt not in FORMATS:
         raise ValueError(f"fmt {fmt!r}; expected one of {', '.join(FORMATS)}")
     for _ in range(_TRIES):
-        spec = _draw(rng, op or str(rng.choice(OPS)), fmt or str(rng.choice(FORMATS)), parametric, max_depth, n_range)
+        draw_fmt = fmt or str(rng.choice(FORMATS, p=(0.2, 0.4, 0.2, 0.2)))
+        spec = _draw(rng, op or str(rng.choice(OPS)), draw_fmt, parametric, max_depth, n_range)
         try:
             check(spec)
         except SpecError:
