@@ -3,7 +3,7 @@ resource, and a plan whose two variants are routed one to each; the two
 environments compute the sum in different orders and the store shows it."""
 import pytest
 
-from conftest import fake_plan
+from survey_plans import fake_plan
 from fpspec.survey import Store, parse_plan_text, run_survey
 from fpspec.survey.report import build_rows
 
