@@ -19,6 +19,7 @@ import sys
 import typer
 
 from fpspec.errors import FpspecError
+from fpspec.io import inputs_guarded
 
 app = typer.Typer(
     name="fpspec",
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _register()     # imports numpy and friends: Ctrl-C may land here
         command = typer.main.get_command(app)
-        with command.make_context("fpspec", args) as ctx:
+        with inputs_guarded(), command.make_context("fpspec", args) as ctx:
             rv = command.invoke(ctx)
     except FpspecError as e:
         return _error(str(e), e.exit_code)

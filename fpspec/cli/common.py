@@ -24,6 +24,11 @@ def check_output(path, option: str) -> None:
     p = Path(path)
     if p.is_dir():
         raise FpspecError(f"{option} {path}: cannot write: it is a directory, expected a file name")
+    if p.exists() and not p.is_file():
+        # a device, pipe or socket: write_atomic would rename a file over it (-o /dev/null as root)
+        raise FpspecError(f"{option} {path}: cannot write: not a regular file; expected a file name "
+                          "(fpspec writes regular files only)")
+    p = Path(os.path.realpath(p)) if p.is_symlink() else p      # a link: its target is written
     parent = p.parent
     if not parent.is_dir():
         raise FpspecError(f"{option} {path}: cannot write: no directory {str(parent)!r}")
@@ -37,6 +42,8 @@ def write_output(path, text, option: str) -> None:
 
     try:
         write_atomic(path, text)
+    except FpspecError as e:
+        raise FpspecError(f"{option} {e}") from None
     except OSError as e:
         raise FpspecError(f"{option} {path}: cannot write: {e.strerror or e}") from None
 
