@@ -6,7 +6,10 @@ each mistake reads the same: one line naming the file, option or target.
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -82,3 +85,25 @@ def check_backend(name: str, option: str = "--target") -> None:
 
     if name not in BACKENDS:
         raise FpspecError(f"{option}: unknown target {name!r}; expected one of {', '.join(BACKENDS)}")
+
+
+@contextmanager
+def target_prints_to_stderr() -> Iterator[None]:
+    """What a target prints while it runs goes to stderr: stdout holds fpspec's
+    answer (a tree, a spec, JSON), which a chatty callable must not corrupt.
+    Both Python's sys.stdout and file descriptor 1 (C code's printf) are moved."""
+    sys.stdout.flush()
+    try:
+        fd = sys.stdout.fileno()
+        saved = os.dup(fd)
+        os.dup2(sys.stderr.fileno(), fd)
+    except (AttributeError, OSError, ValueError):   # stdout is not a file (a test's capture)
+        fd = saved = None
+    try:
+        with redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            sys.stdout.flush()
+            os.dup2(saved, fd)
+            os.close(saved)
