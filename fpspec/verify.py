@@ -826,23 +826,16 @@ def position_labels(spec, m, ncols):
 
 def _shape(op: str, m, ncols, spec=None) -> tuple[int | None, int | None]:
     # the spec's revealed shape (provenance), else fpspec.reveal's defaults: 4 rows, 4 columns
-    prov = spec.header.provenance if spec is not None else None
-    shape = prov.get("shape") if prov is not None else None
-    # `shape { m, ncols }` (fpspec reveal) or m, ncols (fpspec.infer)
-    for where in (shape, prov):
-        if where is not None and hasattr(where, "get"):
-            m = m or _int_value(where.get("m"))
-            ncols = ncols or _int_value(where.get("ncols"))
+    if spec is not None:
+        from fpspec.compile.build import provenance_shape
+
+        pm, pn = provenance_shape(spec)
+        m, ncols = m or pm, ncols or pn
     if op == "gemv":
         return int(m or 4), None
     if op == "gemm":
         return int(m or 4), int(ncols or 4)
     return None, None
-
-
-def _int_value(v):
-    v = getattr(v, "value", v)
-    return v if isinstance(v, int) and v > 0 else None
 
 
 def reference_outputs(tree: Tree, arith, op: str, samples, regions: dict | None = None) -> list:
