@@ -170,69 +170,143 @@ def fields_of(index, values, fmt):
     return pri, car
 
 
-def convert(index, pri, car, fmt):
+def convert(index, pri, car, bins, p, width, expansion, single):
     """ReproBLAS's binned -> float conversion (binned_ddmconv / binned_ssmconv), operation for
-    operation: fields in order of decreasing exponent (carry 0, then carry j, primary j-1, ...), in
-    double; fp64 with the index's top bins scaled down by 2^-(2p-W) so nothing overflows early."""
+    operation: fields in order of decreasing exponent (carry 0, then carry j and primary j-1, ...) in
+    double; fp64 with the top bins scaled down by 2^-(2p-W) so that nothing overflows early.  `pri`,
+    `car`: the fold fields as float64 (of the format's values); `bins` the format's table; `single`:
+    fp32 (the result is then rounded to fp32 by the caller).  Plain scalar arithmetic, so that the
+    numba replicas compile this very function."""
     fold = len(pri)
-    b = [float(v) for v in fmt.bins[index:index + fold]]
-    f64 = np.float64
-    if fmt.name == "fp32":
-        f32 = np.float32
-        y = f64(0.0)
+    y = 0.0
+    if single:
         if index == 0:
-            y += f64(car[0]) * f64(b[0] / 6.0) * f64(fmt.expansion)
-            y += f64(car[1]) * f64(b[1] / 6.0)
-            y += f64(f32(pri[0]) - f32(b[0])) * f64(fmt.expansion)
+            y += car[0] * (bins[index] / 6.0) * expansion
+            y += car[1] * (bins[index + 1] / 6.0)
+            y += (pri[0] - bins[index]) * expansion
             i = 2
         else:
-            y += f64(car[0]) * f64(b[0] / 6.0)
+            y += car[0] * (bins[index] / 6.0)
             i = 1
         while i < fold:
-            y += f64(car[i]) * f64(b[i] / 6.0)
-            y += f64(f32(pri[i - 1]) - f32(b[i - 1]))
+            y += car[i] * (bins[index + i] / 6.0)
+            y += pri[i - 1] - bins[index + i - 1]
             i += 1
-        y += f64(f32(pri[fold - 1]) - f32(b[fold - 1]))
-        with np.errstate(over="ignore"):
-            return f32(y)
-    p, w = fmt.p, fmt.width
-    y = f64(0.0)
-    limit = (3 * p) // w
-    with np.errstate(over="ignore"):
-        if index <= limit:
-            down = f64(2.0 ** (-(2 * p - w)))
-            up = f64(2.0 ** (2 * p - w))
-            scaled = max(min(fold, limit - index), 0)
-            if index == 0:
-                y += f64(car[0]) * (f64(b[0] / 6.0) * down * f64(fmt.expansion))
-                y += f64(car[1]) * (f64(b[1] / 6.0) * down)
-                y += (f64(pri[0]) - f64(b[0])) * down * f64(fmt.expansion)
-                i = 2
-            else:
-                y += f64(car[0]) * (f64(b[0] / 6.0) * down)
-                i = 1
-            while i < scaled:
-                y += f64(car[i]) * (f64(b[i] / 6.0) * down)
-                y += (f64(pri[i - 1]) - f64(b[i - 1])) * down
-                i += 1
-            if i == fold:
-                y += (f64(pri[fold - 1]) - f64(b[fold - 1])) * down
-                return y * up
-            if math.isinf(y * up):
-                return y * up
-            y *= up
-            while i < fold:
-                y += f64(car[i]) * f64(b[i] / 6.0)
-                y += f64(pri[i - 1]) - f64(b[i - 1])
-                i += 1
-            y += f64(pri[fold - 1]) - f64(b[fold - 1])
-            return y
-        y += f64(car[0]) * f64(b[0] / 6.0)
-        for i in range(1, fold):
-            y += f64(car[i]) * f64(b[i] / 6.0)
-            y += f64(pri[i - 1]) - f64(b[i - 1])
-        y += f64(pri[fold - 1]) - f64(b[fold - 1])
+        y += pri[fold - 1] - bins[index + fold - 1]
         return y
+    limit = (3 * p) // width
+    if index <= limit:
+        down = 2.0 ** (-(2 * p - width))
+        up = 2.0 ** (2 * p - width)
+        scaled = max(min(fold, limit - index), 0)
+        if index == 0:
+            y += car[0] * ((bins[index] / 6.0) * down * expansion)
+            y += car[1] * ((bins[index + 1] / 6.0) * down)
+            y += (pri[0] - bins[index]) * down * expansion
+            i = 2
+        else:
+            y += car[0] * ((bins[index] / 6.0) * down)
+            i = 1
+        while i < scaled:
+            y += car[i] * ((bins[index + i] / 6.0) * down)
+            y += (pri[i - 1] - bins[index + i - 1]) * down
+            i += 1
+        if i == fold:
+            y += (pri[fold - 1] - bins[index + fold - 1]) * down
+            return y * up
+        if math.isinf(y * up):
+            return y * up
+        y *= up
+        while i < fold:
+            y += car[i] * (bins[index + i] / 6.0)
+            y += pri[i - 1] - bins[index + i - 1]
+            i += 1
+        y += pri[fold - 1] - bins[index + fold - 1]
+        return y
+    y += car[0] * (bins[index] / 6.0)
+    for i in range(1, fold):
+        y += car[i] * (bins[index + i] / 6.0)
+        y += pri[i - 1] - bins[index + i - 1]
+    y += pri[fold - 1] - bins[index + fold - 1]
+    return y
+
+
+def convert_fields(index, pri, car, fmt):
+    """`convert` with the format's constants, rounded to the format: a numpy scalar."""
+    single = fmt.name == "fp32"
+    bins = [float(b) for b in fmt.bins]
+    with np.errstate(over="ignore"):
+        return fmt.dtype(convert(index, pri, car, bins, fmt.p, fmt.width, fmt.expansion, single))
+
+
+def row_index(amax, fmt):
+    """`BinnedFormat.index` of every value of the array `amax` (finite, >= 0)."""
+    e = np.frexp(amax.astype(np.float64))[1]
+    j = np.minimum((fmt.emax + 1 - e) // fmt.width, fmt.max_index)
+    return np.where(amax == 0, fmt.max_index, j).astype(np.int64)
+
+
+def sum_rows(terms, fold, fmt):
+    """The binned sum of every row of `terms` (shape (m, n), the format's dtype, already rounded), as
+    an array of m values of the format: the NumPy replicas' kernel.  Vectorized over rows: each row's
+    index from its largest |term|, its slices (note [exact slices]) counted in int64 over column
+    chunks short enough never to overflow, carried into (carry, low) as ReproBLAS's fields."""
+    terms = np.asarray(terms, dtype=fmt.dtype)
+    m, n = terms.shape
+    out = np.zeros(m, dtype=fmt.dtype)
+    finite = np.isfinite(terms)
+    clean = np.where(finite, terms, fmt.dtype(0))
+    index = row_index(np.abs(clean).max(axis=1) if n else np.zeros(m, dtype=fmt.dtype), fmt)
+    q = fmt.quarter_bits
+    low = np.zeros((fold, m), dtype=np.int64)
+    carry = np.zeros((fold, m), dtype=np.int64)
+    chunk = 1 << 16
+    for lo in range(0, n, chunk):
+        part = clean[:, lo:lo + chunk]
+        for j, c in enumerate(row_slice_counts(part, index, fold, fmt)):
+            s = c.astype(np.int64).sum(axis=1)
+            low[j] += s & ((1 << q) - 1)
+            carry[j] += (s >> q) + (low[j] >> q)
+            low[j] &= (1 << q) - 1
+    single = fmt.name == "fp32"
+    bins = [float(b) for b in fmt.bins]
+    with np.errstate(over="ignore"):
+        for i in range(m):
+            if n == 0:
+                continue
+            if not finite[i].all():
+                out[i] = fmt.dtype(special_sum(terms[i]))
+                continue
+            k = int(index[i])
+            pri = [bins[k + j] + float(low[j, i]) * float(fmt.ulps[k + j]) for j in range(fold)]
+            car = [float(carry[j, i]) for j in range(fold)]
+            out[i] = fmt.dtype(convert(k, pri, car, bins, fmt.p, fmt.width, fmt.expansion, single))
+    return out
+
+
+def row_slice_counts(x, index, fold, fmt):
+    """`slice_counts` of the rows of `x` (shape (m, n)), row i at its own index[i]."""
+    dt = fmt.dtype
+    out = []
+    r = x
+    top = index[:, None] == 0
+    for j in range(fold):
+        m = fmt.bins[index + j][:, None]
+        u = fmt.ulps[index + j][:, None]
+        if j == 0 and top.any():
+            # note [index 0]: slot 0 of index-0 rows takes the scaled deposit
+            mc = fmt.bins[0]
+            sc = _or1(r * dt(fmt.compression), fmt) + mc
+            qc = (mc - sc) * dt(fmt.expansion * 0.5)
+            s = _or1(r, fmt) + m
+            out.append(np.where(top, (sc - mc).astype(np.float64) / fmt.ulps[0],
+                                (s - m).astype(np.float64) / u))
+            r = np.where(top, (r + qc) + qc, r + (m - s))
+            continue
+        s = _or1(r, fmt) + m
+        out.append((s - m).astype(np.float64) / u)
+        r = r + (m - s)
+    return out
 
 
 # ---------------------------------------------------------------- the accumulator
@@ -355,7 +429,7 @@ class Binned:
         if self.index is None:
             return fmt.dtype(0.0)
         pri, car = fields_of(self.index, self.values, fmt)
-        return fmt.dtype(convert(self.index, pri, car, fmt))
+        return convert_fields(self.index, pri, car, fmt)
 
     def __float__(self) -> float:
         return float(self.to_float())
@@ -419,3 +493,20 @@ def bound_text(n: int, max_abs: float, format: str = "fp64", fold: int = 3) -> s
             f"  |sum - result| < (1 + c) * n * max(2^(W(1-K)) * max|x|, 2^(emin-1)) + c * n * max|x|, "
             f"c = 7 eps / (1 - 6 sqrt(eps)), eps = 2^-{fmt.p}\n"
             f"  = {up!r}")
+
+
+def evaluate_binned(x, y, format: str, fold: int) -> np.ndarray:
+    """fpspec.arith.evaluate's answer for a binned arithmetic: terms x[k] (a sum, y None) or x[k] * y[k]
+    rounded to the format, x of shape (n,) or (n, m) (m accumulations); float64 values, shape () or (m,)."""
+    fmt = binned_format(format)
+    X = np.asarray(x, dtype=np.float64).astype(fmt.dtype)
+    if y is not None:
+        Y = np.asarray(y, dtype=np.float64).astype(fmt.dtype)
+        if Y.ndim == 1 and X.ndim == 2:
+            Y = Y[:, None]
+        with np.errstate(all="ignore"):
+            X = X * Y
+    if X.ndim == 1:
+        return np.float64(Binned.empty(format, fold).deposit(X).to_float())
+    return np.array([Binned.empty(format, fold).deposit(X[:, i]).to_float() for i in range(X.shape[1])],
+                    dtype=np.float64)

@@ -34,6 +34,19 @@ DEPTH = 20000  # Python frames, as in expand
 UNBOUNDED_CHECK = 1 << 24
 
 
+def _check_binned(h: A.Header) -> None:
+    """A binned accumulator (fpspec.arith.binned) is checked here: it holds for the whole accumulation."""
+    for a in h.arithmetics:
+        for e in a.entries:
+            if isinstance(e.value, A.Apply):
+                raise SpecError(f"arithmetic {a.name}: accumulator = {e.value} holds for the whole accumulation; "
+                                "expected it in the main arithmetic section", e.loc or a.loc)
+    if h.arithmetic is not None and any(isinstance(e.value, A.Apply) for e in h.arithmetic.entries):
+        from fpspec.arith.model import Arithmetic
+
+        Arithmetic.from_entries(h.arithmetic.entries)
+
+
 def check(spec: A.Spec) -> None:
     h = spec.header
     if h.op is not None and h.op not in OPS:
@@ -41,6 +54,7 @@ def check(spec: A.Spec) -> None:
     if h.n is None:
         raise SpecError("the spec states no range of n; expected a line like `n in 1..4096`",
                         spec.loc or Location("<spec>", 1, 1))
+    _check_binned(h)
     lets = {d.name: d for d in spec.lets}
     from fpspec.spec.regions import arithmetics
 
