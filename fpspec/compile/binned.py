@@ -19,8 +19,10 @@ PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
 _MODEL_NAMES = ["BinnedFormat", "_or1", "special_sum", "convert", "row_index", "sum_rows", "row_slice_counts"]
-_NUMBA_JIT = ["_term", "_index_of_bits", "_float_of_bits", "_block_flags", "_carry_in", "_shift_state", "_partial", "_merge_into", "_finish"]
-_NUMBA_PARALLEL = ["_sum_parallel", "_rows", "_gemm_rows"]
+_NUMBA_JIT = ["_term", "_index_of_bits", "_float_of_bits", "_block_flags", "_carry_in", "_shift_state",
+              "_merge_into", "_finish", "_merged", "_deposit_at"]
+_NUMBA_NOGIL = ["_partial", "_rows_range", "_gemm_range"]     # run on threads of their own
+_NUMBA_HOST = ["_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
 
 
 def is_binned(kernel: Kernel) -> bool:
@@ -77,7 +79,7 @@ def numba_settings(kernel: Kernel) -> list[str]:
         f"{fmt.expansion!r}",
         f"_SINGLE = {a.input == 'fp32'}",
         f"_PRODUCT = {kernel.op != 'sum'}",
-        f"_LANES = {binned_numba._LANES}",
+        f"_ABS_MASK = {(1 << (bits - 1)) - 1:#x}",
         f"_BLOCK = {binned_numba._BLOCK}",
     ]
 
@@ -88,11 +90,11 @@ def render_numba(backend, kernel: Kernel) -> str:
     check(kernel)
     public = PUBLIC[kernel.op]
     runtime = "\n\n".join([
-        "from llvmlite import ir\nfrom numba import get_num_threads, types",
-        embed(binned_numba, ["_or1", "_abs_bits"]),
+        "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\nfrom numba import get_num_threads, types",
+        embed(binned_numba, ["_or1", "_bits"]),
         embed(model, ["convert"], decorator="@_jit"),
         embed(binned_numba, _NUMBA_JIT, decorator="@_jit"),
-        block_loops(kernel.arithmetic.binned, binned_numba._LANES, kernel.op != "sum"),
+        block_loops(kernel.arithmetic.binned, kernel.op != "sum"),
     ])
     return render_template(
         backend.template,
@@ -106,57 +108,41 @@ def render_numba(backend, kernel: Kernel) -> str:
         runtime=runtime,
         constants=[],
         functions=[],
-        kernels=embed(binned_numba, _NUMBA_PARALLEL, decorator="@_parallel"),
-        api="\n\n".join([embed(binned_rt, ["_checked"]), embed(binned_numba, ["_parts"]),
+        kernels="_nogil = njit(fastmath=False, cache=True, nogil=True)\n\n\n" +
+                embed(binned_numba, _NUMBA_NOGIL, decorator="@_nogil"),
+        api="\n\n".join([embed(binned_rt, ["_checked"]), embed(binned_numba, _NUMBA_HOST),
                          embed(binned_numba, [f"api_{n}" for n in public], {f"api_{n}": n for n in public})]),
     )
 
 
-def block_loops(fold: int, lanes: int, product: bool) -> str:
-    """binned_numba's block loops for `fold` slots and `lanes` lanes, written out: each lane's sums are
-    local variables (fold * lanes of them), the term inline (x[k] * y[k] rounded when `product`).
-    _deposit_top is index 0 (note [index 0]: slot 0 scaled)."""
-    def term(at: str) -> str:
-        return f"X[{at}] * Y[{at}]" if product else f"X[{at}]"
+def block_loops(fold: int, product: bool) -> str:
+    """binned_numba's block loops for `fold` slots, written out, the term inline (x[k] * y[k] rounded
+    when `product`): one pass over a block view from index 0, every slot's count an integer sum, so
+    that LLVM vectorizes the loop.  _deposit_top is index 0 (note [index 0]: slot 0 scaled)."""
+    term = "X[i] * Y[i]" if product else "X[i]"
 
     def deposit(name: str, top: bool) -> str:
-        args = "X, Y, b0, b1, acc" if top else "X, Y, b0, b1, index, acc"
+        args = "X, Y, counts" if top else "X, Y, index, counts"
         base = "0" if top else "index"
         lines = [f"@_jit\ndef {name}({args}):",
-                 '    """Add the slices of terms b0..b1-1 into acc[slot, lane] (generated for this fold)."""']
-        lines += [f"    m{j} = _BINS[{base} + {j}]" for j in range(fold)]
-        lines += [f"    a{j}_{lane} = _DT(0.0)" for j in range(fold) for lane in range(lanes)]
-        lines += ["    i = b0", f"    while i + {lanes} <= b1:"]
-        for lane in range(lanes):
-            lines += _slices(term(f"i + {lane}"), fold, lane, top, "        ")
-        lines += [f"        i += {lanes}", "    while i < b1:"]
-        lines += _slices(term("i"), fold, 0, top, "        ")
-        lines += ["        i += 1"]
-        lines += [f"    acc[{j}, {lane}] = a{j}_{lane}" for j in range(fold) for lane in range(lanes)]
+                 '    """Count the slices of the block\'s terms in each slot\'s ulps; the largest |term| pattern."""']
+        lines += [f"    m{j} = _BINS[{base} + {j}]\n    c{j} = _bits(m{j})\n    k{j} = 0" for j in range(fold)]
+        lines += ["    h = 0", "    for i in range(X.shape[0]):", f"        r = {term}",
+                  "        b = _bits(r) & _ABS_MASK", "        h = b if b > h else h"]
+        first = 0
+        if top:
+            lines += ["        s = m0 + _or1(r * _DT(_COMPRESSION))", "        k0 += _bits(s) - c0",
+                      "        q = (m0 - s) * _DT(_HALF_EXPANSION)", "        r = (r + q) + q"]
+            first = 1
+        for j in range(first, fold):
+            lines += [f"        s = m{j} + _or1(r)", f"        k{j} += _bits(s) - c{j}"]
+            if j < fold - 1:
+                lines.append(f"        r = r + (m{j} - s)")
+        lines += [f"    counts[{j}] = k{j}" for j in range(fold)] + ["    return h"]
         return "\n".join(lines)
 
-    amax = [f"@_jit\ndef _block_amax(X, Y, b0, b1):",
-            '    """The largest bit pattern of |term| over b0..b1-1 (generated: one maximum a lane)."""']
-    amax += [f"    h{lane} = 0" for lane in range(lanes)]
-    amax += ["    i = b0", f"    while i + {lanes} <= b1:"]
-    for lane in range(lanes):
-        amax += [f"        b = _abs_bits({term(f'i + {lane}')})", f"        h{lane} = b if b > h{lane} else h{lane}"]
-    amax += [f"        i += {lanes}", "    while i < b1:", f"        b = _abs_bits({term('i')})",
-             "        h0 = b if b > h0 else h0", "        i += 1"]
-    amax += ["    return max(" + ", ".join(f"h{lane}" for lane in range(lanes)) + ")"]
+    amax = ["@_jit\ndef _block_amax(X, Y):",
+            '    """The largest bit pattern of |term| in the block (inf and nan the largest)."""',
+            "    h = 0", "    for i in range(X.shape[0]):", f"        b = _bits({term}) & _ABS_MASK",
+            "        h = b if b > h else h", "    return h"]
     return "\n\n\n".join([deposit("_deposit", False), deposit("_deposit_top", True), "\n".join(amax)]) + "\n"
-
-
-def _slices(term: str, fold: int, lane: int, top: bool, pad: str) -> list[str]:
-    """One term's slices added to lane `lane`'s sums (fpspec.arith.binned note [exact slices])."""
-    lines = [f"{pad}r = {term}"]
-    first = 0
-    if top:
-        lines += [f"{pad}s = m0 + _or1(r * _DT(_COMPRESSION))", f"{pad}a0_{lane} += s - m0",
-                  f"{pad}q = (m0 - s) * _DT(_HALF_EXPANSION)", f"{pad}r = (r + q) + q"]
-        first = 1
-    for j in range(first, fold):
-        lines += [f"{pad}s = m{j} + _or1(r)", f"{pad}a{j}_{lane} += s - m{j}"]
-        if j < fold - 1:
-            lines.append(f"{pad}r = r + (m{j} - s)")
-    return lines
