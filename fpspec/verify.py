@@ -33,6 +33,7 @@ the sign of zero included, must match.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -973,6 +974,11 @@ def verify_spec(spec, *, spec_name: str = "spec", backend: str = "numpy", replic
                             call_rows=rows)
     sides = [rep]
     pairs = [(ref, rep)]
+    fold = getattr(spec_arithmetic(spec), "binned", None)
+    if fold is not None:     # order-independent (fpspec.arith.binned): note [binned replicas]
+        rep, shuffled, note = binned_sides(ref, rep, replica_fn, fold, seed)
+        sides, pairs = [rep, shuffled], [(ref, rep), (ref, shuffled)]
+        notes.append(note)
     if against:
         orig = make_target_side(against, ref.op, ref.fmt, role="original", m=ref.m, ncols=ref.ncols,
                                 device=device)
@@ -987,7 +993,55 @@ def verify_spec(spec, *, spec_name: str = "spec", backend: str = "numpy", replic
         for n in n_values:
             check_n(spec, n)
     return compare(ref, sides, n_values, samples=samples, seed=seed, sample_pairs=pairs,
-                   command="verify", notes=notes)
+                   command="verify", notes=notes, probe=fold is None)
+
+
+def binned_sides(ref: Side, rep: Side, fn: Callable, fold: int, seed: int) -> tuple[Side, Side, str]:
+    """Note [binned replicas]: a binned spec holds for every tree, so the replica's tree check is
+    FPRev's pair test itself, with masks that a binned accumulator holds exactly but a plain one of
+    the format does not (M = 2^(p+2), u = 1; inside the fold's 2^(W(K-1)) window): every pair must
+    cancel first, as in math.fsum ("order-independent"); the tree compared is then the spec's own.
+    A second side runs the replica on the terms permuted (a fresh permutation per n), compared bit
+    for bit with the spec's reference.  The arithmetic is not probed: no plain arithmetic fits."""
+    from dataclasses import replace
+
+    from fpspec.arith.binned import binned_format
+
+    fmt = binned_format(ref.fmt)
+    big = 2.0 ** min(fmt.p + 2, fmt.width * (fold - 1))
+    rng = np.random.default_rng(seed)
+
+    def call(vec):
+        n = vec.shape[0]
+        ones = np.ones(n)
+        args = {"sum": (vec,), "dot": (vec, ones), "gemv": (vec[None, :], ones),
+                "gemm": (vec[None, :], ones[:, None])}[ref.op]
+        return float(np.asarray(rep.outputs(n, [fpinputs.Sample("masks", 0, 0, args)])[0]).ravel()[0])
+
+    def tree_at(n: int, pos: tuple = (0, 0)) -> Tree:
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+        if len(pairs) > 64:
+            pairs = [pairs[k] for k in rng.choice(len(pairs), 64, replace=False)] + [(0, n - 1)]
+        for i, j in pairs:
+            vec = np.ones(n)
+            vec[i], vec[j] = big, -big
+            got = call(vec)
+            if got != n - 2:
+                raise SideFailure(f"masks +-2^{int(math.log2(big))} at leaves {i}, {j} give {got!r}, not {n - 2}: "
+                                  "the replica's result depends on the order")
+        return ref.tree_at(n, **({} if pos == (0, 0) else {"pos": pos}))
+
+    def permuted(n: int, samples) -> list:
+        perm = rng.permutation(n)
+        axis = {"sum": (0,), "dot": (0, 0), "gemv": (1, 0), "gemm": (1, 0)}[ref.op]
+        moved = [replace(s, args=tuple(np.take(a, perm, axis=k) for a, k in zip(s.args, axis))) for s in samples]
+        return rep.outputs(n, moved)
+
+    shuffled = replace(rep, name=f"{rep.name}, terms permuted", outputs=permuted, tree_at=tree_at)
+    note = (f"binned(fold = {fold}): order-independent; the replica's order checked by FPRev's pair test with "
+            f"masks +-2^{int(math.log2(big))} and unit 1 (every pair cancels first, as in math.fsum), its bits on "
+            "permuted terms too")
+    return replace(rep, tree_at=tree_at), shuffled, note
 
 
 def diff_sides(a: Side, b: Side, n_values, *, samples: int = 0, seed: int = 0, notes=()) -> Report:

@@ -162,8 +162,9 @@ def _merge_into(state, other):
     if other[0] < 0:
         return
     if state[0] < 0:
-        for k in range(2 + 2 * _FOLD):
+        for k in range(2, 2 + 2 * _FOLD):
             state[k] = other[k]
+        state[0] = other[0]
         return
     if other[0] < state[0]:
         _shift_state(state, state[0] - other[0])

@@ -121,6 +121,10 @@ def test_numba_thread_counts_and_splits_give_the_same_bits():
     for p in range(3):
         rep._partial(x, y, cuts[p], cuts[p + 1], states[p])
     assert bits(np.float64(rep._merged(states[::-1].copy()))) == bits(want)
+    # a piece of only non-finite terms keeps its flags through the merge
+    x[:1234], y[:1234] = np.inf, 1.0
+    rep._partial(x, y, 0, 1234, states[0])
+    assert states[0, 0] == -1 and rep._merged(states) == np.inf == rep.dot(x, y)
 
 
 def test_fold_2_and_4():
@@ -137,3 +141,47 @@ def test_fold_2_and_4():
 def test_replicas_refuse_other_dtypes():
     with pytest.raises(TypeError, match="float64"):
         replica("sum", "fp64", "numpy").sum(np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("op,fmt", [("sum", "fp32"), ("dot", "fp64"), ("gemm", "fp32")])
+def test_triton_interpreter_equals_the_model(op, fmt):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    rep = replica(op, fmt, "triton")
+    dt = DTYPES[fmt]
+    rng = np.random.default_rng(6)
+    if op == "gemm":
+        A = (rng.standard_normal((2, 1500)) * 2.0 ** rng.integers(-60, 60, (2, 1500))).astype(dt)
+        A[1, 7] = np.nan
+        B = rng.standard_normal((1500, 2)).astype(dt)
+        want = np.stack([evaluate_binned(A.T, B[:, j], fmt, 3) for j in range(2)], axis=1).astype(dt)
+        assert bits(rep.gemm(torch.from_numpy(A), torch.from_numpy(B)).numpy()) == bits(want)
+        return
+    for x in adversarial(rng, 2500, dt)[1:6]:
+        y = np.ones_like(x) if op == "sum" else rng.standard_normal(x.size).astype(dt)
+        want = dt(evaluate_binned(x, None if op == "sum" else y, fmt, 3))
+        args = (torch.from_numpy(x),) if op == "sum" else (torch.from_numpy(x), torch.from_numpy(y))
+        assert bits(getattr(rep, op)(*args).numpy()) == bits(want)
+
+
+def test_verify_says_equivalent_and_order_independent():
+    from fpspec.verify import verify_spec
+
+    report = verify_spec(parse(spec_text("dot", "fp32")), backend="numpy", n_values=[2, 9, 300], samples=60)
+    assert report.equivalent, report.text()
+    assert any("order-independent" in note for note in report.notes)
+    assert {c.side for c in report.trees} == {"replica (numpy)", "replica (numpy), terms permuted"}
+
+
+def test_verify_catches_a_replica_that_has_an_order():
+    from fpspec.verify import verify_spec
+
+    def plain(x):
+        out = 0.0
+        for v in x:
+            out += float(v)
+        return np.float64(out)
+
+    report = verify_spec(parse(spec_text("sum", "fp64")), replica_fn=plain, n_values=[6], samples=20)
+    assert not report.equivalent
+    assert "depends on the order" in report.text()
