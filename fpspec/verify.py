@@ -33,6 +33,7 @@ the sign of zero included, must match.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -997,6 +998,7 @@ def verify_spec(spec, *, spec_name: str = "spec", backend: str = "numpy", replic
         raise FpspecError(f"{spec_name} has no arithmetic section: nothing defines the bits a replica must "
                           "give (fpspec probe TARGET writes one)")
     ref = make_spec_side(spec, spec_name, m=m, ncols=ncols)
+    fold = getattr(spec_arithmetic(spec), "binned", None)
     notes: list[str] = []
     if n_values:
         from fpspec.spec.expand import check_n
@@ -1011,7 +1013,8 @@ def verify_spec(spec, *, spec_name: str = "spec", backend: str = "numpy", replic
     if replica_fn is not None:
         rep = make_replica_side(replica_fn, replica_label or "replica", ref.op, ref.fmt, out_fmt=ref.out_fmt,
                                 m=ref.m, ncols=ref.ncols)
-        return _verify_sides(ref, rep, (), against, n_values, sampled, uncovered, samples, seed, device, notes)
+        return _verify_sides(ref, rep, (), against, n_values, sampled, uncovered, samples, seed, device, notes,
+                             fold)
 
     from fpspec.compile.process import ReplicaProcess, file_sha256, private_folder, remove_folder
 
@@ -1033,7 +1036,8 @@ def verify_spec(spec, *, spec_name: str = "spec", backend: str = "numpy", replic
                  f"{path} (fpspec compile --target {backend}, removed after)")
         notes.insert(0, f"replica file: {where}, sha256 {digest}, fresh process (pid {process.pid}); "
                         f"checked: {', '.join(f + '()' for f in process.functions)}")
-        return _verify_sides(ref, rep, extra, against, n_values, sampled, uncovered, samples, seed, device, notes)
+        return _verify_sides(ref, rep, extra, against, n_values, sampled, uncovered, samples, seed, device, notes,
+                             fold)
     finally:
         if process is not None:
             process.close()
@@ -1092,16 +1096,68 @@ def _process_sides(process, ref: Side, label: str) -> tuple[Side, tuple[Side, ..
 
 
 def _verify_sides(ref: Side, rep: Side, extra: Sequence[Side], against: str | None, n_values, sampled,
-                  uncovered: str, samples: int, seed: int, device: str, notes: list) -> Report:
+                  uncovered: str, samples: int, seed: int, device: str, notes: list, fold: int | None) -> Report:
     sides = [rep]
     pairs = [(ref, rep)] + [(ref, side) for side in extra]
+    if fold is not None:     # order-independent (fpspec.arith.binned): note [binned replicas]
+        rep, shuffled, note = binned_sides(ref, rep, fold, seed)
+        sides, pairs = [rep, shuffled], [(ref, rep), (ref, shuffled)] + [(ref, side) for side in extra]
+        notes.append(note)
     if against:
         orig = make_target_side(against, ref.op, ref.fmt, role="original", m=ref.m, ncols=ref.ncols,
                                 device=device)
         sides.append(orig)
         pairs.insert(0, (orig, rep))
     return compare(ref, sides, n_values, samples=samples, seed=seed, sample_pairs=pairs,
-                   command="verify", notes=notes, sampled_n=sampled, not_covered=uncovered)
+                   command="verify", notes=notes, sampled_n=sampled, not_covered=uncovered, probe=fold is None)
+
+
+def binned_sides(ref: Side, rep: Side, fold: int, seed: int) -> tuple[Side, Side, str]:
+    """Note [binned replicas]: a binned spec holds for every tree, so the replica's tree check is
+    FPRev's pair test itself, with masks that a binned accumulator holds exactly but a plain one of
+    the format does not (M = 2^(p+2), u = 1; inside the fold's 2^(W(K-1)) window): every pair must
+    cancel first, as in math.fsum ("order-independent"); the tree compared is then the spec's own.
+    A second side runs the replica on the terms permuted (a fresh permutation per n), compared bit
+    for bit with the spec's reference.  The arithmetic is not probed: no plain arithmetic fits."""
+    from dataclasses import replace
+
+    from fpspec.arith.binned import binned_format
+
+    fmt = binned_format(ref.fmt)
+    big = 2.0 ** min(fmt.p + 2, fmt.width * (fold - 1))
+    rng = np.random.default_rng(seed)
+
+    def call(vec):
+        n = vec.shape[0]
+        ones = np.ones(n)
+        args = {"sum": (vec,), "dot": (vec, ones), "gemv": (vec[None, :], ones),
+                "gemm": (vec[None, :], ones[:, None])}[ref.op]
+        return float(np.asarray(rep.outputs(n, [fpinputs.Sample("masks", 0, 0, args)])[0]).ravel()[0])
+
+    def tree_at(n: int, pos: tuple = (0, 0)) -> Tree:
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+        if len(pairs) > 64:
+            pairs = [pairs[k] for k in rng.choice(len(pairs), 64, replace=False)] + [(0, n - 1)]
+        for i, j in pairs:
+            vec = np.ones(n)
+            vec[i], vec[j] = big, -big
+            got = call(vec)
+            if got != n - 2:
+                raise SideFailure(f"masks +-2^{int(math.log2(big))} at leaves {i}, {j} give {got!r}, not {n - 2}: "
+                                  "the replica's result depends on the order")
+        return ref.tree_at(n, **({} if pos == (0, 0) else {"pos": pos}))
+
+    def permuted(n: int, samples) -> list:
+        perm = rng.permutation(n)
+        axis = {"sum": (0,), "dot": (0, 0), "gemv": (1, 0), "gemm": (1, 0)}[ref.op]
+        moved = [replace(s, args=tuple(np.take(a, perm, axis=k) for a, k in zip(s.args, axis))) for s in samples]
+        return rep.outputs(n, moved)
+
+    shuffled = replace(rep, name=f"{rep.name}, terms permuted", outputs=permuted, tree_at=tree_at)
+    note = (f"binned(fold = {fold}): order-independent; the replica's order checked by FPRev's pair test with "
+            f"masks +-2^{int(math.log2(big))} and unit 1 (every pair cancels first, as in math.fsum), its bits on "
+            "permuted terms too")
+    return replace(rep, tree_at=tree_at), shuffled, note
 
 
 def diff_sides(a: Side, b: Side, n_values, *, samples: int = 0, seed: int = 0, notes=(), sampled_n=(),

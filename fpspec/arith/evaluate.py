@@ -58,6 +58,10 @@ def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None, regions: dic
     Arithmetic (note [regions]); every other node uses `arithmetic`.
     """
     ar = arithmetic or Arithmetic()
+    if ar.binned is not None:     # order-independent: the tree does not matter (fpspec.arith.binned)
+        from fpspec.arith.binned import evaluate_binned
+
+        return evaluate_binned(x, y, ar.input, ar.binned)
     X = np.asarray(x, np.float64)
     if ar.product == "none":
         Y = np.ones_like(X)

@@ -9,6 +9,8 @@ An `Arithmetic` says how the terms of a tree are formed and added:
     init         an initial value in the accumulation    none | +0.0
     output       format of the returned result           fp32, fp16, ...
     fused        FusedParams of the fused nodes, if any
+    binned       the fold K of a binned accumulator (`accumulator = binned(fold = K)`), else None:
+                 an order-independent sum (fpspec.arith.binned), valid with any tree
 
 In a spec it is the `arithmetic { ... }` section, ordered key = value entries
 (`to_entries` / `from_entries`).
@@ -77,8 +79,11 @@ class Arithmetic:
     output: str = "fp32"
     fused: FusedParams | None = None
     product_format: str | None = None   # product = rounded: the format products are rounded to
+    binned: int | None = None           # the fold of a binned accumulator (fpspec.arith.binned)
 
     def __post_init__(self):
+        if self.binned is not None:
+            _check_binned(self)
         for key in ("input", "accumulator", "output"):
             name = getattr(self, key)
             try:
@@ -116,7 +121,11 @@ class Arithmetic:
         out = [Entry("input", Ident(self.input)), Entry("product", Ident(self.product))]
         if self.product_format is not None:
             out.append(Entry("product_format", Ident(self.product_format)))
-        out += [Entry("accumulator", Ident(self.accumulator)),
+        from fpspec.spec.ast import Apply
+
+        accumulator = Ident(self.accumulator) if self.binned is None else \
+            Apply("binned", (Entry("fold", self.binned),))
+        out += [Entry("accumulator", accumulator),
                Entry("init", Float("+0.0") if self.init == "+0.0" else Ident("none")),
                Entry("output", Ident(self.output))]
         if self.fused is not None:
@@ -143,6 +152,9 @@ class Arithmetic:
         """
         given = _collect(entries, _KEYS, "arithmetic")
         kwargs = {}
+        if type(given.get("accumulator")).__name__ == "Apply":
+            kwargs["binned"] = _binned_fold(given.pop("accumulator"), given.get("__loc__"))
+            kwargs["accumulator"] = _word(given.get("input", "fp32"), "arithmetic", "input")
         for key in ("input", "accumulator", "output", "product", "product_format"):
             if key in given:
                 kwargs[key] = _word(given[key], "arithmetic", key)
@@ -157,6 +169,30 @@ class Arithmetic:
             return base
         except SpecError as e:
             raise SpecError(e.message, loc) from None
+
+
+def _check_binned(a: "Arithmetic") -> None:
+    """fpspec.arith.binned's domain: fp64 or fp32 terms (sums, or products rounded to the input), the
+    result in the input format, 2 <= fold <= the number of bins."""
+    from fpspec.arith.binned import binned_format
+
+    if a.input not in ("fp64", "fp32"):
+        raise SpecError(f"arithmetic: a binned accumulator takes input = fp64 or fp32, not {a.input}")
+    if a.output != a.input or a.accumulator != a.input:
+        raise SpecError(f"arithmetic: a binned accumulator returns the input format: expected output = {a.input}")
+    if a.product not in ("none", "rounded") or a.product_format is not None or a.fused is not None:
+        raise SpecError("arithmetic: a binned accumulator takes product = none (sums) or rounded (products "
+                        f"rounded to the input format), not {a.product}")
+    top = binned_format(a.input).max_fold
+    if isinstance(a.binned, bool) or not isinstance(a.binned, int) or not 2 <= a.binned <= top:
+        raise SpecError(f"arithmetic: binned(fold = {a.binned!r}); expected an integer fold in 2..{top}")
+
+
+def _binned_fold(v, loc) -> int:
+    entries = {e.key: e.value for e in v.entries}
+    if v.name != "binned" or set(entries) - {"fold"}:
+        raise SpecError(f"arithmetic: accumulator = {v}; expected a format or binned(fold = K)", loc)
+    return entries.get("fold", 3)
 
 
 def _value(v):

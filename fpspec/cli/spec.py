@@ -90,8 +90,10 @@ def show(
     png: Optional[Path] = typer.Option(None, "--png", help="also draw the tree to this PNG file"),
     at: Optional[str] = typer.Option(None, "--at", help="the output element I,J whose tree to show (gemv/gemm "
                                                         "specs whose order depends on the output position)"),
+    max_abs: Optional[float] = typer.Option(None, "--max-abs", help="binned specs: the largest |x| for the "
+                                                                    "error bound (default 1.0)"),
 ) -> None:
-    """Print a spec (canonical form) and the tree it gives at n."""
+    """Print a spec (canonical form) and the tree it gives at n (for a binned spec: its error bound)."""
     from fpspec.spec import check, expand
     from fpspec.tree import format_tree, stats
 
@@ -111,6 +113,8 @@ def show(
     elif n is not None and n != stats(tree).leaves:
         raise FpspecError(f"{file}: the tree has {stats(tree).leaves} leaves; expected -n to match or no -n")
     typer.echo(str(spec), nl=False)
+    if _binned_note(spec, stats(tree).leaves, max_abs) and svg is None and png is None:
+        return
     where = f", output ({at})" if at else ""
     typer.echo(f"\n# tree at n = {stats(tree).leaves}{where}: {stats(tree)}")
     typer.echo(format_tree(tree))
@@ -123,6 +127,25 @@ def show(
             except OSError as e:
                 raise FpspecError(f"--{fmt} {path}: cannot write: {e.strerror or e}") from None
             typer.echo(f"wrote {path}")
+
+
+def _binned_note(spec, n: int, max_abs: float | None) -> bool:
+    """A binned accumulator (fpspec.arith.binned): say that the tree does not matter (it is not printed)
+    and give the error bound at n, max|x|.  False for any other spec."""
+    block = spec.header.arithmetic if spec is not None else None
+    if block is None or not any(type(e.value).__name__ == "Apply" for e in block.entries):
+        return False
+    from fpspec.arith.binned import bound_text
+    from fpspec.arith.model import Arithmetic
+
+    a = Arithmetic.from_entries(block.entries)
+    if max_abs is not None and not (max_abs >= 0 and max_abs < float("inf")):
+        raise FpspecError(f"--max-abs takes a finite value >= 0, got {max_abs!r}")
+    typer.echo(f"\n# order-independent: binned(fold = {a.binned}) accumulator; the tree does not matter "
+               "(every order, split and thread count gives the same bits)")
+    for line in bound_text(n, 1.0 if max_abs is None else max_abs, a.input, a.binned).splitlines():
+        typer.echo(f"# {line}")
+    return True
 
 
 def _position(at: str | None) -> tuple[int, int]:

@@ -463,8 +463,23 @@ class Float(_Printable):
         return cls(repr(float(value)))
 
 
-# A value: Ident, int (maybe negative), Float, str (a quoted string), bool, or Block.
-Value = Union[Ident, int, Float, str, bool, "Block"]
+@dataclass(frozen=True)
+class Apply(_Printable):
+    """`name(key = value, ...)` as a value: a choice with parameters, `accumulator = binned(fold = 3)`."""
+
+    name: str
+    entries: tuple  # tuple[Entry, ...]
+    loc: Location | None = _loc()
+
+    def get(self, key: str, default=None):
+        for e in self.entries:
+            if e.key == key:
+                return e.value
+        return default
+
+
+# A value: Ident, int (maybe negative), Float, str (a quoted string), bool, Apply, or Block.
+Value = Union[Ident, int, Float, str, bool, Apply, "Block"]
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,19 @@ MAX_INT = (1 << 63) - 1    # sizes, n and leaves: what a replica's int64 holds
 MAX_NESTING = 200          # orders inside orders (expressions alike): the compilers recurse on them
 
 
+def _check_binned(h: A.Header) -> None:
+    """A binned accumulator (fpspec.arith.binned) is checked here: it holds for the whole accumulation."""
+    for a in h.arithmetics:
+        for e in a.entries:
+            if isinstance(e.value, A.Apply):
+                raise SpecError(f"arithmetic {a.name}: accumulator = {e.value} holds for the whole accumulation; "
+                                "expected it in the main arithmetic section", e.loc or a.loc)
+    if h.arithmetic is not None and any(isinstance(e.value, A.Apply) for e in h.arithmetic.entries):
+        from fpspec.arith.model import Arithmetic
+
+        Arithmetic.from_entries(h.arithmetic.entries)
+
+
 def check(spec: A.Spec) -> None:
     h = spec.header
     if h.op is not None and h.op not in OPS:
@@ -53,6 +66,7 @@ def check(spec: A.Spec) -> None:
     for end in (h.n.lo, h.n.hi):
         if end is not None and end > MAX_INT:
             raise SpecError(f"{h.n}: {end} is too large; expected n <= 2^63 - 1", h.n.loc or spec.loc)
+    _check_binned(h)
     lets = {d.name: d for d in spec.lets}
     named = tuple(a.name for a in h.arithmetics)
     for d in spec.lets:

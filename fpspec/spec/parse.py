@@ -277,6 +277,9 @@ class _ToAst(Transformer):
             return name == "true"
         return A.Ident(name, loc=self._loc(meta))
 
+    def apply(self, meta, items):
+        return A.Apply(str(items[0]), tuple(items[1:]), loc=self._loc(meta))
+
     def integer(self, meta, items):
         return int(items[0])
 

@@ -135,6 +135,8 @@ def format_value(v, indent: str) -> str:
         return v.text
     if isinstance(v, str):
         return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, A.Apply):
+        return f"{v.name}(" + ", ".join(f"{e.key} = {format_value(e.value, indent)}" for e in v.entries) + ")"
     raise TypeError(f"not a block value: {v!r}")
 
 
@@ -199,7 +201,7 @@ def format_node(x) -> str:
         if isinstance(x.value, A.Block):
             return format_block(x.value)
         return f"{x.key} = {format_value(x.value, '')}"
-    if isinstance(x, (A.Ident, A.Float)):
+    if isinstance(x, (A.Ident, A.Float, A.Apply)):
         return format_value(x, "")
     if isinstance(x, A.Range):
         return format_range(x)

@@ -15,6 +15,7 @@ from fpspec.compile.loops import LONE_LEAF
 from fpspec.compile.loops import emit_program
 from fpspec.compile.numerics import (helper_names, in_region, plan, region_helper_names, region_plans,
                                      region_settings, settings)
+from fpspec.compile import binned
 from fpspec.compile.runtime import embed
 from fpspec.compile.runtime import numba_rt
 
@@ -29,9 +30,13 @@ class NumbaBackend(Backend):
     requires = ("numpy", "numba")
 
     def check(self, kernel: Kernel) -> None:
+        if binned.is_binned(kernel):
+            return binned.check(kernel)
         plan(kernel)
 
     def render(self, kernel: Kernel) -> str:
+        if binned.is_binned(kernel):   # order-independent: no loops (fpspec.compile.binned)
+            return binned.render_numba(self, kernel)
         p = plan(kernel)
         program = emit_program(kernel, vector_lanes=vector_lanes(kernel, p), iterative_splits=True)
         names, rename = helper_names(p, program, fma=_numba_fma(p))

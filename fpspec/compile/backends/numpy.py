@@ -11,6 +11,7 @@ from fpspec.compile.ir import CompileError, Kernel
 from fpspec.compile.loops import emit_program
 from fpspec.compile.numerics import (helper_names, in_region, plan, region_helper_names, region_plans,
                                      region_settings, settings)
+from fpspec.compile import binned
 from fpspec.compile.runtime import embed
 from fpspec.compile.runtime import numpy_rt
 
@@ -28,12 +29,16 @@ class NumpyBackend(Backend):
     requires = ("numpy",)
 
     def check(self, kernel: Kernel) -> None:
+        if binned.is_binned(kernel):
+            return binned.check(kernel)
         p = plan(kernel)
         if p.fma and kernel.arithmetic.input == "fp64":
             raise CompileError("the numpy target cannot express an fp64 FMA (no exact fp64 fma in NumPy); "
                                "use --target numba")
 
     def render(self, kernel: Kernel) -> str:
+        if binned.is_binned(kernel):   # order-independent: no loops (fpspec.compile.binned)
+            return binned.render_numpy(self, kernel)
         p = plan(kernel)
         program = emit_program(kernel)
         names, rename = helper_names(p, program, fma="_add_leaf_fma")

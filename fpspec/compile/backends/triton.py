@@ -44,6 +44,8 @@ class TritonBackend(Backend):
     options = ("path",)
 
     def check(self, kernel: Kernel) -> None:
+        if getattr(kernel.arithmetic, "binned", None) is not None:
+            return                     # fpspec.compile.triton_binned: any order
         ar = kernel.arithmetic
         for key in ("input", "output"):
             if getattr(ar, key) not in _FORMATS:
@@ -86,6 +88,10 @@ class TritonBackend(Backend):
         _check_plans(kernel)
 
     def render(self, kernel: Kernel, path: str = "auto") -> str:
+        if getattr(kernel.arithmetic, "binned", None) is not None:   # order-independent: no plan
+            from fpspec.compile import triton_binned
+
+            return triton_binned.render(self, kernel)
         if path not in PATHS:
             raise CompileError(f"triton: path must be one of {', '.join(PATHS)}, got {path!r}")
         self.check(kernel)

@@ -1,0 +1,148 @@
+"""Binned replicas (fpspec.arith.binned): the order-independent sum, compiled for numpy and numba.
+
+A spec whose arithmetic says `accumulator = binned(fold = K)` holds for every tree, so its replica
+ignores the order: each backend's render module hands such a kernel here, and the replica is its
+usual template filled with the binned runtime instead of loops (Triton: fpspec.compile.triton_binned).
+Every replica gives ReproBLAS's bits, whatever the order of the terms, the split, the thread count or
+the machine: they all deposit exact slices (fpspec.arith.binned note [exact slices]) and convert the
+same fields with the same operations.
+"""
+from __future__ import annotations
+
+from fpspec.arith import binned as model
+from fpspec.arith.binned import binned_format
+from fpspec.compile import binned_numba, binned_rt
+from fpspec.compile.ir import CompileError, Kernel
+from fpspec.compile.runtime import embed
+
+PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("gemm",)}
+_DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
+# fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
+_MODEL_NAMES = ["BinnedFormat", "_or1", "special_sum", "convert", "row_index", "sum_rows", "row_slice_counts"]
+_NUMBA_JIT = ["_term", "_index_of_bits", "_float_of_bits", "_block_flags", "_carry_in", "_shift_state",
+              "_merge_into", "_finish", "_merged", "_deposit_at"]
+_NUMBA_NOGIL = ["_partial", "_rows_range", "_gemm_range"]     # run on threads of their own
+_NUMBA_HOST = ["_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
+
+
+def is_binned(kernel: Kernel) -> bool:
+    return getattr(kernel.arithmetic, "binned", None) is not None
+
+
+def check(kernel: Kernel) -> None:
+    if kernel.arithmetics:
+        raise CompileError("a binned accumulator holds for the whole accumulation; expected no "
+                           "using(NAME, ...) parts")
+    if kernel.op not in PUBLIC:
+        raise CompileError(f"binned: op {kernel.op} cannot be compiled; expected one of {', '.join(PUBLIC)}")
+
+
+def _common(kernel: Kernel) -> list[str]:
+    a = kernel.arithmetic
+    return [f"_DT = {_DTYPE[a.input]}", f"_FOLD = {a.binned}", f"_NAME = {kernel.name!r}"]
+
+
+def render_numpy(backend, kernel: Kernel) -> str:
+    from fpspec.compile.backends import header, render_template
+
+    check(kernel)
+    public = PUBLIC[kernel.op]
+    return render_template(
+        backend.template,
+        header=header(kernel, backend.name),
+        name=kernel.name,
+        op=f"{kernel.op} with a binned(fold = {kernel.arithmetic.binned}) accumulator (any order: the same bits)",
+        public=", ".join(public),
+        spec_literal=repr(kernel.source),
+        settings=_common(kernel),
+        runtime="import math\n\n" + embed(model, _MODEL_NAMES) + "\n\n" + embed(binned_rt, ["_checked"]),
+        constants=[f"_FMT = BinnedFormat({kernel.arithmetic.input!r})"],
+        functions=[],
+        api=embed(binned_rt, [f"api_{n}" for n in public], {f"api_{n}": n for n in public}),
+    )
+
+
+def numba_settings(kernel: Kernel) -> list[str]:
+    """The constants binned_numba's functions read, as literals (numba freezes globals)."""
+    a = kernel.arithmetic
+    fmt = binned_format(a.input)
+    floats = ", ".join(repr(float(b)) for b in fmt.bins)
+    ulps = ", ".join(repr(float(u)) for u in fmt.ulps)
+    bits = 64 if a.input == "fp64" else 32
+    return _common(kernel) + [
+        f"_BINS64 = np.array([{floats}])",
+        "_BINS = _BINS64.astype(_DT)",
+        f"_ULPS = np.array([{ulps}])",
+        f"_P, _W, _EMAX, _MAXI, _Q = {fmt.p}, {fmt.width}, {fmt.emax}, {fmt.max_index}, {fmt.quarter_bits}",
+        f"_EXP_SHIFT, _INF_BITS = {fmt.p - 1}, {((1 << (bits - fmt.p)) - 1) << (fmt.p - 1)}",
+        f"_COMPRESSION, _HALF_EXPANSION, _EXPANSION = {fmt.compression!r}, {fmt.expansion * 0.5!r}, "
+        f"{fmt.expansion!r}",
+        f"_SINGLE = {a.input == 'fp32'}",
+        f"_PRODUCT = {kernel.op != 'sum'}",
+        f"_ABS_MASK = {(1 << (bits - 1)) - 1:#x}",
+        f"_BLOCK = {binned_numba._BLOCK}",
+    ]
+
+
+def render_numba(backend, kernel: Kernel) -> str:
+    from fpspec.compile.backends import header, render_template
+
+    check(kernel)
+    public = PUBLIC[kernel.op]
+    runtime = "\n\n".join([
+        "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\nfrom numba import get_num_threads, types",
+        embed(binned_numba, ["_or1", "_bits"]),
+        embed(model, ["convert"], decorator="@_jit"),
+        embed(binned_numba, _NUMBA_JIT, decorator="@_jit"),
+        block_loops(kernel.arithmetic.binned, kernel.op != "sum"),
+    ])
+    return render_template(
+        backend.template,
+        header=header(kernel, backend.name),
+        name=kernel.name,
+        op=f"{kernel.op} with a binned(fold = {kernel.arithmetic.binned}) accumulator (any order: the same bits)",
+        public=", ".join(public),
+        spec_literal=repr(kernel.source),
+        settings=numba_settings(kernel),
+        cache=True,
+        runtime=runtime,
+        constants=[],
+        functions=[],
+        kernels="_nogil = njit(fastmath=False, cache=True, nogil=True)\n\n\n" +
+                embed(binned_numba, _NUMBA_NOGIL, decorator="@_nogil"),
+        api="\n\n".join([embed(binned_rt, ["_checked"]), embed(binned_numba, _NUMBA_HOST),
+                         embed(binned_numba, [f"api_{n}" for n in public], {f"api_{n}": n for n in public})]),
+    )
+
+
+def block_loops(fold: int, product: bool) -> str:
+    """binned_numba's block loops for `fold` slots, written out, the term inline (x[k] * y[k] rounded
+    when `product`): one pass over a block view from index 0, every slot's count an integer sum, so
+    that LLVM vectorizes the loop.  _deposit_top is index 0 (note [index 0]: slot 0 scaled)."""
+    term = "X[i] * Y[i]" if product else "X[i]"
+
+    def deposit(name: str, top: bool) -> str:
+        args = "X, Y, counts" if top else "X, Y, index, counts"
+        base = "0" if top else "index"
+        lines = [f"@_jit\ndef {name}({args}):",
+                 '    """Count the slices of the block\'s terms in each slot\'s ulps; the largest |term| pattern."""']
+        lines += [f"    m{j} = _BINS[{base} + {j}]\n    c{j} = _bits(m{j})\n    k{j} = 0" for j in range(fold)]
+        lines += ["    h = 0", "    for i in range(X.shape[0]):", f"        r = {term}",
+                  "        b = _bits(r) & _ABS_MASK", "        h = b if b > h else h"]
+        first = 0
+        if top:
+            lines += ["        s = m0 + _or1(r * _DT(_COMPRESSION))", "        k0 += _bits(s) - c0",
+                      "        q = (m0 - s) * _DT(_HALF_EXPANSION)", "        r = (r + q) + q"]
+            first = 1
+        for j in range(first, fold):
+            lines += [f"        s = m{j} + _or1(r)", f"        k{j} += _bits(s) - c{j}"]
+            if j < fold - 1:
+                lines.append(f"        r = r + (m{j} - s)")
+        lines += [f"    counts[{j}] = k{j}" for j in range(fold)] + ["    return h"]
+        return "\n".join(lines)
+
+    amax = ["@_jit\ndef _block_amax(X, Y):",
+            '    """The largest bit pattern of |term| in the block (inf and nan the largest)."""',
+            "    h = 0", "    for i in range(X.shape[0]):", f"        b = _bits({term}) & _ABS_MASK",
+            "        h = b if b > h else h", "    return h"]
+    return "\n\n\n".join([deposit("_deposit", False), deposit("_deposit_top", True), "\n".join(amax)]) + "\n"

@@ -1,0 +1,299 @@
+"""Triton kernels of binned replicas (fpspec.compile.triton_binned copies this file into each one).
+
+The replica's constants come from fpspec.compile.triton_binned.render.  Sum and dot: `_partials` gives every program a contiguous piece of the terms,
+one tile at a time: the tile's largest |term| (an integer max over bit patterns; inf and nan show
+as the largest), the program's index moved up when needed (its slot counts shifted toward the
+lesser bins), every term's slices counted in ulps of their bin (the difference of the primary's
+bit patterns after and before: exact integer sums, which may run in any order); `_merge` aligns
+the programs' states on the least index, adds them exactly and converts, operation for operation
+as ReproBLAS's binned_ddmconv / binned_ssmconv (`_convert`).  Gemv and gemm: `_rows`, one program
+per output element, the same loop over its K products.  No contraction (launched with
+enable_fp_fusion=False), no clz (the interpreter lacks it: the subnormal index goes through a
+conversion to float), no shift amounts out of range.
+"""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _bits(v, DT: tl.constexpr, IT: tl.constexpr):
+    # the pattern of v as int64 (fp32: its 32 bits, non-negative for non-negative v)
+    return v.to(IT, bitcast=True).to(tl.int64)
+
+
+@triton.jit
+def _or1(v, DT: tl.constexpr, IT: tl.constexpr):
+    return (v.to(IT, bitcast=True) | 1).to(DT, bitcast=True)
+
+
+@triton.jit
+def _index(m, P: tl.constexpr, EMAX: tl.constexpr, W: tl.constexpr, MAXI: tl.constexpr):
+    # ReproBLAS's xindex of the largest |term| from its pattern m (finite); a subnormal's
+    # exponent read off the pattern converted to float (exact: m < 2^(P-1))
+    e = m >> (P - 1)
+    sub = (m.to(tl.float64).to(tl.int64, bitcast=True) >> 52) - 1023 + 1 - (EMAX - 1 + P - 1)
+    frexp_e = tl.where(e == 0, sub, e - EMAX + 1)
+    j = tl.minimum((EMAX + 1 - frexp_e) // W, MAXI)
+    return tl.where(m == 0, MAXI, j)
+
+
+@triton.jit
+def _shift(V, jv, by):
+    # slot j takes slot j - by (0 below): the accumulator moved `by` bins up
+    src = jv[:, None] - by
+    pick = src == jv[None, :]
+    return tl.sum(tl.where(pick, V[None, :], 0), axis=1)
+
+
+@triton.jit
+def _tile(t, I, V, flags, jv, bins_ptr, COMP, HALF, DT: tl.constexpr, IT: tl.constexpr,
+          FOLD: tl.constexpr, P: tl.constexpr, EMAX: tl.constexpr, W: tl.constexpr, MAXI: tl.constexpr,
+          INF_BITS: tl.constexpr, ABS_MASK: tl.constexpr):
+    """One tile of terms t into the state (I: index, -1 empty; V: slot counts; flags)."""
+    m = tl.max(_bits(t, DT, IT) & ABS_MASK, axis=0)
+    if m >= INF_BITS:
+        f = tl.max(tl.where(t != t, 1, 0), axis=0) | tl.max(tl.where(t == float("inf"), 2, 0), axis=0) \
+            | tl.max(tl.where(t == float("-inf"), 4, 0), axis=0)
+        flags = flags | f
+    else:
+        J = _index(m, P, EMAX, W, MAXI).to(tl.int64)
+        if I < 0:
+            I = J
+        elif J < I:
+            V = _shift(V, jv, I - J)
+            I = J
+        top = I == 0
+        r = t
+        for j in tl.static_range(FOLD):
+            mj = tl.load(bins_ptr + I + j)
+            cj = _bits(mj, DT, IT)
+            if j == 0:
+                s = tl.where(top, mj + _or1(r * COMP, DT, IT), mj + _or1(r, DT, IT))
+                q = (mj - s) * HALF
+                r = tl.where(top, (r + q) + q, r + (mj - s))
+            else:
+                s = mj + _or1(r, DT, IT)
+                r = r + (mj - s)
+            V += tl.where(jv == j, tl.sum(_bits(s, DT, IT) - cj, axis=0), 0)
+    return I, V, flags
+
+
+@triton.jit
+def _field(v, jv, i):
+    return tl.sum(tl.where(jv == i, v, 0), axis=0)
+
+
+@triton.jit
+def _convert(I, low, car, jv, bins_ptr, ulps_ptr, EXPANSION, FOLD: tl.constexpr, P: tl.constexpr,
+             W: tl.constexpr, SINGLE: tl.constexpr):
+    """fpspec.arith.binned.convert: ReproBLAS's conversion, in float64, step for step."""
+    b = tl.load(bins_ptr + I + jv, mask=jv < FOLD, other=0.0).to(tl.float64)
+    u = tl.load(ulps_ptr + I + jv, mask=jv < FOLD, other=0.0)
+    pri = b + low.to(tl.float64) * u
+    carf = car.to(tl.float64)
+    y = tl.zeros([], tl.float64)
+    LIMIT: tl.constexpr = (3 * P) // W
+    if SINGLE or I > LIMIT:
+        if SINGLE and I == 0:
+            y = y + _field(carf, jv, 0) * (_field(b, jv, 0) / 6.0) * EXPANSION
+            y = y + _field(carf, jv, 1) * (_field(b, jv, 1) / 6.0)
+            y = y + (_field(pri, jv, 0) - _field(b, jv, 0)) * EXPANSION
+            i = 2
+        else:
+            y = y + _field(carf, jv, 0) * (_field(b, jv, 0) / 6.0)
+            i = 1
+        while i < FOLD:
+            y = y + _field(carf, jv, i) * (_field(b, jv, i) / 6.0)
+            y = y + (_field(pri, jv, i - 1) - _field(b, jv, i - 1))
+            i += 1
+        y = y + (_field(pri, jv, FOLD - 1) - _field(b, jv, FOLD - 1))
+    else:
+        DOWN: tl.constexpr = 2.0 ** (-(2 * P - W))
+        UP: tl.constexpr = 2.0 ** (2 * P - W)
+        scaled = tl.maximum(tl.minimum(FOLD, LIMIT - I), 0)
+        if I == 0:
+            y = y + _field(carf, jv, 0) * ((_field(b, jv, 0) / 6.0) * DOWN * EXPANSION)
+            y = y + _field(carf, jv, 1) * ((_field(b, jv, 1) / 6.0) * DOWN)
+            y = y + (_field(pri, jv, 0) - _field(b, jv, 0)) * DOWN * EXPANSION
+            i = 2
+        else:
+            y = y + _field(carf, jv, 0) * ((_field(b, jv, 0) / 6.0) * DOWN)
+            i = 1
+        while i < scaled:
+            y = y + _field(carf, jv, i) * ((_field(b, jv, i) / 6.0) * DOWN)
+            y = y + (_field(pri, jv, i - 1) - _field(b, jv, i - 1)) * DOWN
+            i += 1
+        if i == FOLD:
+            y = (y + (_field(pri, jv, FOLD - 1) - _field(b, jv, FOLD - 1)) * DOWN) * UP
+        else:
+            t = y * UP
+            if (t == float("inf")) | (t == float("-inf")):
+                y = t
+            else:
+                y = t
+                while i < FOLD:
+                    y = y + _field(carf, jv, i) * (_field(b, jv, i) / 6.0)
+                    y = y + (_field(pri, jv, i - 1) - _field(b, jv, i - 1))
+                    i += 1
+                y = y + (_field(pri, jv, FOLD - 1) - _field(b, jv, FOLD - 1))
+    return y
+
+
+@triton.jit
+def _finish(I, V, flags, jv, bins_ptr, ulps_ptr, EXPANSION, FOLD: tl.constexpr, P: tl.constexpr,
+            W: tl.constexpr, Q: tl.constexpr, SINGLE: tl.constexpr):
+    """The value of a state (V: raw slot counts), as float64; canonical nan for nan."""
+    low = V & ((1 << Q) - 1)
+    car = V >> Q
+    y = _convert(tl.maximum(I, 0), low, car, jv, bins_ptr, ulps_ptr, EXPANSION, FOLD, P, W, SINGLE)
+    y = tl.where(I < 0, 0.0, y)
+    special = tl.where(((flags & 1) != 0) | ((flags & 6) == 6), float("nan"),
+                       tl.where((flags & 2) != 0, float("inf"), float("-inf")))
+    return tl.where(flags != 0, special, y)
+
+
+@triton.jit
+def _partials(X, Y, states, n, tiles, bins_ptr, COMP, HALF, DT: tl.constexpr, IT: tl.constexpr,
+              FOLD: tl.constexpr, F2: tl.constexpr, P: tl.constexpr, EMAX: tl.constexpr, W: tl.constexpr,
+              MAXI: tl.constexpr, Q: tl.constexpr, INF_BITS: tl.constexpr, ABS_MASK: tl.constexpr,
+              PRODUCT: tl.constexpr, BLOCK: tl.constexpr):
+    """Program p: terms [p * tiles * BLOCK, (p + 1) * tiles * BLOCK) into its state row:
+    index, flags, then F2 lows and F2 carries (low in [0, 2^Q))."""
+    pid = tl.program_id(0)
+    jv = tl.arange(0, F2)
+    offs = tl.arange(0, BLOCK)
+    I = tl.full([], -1, tl.int64)
+    flags = tl.full([], 0, tl.int32)
+    V = tl.zeros([F2], tl.int64)
+    start = pid.to(tl.int64) * tiles * BLOCK
+    for k in range(tiles):
+        idx = start + k * BLOCK + offs
+        mask = idx < n
+        t = tl.load(X + idx, mask=mask, other=0.0)
+        if PRODUCT:
+            t = t * tl.load(Y + idx, mask=mask, other=0.0)
+        I, V, flags = _tile(t, I, V, flags, jv, bins_ptr, COMP, HALF, DT, IT, FOLD, P, EMAX, W, MAXI,
+                            INF_BITS, ABS_MASK)
+    row = states + pid * (2 + 2 * F2)
+    tl.store(row, I)
+    tl.store(row + 1, flags.to(tl.int64))
+    tl.store(row + 2 + jv, V & ((1 << Q) - 1))
+    tl.store(row + 2 + F2 + jv, V >> Q)
+
+
+@triton.jit
+def _merge(states, out, programs, bins_ptr, ulps_ptr, EXPANSION, FOLD: tl.constexpr, F2: tl.constexpr,
+           P: tl.constexpr, W: tl.constexpr, Q: tl.constexpr, SINGLE: tl.constexpr, PB: tl.constexpr):
+    """All programs' states aligned on the least index, added exactly, converted: out[0]."""
+    jv = tl.arange(0, F2)
+    pv = tl.arange(0, PB)
+    ROW: tl.constexpr = 2 + 2 * F2
+    I = tl.full([], 1 << 30, tl.int64)
+    flags = tl.full([], 0, tl.int64)
+    for p0 in range(0, programs, PB):
+        rows = p0 + pv
+        Ip = tl.load(states + rows * ROW, mask=rows < programs, other=-1)
+        I = tl.minimum(I, tl.min(tl.where(Ip >= 0, Ip, 1 << 30), axis=0))
+        flags = flags | tl.reduce_or(tl.load(states + rows * ROW + 1, mask=rows < programs, other=0), axis=0)
+    low = tl.zeros([F2], tl.int64)
+    car = tl.zeros([F2], tl.int64)
+    for p0 in range(0, programs, PB):
+        rows = p0 + pv
+        ok = rows < programs
+        Ip = tl.load(states + rows * ROW, mask=ok, other=-1)
+        by = Ip - I
+        src = jv[None, :] - by[:, None]                      # the row's slot landing on slot j
+        live = ok[:, None] & (Ip[:, None] >= 0) & (src >= 0) & (src < F2)
+        lows = tl.load(states + rows[:, None] * ROW + 2 + src, mask=live, other=0)
+        cars = tl.load(states + rows[:, None] * ROW + 2 + F2 + src, mask=live, other=0)
+        low += tl.sum(lows, axis=0)
+        car += tl.sum(cars, axis=0)
+    V = (car << Q) + low
+    empty = I == (1 << 30)
+    y = _finish(tl.where(empty, -1, I), V, flags.to(tl.int32), jv, bins_ptr, ulps_ptr, EXPANSION, FOLD, P, W,
+                Q, SINGLE)
+    tl.store(out, y.to(out.dtype.element_ty))
+
+
+@triton.jit
+def _rows(A, B, out, N, K, sam, sak, sbk, sbn, bins_ptr, ulps_ptr, COMP, HALF, EXPANSION,
+          DT: tl.constexpr, IT: tl.constexpr, FOLD: tl.constexpr, F2: tl.constexpr, P: tl.constexpr,
+          EMAX: tl.constexpr, W: tl.constexpr, MAXI: tl.constexpr, Q: tl.constexpr, INF_BITS: tl.constexpr,
+          ABS_MASK: tl.constexpr, SINGLE: tl.constexpr, BLOCK: tl.constexpr):
+    """out[i, j] = binned sum over k of A[i, k] * B[k, j]; one program per output element."""
+    pid = tl.program_id(0)
+    i = pid // N
+    j = pid % N
+    jv = tl.arange(0, F2)
+    offs = tl.arange(0, BLOCK)
+    I = tl.full([], -1, tl.int64)
+    flags = tl.full([], 0, tl.int32)
+    V = tl.zeros([F2], tl.int64)
+    for k0 in range(0, K, BLOCK):
+        k = k0 + offs
+        mask = k < K
+        t = tl.load(A + i * sam + k * sak, mask=mask, other=0.0) * tl.load(B + k * sbk + j * sbn, mask=mask,
+                                                                          other=0.0)
+        I, V, flags = _tile(t, I, V, flags, jv, bins_ptr, COMP, HALF, DT, IT, FOLD, P, EMAX, W, MAXI,
+                            INF_BITS, ABS_MASK)
+    y = _finish(I, V, flags, jv, bins_ptr, ulps_ptr, EXPANSION, FOLD, P, W, Q, SINGLE)
+    tl.store(out + pid, y.to(out.dtype.element_ty))
+
+
+class BinnedReplica:
+    """The host side: constants on the device, launches, argument checks."""
+
+    BLOCK = 1024
+    MAX_PROGRAMS = 4096       # lows of at most 2^12 programs add in int64 without overflow
+
+    def __init__(self, fmt, fold, torch_dtype, bins, ulps, consts):
+        self.fmt, self.fold, self.dtype = fmt, fold, torch_dtype
+        self.bins, self.ulps, self.c = bins, ulps, consts
+        self._tables = {}
+
+    def tables(self, device):
+        if device not in self._tables:
+            self._tables[device] = (torch.tensor(self.bins, dtype=self.dtype, device=device),
+                                    torch.tensor(self.ulps, dtype=torch.float64, device=device))
+        return self._tables[device]
+
+    def check(self, x, what, ndim):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{what} must be a torch tensor")
+        if x.dtype != self.dtype:
+            raise TypeError(f"{what} has dtype {x.dtype}, but this replica takes {self.dtype}")
+        if x.dim() != ndim:
+            raise ValueError(f"{what} must have {ndim} dimension(s), got shape {tuple(x.shape)}")
+        return x.contiguous()
+
+    def reduce(self, x, y):
+        n = x.shape[0]
+        bins, ulps = self.tables(x.device)
+        c = self.c
+        tiles = max(1, triton.cdiv(triton.cdiv(n, self.BLOCK), self.MAX_PROGRAMS))
+        programs = max(1, triton.cdiv(n, self.BLOCK * tiles))
+        states = torch.empty((programs, 2 + 2 * c["F2"]), dtype=torch.int64, device=x.device)
+        out = torch.empty((), dtype=self.dtype, device=x.device)
+        _partials[(programs,)](x, y if y is not None else x, states, n, tiles, bins, c["COMP"], c["HALF"],
+                                    DT=c["DT"], IT=c["IT"], FOLD=self.fold, F2=c["F2"], P=c["P"], EMAX=c["EMAX"],
+                                    W=c["W"], MAXI=c["MAXI"], Q=c["Q"], INF_BITS=c["INF_BITS"],
+                                    ABS_MASK=c["ABS_MASK"], PRODUCT=y is not None, BLOCK=self.BLOCK,
+                                    enable_fp_fusion=False)
+        _merge[(1,)](states, out, programs, bins, ulps, c["EXPANSION"], FOLD=self.fold, F2=c["F2"], P=c["P"],
+                          W=c["W"], Q=c["Q"], SINGLE=c["SINGLE"], PB=64, enable_fp_fusion=False)
+        return out
+
+    def matmul(self, A, B):
+        M, K_ = A.shape
+        N = B.shape[1]
+        bins, ulps = self.tables(A.device)
+        c = self.c
+        out = torch.empty((M, N), dtype=self.dtype, device=A.device)
+        if M * N:
+            _rows[(M * N,)](A, B, out, N, K_, A.stride(0), A.stride(1), B.stride(0), B.stride(1), bins,
+                                       ulps, c["COMP"], c["HALF"], c["EXPANSION"], DT=c["DT"], IT=c["IT"],
+                                       FOLD=self.fold, F2=c["F2"], P=c["P"], EMAX=c["EMAX"], W=c["W"],
+                                       MAXI=c["MAXI"], Q=c["Q"], INF_BITS=c["INF_BITS"], ABS_MASK=c["ABS_MASK"],
+                                       SINGLE=c["SINGLE"], BLOCK=256, enable_fp_fusion=False)
+        return out

@@ -1,0 +1,187 @@
+"""Binned replicas (fpspec.compile.binned): numpy = numba = the model, bit for bit, whatever the order,
+the split or the thread count."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from fpspec.arith.binned import Binned, evaluate_binned
+from fpspec.compile import compile_spec, load_replica
+from fpspec.spec import parse
+
+DTYPES = {"fp64": np.float64, "fp32": np.float32}
+
+
+def spec_text(op: str, fmt: str, fold: int = 3) -> str:
+    product = "none" if op == "sum" else "rounded"
+    return (f'target "binned"\nop {op}\nn in 1..\n'
+            f"arithmetic {{ input = {fmt} product = {product} accumulator = binned(fold = {fold}) output = {fmt} }}\n"
+            "order seq\n")
+
+
+_CACHE: dict = {}
+
+
+def replica(op: str, fmt: str, target: str, fold: int = 3):
+    key = (op, fmt, target, fold)
+    if key not in _CACHE:
+        if target == "numba":
+            pytest.importorskip("numba")
+        _CACHE[key] = load_replica(compile_spec(parse(spec_text(op, fmt, fold)), target), f"binned {key}")
+    return _CACHE[key]
+
+
+def bits(v) -> bytes:
+    return np.asarray(v).tobytes()
+
+
+def adversarial(rng, n: int, dtype) -> list:
+    """Inputs that reach every path: wide ranges, cancellation, the top bin (index 0), subnormals,
+    a block whose largest value comes late (the accumulator moves up), inf and nan."""
+    big = np.finfo(dtype).max
+    tiny = np.finfo(dtype).smallest_subnormal
+    ramp = rng.standard_normal(n) * 2.0 ** np.linspace(-30, 30, n)
+    wide = rng.standard_normal(n) * 2.0 ** rng.integers(-100, 100, n)
+    cases = [rng.standard_normal(n), ramp, wide,
+             np.concatenate([wide, -wide, [1.0]]),
+             np.concatenate([np.full(3, big), np.full(2, -big), rng.standard_normal(n)]),
+             rng.standard_normal(n) * tiny * 64,
+             np.concatenate([rng.standard_normal(n), [np.inf]]),
+             np.concatenate([rng.standard_normal(n), [np.inf, -np.inf]]),
+             np.concatenate([[np.nan], rng.standard_normal(n)]),
+             np.full(n, -0.0)]
+    with np.errstate(over="ignore"):
+        return [np.asarray(c, dtype=dtype) for c in cases]
+
+
+@pytest.mark.parametrize("fmt", ["fp64", "fp32"])
+@pytest.mark.parametrize("target", ["numpy", "numba"])
+def test_sum_equals_the_model_on_adversarial_inputs(fmt, target):
+    rep = replica("sum", fmt, target)
+    rng = np.random.default_rng(1)
+    for n in (1, 7, 5000):             # 5000: several blocks of the numba kernel
+        for x in adversarial(rng, n, DTYPES[fmt]):
+            want = Binned.empty(fmt).deposit(x).to_float()
+            got = rep.sum(x)
+            assert bits(got) == bits(want), (n, x[:4])
+            assert bits(rep.sum(x[::-1].copy())) == bits(want)
+
+
+@pytest.mark.parametrize("fmt", ["fp64", "fp32"])
+def test_dot_gemv_gemm_numpy_equal_numba_equal_the_model(fmt):
+    dt = DTYPES[fmt]
+    rng = np.random.default_rng(2)
+    A = (rng.standard_normal((5, 300)) * 2.0 ** rng.integers(-40, 40, (5, 300))).astype(dt)
+    A[1, 3] = np.inf
+    A[2, :] = -A[2, ::-1]
+    B = rng.standard_normal((300, 4)).astype(dt)
+    x = B[:, 0].copy()
+    want_mv = evaluate_binned(A.T, x, fmt, 3)
+    want_mm = np.stack([evaluate_binned(A.T, B[:, j], fmt, 3) for j in range(4)], axis=1)
+    # every op on numpy; on numba the ops that reach its other kernels, one format each (compile time)
+    numba_ops = {"fp64": ("dot", "gemm"), "fp32": ("gemv",)}[fmt]
+    for target in ("numpy", "numba"):
+        if target == "numpy" or "dot" in numba_ops:
+            assert bits(replica("dot", fmt, target).dot(A[0], x)) == bits(dt(want_mv[0]))
+        if target == "numpy" or "gemv" in numba_ops:
+            assert bits(replica("gemv", fmt, target).gemv(A, x)) == bits(want_mv.astype(dt))
+        if target == "numpy" or "gemm" in numba_ops:
+            assert bits(replica("gemm", fmt, target).gemm(A, B)) == bits(want_mm.astype(dt))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(1, 6000), fmt=st.sampled_from(["fp64", "fp32"]),
+       data=st.data())
+def test_any_permutation_gives_the_same_bits(seed, n, fmt, data):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(n) * 2.0 ** rng.integers(-50, 50, n)).astype(DTYPES[fmt])
+    perm = np.array(data.draw(st.permutations(range(n)))) if n <= 300 else rng.permutation(n)
+    rep = replica("sum", fmt, "numba")
+    assert bits(rep.sum(x)) == bits(rep.sum(x[perm])) == bits(replica("sum", fmt, "numpy").sum(x[perm]))
+
+
+def test_numba_thread_counts_and_splits_give_the_same_bits():
+    numba = pytest.importorskip("numba")
+    rep = replica("dot", "fp64", "numba")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(20000) * 2.0 ** rng.integers(-300, 300, 20000)
+    y = rng.standard_normal(20000)
+    want = rep.dot(x, y)
+    before = numba.get_num_threads()
+    try:
+        for threads in range(1, before + 1):
+            numba.set_num_threads(threads)
+            assert bits(rep.dot(x, y)) == bits(want)
+    finally:
+        numba.set_num_threads(before)
+    # the kernel's own pieces, split anywhere, merged in any order
+    states = np.zeros((3, 8), np.int64)
+    cuts = [0, 1234, 15000, 20000]
+    for p in range(3):
+        rep._partial(x, y, cuts[p], cuts[p + 1], states[p])
+    assert bits(np.float64(rep._merged(states[::-1].copy()))) == bits(want)
+    # a piece of only non-finite terms keeps its flags through the merge
+    x[:1234], y[:1234] = np.inf, 1.0
+    rep._partial(x, y, 0, 1234, states[0])
+    assert states[0, 0] == -1 and rep._merged(states) == np.inf == rep.dot(x, y)
+
+
+def test_fold_2_and_4():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(3000) * 2.0 ** rng.integers(-60, 60, 3000)
+    for fold in (2, 4):
+        want = Binned.empty("fp64", fold).deposit(x).to_float()
+        assert bits(replica("sum", "fp64", "numpy", fold).sum(x)) == bits(want)
+    # the numba kernel's loops are written out per fold
+    source = compile_spec(parse(spec_text("sum", "fp32", 4)), "numba")
+    assert "k3 += _bits(s) - c3" in source and "k4" not in source
+
+
+def test_replicas_refuse_other_dtypes():
+    with pytest.raises(TypeError, match="float64"):
+        replica("sum", "fp64", "numpy").sum(np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("op,fmt", [("sum", "fp32"), ("dot", "fp64"), ("gemm", "fp32")])
+def test_triton_interpreter_equals_the_model(op, fmt):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    rep = replica(op, fmt, "triton")
+    dt = DTYPES[fmt]
+    rng = np.random.default_rng(6)
+    if op == "gemm":
+        A = (rng.standard_normal((2, 1500)) * 2.0 ** rng.integers(-60, 60, (2, 1500))).astype(dt)
+        A[1, 7] = np.nan
+        B = rng.standard_normal((1500, 2)).astype(dt)
+        want = np.stack([evaluate_binned(A.T, B[:, j], fmt, 3) for j in range(2)], axis=1).astype(dt)
+        assert bits(rep.gemm(torch.from_numpy(A), torch.from_numpy(B)).numpy()) == bits(want)
+        return
+    for x in adversarial(rng, 2500, dt)[1:6]:
+        y = np.ones_like(x) if op == "sum" else rng.standard_normal(x.size).astype(dt)
+        want = dt(evaluate_binned(x, None if op == "sum" else y, fmt, 3))
+        args = (torch.from_numpy(x),) if op == "sum" else (torch.from_numpy(x), torch.from_numpy(y))
+        assert bits(getattr(rep, op)(*args).numpy()) == bits(want)
+
+
+def test_verify_says_equivalent_and_order_independent():
+    from fpspec.verify import verify_spec
+
+    report = verify_spec(parse(spec_text("dot", "fp32")), backend="numpy", n_values=[2, 9, 300], samples=60)
+    assert report.equivalent, report.text()
+    assert any("order-independent" in note for note in report.notes)
+    assert {c.side for c in report.trees} == {"replica (numpy)", "replica (numpy), terms permuted"}
+
+
+def test_verify_catches_a_replica_that_has_an_order():
+    from fpspec.verify import verify_spec
+
+    def plain(x):
+        out = 0.0
+        for v in x:
+            out += float(v)
+        return np.float64(out)
+
+    report = verify_spec(parse(spec_text("sum", "fp64")), replica_fn=plain, n_values=[6], samples=20)
+    assert not report.equivalent
+    assert "depends on the order" in report.text()
