@@ -55,3 +55,21 @@ def tail_rows_gemm(A, B):
     if full < A.shape[0]:
         out[full:] = _fold(P[full:, :, ::-1])
     return out
+
+
+def length_switch_gemm(A, B):
+    """K <= 20: one chain; longer: 4 strided lanes (a kernel picked from the reduction length)."""
+    A = np.asarray(A, np.float32)
+    B = np.asarray(B, np.float32)
+    P = A[:, None, :] * B.T[None, :, :]
+    if P.shape[-1] <= 20:
+        return _fold(P)
+    return _fold(np.stack([_fold(P[..., i::4]) for i in range(4)], -1))
+
+
+def width_switch_gemm(A, B):
+    """Output width N >= 24: blocks of 4 (a kernel picked from N)."""
+    A = np.asarray(A, np.float32)
+    B = np.asarray(B, np.float32)
+    P = A[:, None, :] * B.T[None, :, :]
+    return _reduce(P, 40 if B.shape[1] >= 24 else 1)
