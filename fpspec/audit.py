@@ -175,12 +175,28 @@ def _library_call(name: str, op: str, fmt: str, device: str, bias: bool):
         def bmm(A3, B):
             return torch.bmm(A3, B.expand(A3.shape[0], *B.shape).contiguous())
         return bmm, "torch.matmul"
+    if name.endswith(".py"):
+        return _replica_call(name, op)
     if ":" in name or name.count(".") >= 1:
         from fpspec.reveal.targets import _import_callable
 
         fn, _ = _import_callable(name)
         return fn, None
     raise FpspecError(f"unknown audit target {name!r}")
+
+
+def _replica_call(path: str, op: str):
+    """A replica module written by `fpspec compile` (its gemm / gemv entry point): torch
+    tensors for a triton replica, numpy arrays for the others."""
+    from fpspec.compile import load_replica
+    from fpspec.io import read_text
+
+    source = read_text(path, "replica module")
+    module = load_replica(source, path)
+    fn = getattr(module, op, None)
+    if fn is None:
+        raise FpspecError(f"{path} has no {op}(): it replicates another op")
+    return fn, ("torch.matmul" if "\nimport torch" in source else "numpy.matmul")
 
 
 def _sync(device: str):

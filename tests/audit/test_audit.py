@@ -117,7 +117,16 @@ def test_cli_json_specs_and_exit_codes(tmp_path):
     assert [c["orders"][0]["order"] for c in out["classes"]] == ["order seq", "order blocks(4, seq, seq)"]
     assert sorted(f.name for f in tmp_path.iterdir()) == ["class0.fps", "class1.fps"]
     assert "order blocks(4, seq, seq)" in (tmp_path / "class1.fps").read_text()
-    p = _cli("audit_boxes:invariant_gemm", "--op", "gemm", "--m", "1..64", "-n", "16", "--ncols", "4", "--no-probe")
-    assert p.returncode == 0 and p.stdout.strip().endswith("batch-invariant"), p.stderr
-    p = _cli("torch.nn.functional.rms_norm", "--op", "sum", "--m", "1..4", "-n", "8")
-    assert p.returncode == 3 and p.stderr.startswith("fpspec: error: torch.nn.functional.rms_norm's sum")
+
+
+
+def test_cli_in_process_verdicts(capsys):
+    from fpspec.cli import main
+
+    assert main(["audit", "audit_boxes:invariant_gemm", "--op", "gemm", "--m", "1..64", "-n", "16", "--ncols", "4",
+                 "--no-probe"]) == 0
+    assert capsys.readouterr().out.strip().endswith("\nbatch-invariant")
+    assert main(["audit", "torch.nn.functional.rms_norm", "--op", "sum", "--m", "1..4", "-n", "8"]) == 3
+    assert capsys.readouterr().err.startswith("fpspec: error: torch.nn.functional.rms_norm's sum of squares")
+    assert main(["audit", "torch.matmul", "--m", "4", "-n", "8"]) == 2
+    assert "--m must be a range" in capsys.readouterr().err
