@@ -39,6 +39,7 @@ from fpspec.progress import phase
 VARY = ("m", "n", "N")
 OPS = ("gemm", "gemv", "sum", "dot")
 VIEW_COLS = 16          # columns of B the revelation reads (the library call has all N of them)
+VIEW_ROWS = 64          # rows of A it reads for row 0's order (the call has all M of them)
 BMM_ROWS = 16           # rows of each matrix in a torch.bmm batch
 
 
@@ -178,10 +179,16 @@ def _library_call(name: str, op: str, fmt: str, device: str, bias: bool):
     if name.endswith(".py"):
         return _replica_call(name, op)
     if ":" in name or name.count(".") >= 1:
+        import inspect
+
         from fpspec.reveal.targets import _import_callable
 
         fn, _ = _import_callable(name)
-        return fn, None
+        # a function of a module that imports torch takes tensors (batch_invariant_ops.matmul_persistent);
+        # others take numpy arrays
+        module = inspect.getmodule(inspect.unwrap(fn))
+        takes_torch = device != "cpu" or getattr(module, "torch", None) is not None
+        return fn, ("torch.matmul" if takes_torch else None)
     raise FpspecError(f"unknown audit target {name!r}")
 
 
@@ -241,9 +248,17 @@ def _matrix_subject(name, op, vary, span, fixed, fmt, device, bias, rows):
             return out[0]
         return call(A, B)
 
+    def full_a(native, m, n):
+        key = ("A", m, n)
+        if key not in buffers:
+            buffers[key] = native(np.zeros((m, n)))
+        return buffers[key]
+
     def target(v):
         m, n, N = sizes(v)
-        engine_rows = BMM_ROWS if bmm else m
+        # row 0's order: the engine reads the first VIEW_ROWS rows, the call has all m
+        # (zeros below); every output (--rows all): the engine reads them all
+        engine_rows = BMM_ROWS if bmm else m if rows == "all" else min(m, VIEW_ROWS)
         if n < 2:
             raise FpspecError(f"K = {n}: a reduction needs at least 2 terms")
         view = min(N, VIEW_COLS) if op == "gemm" else 1
@@ -251,42 +266,46 @@ def _matrix_subject(name, op, vary, span, fixed, fmt, device, bias, rows):
                              ncols=view if op == "gemm" else None, device=device)
 
         def fn(A, B, _n=n, _N=N, _m=m):
+            r = A.shape[0]
             if bmm:
                 A = A.reshape(1, *A.shape).expand(_m, *A.shape)
+            elif r < _m:
+                Af = full_a(tgt.native, _m, _n)
+                Af[:r] = A
+                A = Af
             if op == "gemv":
-                out = library(A, B)
+                out = library(A, B)[:r]
             else:
                 Bf = full_b(tgt.native, _n, _N)
                 Bf[:, :B.shape[1]] = B
-                out = library(A, Bf)[:, :B.shape[1]]
+                out = library(A, Bf)[:r, :B.shape[1]]
             sync()
             return out
         return dataclasses.replace(tgt, name=name, fn=fn, call_rows=None)
+
+    inputs: dict = {}
 
     def fingerprint(v):
         if vary == "n":
             return None
         m, n, N = sizes(v)
         tgt = target(v)
-        hi_m = span[1] if vary == "m" else m
-        hi_N = span[1] if vary == "N" else N
-        rows_ = BMM_ROWS if bmm else hi_m
-        A = _exact_random(fmt, (rows_, n), 11)[:BMM_ROWS if bmm else m]
-        if op == "gemv":
-            B = _exact_random(fmt, (n,), 12)
-        else:
-            B = _exact_random(fmt, (n, hi_N), 12)[:, :N]
-        An, Bn = tgt.native(A), tgt.native(B)
+        if "A" not in inputs:       # the same values at every size: row r's inputs do not move
+            hi_m = span[1] if vary == "m" else m
+            hi_N = span[1] if vary == "N" else N
+            inputs["A"] = tgt.native(_exact_random(fmt, (BMM_ROWS if bmm else hi_m, n), 11))
+            inputs["B"] = tgt.native(_exact_random(fmt, (n,), 12) if op == "gemv" else
+                                     _exact_random(fmt, (n, hi_N), 12))
+        A = inputs["A"][:BMM_ROWS if bmm else m]
+        B = inputs["B"] if op == "gemv" else inputs["B"][:, :N]
         if bmm:
-            An = An.reshape(1, *An.shape).expand(m, *An.shape).contiguous()
-            out = call(An, Bn)[0]
+            out = call(A.reshape(1, *A.shape).expand(m, *A.shape).contiguous(), B)[0]
         else:
-            out = call(An, Bn)
+            out = call(A, B)
         sync()
-        out = np.asarray(tgt.to_float64(out), np.float64).reshape(An.shape[-2] if bmm else m, -1)
         if rows == "0":
             out = out[:1]
-        return out.view(np.uint64)
+        return np.asarray(tgt.to_float64(out), np.float64).reshape(out.shape[0], -1).view(np.uint64)
 
     return target, fingerprint
 
