@@ -15,8 +15,8 @@ from fpspec.io import write_atomic
 from fpspec.spec import load, parse
 
 ROOT = Path(__file__).resolve().parents[2]
-GEMV_M7 = ROOT / "examples" / "numpy_matmul_float32_gemv_m7.fps"     # OpenBLAS sgemv: rows 4..6 in other orders
-CHAIN16 = ROOT / "examples" / "gpu_triton" / "h100_fp16_matmul.fps"   # cuBLAS fp16: one chain of 16-product nodes
+GEMV_M7 = ROOT / "examples" / "cpu" / "numpy_matmul_float32_gemv_m7.fps"     # OpenBLAS sgemv: rows 4..6 in other orders
+CHAIN16 = ROOT / "examples" / "batch" / "cublas_fp16_chain16.fps"   # cuBLAS fp16: one chain of 16-product nodes
 
 
 def test_positional_spec_takes_row_zeros_order():
