@@ -130,3 +130,14 @@ def test_cli_in_process_verdicts(capsys):
     assert capsys.readouterr().err.startswith("fpspec: error: torch.nn.functional.rms_norm's sum of squares")
     assert main(["audit", "torch.matmul", "--m", "4", "-n", "8"]) == 2
     assert "--m must be a range" in capsys.readouterr().err
+
+
+def test_torch_operands_convert_exactly():
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    for dtype, tdt in (("bfloat16", torch.bfloat16), ("float16", torch.float16)):
+        t = audit_subject("torch.matmul", op="gemm", m=(1, 2), n=8, ncols=2, dtype=dtype).target(1)
+        x = np.concatenate([np.random.default_rng(0).standard_normal(4000) * 2.0 ** np.arange(-20, 20).repeat(100),
+                            [np.inf, -np.inf, -0.0, 0.0, 1e-40, 3.0e38, 65504.0, 65520.0]])
+        assert torch.equal(t.native(x).view(torch.int16), torch.from_numpy(x).to(tdt).view(torch.int16)), dtype
