@@ -506,8 +506,9 @@ def _lowered(tgt, tree, probe: bool, seed: int):
         probed = dataclasses.replace(tgt, ncols=1) if tgt.op == "gemm" else tgt
         report = probe_arithmetic(probed, tree, seed=seed)
         if not report.consistent:
-            raise RevealRefused(f"{tgt.describe()}: no arithmetic of the model reproduces it "
-                                f"({report.mismatches} of {report.checked} random inputs differ)")
+            why = report.lines[-1] if report.lines else "the probes found none"
+            raise RevealRefused(f"{tgt.describe()}: no arithmetic of the model reproduces it ({why}); "
+                                "audit the orders alone with --no-probe")
         header = Header(header.target, header.op, header.n,
                         header.sections + (Block("arithmetic", report.arithmetic.to_entries()),))
     spec = lower(tree, header, observed=True)
