@@ -30,7 +30,7 @@ app = typer.Typer(
 )
 
 # each module registers its commands on `app` when imported
-COMMAND_MODULES = ("reveal", "spec", "probe", "compile", "verify", "survey")
+COMMAND_MODULES = ("reveal", "spec", "probe", "compile", "verify", "survey", "audit")
 
 
 def _register() -> None:

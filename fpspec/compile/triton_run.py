@@ -58,6 +58,9 @@ class Replica:
         self.last_path = None   # "native" or "emulated": which the last call used
         # tile shapes (tuning only: the order along K does not depend on them)
         self.native_config = dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
+        # batches up to small_m rows run small_config (None: native_config at every M);
+        # fpspec/compile/batch.py, Note [tiles and bits]
+        self.small_m, self.small_config = 0, None
         # GPU_NODE: each node's c and result through fp64 fma/conversion rounding toward zero
         # (fp_node_result): 56.6 against 59.8 ms at fp16 4096^3 on an H100
         # (benchmarks/results/triton_replica_h100_h200_2026-11-26/bench_h100_gpu_node.txt)
@@ -258,7 +261,7 @@ class Replica:
             dst, s_slot, s_m, s_n = vals, M * N, N, 1
         init = nm.init == "+0.0"
         if chosen == "native":
-            cfg = self.native_config
+            cfg = self.small_config if self.small_config is not None and M <= self.small_m else self.native_config
             aligned = p.aligned16
             even_k = bool(((p.segs[:, 1] % cfg["BK"] == 0) & (p.segs[:, 5] == 0)).all())
             # one launch per kind: plain chains, chains stored into a narrower format

@@ -1,0 +1,143 @@
+"""fpspec audit on black boxes whose order switches at known sizes: every boundary
+found exactly, the classes' trees exact, the verdict and exit code right."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fpspec.audit import audit, audit_subject, designed_sizes
+from fpspec.errors import FpspecError, RevealRefused
+from fpspec.reveal.synthetic import blocks, strided_lanes
+from fpspec.tree import format_tree, observable, sequential
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+
+SEQ16 = sequential(range(16))
+BLOCKS16 = blocks(16, 4, "sequential")
+LANES16 = strided_lanes(16, 4, "sequential")
+
+
+def _trees(result):
+    return [observable(result.classes[k].sample.orders[0].tree) for _, _, k in result.runs]
+
+
+def test_designed_sizes():
+    assert designed_sizes(1, 20) == [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 20]
+    assert designed_sizes(30, 40) == [30, 31, 32, 33, 40]
+
+
+def test_gemm_boundaries_at_37_and_1000():
+    s = audit_subject("audit_boxes:switching_gemm", op="gemm", m=(1, 4096), n=16, ncols=4, dtype="float32")
+    r = audit(s, probe=False)
+    assert r.boundaries == (37, 1000)
+    assert [(lo, hi) for lo, hi, _ in r.runs] == [(1, 36), (37, 999), (1000, 4096)]
+    assert _trees(r) == [SEQ16, BLOCKS16, LANES16]
+    assert not r.invariant and r.verdict() == "NOT batch-invariant: 3 classes"
+    # bisection read fingerprints (one call each), revelation only the designed sizes and both sides of a boundary
+    assert {36, 37, 999, 1000} <= set(r.revealed) and len(r.revealed) == len(designed_sizes(1, 4096)) + 4
+
+
+def test_row_sums_with_probed_arithmetic():
+    s = audit_subject("audit_boxes:switching_sum_rows", op="sum", m=(30, 40), n=16, dtype="float32")
+    r = audit(s)
+    assert r.boundaries == (37,)
+    assert _trees(r) == [SEQ16, BLOCKS16]
+    arith = [c.sample.orders[0].spec.header.sections[-1] for c in r.classes]
+    assert arith[0] == arith[1] and arith[0].name == "arithmetic"
+    assert "accumulator = fp32" in str(r.classes[0].sample.orders[0].spec)
+
+
+def test_vary_reduction_length_and_width():
+    n = audit(audit_subject("audit_boxes:length_switch_gemm", op="gemm", vary="n", m=2, n=(2, 64), ncols=2),
+              probe=False)
+    assert n.boundaries == (21,)
+    assert [format_tree(c.sample.orders[0].tree) for c in n.classes] == ["(0 1)", format_tree(strided_lanes(21, 4, "sequential"))]
+    assert n.verdict() == "NOT invariant in K: 2 classes"
+    w = audit(audit_subject("audit_boxes:width_switch_gemm", op="gemm", vary="N", m=2, n=16, ncols=(1, 64)),
+              probe=False)
+    assert w.boundaries == (24,) and _trees(w) == [SEQ16, BLOCKS16]
+
+
+def test_rows_all_sees_leftover_rows():
+    row0 = audit(audit_subject("audit_boxes:tail_rows_gemm", op="gemm", m=(1, 12), n=8, ncols=2), probe=False)
+    assert row0.boundaries == (4,)
+    assert _trees(row0) == [observable(sequential(range(7, -1, -1))), sequential(range(8))]
+    every = audit(audit_subject("audit_boxes:tail_rows_gemm", op="gemm", m=(4, 12), n=8, ncols=2, rows="all"),
+                  probe=False)
+    # M % 4 == 0: every row in one chain; otherwise the leftover rows sum in reverse
+    assert every.boundaries == (5, 8, 9, 12)
+    assert [len(every.classes[k].sample.orders) for _, _, k in every.runs] == [1, 2, 1, 2, 1]
+
+
+def test_refusals():
+    with pytest.raises(RevealRefused, match="squares, never negative"):
+        audit_subject("torch.nn.functional.rms_norm", op="sum", m=(1, 4), n=8)
+    s = audit_subject("torch.mean", op="sum", m=(1, 2), n=12)
+    with pytest.raises(RevealRefused, match="power of two"):
+        audit(s, probe=False)
+    with pytest.raises(FpspecError, match="must be a range"):
+        audit_subject("torch.matmul", op="gemm", m=4, n=8)
+
+
+def test_torch_targets_cpu():
+    from fpspec.reveal.engine import reveal
+    from fpspec.reveal.targets import resolve_target
+
+    for name, kw in (("torch.matmul", {}), ("torch.nn.functional.linear", {"bias": True}), ("torch.bmm", {})):
+        r = audit(audit_subject(name, op="gemm", m=(1, 3), n=8, ncols=4, **kw), probe=False)
+        assert r.runs[0][0] == 1 and r.runs[-1][1] == 3, name
+        if name == "torch.matmul":     # the audit's view of M = 1 reveals what a plain reveal does
+            plain = reveal(resolve_target("torch.matmul", op="gemm", n=8, m=1, ncols=4)).tree
+            assert r.classes[r.runs[0][2]].sample.orders[0].tree == plain
+        assert all(c.sample.orders[0].tree.size == 8 for c in r.classes)
+    r = audit(audit_subject("torch.mean", op="sum", m=(1, 4), n=16), probe=False)
+    plain = reveal(resolve_target("torch.sum", n=16)).tree
+    assert r.invariant and r.classes[0].sample.orders[0].tree == plain
+
+
+def _cli(*args):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]))
+    return subprocess.run([sys.executable, "-m", "fpspec.cli", "audit", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+
+
+def test_cli_json_specs_and_exit_codes(tmp_path):
+    p = _cli("audit_boxes:switching_gemm", "--op", "gemm", "--m", "30..40", "-n", "16", "--ncols", "4",
+             "--no-probe", "--json", "-o", str(tmp_path))
+    assert p.returncode == 1, p.stderr
+    out = json.loads(p.stdout)
+    assert out["boundaries"] == [37] and out["verdict"] == "NOT batch-invariant: 2 classes"
+    assert [c["orders"][0]["order"] for c in out["classes"]] == ["order seq", "order blocks(4, seq, seq)"]
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["class0.fps", "class1.fps"]
+    assert "order blocks(4, seq, seq)" in (tmp_path / "class1.fps").read_text()
+
+
+
+def test_cli_in_process_verdicts(capsys):
+    from fpspec.cli import main
+
+    assert main(["audit", "audit_boxes:invariant_gemm", "--op", "gemm", "--m", "1..64", "-n", "16", "--ncols", "4",
+                 "--no-probe"]) == 0
+    assert capsys.readouterr().out.strip().endswith("\nbatch-invariant")
+    assert main(["audit", "torch.nn.functional.rms_norm", "--op", "sum", "--m", "1..4", "-n", "8"]) == 3
+    assert capsys.readouterr().err.startswith("fpspec: error: torch.nn.functional.rms_norm's sum of squares")
+    assert main(["audit", "torch.matmul", "--m", "4", "-n", "8"]) == 2
+    assert "--m must be a range" in capsys.readouterr().err
+
+
+def test_torch_operands_convert_exactly():
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    for dtype, tdt in (("bfloat16", torch.bfloat16), ("float16", torch.float16)):
+        t = audit_subject("torch.matmul", op="gemm", m=(1, 2), n=8, ncols=2, dtype=dtype).target(1)
+        x = np.concatenate([np.random.default_rng(0).standard_normal(4000) * 2.0 ** np.arange(-20, 20).repeat(100),
+                            [np.inf, -np.inf, -0.0, 0.0, 1e-40, 3.0e38, 65504.0, 65520.0]])
+        assert torch.equal(t.native(x).view(torch.int16), torch.from_numpy(x).to(tdt).view(torch.int16)), dtype

@@ -1,0 +1,94 @@
+"""--batch-invariant replicas: one order per output whatever the batch M, proven by
+auditing the replica itself; the Triton replica's rows equal across M on the
+interpreter, and on a GPU against cuBLAS (decode equals prefill equals cuBLAS)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fpspec.audit import audit, audit_subject
+from fpspec.compile import compile_spec, load_replica
+from fpspec.compile.batch import batch_invariant
+from fpspec.io import write_atomic
+from fpspec.spec import load, parse
+
+ROOT = Path(__file__).resolve().parents[2]
+GEMV_M7 = ROOT / "examples" / "cpu" / "numpy_matmul_float32_gemv_m7.fps"     # OpenBLAS sgemv: rows 4..6 in other orders
+CHAIN16 = ROOT / "examples" / "batch" / "cublas_fp16_chain16.fps"   # cuBLAS fp16: one chain of 16-product nodes
+
+
+def test_positional_spec_takes_row_zeros_order():
+    spec = load(GEMV_M7)
+    one, note = batch_invariant(spec)
+    assert str(one.order) == str(spec.order.cases[0].order)      # the arm of i = 0
+    assert one.header == spec.header and "(i, j) = (0, 0)" in note
+    plain = load(CHAIN16)
+    assert batch_invariant(plain)[0] is plain
+
+
+def test_condition_on_n_and_position_keeps_n():
+    spec = parse('target "t"\nop gemv\nn in 1..\norder\n    if i < 2 and n > 8: rev\n    else: seq\n')
+    one, _ = batch_invariant(spec)
+    assert str(one.order) == "if 0 < 2 and n > 8: rev else: seq"
+
+
+def test_audit_proves_the_replica_invariant(tmp_path):
+    spec = load(GEMV_M7)
+    results = {}
+    for label, s in (("plain", spec), ("invariant", batch_invariant(spec)[0])):
+        path = tmp_path / f"{label}.py"
+        write_atomic(path, compile_spec(s, "numpy"))
+        results[label] = audit(audit_subject(str(path), op="gemv", m=(1, 6), n=40, rows="all"), probe=False)
+    assert results["invariant"].invariant and results["invariant"].verdict() == "batch-invariant"
+    # the plain replica keeps OpenBLAS's leftover rows: from M = 5 on, row 4 (and up) sum another way
+    plain = results["plain"]
+    assert plain.boundaries == (5,)
+    assert [len(plain.classes[k].sample.orders) for _, _, k in plain.runs] == [1, 2]
+    assert plain.classes[0].sample.orders[0].spec.order == results["invariant"].classes[0].sample.orders[0].spec.order
+
+
+def test_triton_rows_equal_across_batch_sizes(tmp_path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from fpspec.cli import main
+
+    out = tmp_path / "replica.py"
+    assert main(["compile", str(CHAIN16), "--target", "triton", "--batch-invariant", "-o", str(out)]) == 0
+    source = out.read_text()
+    assert source.splitlines()[1].startswith("# batch-invariant: one order")
+    replica = load_replica(source, "chain16")
+    rng = np.random.default_rng(1)
+    A = torch.from_numpy(rng.standard_normal((9, 32)) * 8).half()
+    B = torch.from_numpy(rng.standard_normal((32, 8))).half()
+    full = replica.gemm(A, B, path="emulated").view(torch.int16)
+    for M in (1, 5):
+        part = replica.gemm(A[:M].contiguous(), B, path="emulated").view(torch.int16)
+        assert torch.equal(part, full[:M]), M
+    assert (replica.REPLICA.small_m, replica.REPLICA.small_config["BM"]) == (64, 64)
+
+
+@pytest.mark.gpu
+def test_gpu_decode_equals_prefill_equals_cublas(tmp_path):
+    import torch
+
+    spec = load(CHAIN16)
+    path = tmp_path / "replica.py"
+    from fpspec.compile.batch import mark
+
+    write_atomic(path, mark(compile_spec(batch_invariant(spec)[0], "triton"), "triton", "batch-invariant"))
+    replica = load_replica(path.read_text(), "chain16-gpu")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    A = torch.randn(4096, 4096, device="cuda", generator=g).half()
+    B = torch.randn(4096, 4096, device="cuda", generator=g).half()
+    ref = torch.matmul(A, B)
+    big = replica.gemm(A, B)
+    assert replica.last_path() == "native"
+    assert torch.equal(big.view(torch.int16), ref.view(torch.int16))
+    for M in (1, 8, 64):
+        row = replica.gemm(A[:M].contiguous(), B)
+        assert torch.equal(row.view(torch.int16), ref[:M].view(torch.int16)), M
+    result = audit(audit_subject(str(path), op="gemm", m=(1, 130), n=4096, ncols=4096, dtype="float16",
+                                 device="cuda"), probe=False)
+    assert result.invariant and str(result.classes[0].sample.orders[0].spec.order) == "chain(16)"
