@@ -132,7 +132,7 @@ def test_replica_checks_its_arguments():
     with pytest.raises(ValueError, match="must have 1 dimension"):
         mod.sum(np.ones((2, 2), np.float32))   # x must have 1 dimension
     small = load_replica(compile_spec(parse(NUMPY_SUM), "numpy", n=100), "args100")
-    with pytest.raises(ValueError, match="length 99 is outside the range 100..100"):
+    with pytest.raises(ValueError, match="x has length 99, outside the range n in 100..100"):
         small.sum(np.ones(99, np.float32))
 
 

@@ -120,7 +120,15 @@ def _final(acc):
 def _input(x, what):
     """x as an array of the spec's input dtype (no silent conversion), widened
     exactly to the dtype the kernels read (float16 -> float32)."""
-    x = np.asarray(x)
+    if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
+        raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
+                        f"(pass {what}.filled(0) or {what}.compressed() to say which)")
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{what} is a {type(x).__name__}, but this replica of {_NAME} takes NumPy arrays of "
+                        f"dtype {np.dtype(_IN_DTYPE).name} (input format {_IN_NAME}): convert it with "
+                        f"np.asarray({what}, np.{np.dtype(_IN_DTYPE).name}) if rounding it is what you mean")
+    if not x.dtype.isnative:                 # '>f4' is a float32 in the other byte order
+        x = x.astype(x.dtype.newbyteorder("="))
     # formats without a numpy dtype (bf16, tf32, fp8) travel in float32 or float64
     if x.dtype != _IN_DTYPE and not (_IN_GRID is not None and x.dtype == np.float64):
         raise TypeError(f"{what} has dtype {x.dtype}, but this replica of {_NAME} takes "
@@ -130,12 +138,12 @@ def _input(x, what):
         rounded = np.array([_round_dir(v, _IN_GRID[0], _IN_GRID[1], _IN_GRID[2], False, True) for v in finite])
         if not np.array_equal(rounded, finite):
             raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
-    return np.ascontiguousarray(x, dtype=_IN_CARRY)
+    return np.asarray(x, dtype=_IN_CARRY, order="C")   # C order; a 0-d array stays 0-d (the caller refuses it)
 
 
-def _length(n):
+def _length(n, what):
     if n < N_MIN or (N_MAX is not None and n > N_MAX):
-        raise ValueError(f"length {n} is outside the range {N_MIN}..{'' if N_MAX is None else N_MAX} "
+        raise ValueError(f"{what} has length {n}, outside the range n in {N_MIN}..{'' if N_MAX is None else N_MAX} "
                          f"this replica of {_NAME} is valid for")
     return n
 
@@ -305,6 +313,6 @@ def dot(x, y):
     _shape("y", y, 1)
     if x.shape != y.shape:
         raise ValueError(f"dot: x has {x.shape[0]} elements, y has {y.shape[0]}")
-    _length(x.shape[0])
+    _length(x.shape[0], "x")
     return _OUT_DTYPE(_one_kernel(x, y))
 
