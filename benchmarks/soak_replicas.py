@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fuzz"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import replicas as R  # noqa: E402
+import fuzz_replicas as R  # noqa: E402
 
 
 def signature(o) -> str:
@@ -48,6 +48,8 @@ def main(argv=None) -> int:
     backends = tuple(b for b in args.backends.split(",") if b)
     trees = tuple(b for b in args.trees.split(",") if b)
     counts = {b: collections.Counter() for b in backends}
+    tree_counts = collections.Counter()
+    tree_errors = []
     failures = []
     t0 = time.time()
     options = dict(ns_count=args.ns, tree_backends=trees, seed=args.seed)
@@ -58,12 +60,20 @@ def main(argv=None) -> int:
             folder = Path(tmp) / f"batch{start}"
             for o in R.fuzz(specs, backends, folder, **options):
                 counts[o.backend][o.status] += 1
+                if o.tree:
+                    tree_counts[o.tree.split(":")[0]] += 1
+                    if o.tree.startswith("error"):
+                        tree_errors.append(o)
+                        print(f"TREE ERROR spec {o.index} ({o.backend}): {o.tree}", flush=True)
+                if o.status == "invalid":
+                    print(f"INVALID spec {o.index}: {o.detail}", flush=True)
                 if o.status == "failed":
                     failures.append(o)
                     print(f"FAILED spec {o.index} ({o.backend}): {o.detail}", flush=True)
             done = stop - args.first
-            line = "  ".join(f"{b} {c['ok']}/{c['refused']}/{c['failed']}" for b, c in counts.items())
-            print(f"[{done}/{args.count} specs, {time.time() - t0:.0f} s] ok/refused/failed: {line}", flush=True)
+            line = "  ".join(f"{b} {c['ok']}/{c['refused']}/{c['failed']}/{c['invalid']}" for b, c in counts.items())
+            print(f"[{done}/{args.count} specs, {time.time() - t0:.0f} s] ok/refused/failed/invalid: {line}",
+                  flush=True)
         shrunk = collections.Counter()
         for o in failures:
             sig = signature(o)
@@ -78,9 +88,11 @@ def main(argv=None) -> int:
             print(f"\n=== minimal failing spec (spec {o.index} of seed {args.seed}, {o.backend}): "
                   f"{last.detail or o.detail}\n{small}", flush=True)
     print()
-    line = "  ".join(f"{b}: {c['ok']} ok, {c['refused']} refused, {c['failed']} failed" for b, c in counts.items())
+    line = "  ".join(f"{b}: {c['ok']} ok, {c['refused']} refused, {c['failed']} failed, {c['invalid']} invalid"
+                     for b, c in counts.items())
+    trees = ", ".join(f"{v} {k}" for k, v in sorted(tree_counts.items())) or "none"
     print(f"{args.count} random specs (seed {args.seed}, first {args.first}), {time.time() - t0:.0f} s; {line}; "
-          f"{len(failures)} failures")
+          f"trees revealed: {trees}; {len(failures)} failures")
     return 1 if failures else 0
 
 

@@ -4,7 +4,7 @@ functions and compares the bits with the spec's reference values.
 
     python replica_worker.py MANIFEST.json
 
-The manifest (written by tests/fuzz/replicas.py) lists jobs: the replica file,
+The manifest (written by tests/fuzz/fuzz_replicas.py) lists jobs: the replica file,
 its backend and op, an .npz of inputs and expected outputs per call, and
 optionally a tree to reveal.  One JSON line per job goes to stdout, preceded by
 a `START id` line, so that the parent knows which job a crash (a segfault takes
@@ -96,13 +96,8 @@ def reveal_tree(module, job: dict, tree: dict) -> str:
     op, fmt = job["op"], job["fmt"]
     fn = getattr(module, op)
     if job["backend"] == "triton":
-        import torch
-
-        dtype = getattr(torch, _TORCH[fmt])
-        base = fn
-        fn = lambda *a: base(*(torch.from_numpy(np.asarray(x, np.float64)).to(dtype) for x in a))  # noqa: E731
-        fn_out = fn
-        fn = lambda *a: to_float64(fn_out(*a))  # noqa: E731
+        replica_fn = fn
+        fn = lambda *a: to_float64(replica_fn(*arguments(job, a)))  # noqa: E731
     rows = None
     if op == "sum" and job["backend"] != "triton" and hasattr(module, "sums"):
         sums = module.sums
@@ -114,6 +109,13 @@ def reveal_tree(module, job: dict, tree: dict) -> str:
         got = reveal(moved(target, i, j) if (i, j) != (0, 0) else target).tree
     except RevealRefused as e:
         return f"refused: {e}"
+    except Exception as e:   # noqa: BLE001
+        frames = traceback.extract_tb(e.__traceback__)
+        if any(fr.filename == job["file"] for fr in frames):
+            raise                           # the replica failed: a finding about the replica
+        # the revelation engine itself failed on this target: not the replica's fault, reported apart
+        where = f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
+        return f"error: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]} ({where})"
     want = parse_tree(tree["want"])
     d = diff(observable(got), want)
     return "ok" if d is None else f"differs at n = {tree['n']}, output {(i, j)}: {d}"

@@ -14,6 +14,8 @@ subprocess that imports it by path.  Outcomes:
     ok       every call gave the reference bits (and the tree matched)
     refused  the compiler refused the spec for that backend in one line
              (a CompileError or SpecError): allowed, counted
+    invalid  `check` accepted the spec but its reference evaluation refuses it
+             (a spec without meaning: the generator should not draw it)
     failed   anything else: a crash at compile time, a replica that raises,
              segfaults, returns other bits or another tree, or imports fpspec
 """
@@ -42,7 +44,7 @@ class Outcome:
     backend: str
     status: str            # ok | refused | failed
     detail: str = ""
-    tree: str = ""         # ok | refused: ... | differs: ... | "" (not revealed)
+    tree: str = ""         # ok | refused: ... | differs: ... | error: ... (the engine failed) | "" (none)
     seconds: float = 0.0
 
 
@@ -215,8 +217,12 @@ def prepare(index: int, spec, backends, folder: Path, *, ns_count: int = 1, call
             outcomes.append(Outcome(index, backend, "failed", "the replica imports fpspec (not self-contained)"))
             continue
         if data is None:
-            data, calls = _write_data(spec, index, ns, folder, calls_per_n, seed)
-            trees = _trees(spec, ns)
+            try:
+                data, calls = _write_data(spec, index, ns, folder, calls_per_n, seed)
+                trees = _trees(spec, ns)
+            except _user_errors() as e:
+                # `check` accepted a spec whose reference evaluation refuses it: the spec has no meaning
+                return [], [Outcome(index, b, "invalid", f"reference: {_first_line(e)}") for b in backends]
         path = folder / f"replica{index}_{backend}.py"
         path.write_text(source)
         for t_i, tree in enumerate((trees if backend in tree_backends else []) or [None]):
