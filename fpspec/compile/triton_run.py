@@ -60,7 +60,7 @@ class Replica:
         self.native_config = dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
         # GPU_NODE: each node's c and result through fp64 fma/conversion rounding toward zero
         # (fp_node_result): 56.6 against 59.8 ms at fp16 4096^3 on an H100
-        # (examples/gpu_triton/bench_h100_gpu_node.txt)
+        # (benchmarks/results/triton_replica_h100_h200_2026-11-26/bench_h100_gpu_node.txt)
         self.emulated_config = dict(BM=16, BN=32, num_warps=4, GPU_NODE=True)
         # register limit of the tile form with fp32 products (ARITH 1; None: the compiler's
         # choice, 255 with spills): 3 programs an SM instead of 2, 53.9 against 56.6 ms
@@ -76,7 +76,7 @@ class Replica:
         # inf or nan (two torch reductions, one sync) and a tile tests its flags once (Note
         # [tile specials] in triton_kernels); with no flag at all, fp16 with ARITH 1 runs the
         # finite chain alone (SPECIALS=3, Note [finite fp16 node]): 53.9 -> 28.6 ms
-        # (examples/gpu_triton/bench_h100_finite_fp16.txt)
+        # (benchmarks/results/triton_replica_h100_h200_2026-11-26/bench_h100_finite_fp16.txt)
         self.emulated_specials = "tile"
         # leaf blocks a program (a power of two), and at most this many perfect levels a pairs launch
         self.sum_config = dict(BG=16, num_warps=2, PAIRS_H=10)
