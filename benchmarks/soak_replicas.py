@@ -43,6 +43,7 @@ def main(argv=None) -> int:
     ap.add_argument("--trees", default="numpy,numba", help="backends whose replicas also have their tree revealed")
     ap.add_argument("--batch", type=int, default=25, help="specs per fresh interpreter")
     ap.add_argument("--shrink", type=int, default=3, help="failures shrunk per backend and error kind")
+    ap.add_argument("--shrink-tries", type=int, default=150, help="candidates tried per shrink")
     ap.add_argument("--ns", type=int, default=2, help="n values per spec (both ends of the range first)")
     args = ap.parse_args(argv)
     backends = tuple(b for b in args.backends.split(",") if b)
@@ -83,7 +84,10 @@ def main(argv=None) -> int:
             spec = R.spec_at(args.seed, o.index)
             from fpspec.spec.generate import shrink
 
-            small = shrink(spec, R.still_fails(o.backend, **options), max_tries=60)
+            # candidates run in this process (fast); a crash (segfault) shrinks in subprocesses
+            here = not o.detail.startswith(("the process died", "timed out"))
+            small = shrink(spec, R.still_fails(o.backend, o.detail, in_process=here, **options),
+                           max_tries=args.shrink_tries)
             (last,) = R.fuzz([(o.index, small)], (o.backend,), **options)
             print(f"\n=== minimal failing spec (spec {o.index} of seed {args.seed}, {o.backend}): "
                   f"{last.detail or o.detail}\n{small}", flush=True)

@@ -186,7 +186,11 @@ class Replica:
             raise TypeError(f"{' and '.join(n for n, _, _ in named)} mix torch tensors and NumPy arrays; "
                             "pass one kind")
         if "numpy" in kinds:
-            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            # the GPU when there is one, except under the interpreter (it cannot launch on CUDA tensors)
+            import os
+
+            gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") != "1"
+            device = torch.device("cuda" if gpu else "cpu")
             tensors = [t.to(device) for t in tensors]
 
             def give_back(result):

@@ -275,7 +275,15 @@ def run_jobs(jobs: list, folder: Path, timeout: float = 900) -> dict:
     return results
 
 
-def fuzz(specs, backends=BACKENDS, folder: Path | None = None, **options) -> list:
+def run_here(jobs: list) -> dict:
+    """run_jobs in this process (each replica still imported fresh from its file, never
+    registered): fast enough to shrink with, but a segfault ends the caller."""
+    import replica_worker
+
+    return {j["id"]: replica_worker.run_safely(j) for j in jobs}
+
+
+def fuzz(specs, backends=BACKENDS, folder: Path | None = None, *, in_process: bool = False, **options) -> list:
     """Outcomes of every (spec, backend): specs is a list of (index, spec)."""
     import tempfile
 
@@ -286,7 +294,7 @@ def fuzz(specs, backends=BACKENDS, folder: Path | None = None, **options) -> lis
         j, o = prepare(index, spec, backends, folder, **options)
         jobs += j
         outcomes += o
-    results = run_jobs(jobs, folder) if jobs else {}
+    results = (run_here(jobs) if in_process else run_jobs(jobs, folder)) if jobs else {}
     merged: dict = {}
     for job in jobs:
         r = results[job["id"]]
@@ -314,10 +322,13 @@ def fuzz(specs, backends=BACKENDS, folder: Path | None = None, **options) -> lis
     return outcomes
 
 
-def still_fails(backend: str, **options):
-    """A predicate for fpspec.spec.generate.shrink: the spec fails on `backend`."""
+def still_fails(backend: str, detail: str | None = None, **options):
+    """A predicate for fpspec.spec.generate.shrink: the spec fails on `backend` (with an
+    error of the same kind as `detail`, when given: its text up to the first digit or quote)."""
+    kind = None if detail is None else re.split(r"[0-9'\"(]", detail, maxsplit=1)[0]
+
     def fails(spec) -> bool:
         (o,) = fuzz([(0, spec)], (backend,), **options)
-        return o.status == "failed"
+        return o.status == "failed" and (kind is None or o.detail.startswith(kind))
 
     return fails

@@ -121,21 +121,28 @@ def reveal_tree(module, job: dict, tree: dict) -> str:
     return "ok" if d is None else f"differs at n = {tree['n']}, output {(i, j)}: {d}"
 
 
+def run_safely(job: dict) -> dict:
+    """run_job's result, any exception of the replica turned into a failed result naming its line."""
+    try:
+        result = run_job(job)
+    except BaseException as e:   # noqa: BLE001  (any failure of the replica is a result)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        frames = traceback.extract_tb(e.__traceback__)
+        where = next((f"{fr.filename.rsplit('/', 1)[-1]}:{fr.lineno}" for fr in reversed(frames)
+                      if fr.filename == job["file"]), "")
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        result = {"status": "failed", "error": f"{type(e).__name__}: {first}" + (f" ({where})" if where else "")}
+    result["id"] = job["id"]
+    return result
+
+
 def main(manifest_path: str) -> int:
     with open(manifest_path) as f:
         jobs = json.load(f)
     for job in jobs:
         print(f"START {job['id']}", flush=True)
-        try:
-            result = run_job(job)
-        except BaseException as e:   # noqa: BLE001  (any failure of the replica is a result)
-            frames = traceback.extract_tb(e.__traceback__)
-            where = next((f"{fr.filename.rsplit('/', 1)[-1]}:{fr.lineno}" for fr in reversed(frames)
-                          if fr.filename == job["file"]), "")
-            first = (str(e).strip().splitlines() or [""])[0][:300]
-            result = {"status": "failed", "error": f"{type(e).__name__}: {first}" + (f" ({where})" if where else "")}
-        result["id"] = job["id"]
-        print(json.dumps(result), flush=True)
+        print(json.dumps(run_safely(job)), flush=True)
     return 0
 
 
