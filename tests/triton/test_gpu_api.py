@@ -48,8 +48,11 @@ def test_strided_cuda_tensors(tmp_path):
     assert sums.device.type == "cuda"
     assert torch.equal(sums.view(torch.int32), torch.stack([r.sum(X[:, j]) for j in range(7)]).view(torch.int32))
     x = np.random.default_rng(1).standard_normal(1000).astype(np.float32)
-    got = r.sum(x)
-    assert isinstance(got, np.float32) and got.view(np.int32) == r.sum(torch.from_numpy(x)).view(torch.int32).item()
+    on_gpu = r.sum(torch.from_numpy(x).cuda())
+    got = r.sum(x)                               # NumPy in: computed on the GPU, NumPy out
+    assert isinstance(got, np.float32) and got.view(np.int32) == on_gpu.view(torch.int32).item()
+    on_cpu = r.sum(torch.from_numpy(x))          # a CPU tensor: computed on the GPU, back on the CPU
+    assert on_cpu.device.type == "cpu" and on_cpu.view(torch.int32).item() == on_gpu.view(torch.int32).item()
 
 
 def test_strided_cuda_matrices(tmp_path):
