@@ -39,6 +39,8 @@ def main(argv=None) -> int:
     ap.add_argument("count", type=int)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--first", type=int, default=0, help="index of the first spec (to resume a run)")
+    ap.add_argument("--indices", default="", help="only these spec indices (comma-separated), e.g. to shrink "
+                    "the failures of an earlier run")
     ap.add_argument("--backends", default=",".join(R.BACKENDS))
     ap.add_argument("--trees", default="numpy,numba", help="backends whose replicas also have their tree revealed")
     ap.add_argument("--batch", type=int, default=25, help="specs per fresh interpreter")
@@ -55,9 +57,11 @@ def main(argv=None) -> int:
     t0 = time.time()
     options = dict(ns_count=args.ns, tree_backends=trees, seed=args.seed)
     with tempfile.TemporaryDirectory(prefix="fpspec-soak-") as tmp:
-        for start in range(args.first, args.first + args.count, args.batch):
-            stop = min(start + args.batch, args.first + args.count)
-            specs = [(i, R.spec_at(args.seed, i)) for i in range(start, stop)]
+        indices = ([int(i) for i in args.indices.split(",") if i] if args.indices
+                   else list(range(args.first, args.first + args.count)))
+        for start in range(0, len(indices), args.batch):
+            stop = min(start + args.batch, len(indices))
+            specs = [(i, R.spec_at(args.seed, i)) for i in indices[start:stop]]
             folder = Path(tmp) / f"batch{start}"
             for o in R.fuzz(specs, backends, folder, **options):
                 counts[o.backend][o.status] += 1
@@ -71,9 +75,9 @@ def main(argv=None) -> int:
                 if o.status == "failed":
                     failures.append(o)
                     print(f"FAILED spec {o.index} ({o.backend}): {o.detail}", flush=True)
-            done = stop - args.first
+            done = stop
             line = "  ".join(f"{b} {c['ok']}/{c['refused']}/{c['failed']}/{c['invalid']}" for b, c in counts.items())
-            print(f"[{done}/{args.count} specs, {time.time() - t0:.0f} s] ok/refused/failed/invalid: {line}",
+            print(f"[{done}/{len(indices)} specs, {time.time() - t0:.0f} s] ok/refused/failed/invalid: {line}",
                   flush=True)
         shrunk = collections.Counter()
         for o in failures:
@@ -95,7 +99,8 @@ def main(argv=None) -> int:
     line = "  ".join(f"{b}: {c['ok']} ok, {c['refused']} refused, {c['failed']} failed, {c['invalid']} invalid"
                      for b, c in counts.items())
     trees = ", ".join(f"{v} {k}" for k, v in sorted(tree_counts.items())) or "none"
-    print(f"{args.count} random specs (seed {args.seed}, first {args.first}), {time.time() - t0:.0f} s; {line}; "
+    what = f"indices {args.indices}" if args.indices else f"first {args.first}"
+    print(f"{len(indices)} random specs (seed {args.seed}, {what}), {time.time() - t0:.0f} s; {line}; "
           f"trees revealed: {trees}; {len(failures)} failures")
     return 1 if failures else 0
 

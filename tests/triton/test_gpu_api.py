@@ -10,22 +10,16 @@ import torch
 from fpspec.compile import compile_kernel
 from fpspec.compile.build import build_kernel
 from fpspec.spec import parse
+from test_api import GEMV as SPEC_GEMV, SUM as SPEC_SUM
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
                                  reason="GPU kernels: run with TRITON_INTERPRET=0 on a CUDA machine"),
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-SUM = """op sum
-n in 1..5000
-arithmetic { input = fp32 product = none accumulator = fp32 init = +0.0 output = fp32 }
-order lanes(4, tail(8, pairwise, seq), pairwise)
-"""
-GEMV = """op gemv
-n in 1..5000
-arithmetic { input = fp32 product = rounded accumulator = fp32 init = +0.0 output = fp32 }
-order lanes(4, seq, pairwise)
-"""
+# the specs of the interpreter tests, at lengths that take more than one program on a GPU
+SUM = SPEC_SUM.replace("n in 1..100", "n in 1..5000")
+GEMV = SPEC_GEMV.replace("n in 1..100", "n in 1..5000")
 
 
 def load(text, tmp_path, name):
