@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fuzz"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import replicas as R  # noqa: E402
+import fuzz_replicas as R  # noqa: E402
 
 
 def signature(o) -> str:
@@ -39,31 +39,46 @@ def main(argv=None) -> int:
     ap.add_argument("count", type=int)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--first", type=int, default=0, help="index of the first spec (to resume a run)")
+    ap.add_argument("--indices", default="", help="only these spec indices (comma-separated), e.g. to shrink "
+                    "the failures of an earlier run")
     ap.add_argument("--backends", default=",".join(R.BACKENDS))
     ap.add_argument("--trees", default="numpy,numba", help="backends whose replicas also have their tree revealed")
     ap.add_argument("--batch", type=int, default=25, help="specs per fresh interpreter")
     ap.add_argument("--shrink", type=int, default=3, help="failures shrunk per backend and error kind")
+    ap.add_argument("--shrink-tries", type=int, default=150, help="candidates tried per shrink")
     ap.add_argument("--ns", type=int, default=2, help="n values per spec (both ends of the range first)")
     args = ap.parse_args(argv)
     backends = tuple(b for b in args.backends.split(",") if b)
     trees = tuple(b for b in args.trees.split(",") if b)
     counts = {b: collections.Counter() for b in backends}
+    tree_counts = collections.Counter()
+    tree_errors = []
     failures = []
     t0 = time.time()
     options = dict(ns_count=args.ns, tree_backends=trees, seed=args.seed)
     with tempfile.TemporaryDirectory(prefix="fpspec-soak-") as tmp:
-        for start in range(args.first, args.first + args.count, args.batch):
-            stop = min(start + args.batch, args.first + args.count)
-            specs = [(i, R.spec_at(args.seed, i)) for i in range(start, stop)]
+        indices = ([int(i) for i in args.indices.split(",") if i] if args.indices
+                   else list(range(args.first, args.first + args.count)))
+        for start in range(0, len(indices), args.batch):
+            stop = min(start + args.batch, len(indices))
+            specs = [(i, R.spec_at(args.seed, i)) for i in indices[start:stop]]
             folder = Path(tmp) / f"batch{start}"
             for o in R.fuzz(specs, backends, folder, **options):
                 counts[o.backend][o.status] += 1
+                if o.tree:
+                    tree_counts[o.tree.split(":")[0]] += 1
+                    if o.tree.startswith("error"):
+                        tree_errors.append(o)
+                        print(f"TREE ERROR spec {o.index} ({o.backend}): {o.tree}", flush=True)
+                if o.status == "invalid":
+                    print(f"INVALID spec {o.index}: {o.detail}", flush=True)
                 if o.status == "failed":
                     failures.append(o)
                     print(f"FAILED spec {o.index} ({o.backend}): {o.detail}", flush=True)
-            done = stop - args.first
-            line = "  ".join(f"{b} {c['ok']}/{c['refused']}/{c['failed']}" for b, c in counts.items())
-            print(f"[{done}/{args.count} specs, {time.time() - t0:.0f} s] ok/refused/failed: {line}", flush=True)
+            done = stop
+            line = "  ".join(f"{b} {c['ok']}/{c['refused']}/{c['failed']}/{c['invalid']}" for b, c in counts.items())
+            print(f"[{done}/{len(indices)} specs, {time.time() - t0:.0f} s] ok/refused/failed/invalid: {line}",
+                  flush=True)
         shrunk = collections.Counter()
         for o in failures:
             sig = signature(o)
@@ -73,14 +88,20 @@ def main(argv=None) -> int:
             spec = R.spec_at(args.seed, o.index)
             from fpspec.spec.generate import shrink
 
-            small = shrink(spec, R.still_fails(o.backend, **options), max_tries=60)
+            # candidates run in this process (fast); a crash (segfault) shrinks in subprocesses
+            here = not o.detail.startswith(("the process died", "timed out"))
+            small = shrink(spec, R.still_fails(o.backend, o.detail, in_process=here, **options),
+                           max_tries=args.shrink_tries)
             (last,) = R.fuzz([(o.index, small)], (o.backend,), **options)
             print(f"\n=== minimal failing spec (spec {o.index} of seed {args.seed}, {o.backend}): "
                   f"{last.detail or o.detail}\n{small}", flush=True)
     print()
-    line = "  ".join(f"{b}: {c['ok']} ok, {c['refused']} refused, {c['failed']} failed" for b, c in counts.items())
-    print(f"{args.count} random specs (seed {args.seed}, first {args.first}), {time.time() - t0:.0f} s; {line}; "
-          f"{len(failures)} failures")
+    line = "  ".join(f"{b}: {c['ok']} ok, {c['refused']} refused, {c['failed']} failed, {c['invalid']} invalid"
+                     for b, c in counts.items())
+    trees = ", ".join(f"{v} {k}" for k, v in sorted(tree_counts.items())) or "none"
+    what = f"indices {args.indices}" if args.indices else f"first {args.first}"
+    print(f"{len(indices)} random specs (seed {args.seed}, {what}), {time.time() - t0:.0f} s; {line}; "
+          f"trees revealed: {trees}; {len(failures)} failures")
     return 1 if failures else 0
 
 

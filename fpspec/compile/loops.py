@@ -955,6 +955,8 @@ def _plus(a: str, b: str) -> str:
 
 
 def _times(a: str, b: str) -> str:
+    """a * b as source; a compound operand keeps its parentheses (`(m - 1) * step`)."""
+    a, b = (f"({x})" if (" + " in x or " - " in x) and not (x[0] == "(" and x[-1] == ")") else x for x in (a, b))
     return "0" if "0" in (a, b) else b if a == "1" else a if b == "1" else f"{a} * {b}"
 
 

@@ -188,20 +188,29 @@ class Replica:
         if len(kinds) > 1:
             raise TypeError(f"{' and '.join(n for n, _, _ in named)} mix torch tensors and NumPy arrays; "
                             "pass one kind")
+        # compiled kernels run on the GPU only: there, NumPy arrays and CPU tensors go to the GPU
+        # and their result comes back (the interpreter runs on the CPU and cannot launch on CUDA)
+        import os
+
+        compiled = os.environ.get("TRITON_INTERPRET", "0") != "1"
+        devices = {t.device for t in tensors}
         if "numpy" in kinds:
-            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            device = torch.device("cuda" if compiled and torch.cuda.is_available() else "cpu")
             tensors = [t.to(device) for t in tensors]
 
             def give_back(result):
                 r = result.detach().cpu()
                 r = r.float() if r.dtype == torch.bfloat16 else r   # no NumPy bf16: its values, exact in float32
                 return r.numpy()[()] if r.dim() == 0 else r.numpy()
-        else:
-            devices = {t.device for t in tensors}
-            if len(devices) > 1:
-                raise ValueError(f"{' and '.join(n for n, _, _ in named)} are on different devices "
-                                 f"({', '.join(sorted(str(d) for d in devices))})")
+        elif len(devices) > 1:
+            raise ValueError(f"{' and '.join(n for n, _, _ in named)} are on different devices "
+                             f"({', '.join(sorted(str(d) for d in devices))})")
+        elif compiled and devices == {torch.device("cpu")} and torch.cuda.is_available():
+            tensors = [t.cuda() for t in tensors]
 
+            def give_back(result):
+                return result.cpu()
+        else:
             def give_back(result):
                 return result
         return tensors, give_back

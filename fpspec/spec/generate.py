@@ -113,8 +113,10 @@ class _Draw:
         output = self.pick([fmt, accumulator]) if accumulator != "fp64" or fmt == "fp64" else fmt
         entries.append(A.Entry("output", A.Ident(output)))
         fused = fmt in ("fp16", "bf16", "fp32") and accumulator == "fp32" and self.chance(0.3)
+        self.fused_w = 0
         if fused:
             w, extra, result, floor = self.pick(_FUSED_BLOCKS)
+            self.fused_w = w
             entries.append(A.Entry("fused", A.Block("fused", (
                 A.Entry("w", w), A.Entry("extra_bits", extra), A.Entry("aligned", A.Ident("truncate")),
                 A.Entry("result", A.Ident(result)), A.Entry("c_aligned", True),
@@ -226,7 +228,7 @@ class _Draw:
 
     def literal(self, size: int, leaves: bool):
         t = random_tree(size, self.rng)
-        if leaves and self.fused and size >= 2 and self.chance(0.3):
+        if leaves and self.fused and 2 <= size <= self.fused_w and self.chance(0.3):
             return Node(tuple(range(size)), True)
         return t
 
@@ -247,9 +249,12 @@ class _Draw:
             return A.GpuTree()
         if kind == "ref":
             return A.Ref(self.pick(self.helpers))
+        # a fused node takes at most w products (the arithmetic's fused block): `fused` goes
+        # under a guard that says so, chains are at most w wide
+        w = self.fused_w
         if kind == "fused":
-            return A.Fused()
-        w = _num(self.pick([2, 4, 8, 16]))
+            return A.Guard((A.Case(_cmp("<=", n_, _num(w)), A.Fused()),), A.Chain(_num(w)))
+        w = _num(self.pick([x for x in (2, 4, 8, 16) if x <= w]))
         if self.chance(0.4):
             at = self.pick([_num(self.int_(0, 3)), _bin("//", _bin("%", n_, _num(32)), _num(16)),
                             _bin("//", _bin("%", n_, _num(64)), _num(16))])

@@ -4,7 +4,7 @@ functions and compares the bits with the spec's reference values.
 
     python replica_worker.py MANIFEST.json
 
-The manifest (written by tests/fuzz/replicas.py) lists jobs: the replica file,
+The manifest (written by tests/fuzz/fuzz_replicas.py) lists jobs: the replica file,
 its backend and op, an .npz of inputs and expected outputs per call, and
 optionally a tree to reveal.  One JSON line per job goes to stdout, preceded by
 a `START id` line, so that the parent knows which job a crash (a segfault takes
@@ -96,13 +96,8 @@ def reveal_tree(module, job: dict, tree: dict) -> str:
     op, fmt = job["op"], job["fmt"]
     fn = getattr(module, op)
     if job["backend"] == "triton":
-        import torch
-
-        dtype = getattr(torch, _TORCH[fmt])
-        base = fn
-        fn = lambda *a: base(*(torch.from_numpy(np.asarray(x, np.float64)).to(dtype) for x in a))  # noqa: E731
-        fn_out = fn
-        fn = lambda *a: to_float64(fn_out(*a))  # noqa: E731
+        replica_fn = fn
+        fn = lambda *a: to_float64(replica_fn(*arguments(job, a)))  # noqa: E731
     rows = None
     if op == "sum" and job["backend"] != "triton" and hasattr(module, "sums"):
         sums = module.sums
@@ -114,9 +109,32 @@ def reveal_tree(module, job: dict, tree: dict) -> str:
         got = reveal(moved(target, i, j) if (i, j) != (0, 0) else target).tree
     except RevealRefused as e:
         return f"refused: {e}"
+    except Exception as e:   # noqa: BLE001
+        frames = traceback.extract_tb(e.__traceback__)
+        if any(fr.filename == job["file"] for fr in frames):
+            raise                           # the replica failed: a finding about the replica
+        # the revelation engine itself failed on this target: not the replica's fault, reported apart
+        where = f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
+        return f"error: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]} ({where})"
     want = parse_tree(tree["want"])
     d = diff(observable(got), want)
     return "ok" if d is None else f"differs at n = {tree['n']}, output {(i, j)}: {d}"
+
+
+def run_safely(job: dict) -> dict:
+    """run_job's result, any exception of the replica turned into a failed result naming its line."""
+    try:
+        result = run_job(job)
+    except BaseException as e:   # noqa: BLE001  (any failure of the replica is a result)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        frames = traceback.extract_tb(e.__traceback__)
+        where = next((f"{fr.filename.rsplit('/', 1)[-1]}:{fr.lineno}" for fr in reversed(frames)
+                      if fr.filename == job["file"]), "")
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        result = {"status": "failed", "error": f"{type(e).__name__}: {first}" + (f" ({where})" if where else "")}
+    result["id"] = job["id"]
+    return result
 
 
 def main(manifest_path: str) -> int:
@@ -124,16 +142,7 @@ def main(manifest_path: str) -> int:
         jobs = json.load(f)
     for job in jobs:
         print(f"START {job['id']}", flush=True)
-        try:
-            result = run_job(job)
-        except BaseException as e:   # noqa: BLE001  (any failure of the replica is a result)
-            frames = traceback.extract_tb(e.__traceback__)
-            where = next((f"{fr.filename.rsplit('/', 1)[-1]}:{fr.lineno}" for fr in reversed(frames)
-                          if fr.filename == job["file"]), "")
-            first = (str(e).strip().splitlines() or [""])[0][:300]
-            result = {"status": "failed", "error": f"{type(e).__name__}: {first}" + (f" ({where})" if where else "")}
-        result["id"] = job["id"]
-        print(json.dumps(result), flush=True)
+        print(json.dumps(run_safely(job)), flush=True)
     return 0
 
 

@@ -14,6 +14,8 @@ subprocess that imports it by path.  Outcomes:
     ok       every call gave the reference bits (and the tree matched)
     refused  the compiler refused the spec for that backend in one line
              (a CompileError or SpecError): allowed, counted
+    invalid  `check` accepted the spec but its reference evaluation refuses it
+             (a spec without meaning: the generator should not draw it)
     failed   anything else: a crash at compile time, a replica that raises,
              segfaults, returns other bits or another tree, or imports fpspec
 """
@@ -42,7 +44,7 @@ class Outcome:
     backend: str
     status: str            # ok | refused | failed
     detail: str = ""
-    tree: str = ""         # ok | refused: ... | differs: ... | "" (not revealed)
+    tree: str = ""         # ok | refused: ... | differs: ... | error: ... (the engine failed) | "" (none)
     seconds: float = 0.0
 
 
@@ -215,8 +217,12 @@ def prepare(index: int, spec, backends, folder: Path, *, ns_count: int = 1, call
             outcomes.append(Outcome(index, backend, "failed", "the replica imports fpspec (not self-contained)"))
             continue
         if data is None:
-            data, calls = _write_data(spec, index, ns, folder, calls_per_n, seed)
-            trees = _trees(spec, ns)
+            try:
+                data, calls = _write_data(spec, index, ns, folder, calls_per_n, seed)
+                trees = _trees(spec, ns)
+            except _user_errors() as e:
+                # `check` accepted a spec whose reference evaluation refuses it: the spec has no meaning
+                return [], [Outcome(index, b, "invalid", f"reference: {_first_line(e)}") for b in backends]
         path = folder / f"replica{index}_{backend}.py"
         path.write_text(source)
         for t_i, tree in enumerate((trees if backend in tree_backends else []) or [None]):
@@ -269,7 +275,15 @@ def run_jobs(jobs: list, folder: Path, timeout: float = 900) -> dict:
     return results
 
 
-def fuzz(specs, backends=BACKENDS, folder: Path | None = None, **options) -> list:
+def run_here(jobs: list) -> dict:
+    """run_jobs in this process (each replica still imported fresh from its file, never
+    registered): fast enough to shrink with, but a segfault ends the caller."""
+    import replica_worker
+
+    return {j["id"]: replica_worker.run_safely(j) for j in jobs}
+
+
+def fuzz(specs, backends=BACKENDS, folder: Path | None = None, *, in_process: bool = False, **options) -> list:
     """Outcomes of every (spec, backend): specs is a list of (index, spec)."""
     import tempfile
 
@@ -280,7 +294,7 @@ def fuzz(specs, backends=BACKENDS, folder: Path | None = None, **options) -> lis
         j, o = prepare(index, spec, backends, folder, **options)
         jobs += j
         outcomes += o
-    results = run_jobs(jobs, folder) if jobs else {}
+    results = (run_here(jobs) if in_process else run_jobs(jobs, folder)) if jobs else {}
     merged: dict = {}
     for job in jobs:
         r = results[job["id"]]
@@ -308,10 +322,13 @@ def fuzz(specs, backends=BACKENDS, folder: Path | None = None, **options) -> lis
     return outcomes
 
 
-def still_fails(backend: str, **options):
-    """A predicate for fpspec.spec.generate.shrink: the spec fails on `backend`."""
+def still_fails(backend: str, detail: str | None = None, **options):
+    """A predicate for fpspec.spec.generate.shrink: the spec fails on `backend` (with an
+    error of the same kind as `detail`, when given: its text up to the first digit or quote)."""
+    kind = None if detail is None else re.split(r"[0-9'\"(]", detail, maxsplit=1)[0]
+
     def fails(spec) -> bool:
         (o,) = fuzz([(0, spec)], (backend,), **options)
-        return o.status == "failed"
+        return o.status == "failed" and (kind is None or o.detail.startswith(kind))
 
     return fails
