@@ -82,6 +82,10 @@ def _header_from_comments(text: str):
     return make_header(provenance=prov) if prov else None
 
 
+# `show` builds the tree at n only up to this many leaves unless --max-leaves says more
+SHOW_LEAVES = 1 << 20
+
+
 @app.command()
 def show(
     file: Path = typer.Argument(..., metavar="FILE", help="a .fps spec or a bracket tree file"),
@@ -90,15 +94,26 @@ def show(
     png: Optional[Path] = typer.Option(None, "--png", help="also draw the tree to this PNG file"),
     at: Optional[str] = typer.Option(None, "--at", help="the output element I,J whose tree to show (gemv/gemm "
                                                         "specs whose order depends on the output position)"),
+    max_leaves: int = typer.Option(SHOW_LEAVES, "--max-leaves", help="build and print the tree only up to this "
+                                   "many leaves (above it: the spec and a summary)"),
 ) -> None:
     """Print a spec (canonical form) and the tree it gives at n."""
     from fpspec.spec import check, expand
     from fpspec.tree import format_tree, stats
 
     at_least(n, 1, "-n")
+    at_least(max_leaves, 1, "--max-leaves")
     check_output(svg, "--svg")
     check_output(png, "--png")
+    if svg is not None or png is not None:
+        from fpspec.draw import graphviz
+
+        graphviz()      # before anything is printed: a missing program is the whole answer
     spec, tree = load_spec_or_tree(file)
+    if at is not None and spec.header.op in ("sum", "dot"):
+        raise FpspecError(f"--at {at}: a {spec.header.op} has one output; --at picks an output element of a "
+                          "gemv or gemm spec")
+    position = _position(at)
     if tree is None:
         check(spec)
         r = spec.header.n
@@ -107,7 +122,18 @@ def show(
                 raise FpspecError(f"{file}: the spec holds for n in {str(r)[5:] if r else 'any range'}; "
                                   "give the n to expand with -n N")
             n = r.lo
-        tree = expand(spec, n, _position(at))
+        if n > max_leaves:
+            if svg is not None or png is not None:
+                raise FpspecError(f"--svg/--png: the tree at n = {n} has {n} leaves, more than --max-leaves "
+                                  f"{max_leaves}; expected a smaller -n or a larger --max-leaves")
+            from fpspec.spec.expand import check_n
+
+            check_n(spec, n)
+            typer.echo(str(spec), nl=False)
+            typer.echo(f"\n# tree at n = {n}: {n} leaves, not built (more than --max-leaves {max_leaves}; "
+                       "pass a larger --max-leaves to print it)")
+            return
+        tree = expand(spec, n, position)
     elif n is not None and n != stats(tree).leaves:
         raise FpspecError(f"{file}: the tree has {stats(tree).leaves} leaves; expected -n to match or no -n")
     typer.echo(str(spec), nl=False)
@@ -141,7 +167,7 @@ def _position(at: str | None) -> tuple[int, int]:
 def check_cmd(file: Path = typer.Argument(..., metavar="FILE", help="a .fps spec")) -> None:
     """Validate a spec: syntax, names, the range of n, sizes, termination."""
     from fpspec.spec import check, parse
-    from fpspec.spec.check import sample_ns
+    from fpspec.spec.check import advice, sample_ns
 
     spec = parse(read_spec_text(file), str(file))
     check(spec)
@@ -149,6 +175,8 @@ def check_cmd(file: Path = typer.Argument(..., metavar="FILE", help="a .fps spec
     checked = sample_ns(r)
     typer.echo(f"{file}: ok ({str(r)}; {len(spec.lets)} named orders; "
                f"{len(checked)} values of n checked, {checked[0]}..{checked[-1]})")
+    for line in advice(spec):
+        typer.echo(f"{file}: warning: {line}", err=True)
 
 
 @app.command()
