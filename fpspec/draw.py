@@ -62,13 +62,19 @@ def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
+def graphviz() -> str:
+    """The path of Graphviz's `dot`; FpspecError when it is missing (callers ask before any work)."""
+    dot = shutil.which("dot")
+    if dot is None:
+        raise FpspecError("drawing needs the Graphviz 'dot' program on PATH (e.g. apt install graphviz)")
+    return dot
+
+
 def render(tree: Tree, path, fmt: str = "svg", title: str = "") -> None:
     """Write the tree as an SVG or PNG picture (atomically); needs Graphviz's `dot` program."""
     if fmt not in FORMATS:
         raise FpspecError(f"picture format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    dot = shutil.which("dot")
-    if dot is None:
-        raise FpspecError("drawing needs the Graphviz 'dot' program on PATH (e.g. apt install graphviz)")
+    dot = graphviz()
     proc = subprocess.run([dot, f"-T{fmt}"], input=to_dot(tree, title).encode(), capture_output=True)
     if proc.returncode != 0:
         msg = proc.stderr.decode(errors="replace").strip().splitlines()

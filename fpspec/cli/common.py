@@ -68,7 +68,24 @@ def check_dtype(dtype: str | None, option: str = "--dtype") -> None:
     try:
         get_format(dtype)
     except ValueError as e:
-        raise FpspecError(f"{option} {dtype}: {e}") from None
+        raise FpspecError(f"{option} {dtype}: {_dtype_hint(dtype) or e}") from None
+
+
+def _dtype_hint(dtype: str) -> str | None:
+    """What a numpy dtype string the format table does not know means, and the name to use."""
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError, SyntaxError):
+        if dtype.lstrip()[:1] in "[(":
+            return ("a list is not a format; expected one format name (float64, float32, float16, bfloat16, "
+                    "tf32, fp8e4m3, fp8e5m2)")
+        return None
+    if dt.kind == "f":
+        if dtype.strip()[:1] in "<>=|":
+            return f"a {dt.name} with a byte order: fpspec names formats, not byte orders; expected --dtype {dt.name}"
+        return f"numpy's type code for {dt.name}; expected the format's name: --dtype {dt.name}"
+    return (f"numpy's {dt.name} is not a floating-point format; expected one of float64, float32, float16, "
+            "bfloat16, tf32, fp8e4m3, fp8e5m2")
 
 
 def check_device(device: str, option: str = "--device") -> None:

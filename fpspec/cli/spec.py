@@ -82,6 +82,10 @@ def _header_from_comments(text: str):
     return make_header(provenance=prov) if prov else None
 
 
+# `show` builds the tree at n only up to this many leaves unless --max-leaves says more
+SHOW_LEAVES = 1 << 20
+
+
 @app.command()
 def show(
     file: Path = typer.Argument(..., metavar="FILE", help="a .fps spec or a bracket tree file"),
@@ -92,15 +96,26 @@ def show(
                                                         "specs whose order depends on the output position)"),
     max_abs: Optional[float] = typer.Option(None, "--max-abs", help="binned specs: the largest |x| for the "
                                                                     "error bound (default 1.0)"),
+    max_leaves: int = typer.Option(SHOW_LEAVES, "--max-leaves", help="build and print the tree only up to this "
+                                   "many leaves (above it: the spec and a summary)"),
 ) -> None:
     """Print a spec (canonical form) and the tree it gives at n (for a binned spec: its error bound)."""
     from fpspec.spec import check, expand
     from fpspec.tree import format_tree, stats
 
     at_least(n, 1, "-n")
+    at_least(max_leaves, 1, "--max-leaves")
     check_output(svg, "--svg")
     check_output(png, "--png")
+    if svg is not None or png is not None:
+        from fpspec.draw import graphviz
+
+        graphviz()      # before anything is printed: a missing program is the whole answer
     spec, tree = load_spec_or_tree(file)
+    if at is not None and spec.header.op in ("sum", "dot"):
+        raise FpspecError(f"--at {at}: a {spec.header.op} has one output; --at picks an output element of a "
+                          "gemv or gemm spec")
+    position = _position(at)
     if tree is None:
         check(spec)
         r = spec.header.n
@@ -109,7 +124,23 @@ def show(
                 raise FpspecError(f"{file}: the spec holds for n in {str(r)[5:] if r else 'any range'}; "
                                   "give the n to expand with -n N")
             n = r.lo
-        tree = expand(spec, n, _position(at))
+        if svg is None and png is None and _binned(spec):
+            # the tree does not matter: the note and the bound, whatever n
+            typer.echo(str(spec), nl=False)
+            _binned_note(spec, n, max_abs)
+            return
+        if n > max_leaves:
+            if svg is not None or png is not None:
+                raise FpspecError(f"--svg/--png: the tree at n = {n} has {n} leaves, more than --max-leaves "
+                                  f"{max_leaves}; expected a smaller -n or a larger --max-leaves")
+            from fpspec.spec.expand import check_n
+
+            check_n(spec, n)
+            typer.echo(str(spec), nl=False)
+            typer.echo(f"\n# tree at n = {n}: {n} leaves, not built (more than --max-leaves {max_leaves}; "
+                       "pass a larger --max-leaves to print it)")
+            return
+        tree = expand(spec, n, position)
     elif n is not None and n != stats(tree).leaves:
         raise FpspecError(f"{file}: the tree has {stats(tree).leaves} leaves; expected -n to match or no -n")
     typer.echo(str(spec), nl=False)
@@ -129,12 +160,17 @@ def show(
             typer.echo(f"wrote {path}")
 
 
+def _binned(spec) -> bool:
+    block = spec.header.arithmetic if spec is not None else None
+    return block is not None and any(type(e.value).__name__ == "Apply" for e in block.entries)
+
+
 def _binned_note(spec, n: int, max_abs: float | None) -> bool:
     """A binned accumulator (fpspec.arith.binned): say that the tree does not matter (it is not printed)
     and give the error bound at n, max|x|.  False for any other spec."""
-    block = spec.header.arithmetic if spec is not None else None
-    if block is None or not any(type(e.value).__name__ == "Apply" for e in block.entries):
+    if not _binned(spec):
         return False
+    block = spec.header.arithmetic
     from fpspec.arith.binned import bound_text
     from fpspec.arith.model import Arithmetic
 
@@ -164,7 +200,7 @@ def _position(at: str | None) -> tuple[int, int]:
 def check_cmd(file: Path = typer.Argument(..., metavar="FILE", help="a .fps spec")) -> None:
     """Validate a spec: syntax, names, the range of n, sizes, termination."""
     from fpspec.spec import check, parse
-    from fpspec.spec.check import sample_ns
+    from fpspec.spec.check import advice, sample_ns
 
     spec = parse(read_spec_text(file), str(file))
     check(spec)
@@ -172,6 +208,8 @@ def check_cmd(file: Path = typer.Argument(..., metavar="FILE", help="a .fps spec
     checked = sample_ns(r)
     typer.echo(f"{file}: ok ({str(r)}; {len(spec.lets)} named orders; "
                f"{len(checked)} values of n checked, {checked[0]}..{checked[-1]})")
+    for line in advice(spec):
+        typer.echo(f"{file}: warning: {line}", err=True)
 
 
 @app.command()

@@ -90,6 +90,16 @@ def check(spec: A.Spec) -> None:
         sys.setrecursionlimit(limit)
 
 
+def advice(spec: A.Spec) -> list[str]:
+    """What a valid spec still lacks for some uses (printed as warnings by `fpspec check`)."""
+    h = spec.header
+    if h.arithmetic is None:
+        return ["no arithmetic section: the spec fixes the order only; fpspec verify needs "
+                "`arithmetic { input = ... product = ... accumulator = ... init = ... output = ... }` "
+                "to compare bits (fpspec reveal -o writes the probed one)"]
+    return []
+
+
 def sample_ns(r: A.Range) -> list[int]:
     hi = UNBOUNDED_CHECK if r.hi is None else r.hi
     if hi - r.lo < EXHAUSTIVE:
