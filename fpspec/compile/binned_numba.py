@@ -76,14 +76,10 @@ def _index_of_bits(m):
     if e == 0:
         if m == 0:
             return _MAXI
-        v = math.frexp(np.float64(_float_of_bits(m)))[1]
+        # a subnormal: m * 2^(emin - (p - 1)), its exponent read off m as a float (exact)
+        v = math.frexp(np.float64(m))[1] + 1 - _EMAX - (_P - 1)
         return min((_EMAX + 1 - v) // _W, _MAXI)
     return min((_EMAX + 1 - (e - _EMAX + 1)) // _W, _MAXI)
-
-
-def _float_of_bits(m):
-    # only subnormal patterns come here (rare): the value from the integer significand
-    return np.float64(m) * 2.0 ** (1 - _EMAX - (_P - 1))
 
 
 def _block_flags(X, Y, b0, b1):

@@ -47,6 +47,7 @@ def adversarial(rng, n: int, dtype) -> list:
              np.concatenate([wide, -wide, [1.0]]),
              np.concatenate([np.full(3, big), np.full(2, -big), rng.standard_normal(n)]),
              rng.standard_normal(n) * tiny * 64,
+             rng.standard_normal(n) * tiny * 2.0 ** 40,
              np.concatenate([rng.standard_normal(n), [np.inf]]),
              np.concatenate([rng.standard_normal(n), [np.inf, -np.inf]]),
              np.concatenate([[np.nan], rng.standard_normal(n)]),
