@@ -42,6 +42,10 @@ def _common(kernel: Kernel) -> list[str]:
     return [f"_DT = {_DTYPE[a.input]}", f"_FOLD = {a.binned}", f"_NAME = {kernel.name!r}"]
 
 
+def _state(kernel: Kernel) -> str:
+    return f"_STATE = {2 + 3 * kernel.arithmetic.binned}"
+
+
 def render_numpy(backend, kernel: Kernel) -> str:
     from fpspec.compile.backends import header, render_template
 
@@ -70,6 +74,7 @@ def numba_settings(kernel: Kernel) -> list[str]:
     ulps = ", ".join(repr(float(u)) for u in fmt.ulps)
     bits = 64 if a.input == "fp64" else 32
     return _common(kernel) + [
+        _state(kernel),
         f"_BINS64 = np.array([{floats}])",
         "_BINS = _BINS64.astype(_DT)",
         f"_ULPS = np.array([{ulps}])",

@@ -117,7 +117,7 @@ def test_numba_thread_counts_and_splits_give_the_same_bits():
     finally:
         numba.set_num_threads(before)
     # the kernel's own pieces, split anywhere, merged in any order
-    states = np.zeros((3, 8), np.int64)
+    states = np.zeros((3, rep._STATE), np.int64)
     cuts = [0, 1234, 15000, 20000]
     for p in range(3):
         rep._partial(x, y, cuts[p], cuts[p + 1], states[p])
