@@ -94,26 +94,45 @@ def cpu_rows(n: int, repeat: int, mm: int) -> list[str]:
     return rows
 
 
-def gpu_rows(n: int, repeat: int) -> list[str]:
+def _device():
     import torch
 
-    rows = [f"{'GPU (' + torch.cuda.get_device_name() + ')':36} {'torch.sum':>14} {'fpspec binned':>14} {'share':>8}  bits"]
+    # a CPU with TRITON_INTERPRET=1 runs the same code (a dry run of this script)
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _sync():
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def gpu_rows(n: int, repeat: int, configs=((4096, 8),)) -> list[str]:
+    import torch
+
+    name = torch.cuda.get_device_name() if torch.cuda.is_available() else "none: interpreter"
+    rows = [f"{'GPU (' + name + ')':36} {'torch.sum':>14} {'fpspec binned':>14} {'share':>8}  bits"]
     for fmt, dtype in (("fp32", torch.float32), ("fp64", torch.float64)):
         rep = replica("sum", fmt, "triton")
-        x = torch.randn(n, dtype=torch.float64, device="cuda").mul_(2.0 ** 20).to(dtype)
-        t_lib = best(lambda: torch.sum(x), repeat, torch.cuda.synchronize)
-        t_bin = best(lambda: rep.sum(x), repeat, torch.cuda.synchronize)
+        x = torch.randn(n, dtype=torch.float64, device=_device()).mul_(2.0 ** 20).to(dtype)
+        t_lib = best(lambda: torch.sum(x), repeat, _sync)
         gbs = x.numel() * x.element_size() / 1e9
         # the same bits as the CPU replica (numba) on the same values
-        cpu = replica("sum", fmt, "numba").sum(x.cpu().numpy())
-        same = rep.sum(x).cpu().numpy().tobytes() == np.asarray(cpu).tobytes()
-        rows.append(f"{f'sum {fmt} n={n:.0e} (GB/s)':36} {gbs / t_lib:>14.1f} {gbs / t_bin:>14.1f} "
-                    f"{t_lib / t_bin:>7.1%}  {'same as CPU' if same else 'DIFFER from CPU'}")
-    rows.append(gpu_bits())
+        cpu = np.asarray(replica("sum", fmt, "numba").sum(x.cpu().numpy())).tobytes()
+        default = (rep.REPLICA.BLOCK, rep.REPLICA.WARPS)
+        for block, warps in dict.fromkeys([default] + list(configs)):
+            rep.REPLICA.BLOCK, rep.REPLICA.WARPS = block, warps
+            t_bin = best(lambda: rep.sum(x), repeat, _sync)
+            same = rep.sum(x).cpu().numpy().tobytes() == cpu
+            rows.append(f"{f'sum {fmt} n={n:.0e} tile {block}/{warps}w (GB/s)':36} {gbs / t_lib:>14.1f} "
+                        f"{gbs / t_bin:>14.1f} {t_lib / t_bin:>7.1%}  {'same as CPU' if same else 'DIFFER from CPU'}")
+        rep.REPLICA.BLOCK, rep.REPLICA.WARPS = default
+    rows.append(gpu_bits(40 if torch.cuda.is_available() else 2))
     return rows
 
 
-def gpu_bits(cases: int = 40) -> str:
+def gpu_bits(cases: int) -> str:
     """GPU (Triton) = CPU (NumPy replica) bit for bit on adversarial inputs: sum, dot, gemm, fp32 and fp64."""
     import torch
 
@@ -124,7 +143,7 @@ def gpu_bits(cases: int = 40) -> str:
         cpu = {op: replica(op, fmt, "numpy") for op in ("sum", "dot", "gemm")}
         big = float(np.finfo(dtype).max)
         for k in range(cases):
-            n = int(rng.integers(1, 200000))
+            n = int(rng.integers(1, 200000 if _device() == "cuda" else 3000))
             with np.errstate(all="ignore"):
                 x = rng.standard_normal(n) * 2.0 ** rng.integers(-60, 60, n).astype(float)
                 if k % 4 == 1:
@@ -135,18 +154,19 @@ def gpu_bits(cases: int = 40) -> str:
                     x[rng.integers(0, x.size)] = rng.choice([np.inf, -np.inf, np.nan])
                 x = x.astype(dtype)
                 y = rng.standard_normal(x.size).astype(dtype)
-            tx, ty = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+            tx, ty = torch.from_numpy(x).to(_device()), torch.from_numpy(y).to(_device())
             pairs = [(gpu["sum"].sum(tx), cpu["sum"].sum(x)), (gpu["dot"].dot(tx, ty), cpu["dot"].dot(x, y))]
             for g, c in pairs:
                 total += 1
                 equal += np.asarray(g.cpu().numpy()).tobytes() == np.asarray(c).tobytes()
-        A = (rng.standard_normal((64, 777)) * 2.0 ** rng.integers(-40, 40, (64, 777))).astype(dtype)
-        B = rng.standard_normal((777, 48)).astype(dtype)
-        g = gpu["gemm"].gemm(torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()).cpu().numpy()
+        rows_a = 64 if _device() == "cuda" else 2
+        A = (rng.standard_normal((rows_a, 777)) * 2.0 ** rng.integers(-40, 40, (rows_a, 777))).astype(dtype)
+        B = rng.standard_normal((777, 48 if _device() == "cuda" else 2)).astype(dtype)
+        g = gpu["gemm"].gemm(torch.from_numpy(A).to(_device()), torch.from_numpy(B).to(_device())).cpu().numpy()
         c = cpu["gemm"].gemm(A, B)
         total += c.size
-        equal += int(np.sum(g.view(np.uint8).reshape(c.size, -1) == c.view(np.uint8).reshape(c.size, -1))
-                     // g.itemsize)
+        equal += int(np.sum(np.all(g.view(np.uint8).reshape(c.size, -1) == c.view(np.uint8).reshape(c.size, -1),
+                                   axis=1)))
     return f"GPU = CPU (NumPy replica) bit for bit on adversarial sum/dot/gemm outputs: {equal} of {total}"
 
 
