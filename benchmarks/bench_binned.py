@@ -12,6 +12,7 @@ and on the GPU as on the CPU.  Best of --repeat runs each.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import subprocess
 import sys
@@ -183,12 +184,10 @@ def main(argv=None) -> int:
     if not (args.cpu or args.gpu):
         args.cpu = True
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=HERE).stdout.strip() or "(no git)"
+                            cwd=HERE).stdout.strip() or os.environ.get("FPSPEC_COMMIT", "(no git)")
     lines = [f"# {' '.join(['python', *sys.argv])}", f"# commit {commit}, {time.strftime('%Y-%m-%d')}, "
              f"{platform.processor() or platform.machine()}, numpy {np.__version__}"]
     if args.cpu:
-        import os
-
         lines.append(f"# CPU: {os.cpu_count()} cores")
         lines += cpu_rows(args.n, args.repeat, args.mm)
     if args.gpu:
