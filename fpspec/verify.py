@@ -998,7 +998,6 @@ def verify_spec(spec, *, spec_name: str = "spec", backend: str = "numpy", replic
         raise FpspecError(f"{spec_name} has no arithmetic section: nothing defines the bits a replica must "
                           "give (fpspec probe TARGET writes one)")
     ref = make_spec_side(spec, spec_name, m=m, ncols=ncols)
-    fold = getattr(spec_arithmetic(spec), "binned", None)
     notes: list[str] = []
     if n_values:
         from fpspec.spec.expand import check_n
@@ -1014,7 +1013,7 @@ def verify_spec(spec, *, spec_name: str = "spec", backend: str = "numpy", replic
         rep = make_replica_side(replica_fn, replica_label or "replica", ref.op, ref.fmt, out_fmt=ref.out_fmt,
                                 m=ref.m, ncols=ref.ncols)
         return _verify_sides(ref, rep, (), against, n_values, sampled, uncovered, samples, seed, device, notes,
-                             fold)
+                             getattr(spec_arithmetic(spec), "binned", None))
 
     from fpspec.compile.process import ReplicaProcess, file_sha256, private_folder, remove_folder
 
@@ -1037,7 +1036,7 @@ def verify_spec(spec, *, spec_name: str = "spec", backend: str = "numpy", replic
         notes.insert(0, f"replica file: {where}, sha256 {digest}, fresh process (pid {process.pid}); "
                         f"checked: {', '.join(f + '()' for f in process.functions)}")
         return _verify_sides(ref, rep, extra, against, n_values, sampled, uncovered, samples, seed, device, notes,
-                             fold)
+                             getattr(spec_arithmetic(spec), "binned", None))
     finally:
         if process is not None:
             process.close()
@@ -1096,12 +1095,13 @@ def _process_sides(process, ref: Side, label: str) -> tuple[Side, tuple[Side, ..
 
 
 def _verify_sides(ref: Side, rep: Side, extra: Sequence[Side], against: str | None, n_values, sampled,
-                  uncovered: str, samples: int, seed: int, device: str, notes: list, fold: int | None) -> Report:
+                  uncovered: str, samples: int, seed: int, device: str, notes: list,
+                  fold: int | None = None) -> Report:
     sides = [rep]
     pairs = [(ref, rep)] + [(ref, side) for side in extra]
     if fold is not None:     # order-independent (fpspec.arith.binned): note [binned replicas]
         rep, shuffled, note = binned_sides(ref, rep, fold, seed)
-        sides, pairs = [rep, shuffled], [(ref, rep), (ref, shuffled)] + [(ref, side) for side in extra]
+        sides, pairs = [rep, shuffled], [(ref, rep), (ref, shuffled)] + pairs[1:]
         notes.append(note)
     if against:
         orig = make_target_side(against, ref.op, ref.fmt, role="original", m=ref.m, ncols=ref.ncols,

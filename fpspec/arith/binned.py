@@ -263,7 +263,9 @@ def sum_rows(terms, fold, fmt):
     chunk = 1 << 16
     for lo in range(0, n, chunk):
         part = clean[:, lo:lo + chunk]
-        for j, c in enumerate(row_slice_counts(part, index, fold, fmt)):
+        with np.errstate(over="ignore", invalid="ignore"):    # index-0 rows: both forms computed
+            counts = row_slice_counts(part, index, fold, fmt)
+        for j, c in enumerate(counts):
             s = c.astype(np.int64).sum(axis=1)
             low[j] += s & ((1 << q) - 1)
             carry[j] += (s >> q) + (low[j] >> q)

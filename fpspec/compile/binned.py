@@ -19,7 +19,7 @@ PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
 _MODEL_NAMES = ["BinnedFormat", "_or1", "special_sum", "convert", "row_index", "sum_rows", "row_slice_counts"]
-_NUMBA_JIT = ["_term", "_index_of_bits", "_float_of_bits", "_block_flags", "_carry_in", "_shift_state",
+_NUMBA_JIT = ["_term", "_index_of_bits", "_block_flags", "_carry_in", "_shift_state",
               "_merge_into", "_finish", "_merged", "_deposit_at"]
 _NUMBA_NOGIL = ["_partial", "_rows_range", "_gemm_range"]     # run on threads of their own
 _NUMBA_HOST = ["_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
@@ -40,6 +40,10 @@ def check(kernel: Kernel) -> None:
 def _common(kernel: Kernel) -> list[str]:
     a = kernel.arithmetic
     return [f"_DT = {_DTYPE[a.input]}", f"_FOLD = {a.binned}", f"_NAME = {kernel.name!r}"]
+
+
+def _state(kernel: Kernel) -> str:
+    return f"_STATE = {2 + 3 * kernel.arithmetic.binned}"
 
 
 def render_numpy(backend, kernel: Kernel) -> str:
@@ -70,6 +74,7 @@ def numba_settings(kernel: Kernel) -> list[str]:
     ulps = ", ".join(repr(float(u)) for u in fmt.ulps)
     bits = 64 if a.input == "fp64" else 32
     return _common(kernel) + [
+        _state(kernel),
         f"_BINS64 = np.array([{floats}])",
         "_BINS = _BINS64.astype(_DT)",
         f"_ULPS = np.array([{ulps}])",

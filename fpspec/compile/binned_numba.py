@@ -11,8 +11,9 @@ as the largest patterns), the accumulator's index moved up if needed, then every
 counted in ulps of its bin (the difference of the bit patterns of the primary after and before:
 integer sums, which LLVM vectorizes without reassociating anything), then carried into int64
 (carry, low) pairs.  The block loops (_block_amax, _deposit, _deposit_top) are written out by
-fpspec.compile.binned for the spec's fold, with the term inline.  A state is int64[2 + 2 _FOLD]: index (-1: empty),
-flags (1 nan, 2 +inf, 4 -inf), low[_FOLD], carry[_FOLD]; states merge exactly in any order.
+fpspec.compile.binned for the spec's fold, with the term inline.  A state is
+int64[_STATE = 2 + 3 _FOLD]: index (-1: empty), flags (1 nan, 2 +inf, 4 -inf), low[_FOLD],
+carry[_FOLD], then scratch; states merge exactly in any order.
 """
 import math
 
@@ -25,6 +26,7 @@ from numba.extending import intrinsic
 
 _DT = np.float64
 _FOLD = 3
+_STATE = 2 + 3 * _FOLD
 _BINS = np.zeros(104)
 _BINS64 = np.zeros(104)
 _ULPS = np.zeros(104)
@@ -76,14 +78,10 @@ def _index_of_bits(m):
     if e == 0:
         if m == 0:
             return _MAXI
-        v = math.frexp(np.float64(_float_of_bits(m)))[1]
+        # a subnormal: m * 2^(emin - (p - 1)), its exponent read off m as a float (exact)
+        v = math.frexp(np.float64(m))[1] + 1 - _EMAX - (_P - 1)
         return min((_EMAX + 1 - v) // _W, _MAXI)
     return min((_EMAX + 1 - (e - _EMAX + 1)) // _W, _MAXI)
-
-
-def _float_of_bits(m):
-    # only subnormal patterns come here (rare): the value from the integer significand
-    return np.float64(m) * 2.0 ** (1 - _EMAX - (_P - 1))
 
 
 def _block_flags(X, Y, b0, b1):
@@ -120,7 +118,7 @@ def _partial(X, Y, lo, hi, state):
     for k in range(2 + 2 * _FOLD):
         state[k] = 0
     state[0] = -1
-    counts = np.zeros(_FOLD, np.int64)
+    counts = state[2 + 2 * _FOLD:]      # scratch: the block's counts (no allocation per call)
     for b0 in range(lo, hi, _BLOCK):
         b1 = min(b0 + _BLOCK, hi)
         # views from 0: the block loops index from 0 up, which LLVM vectorizes
@@ -175,7 +173,7 @@ def _merge_into(state, other):
         state[2 + _FOLD + j] += other[2 + _FOLD + j - by]
 
 
-def _finish(state):
+def _finish(state, fields):
     """The sum a state holds, as a float64 of the format's value (canonical nan for nan)."""
     f = state[1]
     if f != 0:
@@ -185,8 +183,8 @@ def _finish(state):
     index = state[0]
     if index < 0:
         return 0.0
-    pri = np.empty(_FOLD)
-    car = np.empty(_FOLD)
+    pri = fields[:_FOLD]
+    car = fields[_FOLD:]
     for j in range(_FOLD):
         pri[j] = _BINS64[index + j] + np.float64(state[2 + j]) * _ULPS[index + j]
         car[j] = np.float64(state[2 + _FOLD + j])
@@ -195,28 +193,30 @@ def _finish(state):
 
 def _merged(states):
     """The sum the rows of `states` hold together (merged in order; any order gives the same)."""
-    total = np.zeros(2 + 2 * _FOLD, np.int64)
+    total = np.zeros(_STATE, np.int64)
     total[0] = -1
     for p in range(states.shape[0]):
         _merge_into(total, states[p])
-    return _finish(total)
+    return _finish(total, np.empty(2 * _FOLD))
 
 
 def _rows_range(A, x, out, r0, r1):
     """out[i] = binned sum of the terms of row i of A (times x when _PRODUCT), rows r0..r1-1."""
-    state = np.zeros(2 + 2 * _FOLD, np.int64)
+    state = np.zeros(_STATE, np.int64)
+    fields = np.empty(2 * _FOLD)
     for i in range(r0, r1):
         _partial(A[i], x, 0, A.shape[1], state)
-        out[i] = _finish(state)
+        out[i] = _finish(state, fields)
 
 
 def _gemm_range(A, Bt, out, r0, r1):
     """Rows r0..r1-1 of A @ B (Bt = B transposed, contiguous), every element a binned dot."""
-    state = np.zeros(2 + 2 * _FOLD, np.int64)
+    state = np.zeros(_STATE, np.int64)
+    fields = np.empty(2 * _FOLD)
     for i in range(r0, r1):
         for j in range(Bt.shape[0]):
             _partial(A[i], Bt[j], 0, A.shape[1], state)
-            out[i, j] = _finish(state)
+            out[i, j] = _finish(state, fields)
 
 
 def _run(fn, tasks):
@@ -236,7 +236,7 @@ def _split(n, parts):
 def _sum_threads(x, y):
     n = x.shape[0]
     parts = _parts(n)
-    states = np.zeros((parts, 2 + 2 * _FOLD), np.int64)
+    states = np.zeros((parts, _STATE), np.int64)
     _run(_partial, [(x, y, lo, hi, states[p]) for p, (lo, hi) in enumerate(_split(n, parts))])
     return _DT(_merged(states))
 

@@ -244,7 +244,8 @@ def _rows(A, B, out, N, K, sam, sak, sbk, sbn, bins_ptr, ulps_ptr, COMP, HALF, E
 class BinnedReplica:
     """The host side: constants on the device, launches, argument checks."""
 
-    BLOCK = 1024
+    BLOCK = 1024              # terms a tile (any size gives the same bits)
+    WARPS = 4
     MAX_PROGRAMS = 4096       # lows of at most 2^12 programs add in int64 without overflow
 
     def __init__(self, fmt, fold, torch_dtype, bins, ulps, consts):
@@ -279,7 +280,7 @@ class BinnedReplica:
                                     DT=c["DT"], IT=c["IT"], FOLD=self.fold, F2=c["F2"], P=c["P"], EMAX=c["EMAX"],
                                     W=c["W"], MAXI=c["MAXI"], Q=c["Q"], INF_BITS=c["INF_BITS"],
                                     ABS_MASK=c["ABS_MASK"], PRODUCT=y is not None, BLOCK=self.BLOCK,
-                                    enable_fp_fusion=False)
+                                    num_warps=self.WARPS, enable_fp_fusion=False)
         _merge[(1,)](states, out, programs, bins, ulps, c["EXPANSION"], FOLD=self.fold, F2=c["F2"], P=c["P"],
                           W=c["W"], Q=c["Q"], SINGLE=c["SINGLE"], PB=64, enable_fp_fusion=False)
         return out

@@ -47,6 +47,7 @@ def adversarial(rng, n: int, dtype) -> list:
              np.concatenate([wide, -wide, [1.0]]),
              np.concatenate([np.full(3, big), np.full(2, -big), rng.standard_normal(n)]),
              rng.standard_normal(n) * tiny * 64,
+             rng.standard_normal(n) * tiny * 2.0 ** 40,
              np.concatenate([rng.standard_normal(n), [np.inf]]),
              np.concatenate([rng.standard_normal(n), [np.inf, -np.inf]]),
              np.concatenate([[np.nan], rng.standard_normal(n)]),
@@ -116,7 +117,7 @@ def test_numba_thread_counts_and_splits_give_the_same_bits():
     finally:
         numba.set_num_threads(before)
     # the kernel's own pieces, split anywhere, merged in any order
-    states = np.zeros((3, 8), np.int64)
+    states = np.zeros((3, rep._STATE), np.int64)
     cuts = [0, 1234, 15000, 20000]
     for p in range(3):
         rep._partial(x, y, cuts[p], cuts[p + 1], states[p])
