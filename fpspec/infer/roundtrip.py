@@ -1,0 +1,153 @@
+"""The closed loop: a known spec -> its replica as a black box -> range inference -> compared.
+
+    rec = recover(spec, (1, 200), backend="numpy", seed=0)
+    rec.verdict      # recovered | refused | wrong
+    rec.detail       # for refused: the reason inference gave; for wrong: the first difference
+
+The replica (fpspec.compile) computes exactly the generating spec's order and
+arithmetic, so inference run on it must give back a spec with the same trees
+and the same arithmetic at every n -- checked at held-out n never revealed,
+through fpspec.spec.expand_arith and fpspec.tree.observable (a different but
+equivalent spec text is fine).  A fallback or a refusal is a clear "no",
+never counted as recovered; a spec that differs anywhere is "wrong", the one
+outcome inference must never produce.  tests/infer runs a fixed-seed sample,
+benchmarks/soak_infer.py thousands of random specs (fpspec.spec.generate).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fpspec.errors import FpspecError
+from fpspec.spec import ast as A
+
+VERDICTS = ("recovered", "refused", "wrong")
+
+
+@dataclass(frozen=True)
+class Recovery:
+    spec: A.Spec                   # the generating spec
+    n_range: tuple
+    verdict: str                   # one of VERDICTS
+    detail: str                    # refused: why; wrong: the first difference; recovered: ""
+    inferred: A.Spec | None = None
+    held_out: tuple = ()
+    seconds: float = 0.0
+    calls: int = 0
+    fallback: bool = False         # refused with a fallback spec for part of the range
+    timings: dict = field(default_factory=dict, compare=False)
+
+    def text(self) -> str:
+        head = f"{self.verdict}: {self.detail}" if self.detail else self.verdict
+        return head + f" ({self.seconds:.1f} s)"
+
+
+def replica_target(spec: A.Spec, backend: str = "numpy", m: int = 3, ncols: int = 2):
+    """n -> fpspec.reveal Target running the spec's compiled replica."""
+    from fpspec.compile import compile_spec, load_replica
+    from fpspec.reveal.targets import from_callable
+
+    op = spec.header.op or "sum"
+    arith = spec.header.arithmetic
+    fmt = _entry(arith, "input") or "fp64"
+    module = vars(load_replica(compile_spec(spec, backend), f"{backend} replica"))
+    fn = module[op]
+    shape = {"gemv": {"m": m}, "gemm": {"m": m, "ncols": ncols}}.get(op, {})
+    return lambda n: from_callable(fn, op=op, n=n, dtype=fmt, name=f"replica.{op}", **shape)
+
+
+def recover(spec: A.Spec, n_range: tuple, *, backend: str = "numpy", seed: int = 0, held_out: int = 8,
+            fit_work: int | None = 2_000_000, time_limit: float | None = None, probe: bool = True) -> Recovery:
+    """Infer the spec back from its replica over n_range and compare at held-out n."""
+    from fpspec.infer.engine import infer_spec
+
+    start = time.perf_counter()
+    lo, hi = n_range
+    make = replica_target(spec, backend)
+    calls = [0]
+
+    def counted(n):
+        t = make(n)
+        fn = t.fn
+
+        def call(*a):
+            calls[0] += 1
+            return fn(*a)
+        import dataclasses
+
+        return dataclasses.replace(t, fn=call)
+
+    try:
+        r = infer_spec(counted, (lo, hi), seed=seed, progress=False, holdout=4, replica=None, probe=probe,
+                       fit_work=fit_work, time_limit=time_limit)
+    except FpspecError as e:
+        return Recovery(spec, (lo, hi), "refused", str(e), None, (), time.perf_counter() - start, calls[0])
+    inferred = r.spec
+    rng = np.random.default_rng([seed, 17])
+    if r.fallback:
+        # the fallback must hold wherever it says it does
+        got = inferred.header.n
+        ns = range(got.lo, got.hi + 1)
+        wrong = _first_difference(spec, inferred, ns, probe)
+        verdict, detail = ("wrong", wrong) if wrong else ("refused", f"fallback for n in {got.lo}..{got.hi}: "
+                                                                      f"{r.fallback}")
+        return Recovery(spec, (lo, hi), verdict, detail, inferred, (), time.perf_counter() - start, calls[0], True)
+    if not r.ok:
+        return Recovery(spec, (lo, hi), "refused", "held-out counterexample left unresolved: "
+                        + "; ".join(c.detail for c in r.counterexamples if not c.resolved)[:300], inferred, (),
+                        time.perf_counter() - start, calls[0])
+    seen = set(r.revealed) | set(r.held_out)
+    pool = [n for n in range(max(lo, 2), hi + 1) if n not in seen]
+    ns = sorted(int(x) for x in rng.choice(pool, min(held_out, len(pool)), replace=False)) if pool else []
+    wrong = _first_difference(spec, inferred, ns, probe)
+    return Recovery(spec, (lo, hi), "wrong" if wrong else "recovered", wrong, inferred, tuple(ns),
+                    time.perf_counter() - start, calls[0])
+
+
+def _first_difference(want: A.Spec, got: A.Spec, ns, arithmetic: bool) -> str:
+    """'' when both specs give the same observable tree (and, with arithmetic,
+    the same arithmetic at every node) at every n, else the first difference."""
+    from fpspec.spec.expand import expand_arith
+    from fpspec.tree import diff, observable
+
+    for n in ns:
+        try:
+            ta, main_a, reg_a = expand_arith(want, n)
+        except FpspecError:
+            continue      # the generating spec says nothing here: nothing to compare
+        try:
+            tb, main_b, reg_b = expand_arith(got, n)
+        except FpspecError as e:
+            return f"n = {n}: the inferred spec does not apply: {e}"
+        d = diff(observable(ta), observable(tb))
+        if d is not None:
+            return f"n = {n}: {str(d).splitlines()[0]}"
+        if arithmetic:
+            a, b = node_arithmetic(ta, main_a, reg_a), node_arithmetic(tb, main_b, reg_b)
+            if a != b:
+                key = next(k for k in sorted(a) if a[k] != b.get(k))
+                return f"n = {n}: the node over leaves {key[0]}.. ({key[1]} leaves) adds in {b.get(key)}, not {a[key]}"
+    return ""
+
+
+def node_arithmetic(tree, main, regions) -> dict:
+    """(smallest leaf, number of leaves) -> Arithmetic, for every node of the tree."""
+    from fpspec.tree import Node, postorder
+
+    out = {}
+    for s in postorder(tree):
+        if isinstance(s, Node):
+            key = (s.first, s.size)
+            out[key] = regions.get(key, main)
+    return out
+
+
+def _entry(block, key):
+    if block is None:
+        return None
+    for e in block.entries:
+        if e.key == key:
+            return getattr(e.value, "name", e.value)
+    return None
