@@ -15,6 +15,7 @@ benchmarks/soak_infer.py thousands of random specs (fpspec.spec.generate).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -44,28 +45,33 @@ class Recovery:
         return head + f" ({self.seconds:.1f} s)"
 
 
-def replica_target(spec: A.Spec, backend: str = "numpy", m: int = 3, ncols: int = 2):
-    """n -> fpspec.reveal Target running the spec's compiled replica."""
+BOXES = ("numba", "numpy")
+
+
+def replica_target(spec: A.Spec, box: str = "numba", m: int = 3, ncols: int = 2):
+    """n -> fpspec.reveal Target running the spec's compiled replica (fpspec.compile):
+    numba (a JIT per spec, then microseconds a call) or numpy (no JIT, about a
+    millisecond a call at n = 100: its scalar loops)."""
     from fpspec.compile import compile_spec, load_replica
     from fpspec.reveal.targets import from_callable
 
+    if box not in BOXES:
+        raise FpspecError(f"unknown replica backend {box!r}; expected one of {', '.join(BOXES)}")
     op = spec.header.op or "sum"
-    arith = spec.header.arithmetic
-    fmt = _entry(arith, "input") or "fp64"
-    module = vars(load_replica(compile_spec(spec, backend), f"{backend} replica"))
-    fn = module[op]
+    fmt = _entry(spec.header.arithmetic, "input") or "fp64"
     shape = {"gemv": {"m": m}, "gemm": {"m": m, "ncols": ncols}}.get(op, {})
+    fn = vars(load_replica(compile_spec(spec, box), f"{box} replica"))[op]
     return lambda n: from_callable(fn, op=op, n=n, dtype=fmt, name=f"replica.{op}", **shape)
 
 
-def recover(spec: A.Spec, n_range: tuple, *, backend: str = "numpy", seed: int = 0, held_out: int = 8,
+def recover(spec: A.Spec, n_range: tuple, *, box: str = "numba", seed: int = 0, held_out: int = 8,
             fit_work: int | None = 2_000_000, time_limit: float | None = None, probe: bool = True) -> Recovery:
     """Infer the spec back from its replica over n_range and compare at held-out n."""
     from fpspec.infer.engine import infer_spec
 
     start = time.perf_counter()
     lo, hi = n_range
-    make = replica_target(spec, backend)
+    make = replica_target(spec, box)
     calls = [0]
 
     def counted(n):
@@ -75,8 +81,6 @@ def recover(spec: A.Spec, n_range: tuple, *, backend: str = "numpy", seed: int =
         def call(*a):
             calls[0] += 1
             return fn(*a)
-        import dataclasses
-
         return dataclasses.replace(t, fn=call)
 
     try:
