@@ -34,7 +34,8 @@ class Recovery:
     verdict: str                   # one of VERDICTS
     detail: str                    # refused: why; wrong: the first difference; recovered: ""
     inferred: A.Spec | None = None
-    held_out: tuple = ()
+    compared: tuple = ()           # n where the inferred spec was compared with the generating one
+    held_out: int = 0              # ... of them never revealed to inference
     seconds: float = 0.0
     calls: int = 0
     fallback: bool = False         # refused with a fallback spec for part of the range
@@ -87,7 +88,7 @@ def recover(spec: A.Spec, n_range: tuple, *, box: str = "numba", seed: int = 0, 
         r = infer_spec(counted, (lo, hi), seed=seed, progress=False, holdout=4, replica=None, probe=probe,
                        fit_work=fit_work, time_limit=time_limit)
     except FpspecError as e:
-        return Recovery(spec, (lo, hi), "refused", str(e), None, (), time.perf_counter() - start, calls[0])
+        return Recovery(spec, (lo, hi), "refused", str(e), None, (), 0, time.perf_counter() - start, calls[0])
     inferred = r.spec
     rng = np.random.default_rng([seed, 17])
     if r.fallback:
@@ -97,22 +98,26 @@ def recover(spec: A.Spec, n_range: tuple, *, box: str = "numba", seed: int = 0, 
         wrong = _first_difference(spec, inferred, ns, probe)
         verdict, detail = ("wrong", wrong) if wrong else ("refused", f"fallback for n in {got.lo}..{got.hi}: "
                                                                       f"{r.fallback}")
-        return Recovery(spec, (lo, hi), verdict, detail, inferred, (), time.perf_counter() - start, calls[0], True)
+        return Recovery(spec, (lo, hi), verdict, detail, inferred, tuple(ns), 0, time.perf_counter() - start,
+                        calls[0], True)
     if not r.ok:
         return Recovery(spec, (lo, hi), "refused", "held-out counterexample left unresolved: "
-                        + "; ".join(c.detail for c in r.counterexamples if not c.resolved)[:300], inferred, (),
+                        + "; ".join(c.detail for c in r.counterexamples if not c.resolved)[:300], inferred, (), 0,
                         time.perf_counter() - start, calls[0])
     seen = set(r.revealed) | set(r.held_out)
     pool = [n for n in range(max(lo, 2), hi + 1) if n not in seen]
-    ns = sorted(int(x) for x in rng.choice(pool, min(held_out, len(pool)), replace=False)) if pool else []
+    fresh = sorted(int(x) for x in rng.choice(pool, min(held_out, len(pool)), replace=False)) if pool else []
+    # a range small enough to be revealed in full is compared at every n
+    ns = sorted(set(fresh) | {hi} | (set(range(lo, hi + 1)) if hi - lo < 64 else set()))
     wrong = _first_difference(spec, inferred, ns, probe)
-    return Recovery(spec, (lo, hi), "wrong" if wrong else "recovered", wrong, inferred, tuple(ns),
+    return Recovery(spec, (lo, hi), "wrong" if wrong else "recovered", wrong, inferred, tuple(ns), len(fresh),
                     time.perf_counter() - start, calls[0])
 
 
-def _first_difference(want: A.Spec, got: A.Spec, ns, arithmetic: bool) -> str:
+def _first_difference(want: A.Spec, got: A.Spec, ns, arithmetic: bool, inputs: int = 48) -> str:
     """'' when both specs give the same observable tree (and, with arithmetic,
-    the same arithmetic at every node) at every n, else the first difference."""
+    the same bits on random inputs: note [same arithmetic]) at every n, else
+    the first difference."""
     from fpspec.spec.expand import expand_arith
     from fpspec.tree import diff, observable
 
@@ -127,13 +132,38 @@ def _first_difference(want: A.Spec, got: A.Spec, ns, arithmetic: bool) -> str:
             return f"n = {n}: the inferred spec does not apply: {e}"
         d = diff(observable(ta), observable(tb))
         if d is not None:
-            return f"n = {n}: {str(d).splitlines()[0]}"
-        if arithmetic:
-            a, b = node_arithmetic(ta, main_a, reg_a), node_arithmetic(tb, main_b, reg_b)
-            if a != b:
-                key = next(k for k in sorted(a) if a[k] != b.get(k))
-                return f"n = {n}: the node over leaves {key[0]}.. ({key[1]} leaves) adds in {b.get(key)}, not {a[key]}"
+            return f"n = {n}: " + " ".join(x.strip() for x in str(d).splitlines()[:3])
+        if arithmetic and n >= 2:
+            bad = _bits_differ(ta, (main_a, reg_a), tb, (main_b, reg_b), n, inputs, want.header.op or "sum")
+            if bad:
+                return f"n = {n}: {bad}"
     return ""
+
+
+# Note [same arithmetic]: two arithmetic sections can be written differently
+# and compute the same bits (two fp16 terms added in fp32 and rounded to fp16
+# are the fp16 sum; init +0.0 is invisible where no result is -0.0), so the
+# arithmetic is compared by what it computes: fpspec.arith.evaluate on the
+# same tree with random inputs (wide exponents, cancellations) and special
+# ones, bit for bit.
+def _bits_differ(ta, arith_a, tb, arith_b, n: int, count: int, op: str) -> str:
+    from fpspec.arith import evaluate
+    from fpspec.infer.check import _random_values
+
+    main = arith_a[0]
+    rng = np.random.default_rng([n, 5])
+    x = _random_values(main.input, (count, n), rng).T   # a scale per term: partial sums round apart
+    x[:, 0] = -0.0                      # an all -0.0 sum: init and the output's sign of zero
+    x[:, 1] = 0.0
+    y = None if op == "sum" else _random_values(main.input, (count, n), rng).T
+    with np.errstate(all="ignore"):
+        a = evaluate(ta, x, y, *arith_a)
+        b = evaluate(tb, x, y, *arith_b)
+    same = (a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))
+    if same.all():
+        return ""
+    k = int(np.flatnonzero(~same)[0])
+    return f"the arithmetic differs: input column {k} gives {b[k]!r}, the generating spec {a[k]!r}"
 
 
 def node_arithmetic(tree, main, regions) -> dict:
