@@ -12,7 +12,7 @@ Rows:
            the reference: revealing the largest n once (FPRev-style: no range
            inference exists there).  Each run in a child process (its own peak
            RSS), under the command line's default time limit.
-           (python benchmarks/bench_infer.py --rows table [--quick])
+           (python benchmarks/bench_infer.py --rows table [--quick] [--only 0,3,5])
   infer    numpy.sum float32 over n = 1..65536: fpspec infers one spec (full
            revelation at designed and held-out n up to 8192, sampled checks
            above), against the published FPRev revealing n = 65536 once
@@ -265,6 +265,9 @@ def _child(row, mode):
 
 def row_table():
     rows = TABLE[:3] if QUICK else TABLE
+    only = _arg("--only", None)      # row numbers, e.g. 0,1,5 (to run the table in several processes)
+    if only is not None:
+        rows = [TABLE[int(i)] for i in only.split(",")]
     print(f"{'target':<36}{'range':>10}  {'ref s':>8}{'infer s':>9}{'ratio':>7}  {'ref calls':>10}{'calls':>9}"
           f"  {'ref RSS':>8}{'RSS MB':>8}  {'size':>5}  held-out / spec")
     for row in rows:

@@ -1,13 +1,15 @@
 #!/bin/sh
 # Range inference on the black boxes of named_boxes.py and torch.mv; each
 # writes NAME.fps (when a spec, or a fallback spec, comes out) and NAME.log
-# (the report).  Run from the checkout root: sh examples/infer/make_named.sh
+# (the report, in benchmarks/results/infer_named_x86-64_2026-11-26/).  Run from the checkout root: sh examples/infer/make_named.sh
 set -u
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONPATH=examples/infer:.
 D=examples/infer
+L=benchmarks/results/infer_named_x86-64_2026-11-26
+mkdir -p $L
 run() {
   out=$1; shift
-  /usr/bin/time -f "%e s, %M KB peak" python -m fpspec.cli reveal "$@" -o $D/$out.fps > /dev/null 2> $D/$out.log
+  /usr/bin/time -f "%e s, %M KB peak" python -m fpspec.cli reveal "$@" -o $D/$out.fps > /dev/null 2> $L/$out.log
   echo "$out rc $?"
 }
 run einsum_sum           named_boxes:einsum_sum --op sum -n 1..4096

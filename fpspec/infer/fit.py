@@ -52,8 +52,10 @@ OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocki
 # (every combinator tried at every level, each with guards below it), and a
 # black box no combinator fits well (np.einsum's lanes whose inner order
 # depends on the whole n) can keep it busy for hours.  So every search runs
-# on a Budget: wall seconds the fit may use in all (a share of the caller's
-# time limit), the caller's deadline, and optionally a count of leaves it
+# on a Budget: CPU seconds the fit may use in all (a share of the caller's
+# time limit, counted in this process's CPU time so that a loaded machine
+# does not starve the fit of its share), the caller's deadline (wall
+# clock), and optionally a count of leaves it
 # may build or take apart (deterministic: the same observations give the
 # same answer on any machine; tests and the soak use it).  Spending past any
 # of them raises Stopped, which the caller turns into a fallback spec that
@@ -71,7 +73,7 @@ class Budget:
     work: int | None = None          # leaves the fitter may build or take apart in all
     deadline: float | None = None    # time.monotonic() after which nothing new starts
     limit: float | None = None       # the time limit in seconds, for messages
-    fit_seconds: float | None = None  # wall seconds the fit search may use in all
+    fit_seconds: float | None = None  # CPU seconds the fit search may use in all
     spent: int = 0
     fit_used: float = 0.0
     progress: Callable[[int], None] | None = None   # told the leaves spent (fpspec.progress)
@@ -84,8 +86,8 @@ class Budget:
         if self.work is not None and self.spent > self.work:
             raise Stopped(f"the fit search used its whole budget ({self.work:,} leaves built and compared)")
         if self.fit_seconds is not None and self._fit_start is not None and (
-                self.fit_used + time.monotonic() - self._fit_start > self.fit_seconds):
-            raise Stopped(f"the fit search used its share of the time limit ({self.fit_seconds:g} s"
+                self.fit_used + time.process_time() - self._fit_start > self.fit_seconds):
+            raise Stopped(f"the fit search used its share of the time limit ({self.fit_seconds:g} CPU s"
                           + (f" of {self.limit:g} s)" if self.limit else ")"))
         self.check_time("fitting")
 
@@ -95,12 +97,12 @@ class Budget:
 
     @contextmanager
     def fitting(self):
-        """Count the wall time inside against fit_seconds."""
-        self._fit_start = time.monotonic()
+        """Count the CPU time inside against fit_seconds."""
+        self._fit_start = time.process_time()
         try:
             yield
         finally:
-            self.fit_used += time.monotonic() - self._fit_start
+            self.fit_used += time.process_time() - self._fit_start
             self._fit_start = None
 
 
