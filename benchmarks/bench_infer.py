@@ -5,6 +5,14 @@
         [--spec-out examples/cpu/numpy_sum.fps]
 
 Rows:
+  table    range inference on numpy.sum, torch.sum, np.einsum, OpenBLAS sdot
+           (numpy.dot float32), OpenBLAS sgemv (numpy.matmul, m = 8) and 5
+           random generated specs (their numba replicas): range, seconds,
+           target calls, peak RSS, spec size, held-out agreement; beside each,
+           the reference: revealing the largest n once (FPRev-style: no range
+           inference exists there).  Each run in a child process (its own peak
+           RSS), under the command line's default time limit.
+           (python benchmarks/bench_infer.py --rows table [--quick] [--only 0,3,5])
   infer    numpy.sum float32 over n = 1..65536: fpspec infers one spec (full
            revelation at designed and held-out n up to 8192, sampled checks
            above), against the published FPRev revealing n = 65536 once
@@ -179,8 +187,106 @@ def row_replica(spec_text, count):
         print(f"  first difference at n = {first_bad}")
 
 
+TABLE = (   # (label, target, options, lo, hi)
+    ("numpy.sum", "numpy.sum", {}, 1, 4096),
+    ("torch.sum", "torch.sum", {}, 1, 4096),
+    ("np.einsum('i->')", "named_boxes:einsum_sum", {"op": "sum"}, 1, 4096),
+    ("OpenBLAS sdot (numpy.dot)", "numpy.dot", {}, 1, 4096),
+    ("OpenBLAS sgemv m=8 (numpy.matmul)", "numpy.matmul", {"op": "gemv", "m": 8}, 1, 1024),
+) + tuple((f"random spec seed {s}", f"random:{s}", {}, 1, 200) for s in range(5))
+
+_CHILD = r"""
+import json, resource, sys, time
+sys.path[:0] = sys.argv[1].split(":")
+import numpy as np
+label, name, opts, lo, hi, mode = json.loads(sys.argv[2])
+calls = [0]
+if name.startswith("random:"):
+    from fpspec.infer.roundtrip import replica_target
+    from fpspec.spec.generate import random_spec
+    spec = random_spec(np.random.default_rng([11, int(name[7:])]), op="sum", max_depth=4, n_range=(lo, hi))
+    base = replica_target(spec, "numba")
+    base(2).fn(np.ones(2))        # the JIT outside the timing
+else:
+    from fpspec.reveal.targets import resolve_target
+    spec = None
+    base = lambda n: resolve_target(name, n=n, dtype="float32", **opts)
+def make(n):
+    import dataclasses
+    t = base(n)
+    fn, rows = t.fn, t.call_rows
+    def call(*a):
+        calls[0] += 1
+        return fn(*a)
+    def call_rows(X):
+        calls[0] += 1
+        return rows(X)
+    return dataclasses.replace(t, fn=call, call_rows=None if rows is None else call_rows)
+t0 = time.perf_counter()
+out = {"label": label}
+if mode == "once":
+    from fpspec.reveal.engine import reveal
+    r = reveal(make(hi))
+    out.update(seconds=time.perf_counter() - t0, size=r.tree.size if hasattr(r.tree, "size") else 1)
+else:
+    from fpspec.infer import TIME_LIMIT
+    from fpspec.infer.fit import order_cost
+    if opts.get("op") in ("gemv", "gemm"):
+        from fpspec.infer.positions import infer_positions as infer
+    else:
+        from fpspec.infer import infer_spec as infer
+    r = infer(make, (lo, hi), progress=False, time_limit=TIME_LIMIT)
+    sp = r.spec
+    order = sp.lets[0].order if sp.lets else sp.order
+    fb = getattr(r, "fallback", "")
+    held = getattr(r, "held_out", ())
+    agree = f"fallback {sp.header.n.lo}..{sp.header.n.hi}" if fb else f"{len(held)} {'agree' if r.ok else 'DIFFER'}"
+    if spec is not None and not fb:
+        from fpspec.infer.roundtrip import _first_difference
+        wrong = _first_difference(spec, sp, sorted(set(np.random.default_rng(3).integers(lo, hi + 1, 12).tolist())), True)
+        agree += "; = generating spec" if not wrong else f"; WRONG vs generating spec: {wrong}"
+    out.update(seconds=time.perf_counter() - t0, size=order_cost(sp.order) + sum(order_cost(d.order) for d in sp.lets),
+               chars=len(str(order)), agree=agree, order=str(order)[:160], fallback=fb)
+out.update(calls=calls[0], rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(json.dumps(out))
+"""
+
+
+def _child(row, mode):
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = ":".join([os.path.join(here, ".."), os.path.join(here, "..", "examples", "infer")])
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-c", _CHILD, paths, json.dumps([*row[:3], row[3], row[4], mode])],
+                       capture_output=True, text=True, env=env)
+    if p.returncode:
+        return {"label": row[0], "error": p.stderr.strip().splitlines()[-1][:200] if p.stderr.strip() else "?"}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def row_table():
+    rows = TABLE[:3] if QUICK else TABLE
+    only = _arg("--only", None)      # row numbers, e.g. 0,1,5 (to run the table in several processes)
+    if only is not None:
+        rows = [TABLE[int(i)] for i in only.split(",")]
+    print(f"{'target':<36}{'range':>10}  {'ref s':>8}{'infer s':>9}{'ratio':>7}  {'ref calls':>10}{'calls':>9}"
+          f"  {'ref RSS':>8}{'RSS MB':>8}  {'size':>5}  held-out / spec")
+    for row in rows:
+        ref, ours = _child(row, "once"), _child(row, "infer")
+        if "error" in ours or "error" in ref:
+            print(f"{row[0]:<36}  error: {ours.get('error') or ref.get('error')}")
+            continue
+        print(f"{row[0]:<36}{f'{row[3]}..{row[4]}':>10}  {ref['seconds']:8.2f}{ours['seconds']:9.2f}"
+              f"{ours['seconds'] / ref['seconds']:6.1f}x  {ref['calls']:>10}{ours['calls']:>9}"
+              f"  {ref['rss_mb']:8.0f}{ours['rss_mb']:8.0f}  {ours['size']:>5}  {ours['agree']}", flush=True)
+        print(f"{'':<36}  order: {ours['order']}" + (f"\n{'':<36}  fallback: {ours['fallback'][:200]}"
+                                                      if ours["fallback"] else ""), flush=True)
+
+
 def main():
     rows = _arg("--rows", "infer,big,replica").split(",")
+    if rows == ["table"]:
+        row_table()
+        return
     spec_text = None
     if "infer" in rows:
         spec_text = str(row_infer().spec)

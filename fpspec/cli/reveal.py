@@ -14,6 +14,7 @@ import typer
 from fpspec.cli import app
 from fpspec.cli.common import (at_least, check_device, check_dtype, check_output, target_prints_to_stderr,
                                write_output)
+from fpspec.infer import TIME_LIMIT
 from fpspec.io import read_text
 from fpspec.errors import FpspecError, RevealRefused
 
@@ -156,7 +157,7 @@ def _parse_n(text: str) -> tuple[int, int | None]:
 
 
 def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe, output, as_json, argv,
-                  arithmetic=None):
+                  arithmetic=None, time_limit=None):
     """-n LO..HI: reveal at a designed set of n and infer one parametric spec (fpspec.infer)."""
     from fpspec.infer import infer_spec
     from fpspec.infer.positions import infer_positions
@@ -169,7 +170,7 @@ def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe
     with target_prints_to_stderr():
         result = infer(target, (lo, hi), seed=seed, probe=not no_probe, arithmetic=known,
                        progress=sys.stderr.isatty(), command=command, dtype=dtype, op=op, m=m, ncols=ncols,
-                       device=device)
+                       device=device, time_limit=time_limit)
     if output and result.ok:
         write_output(output, str(result.spec), "-o")
     if as_json:
@@ -304,6 +305,9 @@ def reveal(
     positions: bool = typer.Option(True, "--positions/--no-positions",
                                    help="gemv/gemm: reveal the order of every output element that does not share "
                                         "element (0, 0)'s (the spec then has an `if` on the output row i, column j)"),
+    time_limit: float = typer.Option(TIME_LIMIT, "--time-limit", metavar="SECONDS",
+                                     help="with -n LO..HI: bound the whole run; when it or the fit's share of it "
+                                          "runs out, write a spec for the n revealed so far, marked as such"),
 ) -> None:
     """Reveal the accumulation order of TARGET at length n and print it as a tree."""
     from fpspec.reveal.engine import reveal as run_reveal
@@ -331,7 +335,7 @@ def reveal(
             resolve_target(target, op=op, n=max(lo, 2), dtype=dtype, m=m, ncols=ncols, device=device)
         _reveal_range(target, lo, hi, dtype=dtype, op=op, m=m, ncols=ncols, device=device, seed=seed,
                       no_probe=no_probe, output=output, as_json=as_json, arithmetic=arithmetic,
-                      argv=["reveal", *sys.argv[2:]] if sys.argv[1:2] == ["reveal"] else None)
+                      time_limit=time_limit, argv=["reveal", *sys.argv[2:]] if sys.argv[1:2] == ["reveal"] else None)
         return
     if tf32:
         import torch

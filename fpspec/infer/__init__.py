@@ -19,6 +19,8 @@ checks), engine (the reveal-fit-refine-hold-out loop).
 """
 from __future__ import annotations
 
+TIME_LIMIT = 600.0   # seconds: the command line's default bound of one range run (note [bounded search])
+
 
 def __getattr__(name):
     if name in ("infer_spec", "Inference", "Counterexample", "FitResult", "NTiming", "compress"):

@@ -17,6 +17,7 @@ from typing import List, Optional
 import typer
 
 from fpspec.errors import FpspecError
+from fpspec.infer import TIME_LIMIT
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -46,6 +47,9 @@ def main(
     positions: bool = typer.Option(True, "--positions/--no-positions",
                                    help="gemv/gemm: one spec per group of outputs sharing an order, merged "
                                         "under an `if` on the output row i, column j"),
+    time_limit: float = typer.Option(TIME_LIMIT, "--time-limit", metavar="SECONDS",
+                                     help="bound the whole run; when it or the fit's share of it runs out, write "
+                                          "a spec for the n revealed so far, marked as such"),
 ) -> None:
     """Infer one spec for every n in LO..HI and say how it was checked."""
     from fpspec.infer.engine import infer_spec
@@ -64,7 +68,8 @@ def main(
     result = infer(target, (lo, hi), seed=seed, arithmetic=known, exact=exact, progress=not quiet and sys.stderr.isatty(),
                         holdout=holdout, full_limit=full_limit, checks=tuple(check),
                         replica=None if replica == "none" else replica, probe=not no_probe,
-                        command=command, trace=trace, dtype=dtype, op=op, m=m, ncols=ncols, device=device)
+                        command=command, trace=trace, dtype=dtype, op=op, m=m, ncols=ncols, device=device,
+                        time_limit=time_limit)
     if output:
         write_atomic(output, str(result.spec))
     else:

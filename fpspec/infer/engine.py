@@ -28,6 +28,7 @@ import dataclasses
 import datetime
 import re
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
@@ -35,11 +36,12 @@ import numpy as np
 
 from fpspec.errors import FpspecError
 from fpspec.infer.check import Replica, SampledCheck, sampled_check
-from fpspec.infer.fit import MAX_RUNS, Fitter, order_cost
+from fpspec.infer.fit import FIT_SHARE, MAX_RUNS, Budget, Fitter, Stopped, order_cost
 from fpspec.infer.shapes import Obs
 from fpspec.spec import ast as A
 from fpspec.spec.expand import expand
 from fpspec.spec.header import make_header
+from fpspec.progress import phase, reporting
 from fpspec.tree import Tree, diff, observable
 
 SMALL = 48          # every n up to this is revealed
@@ -85,12 +87,22 @@ class Inference:
     seconds: float
     exact: bool
     n_range: tuple
+    fallback: str = ""      # why no spec for the whole range: then spec holds at n_range[0]..spec's hi only
 
     @property
     def ok(self) -> bool:
         return all(c.resolved for c in self.counterexamples) and all(s.ok for s in self.sampled)
 
     def report(self) -> str:
+        if self.fallback:
+            got = self.spec.header.n
+            return "\n".join([
+                f"NO spec for n in {self.n_range[0]}..{self.n_range[1]}: {self.fallback}",
+                f"  written instead: a spec for n in {got.lo}..{got.hi} only, where every n was revealed and each "
+                f"arm is exact: {self.fit.order}",
+                f"  revealed: {len(self.revealed)} n ({compress(self.revealed)}); {self.seconds:.2f} s",
+                "  (fpspec reveal TARGET -n N reveals any one n; a narrower -n range, or a larger --time-limit, "
+                "may let the fit finish)"])
         lines = [f"one spec for n in {self.n_range[0]}..{self.n_range[1]}: {self.fit.order}",
                  f"  revealed in full and fitted: {len(self.revealed)} n ({compress(self.revealed)})",
                  f"  held out, revealed in full, compared with the spec's expansion: {len(self.held_out)} n"
@@ -118,6 +130,7 @@ class Inference:
             "n_range": list(self.n_range),
             "ok": self.ok,
             "exact": self.exact,
+            "fallback": self.fallback or None,
             "seconds": round(self.seconds, 3),
             "revealed": list(self.revealed),
             "held_out": list(self.held_out),
@@ -195,22 +208,32 @@ def design_from(order, runs, lo: int, hi: int, rng, random: int = RANDOM_DESIGN)
 class _Reveal:
     """Reveals trees through make_target; remembers every tree and timing."""
 
-    def __init__(self, make_target: Callable, seed: int, bar, trace: str | None = None):
+    def __init__(self, make_target: Callable, seed: int, budget: Budget, trace: str | None = None):
         self.trace = trace
         self.make_target = make_target
         self.seed = seed
         self.trees: dict[int, Tree] = {}
         self.timings: list[NTiming] = []
-        self.bar = bar
+        self.budget = budget       # its deadline bounds the run (note [bounded search])
         self.first_target = None
         self.shared: dict = {}     # gemv/gemm: n -> outputs computing like element (0, 0)
+
+    def many(self, ns, stage: str, name: str = "reveal at sample n") -> dict:
+        """{n: tree} for every n, reported as one progress phase."""
+        ns = sorted(ns)
+        out = {}
+        with phase(name, total=len(ns)) as advance:
+            for n in ns:
+                out[n] = self.tree(n, stage)
+                advance()
+        return out
 
     def tree(self, n: int, stage: str) -> Tree:
         if n in self.trees:
             return self.trees[n]
         from fpspec.reveal.engine import reveal
 
-        self.bar.update(f"{stage}: revealing n = {n}")
+        self.budget.check_time(f"revealing n = {n} ({stage})")
         start = time.perf_counter()
         if n == 1:
             t, queries = 0, 0  # one term: nothing to reveal
@@ -232,7 +255,6 @@ class _Reveal:
             with open(self.trace, "a") as f:
                 f.write(json.dumps({"n": n, "stage": stage, "seconds": round(self.timings[-1].seconds, 5),
                                     "queries": queries, "tree": format_tree(t)}) + "\n")
-        self.bar.advance()
         return t
 
     def view(self, n: int):
@@ -244,39 +266,6 @@ class _Reveal:
         from fpspec.reveal.positions import restricted
 
         return restricted(target, self.shared[n], (0, 0))
-
-
-class _Bar:
-    """A rich progress bar across n (or nothing)."""
-
-    def __init__(self, enabled: bool):
-        self.progress = None
-        if enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TimeElapsedColumn(), console=Console(stderr=True), transient=False)
-            self.progress.start()
-            self.task = self.progress.add_task("inferring", total=0)
-
-    def add(self, k: int) -> None:
-        if self.progress:
-            t = self.progress.tasks[0]
-            self.progress.update(self.task, total=(t.total or 0) + k)
-
-    def update(self, text: str) -> None:
-        if self.progress:
-            self.progress.update(self.task, description=text)
-
-    def advance(self) -> None:
-        if self.progress:
-            self.progress.advance(self.task)
-
-    def close(self) -> None:
-        if self.progress:
-            self.progress.update(self.task, description="done")
-            self.progress.stop()
 
 
 # ---------------------------------------------------------------- the loop
@@ -302,7 +291,8 @@ def _ident(name: str) -> str:
 def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, progress: bool = True,
                holdout=16, full_limit: int = 8192, checks: tuple = (), replica: str | None = "numba",
                inputs: int = 6, probe: bool = True, command: str | None = None, trace: str | None = None,
-               arithmetic: A.Block | None = None, **target_kwargs) -> Inference:
+               arithmetic: A.Block | None = None, time_limit: float | None = None,
+               fit_work: int | None = None, **target_kwargs) -> Inference:
     """One spec explaining the target's order at every n in n_range = (lo, hi).
 
     make_target: n -> fpspec.reveal Target (or a target name, with dtype=,
@@ -316,27 +306,48 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
     a file that gets one JSON line per revealed n as it is revealed.
     arithmetic: a known `arithmetic { ... }` section (fpspec.spec.ast.Block),
     used instead of probing (a GPU whose probes the model cannot fit at
-    every n, with parameters measured elsewhere).
+    every n, with parameters measured elsewhere).  progress: report the
+    phases (reveal at sample n, fit, held-out check) to the sink installed
+    with fpspec.progress.reporting.
+
+    Bounded (note [bounded search]): time_limit seconds for the whole run
+    (None: no limit; the command line's default is fpspec.infer.TIME_LIMIT),
+    of which the fit search may use FIT_SHARE, and fit_work leaves for the
+    fit search (None: no limit; a deterministic bound for tests).
+    When either runs out, or no order of the language fits, the result is a
+    fallback (Inference.fallback says why): a spec for the range lo..H of n
+    that were all revealed, arms exact at each of them, the structure that
+    could not be fitted named in its provenance.
     """
+    with (nullcontext() if progress else reporting(None)):
+        return _infer(make_target, n_range, seed=seed, exact=exact, holdout=holdout, full_limit=full_limit,
+                      checks=checks, replica=replica, inputs=inputs, probe=probe, command=command, trace=trace,
+                      arithmetic=arithmetic, time_limit=time_limit, fit_work=fit_work, **target_kwargs)
+
+
+def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, replica, inputs, probe, command,
+           trace, arithmetic, time_limit, fit_work, **target_kwargs) -> Inference:
     start = time.perf_counter()
     lo, hi = int(n_range[0]), int(n_range[1])
     if lo < 1 or hi < lo:
         raise FpspecError(f"n range must be LO..HI with 1 <= LO <= HI, got {lo}..{hi}")
+    if time_limit is not None and time_limit <= 0:
+        raise FpspecError(f"the time limit must be a positive number of seconds, got {time_limit}")
     outside = [n for n in checks if not lo <= n <= hi]
     if outside:   # a check the spec's range does not cover would be dropped, not done
         raise FpspecError(f"--check {outside[0]} is outside the range {lo}..{hi}: widen -n to include it")
     make = _target_maker(make_target, target_kwargs)
     limit = hi if exact else min(hi, full_limit)
     rng = np.random.default_rng(seed)
-    bar = _Bar(progress)
-    src = _Reveal(make, seed, bar, trace)
+    budget = Budget(work=fit_work, deadline=None if time_limit is None else time.monotonic() + time_limit,
+                    limit=time_limit, fit_seconds=None if time_limit is None else time_limit * FIT_SHARE)
+    src = _Reveal(make, seed, budget, trace)
     counter: list[Counterexample] = []
+    stats = {"rounds": 0, "seconds": 0.0, "candidates": 0}
+    arith = report = None
     try:
         # 1-3: design, fit, redesign from the spec
-        design = first_design(lo, limit, rng)
-        bar.add(len(design))
-        for n in sorted(design):
-            src.tree(n, "design")
+        src.many(first_design(lo, limit, rng), "design")
         name = _ident(getattr(src.first_target, "name", "order") or "order")
         # the arithmetic first: the replica of every sampled check needs it
         report = _probe_report(src, src.view) if probe and arithmetic is None else None
@@ -344,13 +355,17 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
                  else A.Block("arithmetic", report.arithmetic.to_entries()) if report is not None
                  else _plain_arithmetic(src.first_target))
         regional = None     # (order spec, spec with per-part arithmetic): note [arithmetic per part]
-        stats = {"rounds": 0, "seconds": 0.0, "candidates": 0}
 
         def fit_now(base=None, exceptions=()):
             t0 = time.perf_counter()
-            got = _fit(src.trees, name, lo, hi, base, exceptions)
-            stats["seconds"] += time.perf_counter() - t0
-            stats["rounds"] += 1
+            try:
+                with phase("fit") as advance, budget.fitting():
+                    budget.progress = advance
+                    got = _fit(src.trees, name, lo, hi, base, exceptions, budget)
+            finally:
+                budget.progress = None
+                stats["seconds"] += time.perf_counter() - t0
+                stats["rounds"] += 1
             stats["candidates"] += got[1].candidates
             return got
 
@@ -363,8 +378,8 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
                 more -= set(src.trees)
                 if not more:
                     break
-                bar.add(len(more))
-                wrong = [n for n in sorted(more) if _difference(spec, n, src.tree(n, "refine"))]
+                got = src.many(more, "refine")
+                wrong = [n for n in sorted(more) if _difference(spec, n, got[n])]
                 if wrong:
                     spec, fitter = fit_now(spec, wrong)
             return spec, fitter
@@ -386,12 +401,11 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
                 chosen = None
             else:
                 fresh = _fresh(rng, lo, limit, holdout if limit == hi else max(1, holdout // 2), set(src.trees))
-            bar.add(len(fresh))
             wrong = []
+            got = src.many(fresh, "held-out", "held-out check")
             for n in fresh:
-                t = src.tree(n, "held-out")
                 held.append(n)
-                d = _difference(spec, n, t)
+                d = _difference(spec, n, got[n])
                 if d:
                     wrong.append(n)
                     counter.append(Counterexample(n, "held-out", d, False))
@@ -400,37 +414,39 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
             # the counterexamples are observations now: refit, redesign
             spec, fitter = refine(*fit_now(spec, wrong), first=False)
             counter = [dataclasses.replace(c, resolved=not _difference(spec, c.n, src.trees[c.n])) for c in counter]
-        for n in sorted(x for x in checks if lo <= x <= limit):  # small enough to reveal in full
-            bar.add(1)
-            d = _difference(spec, n, src.tree(n, "checked"))
+        small_checks = sorted(x for x in checks if lo <= x <= limit)   # small enough to reveal in full
+        for n, t in src.many(small_checks, "checked", "held-out check").items():
+            d = _difference(spec, n, t)
             if d:
                 counter.append(Counterexample(n, "checked", d, False))
         big_fresh = asked_big if explicit else (
             _fresh(rng, limit + 1, hi, holdout - holdout // 2, set(src.trees)))
         big = sorted(set(pending_big) | set(big_fresh))
-        bar.add(len(big))
-        for n in big:
-            stage = "held-out (sampled)" if n not in pending_big else "checked (sampled)"
-            bar.update(f"{stage}: n = {n}")
-            t0 = time.perf_counter()
-            if replica and rep is None and not rep_note:
-                regional = _per_part(spec, src, src.view, report, seed, regional)
-                rep, rep_note = _replica(regional[1] if regional else _with_header(spec, src.first_target, arith),
-                                         replica)
-            target = make(n)
-            chk = sampled_check(spec, target, seed=seed, inputs=inputs if rep else 0, replica=rep)
-            if rep_note:
-                chk = dataclasses.replace(chk, note="; ".join(x for x in (chk.note, rep_note) if x))
-            sampled.append(chk)
-            src.timings.append(NTiming(n, stage, time.perf_counter() - t0, chk.pairs))
-            bar.advance()
-            if not chk.ok:
-                counter.append(Counterexample(n, stage, chk.text(), False))
+        with phase("held-out check", total=len(big)) as advance:
+            for n in big:
+                budget.check_time(f"checking n = {n}")
+                stage = "held-out (sampled)" if n not in pending_big else "checked (sampled)"
+                t0 = time.perf_counter()
+                if replica and rep is None and not rep_note:
+                    regional = _per_part(spec, src, src.view, report, seed, regional)
+                    rep, rep_note = _replica(regional[1] if regional else _with_header(spec, src.first_target, arith),
+                                             replica)
+                target = make(n)
+                chk = sampled_check(spec, target, seed=seed, inputs=inputs if rep else 0, replica=rep)
+                if rep_note:
+                    chk = dataclasses.replace(chk, note="; ".join(x for x in (chk.note, rep_note) if x))
+                sampled.append(chk)
+                src.timings.append(NTiming(n, stage, time.perf_counter() - t0, chk.pairs))
+                advance()
+                if not chk.ok:
+                    counter.append(Counterexample(n, stage, chk.text(), False))
         # 5: never contradict an observation
         spec = _never_contradict(spec, src.trees)
+        budget.check_time("checking the arithmetic")
         regional = _per_part(spec, src, src.view, report, seed, regional)
-    finally:
-        bar.close()
+    except Stopped as e:
+        return _fallback(src, lo, hi, str(e), arith, report, seed, command, stats, start, exact,
+                         "given (--arithmetic)" if arithmetic is not None else probe)
     revealed = tuple(sorted(set(src.trees) - set(held)))
     fit = FitResult(str(spec.order if not spec.lets else spec.lets[0].order), order_cost(spec.order)
                     + sum(order_cost(d.order) for d in spec.lets), stats["candidates"], stats["rounds"],
@@ -445,6 +461,93 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
     spec = dataclasses.replace(spec, header=header)
     return Inference(spec, revealed, tuple(sorted(held)), tuple(sampled), tuple(counter),
                      tuple(src.timings), fit, time.perf_counter() - start, exact, (lo, hi))
+
+
+# Note [fallback]: when the fit cannot finish (budget, time limit) or no order
+# of the language explains the revealed trees, what is still true is the
+# trees themselves.  A spec states one range of n, so the fallback covers
+# lo..H, the longest run of n from lo that were ALL revealed: there every
+# arm is checked against its own tree, nothing is guessed.  Its arms are
+# the orders a small fit finds over that run, else each n's own lowered
+# order, consecutive n with the same order sharing one arm.  The header's
+# provenance says it is a fallback, why, and which revealed n lie beyond H
+# (their trees are in the JSON and the --trace file).
+FALLBACK_SHARE = 1 / 6           # of the fit's budget, for the small fit over lo..H
+FALLBACK_MAX = 512                # at most this many n in the fallback's range (one lowering each)
+
+
+def fallback_spec(trees: dict, lo: int, name: str, budget: Budget | None = None) -> A.Spec:
+    """A spec exact at every n of lo..H, H the end of the run of revealed n from lo
+    (note [fallback]); RevealRefused when lo itself was not revealed."""
+    from fpspec.errors import RevealRefused
+    from fpspec.spec.lower import lower
+
+    h = lo - 1
+    while h + 1 in trees and h + 1 - lo < FALLBACK_MAX:
+        h += 1
+    if h < lo:
+        raise RevealRefused(f"n = {lo} was not revealed: nothing is known to hold")
+    run = {n: observable(trees[n]) for n in range(lo, h + 1)}
+    budget = budget or Budget()
+    small = Budget(work=None if budget.work is None else int(budget.work * FALLBACK_SHARE),
+                   deadline=budget.deadline, limit=budget.limit,
+                   fit_seconds=None if budget.fit_seconds is None else budget.fit_seconds * FALLBACK_SHARE)
+    if h > lo:
+        try:
+            with small.fitting():
+                return _fit(run, name, lo, h, budget=small)[0]
+        except Stopped:
+            pass
+    arms: list[tuple[int, object]] = []     # (largest n, order) per run of n with one order
+    for n in range(lo, h + 1):
+        lowered = lower(run[n], observed=True) if n > 1 else None
+        order = A.Seq() if lowered is None else lowered.order if not lowered.lets else A.Literal(run[n])
+        if arms and arms[-1][1] == order:
+            arms[-1] = (n, order)
+        else:
+            arms.append((n, order))
+    cases = tuple(A.Case(A.Compare("<=", A.Var(), A.Num(c)), o) for c, o in arms[:-1])
+    spec = A.Spec(A.Header(n=A.Range(lo, h)), (), A.Guard(cases, arms[-1][1]) if cases else arms[-1][1])
+    if not _agrees(spec, run):   # lowering is exact; this guards the guard arithmetic
+        raise FpspecError("internal error: the fallback spec does not give back the revealed trees")
+    return spec
+
+
+def _fallback(src: _Reveal, lo: int, hi: int, reason: str, arith, report, seed: int, command, stats: dict,
+              start: float, exact: bool, probed) -> Inference:
+    """The Inference of note [fallback]: why, and the spec that holds where everything was revealed."""
+    from fpspec.spec.lower import lower
+
+    name = _ident(getattr(src.first_target, "name", "order") or "order")
+    spec = fallback_spec(src.trees, lo, name, src.budget)
+    h = spec.header.n.hi
+    beyond = sorted(n for n in src.trees if n > h)
+    unresolved = reason
+    if beyond:
+        n = beyond[0]
+        alone = lower(observable(src.trees[n]), observed=True)
+        unresolved += (f"; not covered: the orders revealed at {len(beyond)} n above {h}, the first at n = {n}: "
+                       f"{alone.lets[0].order if alone.lets else alone.order}")
+    regional = None
+    if arith is not None:
+        try:
+            src.budget.check_time("checking the arithmetic")
+            regional = _per_part(spec, src, src.view, report, seed)
+        except (FpspecError, Stopped):
+            arith, regional = None, None      # not established at the fallback's n: written without one
+    if regional is not None:
+        arith, spec = regional[1].header.arithmetic, dataclasses.replace(spec, order=regional[1].order)
+    header = _header(spec, src.first_target, lo, h, tuple(sorted(src.trees)), (), (), exact, command, arith,
+                     probed, {"fallback": f"holds only for n in {lo}..{h}, where every n was revealed; "
+                                          f"no spec was found for {lo}..{hi}",
+                              "unresolved": unresolved, "revealed_beyond": compress(beyond) or "none"})
+    if regional is not None:
+        header = dataclasses.replace(header, arithmetics=regional[1].header.arithmetics)
+    spec = dataclasses.replace(spec, header=header)
+    order = spec.order if not spec.lets else spec.lets[0].order
+    fit = FitResult(str(order), spec_cost(spec), stats["candidates"], stats["rounds"], stats["seconds"], ())
+    return Inference(spec, tuple(sorted(src.trees)), (), (), (), tuple(src.timings), fit,
+                     time.perf_counter() - start, exact, (lo, hi), fallback=unresolved)
 
 
 def _powers_above(limit: int, hi: int) -> list[int]:
@@ -481,20 +584,28 @@ def _replica(spec, backend: str):
         return None, f"no {backend} replica ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
 
 
-def _fit(trees: dict, name: str, lo: int, hi: int, base: A.Spec | None = None, exceptions=()):
+def _fit(trees: dict, name: str, lo: int, hi: int, base: A.Spec | None = None, exceptions=(),
+         budget: Budget | None = None):
     """Fit, then confirm by expansion; without recursion if that fails.
 
     With `base` (the spec before some n turned out wrong) a second candidate
     is the base with a guard arm `n == c` per exception: when that is
     cheaper than the refit, the exceptions are exceptions, not a new
     structure.  The cheapest candidate that agrees with every tree wins.
+    Stopped when neither exists (the budget ran out, or no order fits).
     """
+    budget = Budget() if budget is None else budget
     trees = {n: observable(t) for n, t in trees.items()}   # as revelation sees them (fpspec.tree.observable)
     obs = [Obs(n, t) for n, t in sorted(trees.items())]
     found = []
+    stopped = None
     for allow_ref in (True, False):
-        fitter = Fitter(name=name, pool=dict(trees), allow_ref=allow_ref)
-        order = fitter.fit_root(obs)
+        fitter = Fitter(name=name, pool=dict(trees), allow_ref=allow_ref, budget=budget)
+        try:
+            order = fitter.fit_root(obs)
+        except Stopped as e:
+            stopped = e
+            break
         if order is None:
             continue
         spec = _as_spec(order, name, lo, hi)
@@ -504,7 +615,10 @@ def _fit(trees: dict, name: str, lo: int, hi: int, base: A.Spec | None = None, e
     if base is not None and exceptions:
         arms = []
         for n in exceptions:
-            order = Fitter(name=name).fit_root([Obs(n, trees[n])])
+            try:
+                order = Fitter(name=name, budget=budget).fit_root([Obs(n, trees[n])])
+            except Stopped:
+                order = None
             arms.append(A.Case(A.Compare("==", A.Var(), A.Num(n)), order or A.Literal(trees[n])))
         spec = _with_arms(base, tuple(arms))
         if _agrees(spec, trees):
@@ -512,12 +626,11 @@ def _fit(trees: dict, name: str, lo: int, hi: int, base: A.Spec | None = None, e
     if found:
         found.sort(key=lambda x: x[0])
         return found[0][1], found[0][2]
-    # no order found: a literal per n would be a table, not a spec
+    if stopped is not None:
+        raise stopped
     ns = sorted(trees)
-    raise FpspecError(
-        f"no parametric spec found for {name}: the orders revealed at {len(ns)} n in {ns[0]}..{ns[-1]} need "
-        f"more than {MAX_RUNS} guarded cases; the .fps combinators do not express this order compactly: "
-        "reveal single n instead")
+    raise Stopped(f"no order of the .fps language explains the orders revealed at {len(ns)} n in "
+                  f"{ns[0]}..{ns[-1]} with at most {MAX_RUNS} guarded cases")
 
 
 def spec_cost(spec: A.Spec) -> int:
@@ -673,7 +786,7 @@ def _spread_pick(ns: list, count: int) -> list:
 
 
 def _header(spec, target, lo, hi, revealed, held, sampled, exact, command, arith=None,
-            probed=True) -> A.Header:
+            probed=True, extra: dict | None = None) -> A.Header:
     import fpspec
 
     prov = {
@@ -687,6 +800,7 @@ def _header(spec, target, lo, hi, revealed, held, sampled, exact, command, arith
         "arithmetic_from": probed if isinstance(probed, str) else "probes" if probed
         else "assumed: the target's formats (--no-probe)",
         "command": command,
+        **(extra or {}),
     }
     tname = op = None
     formats = None

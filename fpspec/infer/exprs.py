@@ -3,7 +3,7 @@
 A structural order (split, lanes, blocks, tail, chain) has one integer
 parameter per observation.  Across observations at many n the parameter is
 usually a short expression in n: a constant (8 lanes), n // 2 (pairwise
-halving), n // 2 - n // 2 % 8 (numpy's split at a multiple of 8).  `fit_param`
+halving), n // 2 - n // 2 % 8 (numpy's split at a multiple of 8).  `fit_values`
 tries the templates below, simplest first, and returns every expression that
 is admissible at every observation.
 """
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from fpspec.errors import SpecError
 from fpspec.spec.ast import BinOp, Call, Compare, Expr, IfExpr, Num, Var
-from fpspec.spec.expand import eval_expr
 
 N = Var()
 
@@ -74,29 +72,68 @@ def constants(seen: Iterable[int] = ()) -> list[int]:
     return sorted(cs)
 
 
-def fit_param(kind: str, samples: list[tuple[int, Callable[[int], bool]]],
-              seen: Iterable[int] = (), limit: int = 3) -> list[Expr]:
-    """Expressions e with admissible(e(n)) for every (n, admissible) sample.
+def fit_values(kind: str, values: tuple, seen: Iterable[int] = (), limit: int = 3) -> list[Expr]:
+    """Expressions e with e(n) == v for every (n, v) in values: up to `limit`,
+    simplest template first, the roundest constant within a template.
 
-    Returns up to `limit` expressions, simplest template first, smallest or
-    most "round" constant first within a template.
+    The search a fit makes most often (a split point at every observed n), so
+    the answer is kept per (kind, values, constants) and the templates are
+    evaluated as plain integer functions: building and walking an expression
+    per constant tried was most of the fitter's time.
     """
-    cs = constants(seen)
-    # try the samples most likely to reject first: the largest n
-    samples = sorted(samples, key=lambda s: -s[0])
+    key = (kind, tuple(sorted(values, key=lambda s: -s[0])), frozenset(v for v in seen if v >= 2), limit)
+    hit = _FIT_VALUES.get(key)
+    if hit is None:
+        if len(_FIT_VALUES) > 50000:
+            _FIT_VALUES.clear()
+        hit = _FIT_VALUES[key] = tuple(_fit_values(*key))
+    return list(hit)
+
+
+_FIT_VALUES: dict = {}
+
+
+def _fit_values(kind: str, values: tuple, seen: frozenset, limit: int) -> list[Expr]:
+    cs = sorted(constants(seen), key=roundness)
     found: list[Expr] = []
-    for template in TEMPLATES[kind]:
-        for c in sorted(cs, key=roundness):
-            e = template(c)
+    for t, template in enumerate(TEMPLATES[kind]):
+        fast = _FAST[kind][t]
+        for c in cs:
             try:
-                if all(ok(eval_expr(e, n)) for n, ok in samples):
-                    found.append(e)
-                    break  # one constant per template: the roundest
-            except SpecError:
+                if all(fast(n, c) == v for n, v in values):
+                    found.append(_template_expr(template, c))
+                    break
+            except ZeroDivisionError:
                 continue
         if len(found) >= limit:
             break
     return found
+
+
+# the templates above as integer functions of (n, c), in the same order
+_FAST = {
+    "split": (
+        lambda n, c: n // c,
+        lambda n, c: c,
+        lambda n, c: n - c,
+        lambda n, c: (n + c - 1) // c,
+        lambda n, c: n - n % c,
+        lambda n, c: n // 2 - n // 2 % c,
+        lambda n, c: (n // 2 + c - 1) // c * c,
+        lambda n, c: n - n // c,
+    ),
+    "size": (lambda n, c: c, lambda n, c: n // c, lambda n, c: (n + c - 1) // c),
+    "const": (lambda n, c: c,),
+}
+_EXPRS: dict = {}
+
+
+def _template_expr(template, c: int) -> Expr:
+    key = (template, c)
+    e = _EXPRS.get(key)
+    if e is None:
+        e = _EXPRS[key] = template(c)
+    return e
 
 
 def roundness(c: int) -> tuple:

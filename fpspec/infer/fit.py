@@ -20,14 +20,17 @@ every observed n (a recursive `Ref` is only provisional until then).
 """
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Callable
 
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
 from fpspec.spec.check import ORDER_FIELDS, order_children
 from fpspec.spec.expand import apply_order, eval_expr
 from fpspec.spec.lower import chunk_size_expr
-from fpspec.infer.exprs import constants, expr_cost, fit_param, roundness
+from fpspec.infer.exprs import constants, expr_cost, fit_values, roundness
 from fpspec.infer.shapes import (Obs, block_parts, chunk_parts, equal_shifted, lane_candidates, lane_parts, lane_parts_left, lane_strides, prefix_sizes,
                                  split_parts, split_point, tail_parts)
 from fpspec.tree import Tree, building, chain_shape, observable
@@ -39,9 +42,68 @@ SAMPLE = 10  # observations a search starts from (see Fitter.fit)
 MAX_RUNS = 16  # guard arms beyond this are a case list, not a spec: give up
 RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
+RESIDUE_DEPTH = 1  # residue guards this many levels below the root at most (each is a search per class)
 PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to (pad)
 PAD_DEPTH = 3                # pad is tried this many levels below the root at most
 OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocking is at least this
+
+
+# Note [bounded search]: the search is exponential in the depth of the order
+# (every combinator tried at every level, each with guards below it), and a
+# black box no combinator fits well (np.einsum's lanes whose inner order
+# depends on the whole n) can keep it busy for hours.  So every search runs
+# on a Budget: CPU seconds the fit may use in all (a share of the caller's
+# time limit, counted in this process's CPU time so that a loaded machine
+# does not starve the fit of its share), the caller's deadline (wall
+# clock), and optionally a count of leaves it
+# may build or take apart (deterministic: the same observations give the
+# same answer on any machine; tests and the soak use it).  Spending past any
+# of them raises Stopped, which the caller turns into a fallback spec that
+# holds where it was observed (note [fallback] in fpspec.infer.engine), or a
+# refusal; never into a guess.
+FIT_SHARE = 1 / 20      # of the time limit, for the fit search (30 s of the default 600)
+
+
+class Stopped(Exception):
+    """A search or an inference ran out of its budget (work or time): the message says which."""
+
+
+@dataclass
+class Budget:
+    work: int | None = None          # leaves the fitter may build or take apart in all
+    deadline: float | None = None    # time.monotonic() after which nothing new starts
+    limit: float | None = None       # the time limit in seconds, for messages
+    fit_seconds: float | None = None  # CPU seconds the fit search may use in all
+    spent: int = 0
+    fit_used: float = 0.0
+    progress: Callable[[int], None] | None = None   # told the leaves spent (fpspec.progress)
+    _fit_start: float | None = None
+
+    def charge(self, leaves: int) -> None:
+        self.spent += leaves
+        if self.progress is not None:
+            self.progress(leaves)
+        if self.work is not None and self.spent > self.work:
+            raise Stopped(f"the fit search used its whole budget ({self.work:,} leaves built and compared)")
+        if self.fit_seconds is not None and self._fit_start is not None and (
+                self.fit_used + time.process_time() - self._fit_start > self.fit_seconds):
+            raise Stopped(f"the fit search used its share of the time limit ({self.fit_seconds:g} CPU s"
+                          + (f" of {self.limit:g} s)" if self.limit else ")"))
+        self.check_time("fitting")
+
+    def check_time(self, doing: str) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise Stopped(f"the time limit ({self.limit:g} s) was reached while {doing}")
+
+    @contextmanager
+    def fitting(self):
+        """Count the CPU time inside against fit_seconds."""
+        self._fit_start = time.process_time()
+        try:
+            yield
+        finally:
+            self.fit_used += time.process_time() - self._fit_start
+            self._fit_start = None
 
 
 def order_cost(o) -> int:
@@ -92,6 +154,7 @@ class Fitter:
     _built: dict = field(default_factory=dict)
     _verified: dict = field(default_factory=dict)
     runs: list = field(default_factory=list)  # the root guard's runs, for refinement
+    budget: Budget = field(default_factory=Budget)  # note [bounded search]
 
     # ------------------------------------------------------------ entry points
     def fit_root(self, obs: list[Obs]):
@@ -154,7 +217,7 @@ class Fitter:
             ranged = A.Guard(cases, runs[-1].order)
             if len(runs) <= RESIDUE_AFTER:
                 return ranged
-        classed = self._residue_guard(obs, depth, root, residues) if residues else None
+        classed = self._residue_guard(obs, depth, root, residues) if residues and depth <= RESIDUE_DEPTH else None
         if classed is not None and (ranged is None or order_cost(classed) < order_cost(ranged)):
             return classed
         if root and options:
@@ -274,6 +337,7 @@ class Fitter:
 
     # ------------------------------------------------------------ the search
     def _search(self, obs: list[Obs], depth: int, root: bool):
+        self.budget.charge(sum(o.n for o in obs))   # each combinator below takes every observation apart
         obs = sorted(obs, key=lambda o: -o.n)  # large n reject fastest
         for o in SIMPLE:
             if self._explains(o, obs):
@@ -292,6 +356,11 @@ class Fitter:
                     best = cand
         return best
 
+    def _part(self, parts, o: Obs, *args):
+        """parts(o, *args) (a shapes function taking o apart), charged to the budget."""
+        self.budget.charge(o.n)
+        return parts(o, *args)
+
     def _build(self, order, n: int) -> Tree:
         key = (order, n)
         t = self._built.get(key)
@@ -305,7 +374,13 @@ class Fitter:
     def _explains(self, order, obs: list[Obs]) -> bool:
         self.candidates += 1
         try:
-            return all(hash(self._build(order, o.n)) == hash(o.tree) for o in obs if o.n > 1)
+            for o in sorted(obs, key=lambda o: o.n):  # the small n first: cheapest to build, as likely to reject
+                if o.n > 1:
+                    if (order, o.n) not in self._built:
+                        self.budget.charge(o.n)
+                    if hash(self._build(order, o.n)) != hash(o.tree):
+                        return False
+            return True
         except SpecError:  # a fitted parameter out of range at some n
             return False
 
@@ -340,13 +415,13 @@ class Fitter:
                 return
             hs.append((o, h))
         self.seen.update(h for _, h in hs if h > 1)
-        exprs = fit_param("split", [(o.n, (lambda v, h=h: v == h)) for o, h in hs], self.seen, limit=2)
+        exprs = fit_values("split", tuple((o.n, h) for o, h in hs), self.seen, limit=2)
         for e in exprs:
             pw = A.Pairwise(None if _is_half(e) else e)
             if self._explains(pw, obs):
                 yield pw
                 return
-            parts = [split_parts(o, h) for o, h in hs]
+            parts = [self._part(split_parts, o, h) for o, h in hs]
             firsts = [p[0] for p in parts]
             rests = [p[1] for p in parts]
             if root and self.allow_ref and self._ref_consistent(firsts + rests):
@@ -373,7 +448,7 @@ class Fitter:
         ks = sorted(ks & set(constants(self.seen)) or ks, key=roundness)[:12]
         found = 0
         for k in ks:
-            parts = [tail_parts(o, k) for o in obs]
+            parts = [self._part(tail_parts, o, k) for o in obs]
             if any(p is False for p in parts) or not any(b is not None and t is not None for b, t in parts):
                 continue
             bodies = [b for b, _ in parts if b is not None]
@@ -399,7 +474,7 @@ class Fitter:
                 continue
             parts = []
             for o in obs:
-                p = lane_parts(o, k)
+                p = self._part(lane_parts, o, k)
                 if p is None:
                     break
                 parts.append(p)
@@ -431,7 +506,7 @@ class Fitter:
     def _chunks(self, obs, depth, root):
         """chunks(SIZE, inner, outer): contiguous chunks added one after the
         other, SIZE a rule in the operands left (fpspec.spec.lower.chunk_size_expr)."""
-        parts = [chunk_parts(o) for o in obs]
+        parts = [self._part(chunk_parts, o) for o in obs]
         if any(p is None for p in parts) or all(len(p[1]) < 2 for p in parts):
             return
         size = chunk_size_expr([x for p in parts for x in p[0]])
@@ -468,7 +543,7 @@ class Fitter:
         """lanes(k, inner, outer, left[, u]): the leftovers join lane 0 (torch.sum)."""
         if u == k:
             u = None
-        parts = [lane_parts_left(o, k, u) for o in obs]
+        parts = [self._part(lane_parts_left, o, k, u) for o in obs]
         if any(p is None for p in parts) or not any(p[2] is not None and p[1] is not None for p in parts):
             return None
         inner_obs = [x for p in parts for x in p[0]]
@@ -489,7 +564,7 @@ class Fitter:
         for b in bs[:6]:
             parts = []
             for o in obs:
-                p = block_parts(o, b)
+                p = self._part(block_parts, o, b)
                 if p is None:
                     break
                 parts.append(p)

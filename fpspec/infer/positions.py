@@ -92,6 +92,7 @@ def infer_positions(make_target, n_range, *, seed: int = 0, progress: bool = Tru
                     **options) -> Inference | PositionalInference:
     """infer_spec for a gemv/gemm target name or maker; one spec per group of outputs
     when its outputs do not share one order, merged."""
+    from fpspec.errors import RevealRefused
     from fpspec.infer.engine import _target_maker
     from fpspec.reveal.positions import restricted
     from fpspec.spec.positions import merge
@@ -106,13 +107,19 @@ def infer_positions(make_target, n_range, *, seed: int = 0, progress: bool = Tru
         return infer_spec(make, n_range, seed=seed, progress=progress, command=command, **options)
     shape = group.shape
     groups = []
+    limit = options.pop("time_limit", None)
     for g in range(int(group.max()) + 1):
         mask = group == g
         at = tuple(int(v) for v in np.argwhere(mask)[0])
 
         def view(n, mask=mask, at=at):
             return restricted(make(n), mask, at)
-        inf = infer_spec(view, n_range, seed=seed, progress=progress, command=command, **options)
+        left = None if limit is None else limit - (time.perf_counter() - start)  # one limit for all groups
+        if left is not None and left <= 0:
+            raise RevealRefused(f"the time limit ({limit:g} s) was reached before the outputs at {at} were inferred")
+        inf = infer_spec(view, n_range, seed=seed, progress=progress, command=command, time_limit=left, **options)
+        if inf.fallback:   # the groups' specs are merged over one range: a partial one cannot be
+            raise RevealRefused(f"no spec for the outputs computing like {at}: {inf.fallback}")
         groups.append((at, mask, inf))
     specs = _distinct_lets([inf.spec for _, _, inf in groups])
     spec = merge(specs, group)

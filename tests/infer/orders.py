@@ -138,3 +138,31 @@ def sgemv_like(n: int) -> Tree:
 
 SGEMV_LIKE = ("if n <= 3: seq else: tail(4, blocks(512, pad(8, lanes(8, seq, lanes(4, seq, pairwise))), seq), "
               "split(1, seq, seq))")
+
+
+def einsum_like(n: int, k: int = 4, unroll: int = 4) -> Tree:
+    """np.einsum("i->", x) on float32 (x86-64, NumPy 2.4): k vector lanes; each
+    turn of the main loop loads `unroll` vectors, adds them pairwise and then
+    into the lane accumulators, while at least k * unroll terms are left;
+    the leftover vectors (the last one partial) go into the lanes one by one;
+    the k lanes are summed pairwise.  A lane's inner order depends on the
+    whole n, not on the lane's length, so no .fps order says it for every n."""
+    body = n - n % (k * unroll)
+    with building():
+        lanes = []      # a lane with no term holds zeros: a phantom the tree drops
+        for j in range(k):
+            turns = [pairwise(range(b + j, b + k * unroll, k)) for b in range(0, body, k * unroll)]
+            acc = sequential_of(turns) if turns else None
+            for i in range(body + j, n, k):
+                acc = i if acc is None else Node((acc, i))
+            lanes.append(acc)
+        return pairwise_of(lanes)
+
+
+def pairwise_of(parts) -> Tree:
+    """Pairwise over the parts, None parts (phantoms) dropped with their nodes."""
+    if len(parts) == 1:
+        return parts[0]
+    h = len(parts) // 2
+    a, b = pairwise_of(parts[:h]), pairwise_of(parts[h:])
+    return a if b is None else b if a is None else Node((a, b))
