@@ -80,6 +80,12 @@ the even and the odd products are aligned apart, the two sums floored onto
 the larger one's grid, and a c more than 25 binades below e is dropped.  A
 finite product at or above 2^128 makes the block inf (NaN with both signs).
 
+Note [zero result]: a block whose result rounds to zero gives +0.0 (the
+integer datapath has no sign for a zero magnitude): an all-zero block even
+with c = -0.0 (measured), a tiny negative sum truncated or rounded to zero
+(MMA-Sim's model).  AMD's combine rounds a nonzero exact value to nearest
+and keeps its sign (a tiny negative block gives -0.0).
+
 Note [specials]: a NaN input, inf * 0, or +inf and -inf among the products and
 c give NaN; otherwise an inf product or c gives that inf.  Finite inputs never
 give NaN; a finite block may overflow to inf.
@@ -154,6 +160,13 @@ class FusedParams:
             if getattr(self, what) not in _FORMATS:
                 raise ValueError(f"fused {what} format must be one of {', '.join(_FORMATS)}, "
                                  f"got {getattr(self, what)!r}")
+
+    @property
+    def conventional(self) -> bool:
+        """True for the FTTN form every backend compiles: one input format, zeros never
+        aligned, c at fp32's emin, one alignment (numpy replicas take any form)."""
+        return (self.input_b is None and self.zero_exponent is None and self.c_emin is None
+                and self.combine == "aligned" and self.interleave == 1)
 
     @property
     def fraction_bits(self) -> int:
@@ -351,7 +364,8 @@ def fused_node(a, b, c, params: FusedParams, scale_a=None, scale_b=None) -> np.n
     precision, emin_out, emax_out = _FORMATS[params.output]
     d = round_value(exact, params.result_precision, emin_out, emax_out, params.result,
                     params.subnormal_outputs)
-    d = np.where((psig == 0).all(axis=-1) & (csig == 0), 0.0, d)   # note [exponent floor]
+    if params.combine == "aligned":
+        d = np.where(d == 0, 0.0, d)   # note [zero result]
     return np.where(special, special_value, d)
 
 

@@ -14,6 +14,7 @@ import typer
 from fpspec.cli import app
 from fpspec.cli.common import at_least, check_device, check_dtype, check_output, write_output
 from fpspec.io import read_text
+from fpspec.formats import get_format
 from fpspec.errors import FpspecError
 
 
@@ -241,6 +242,8 @@ def reveal(
 
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+        if get_format(dtype).name == "fp32":   # the units read tf32 values: reveal and probe those
+            dtype = "tf32"
     tgt = resolve_target(target, op=op, n=lo, dtype=dtype, m=m, ncols=ncols, device=device)
     rev = run_reveal(tgt, algorithm=algorithm, seed=seed, progress=sys.stderr.isatty(), split=splits[masks])
     orders = None

@@ -111,6 +111,9 @@ def show(
     elif n is not None and n != stats(tree).leaves:
         raise FpspecError(f"{file}: the tree has {stats(tree).leaves} leaves; expected -n to match or no -n")
     typer.echo(str(spec), nl=False)
+    known = _published_set(spec)
+    if known:
+        typer.echo(f"\n# fused nodes: the published set {known}")
     where = f", output ({at})" if at else ""
     typer.echo(f"\n# tree at n = {stats(tree).leaves}{where}: {stats(tree)}")
     typer.echo(format_tree(tree))
@@ -123,6 +126,17 @@ def show(
             except OSError as e:
                 raise FpspecError(f"--{fmt} {path}: cannot write: {e.strerror or e}") from None
             typer.echo(f"wrote {path}")
+
+
+def _published_set(spec) -> str | None:
+    """The names of the published parameter sets the spec's fused nodes equal, if any."""
+    if spec is None or spec.header.arithmetic is None:
+        return None
+    from fpspec.arith.params import describe
+    from fpspec.spec.regions import main_arithmetic
+
+    fused = main_arithmetic(spec).fused
+    return describe(fused) if fused is not None else None
 
 
 def _position(at: str | None) -> tuple[int, int]:

@@ -102,8 +102,9 @@ class Replica:
         if nm.input not in ("fp16", "bf16") or f is None:
             return "the spec has no fp16/bf16 fused nodes"
         hw = NATIVE_FUSED
-        # no floor is the H100's for fp16: its products (>= 2^-48) and results never reach 2^-133
-        floor = hw["floor"] if f.floor is None and nm.input == "fp16" else f.floor
+        # no floor is the H100's for fp16: its products (>= 2^-48) and results never reach 2^-133;
+        # bf16 through a bf16 or fp16 output: the probes cannot observe the floor (it is recorded as none)
+        floor = hw["floor"] if f.floor is None and (nm.input == "fp16" or nm.output != "fp32") else f.floor
         if (f.extra_bits, floor, f.to_zero) != (hw["extra_bits"], hw["floor"], hw["to_zero"]) or f.width > 16:
             return "the spec's fused nodes are not the H100's"
         segs = p.segs

@@ -68,6 +68,9 @@ class TritonBackend(Backend):
                                    "(write product = fma or rounded)")
         f = ar.fused
         if f is not None:
+            if not f.conventional:
+                raise CompileError("triton: fused nodes with MMA-Sim's zero and c conventions or AMD's combine "
+                                   "are not supported; compile for numpy")
             if f.aligned != "truncate" or not f.c_aligned:
                 raise CompileError("triton: fused nodes must truncate aligned terms with c in the alignment")
             if not (f.subnormal_inputs and f.subnormal_outputs):
