@@ -3,13 +3,15 @@
     PYTHONPATH=. python3 examples/gpu/mma_blocks.py OUTDIR [--launches 64] [--gpu h100]
 
 Each launch of a Triton kernel computes D = C + A B for one 64 x 32 tile with a
-single tl.dot of K = the instruction's k (wgmma on Hopper: k = 8 tf32, 16
-fp16/bf16, 32 fp8), so every element is one fused node with c.  A's rows and
+single tl.dot of K = the instruction's k (wgmma on Hopper: 16 fp16/bf16, 32
+fp8; tf32: K = 16, two k = 8 instructions chained), so every element is one
+fused node with c (tf32: a chain of two).  A's rows and
 B's columns come from the blocks benchmarks/validate_mmasim.py draws (random
 bit patterns, cancellations, spread exponents, subnormals, zeros against large
 operands, inf/nan), C from the same draw.  The script compares every element
-with fpspec.arith.units (MMA-Sim's conventions) and with fpspec.arith.params
-(the FTTN conventions: exponent floor, zeros never aligned), prints the counts
+with the named unit of fpspec.arith.units (FTTN's conventions on Hopper:
+exponent floor, zeros never aligned) and with its MMA-Sim form (zeros aligned
+at -126; fpspec.arith.units note [two conventions]), prints the counts
 and writes OUTDIR/mma_blocks_<fmt>.npz (a, b, c, d of the rows where the two
 conventions disagree, and of 512 other rows) for tests/arith/.
 """
@@ -29,9 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from validate_mmasim import Family, blocks  # noqa: E402
 
-from fpspec.arith.params import PARAMS  # noqa: E402
-from fpspec.arith.fused import fused_node  # noqa: E402
-from fpspec.arith.units import get_unit, unit_dot  # noqa: E402
+from fpspec.arith.units import get_unit, mmasim_conventions, unit_dot  # noqa: E402
 
 BM, BN = 64, 32
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"   # cpu: TRITON_INTERPRET=1 dry run
@@ -39,7 +39,7 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"   # cpu: TRITON_INTERPRE
 CASES = {
     "fp16": (torch.float16, 16, None),
     "bf16": (torch.bfloat16, 16, None),
-    "tf32": (torch.float32, 8, "tf32"),
+    "tf32": (torch.float32, 16, "tf32"),     # Triton's smallest dot: two k = 8 wgmma, chained
     "fp8e4m3": (torch.float8_e4m3fn, 32, None),
     "fp8e5m2": (torch.float8_e5m2, 32, None),
 }
@@ -95,8 +95,8 @@ def run_case(fmt: str, launches: int, gpu: str, seed: int):
     cc = c.reshape(-1)
     dd = d.reshape(-1)
     unit = get_unit(f"{gpu}-{fmt}")
-    mmasim = unit_dot(unit, aa, bb, cc)
-    fttn = fused_node(aa, bb, cc, PARAMS[f"{gpu}-{fmt}"])
+    fttn = unit_dot(unit, aa, bb, cc)                        # the named set: FTTN's conventions
+    mmasim = unit_dot(mmasim_conventions(unit), aa, bb, cc)
 
     def same(x, y):
         return (np.isnan(x) & np.isnan(y)) | ((x == y) & (np.signbit(x) == np.signbit(y)))

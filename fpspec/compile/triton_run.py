@@ -18,6 +18,8 @@ FORMATS = {
     "fp16": (5, 10, torch.float16, torch.int16),
     "bf16": (8, 7, torch.bfloat16, torch.int16),
     "fp32": (8, 23, torch.float32, torch.int32),
+    # tf32 inputs travel in fp32 tensors; the replica reads their top 19 bits, as a TF32 unit does
+    "tf32": (8, 23, torch.float32, torch.int32),
 }
 
 # GPUs whose Tensor Core fused node is (w=16, 2 extra bits, truncation, rz,
@@ -144,6 +146,9 @@ class Replica:
         if A.dtype != dt_in or B.dtype != dt_in:
             raise ValueError(f"inputs must be {dt_in}, got {A.dtype} and {B.dtype}")
         p = self.plan(K)
+        if nm.input == "tf32":   # the low 13 fraction bits cleared (toward zero), on the host
+            A = (A.view(torch.int32) & -8192).view(torch.float32)
+            B = (B.view(torch.int32) & -8192).view(torch.float32)
         if nm.input == "fp32" and nm.product in ("fma", "exact") and p.steps.shape[0]:
             # an addition of a lone product and a partial sum would be an FMA;
             # the combine kernel only adds (fp16/bf16 products are exact in fp32: no issue)

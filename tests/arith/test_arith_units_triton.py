@@ -1,0 +1,61 @@
+"""The Triton replica's emulated path for tf32 units, bit for bit against the model (interpreter)."""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from fpspec.arith import Arithmetic, evaluate  # noqa: E402
+from fpspec.arith.params import PARAMS  # noqa: E402
+from fpspec.arith.units import truncate_to_tf32  # noqa: E402
+from fpspec.compile.backends.triton import BACKEND  # noqa: E402
+from fpspec.compile.ir import CompileError, Const, FusedChain, Kernel  # noqa: E402
+from fpspec.tree import Node, fused  # noqa: E402
+
+
+def _load(source, tmp_path):
+    path = tmp_path / "replica_tf32.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_tf32_chain_reads_the_top_19_bits(tmp_path):
+    """h100-tf32 chains of 8 on fp32 inputs whose low bits are set: the replica cuts them, as the unit does."""
+    ar = Arithmetic("tf32", "exact", "fp32", output="fp32", fused=PARAMS["h100-tf32"])
+    mod = _load(BACKEND.render(Kernel("gemm", ar, FusedChain(Const(8)), name="tf32 chain")), tmp_path)
+    rng = np.random.default_rng(3)
+    K = 20
+    A = (rng.standard_normal((6, K)) * 2.0 ** rng.integers(-30, 30, (6, K))).astype(np.float32)
+    B = (rng.standard_normal((K, 4)) * 2.0 ** rng.integers(-30, 30, (K, 4))).astype(np.float32)
+    A[0, :3] = [np.inf, 1.0, -0.0]
+    B[5:8, 1] = -B[5:8, 1]
+    got = mod.gemm(torch.from_numpy(A), torch.from_numpy(B), path="emulated").numpy().astype(np.float64)
+    tree = fused(*range(8))
+    for s in range(8, K, 8):
+        tree = Node((tree, *range(s, min(s + 8, K))), fused=True)
+    At, Bt = truncate_to_tf32(A.astype(np.float64)), truncate_to_tf32(B.astype(np.float64))
+    want = np.stack([evaluate(tree, At.T, np.repeat(Bt[:, j:j + 1], 6, 1), ar) for j in range(4)], axis=1)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), np.argwhere(~same)
+    # the low bits matter: an untruncated model differs somewhere
+    wrong = np.stack([evaluate(tree, A.astype(np.float64).T, np.repeat(B[:, j:j + 1].astype(np.float64), 6, 1),
+                               Arithmetic("fp32", "exact", "fp32", output="fp32",
+                                          fused=PARAMS["h100-tf32"].__class__(**{
+                                              **PARAMS["h100-tf32"].__dict__, "input": "fp32"})))
+                      for j in range(4)], axis=1)
+    assert not np.array_equal(got[1:], wrong[1:])
+
+
+def test_triton_refuses_nodes_it_does_not_emulate():
+    for name in ("h100-fp8e4m3", "mi300x-fp16"):
+        p = PARAMS[name]
+        ar = Arithmetic(p.input, "exact", "fp32", output="fp32", fused=p)
+        with pytest.raises(CompileError):
+            BACKEND.check(Kernel("gemm", ar, FusedChain(Const(p.w))))
