@@ -12,9 +12,9 @@ different bits:
 - fp32 (TF32 off): a bias of 2^24 as the first value of an fp32 chain swallows
   every product of 1 (2^24 + 1 rounds back to 2^24); added after a sum of 16
   ones it gives 2^24 + 16.
-It prints the linear result next to torch.matmul + bias (after) and the value
-the "inside" reading predicts, for several batch sizes (cuBLAS picks kernels by
-shape).
+It prints the linear result next to the values the "inside" and "after"
+readings predict, for several batch sizes (cuBLAS picks kernels by shape; one
+row takes a path without fused nodes, where all 16 products count).
 """
 import torch
 import torch.nn.functional as F
@@ -44,8 +44,10 @@ def main():
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
         for rows in (1, 16, 256, 4096):
             got, uniform, inside, after, _ = case(dtype, rows)
-            where = "inside (bias is the accumulation's c)" if got == inside and inside != after else (
-                "after (epilogue)" if got == after else "neither")
+            exact = float(torch.tensor(after + (14.0 if dtype != torch.float32 else 0.0)).to(dtype))
+            where = ("inside (bias is the accumulation's c)" if got == inside and inside != after else
+                     "after (epilogue)" if got == after else
+                     "no fused node (the ones kept): the place is not told apart" if got == exact else "neither")
             print(f"{str(dtype).split('.')[-1]:10s} {rows:5d} {got:12.1f} {inside:12.1f} {after:12.1f}  {where}"
                   f"{'' if uniform else ' (rows differ)'}", flush=True)
 

@@ -160,6 +160,7 @@ def block_scaled_node(a, b, c, scale_a, scale_b, params: FusedParams, block: int
     exact = np.ldexp(total.astype(np.float64), emax - F)
     _, emin_out, emax_out = _FORMATS[params.output]
     d = round_value(exact, params.result_precision, emin_out, emax_out, params.result)
+    d = np.where(d == 0, 0.0, d)       # fpspec.arith.fused note [zero result]
     nan = np.isnan(sa).any(axis=-1) | np.isnan(sb).any(axis=-1) | np.isnan(c)
     return np.where(nan, np.nan, np.where(np.isinf(c), c, d))
 

@@ -305,6 +305,8 @@ class Replica:
                     # reach them; fp16 ones stay above 2^-73): H100, bf16 16x16x50, 127 of 38400
                     # outputs of subnormal inputs differed with it, none without (k50 notes)
                     cfg = dict(cfg, GPU_NODE=False)
+                if form == "wide":   # the wide form takes the tile shape only (fp32 / tf32 inputs on a GPU)
+                    cfg = {key: cfg[key] for key in ("BM", "BN", "num_warps") if key in cfg}
                 if form == "tile":
                     arith = self._arith(A.device)
                     if specials is None and self.emulated_specials == "tile":

@@ -134,3 +134,18 @@ def test_fused_backends_refuse_what_they_cannot_compile():
     kernel = Kernel("gemm", Arithmetic("fp16", "exact", "fp32", output="fp32", fused=p), FusedChain(Const(8)))
     with pytest.raises(CompileError, match="compile for numpy"):
         fused_constants(kernel)
+
+
+H200 = np.load(DATA / "h200_wgmma_blocks.npz")
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "tf32", "fp8e4m3", "fp8e5m2"])
+def test_h200_wgmma_outputs(fmt):
+    """Recorded on an H200 (examples/gpu/mma_blocks.py: one tl.dot = wgmma per element, tf32 two chained):
+    the named Hopper units give every recorded output; MMA-Sim's conventions miss the rows drawn to tell
+    the two apart (fpspec.arith.units note [two conventions])."""
+    a, b, c, d = (H200[f"{fmt}_{k}"] for k in "abcd")
+    unit = get_unit(f"h200-{fmt}")
+    assert _same(unit_dot(unit, a, b, c), d).all()
+    mmasim_misses = (~_same(unit_dot(mmasim_conventions(unit), a, b, c), d)).sum()
+    assert mmasim_misses == (300 if fmt in ("bf16", "tf32") else 0)
