@@ -55,6 +55,14 @@ FORMATS: dict[str, Format] = {
         Format("bf16", 8, -126, 127, 16),
         Format("fp8e4m3", 4, -6, 8, 8, has_inf=False, max_finite=448.0),
         Format("fp8e5m2", 3, -14, 15, 8),
+    )
+}
+
+# Formats that only matrix units read (fpspec.arith.units): get_format knows them; the
+# input generators and the revelation engine work on FORMATS
+ELEMENT_FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
         # AMD CDNA3's fp8 (torch's *fnuz): no inf, no -0.0, one more exponent below
         Format("fp8e4m3fnuz", 4, -7, 7, 8, has_inf=False, max_finite=240.0),
         Format("fp8e5m2fnuz", 3, -15, 15, 8, has_inf=False, max_finite=57344.0),
@@ -83,7 +91,7 @@ ALIASES = {
 def get_format(name: str) -> Format:
     key = ALIASES.get(str(name).lower(), str(name).lower())
     try:
-        return FORMATS[key]
+        return FORMATS[key] if key in FORMATS else ELEMENT_FORMATS[key]
     except KeyError:
         known = ", ".join(FORMATS)
         raise ValueError(f"unknown format {name!r}; expected one of {known}") from None
