@@ -61,7 +61,8 @@ alignment with exponent z (a zero c too, and a zero product with exponent
 z + e_other): MMA-Sim's convention (z = -126 on NVIDIA and AMD), under which c
 always bounds the largest exponent from below.  None: zeros never set it and
 `exponent_floor` bounds it (the FTTN convention).  The measured H100 and A100
-vectors fit both.  c_emin: the exponent a subnormal c is clamped to (None:
+vectors fit both; an H200's wgmma outputs fit only FTTN's (fpspec.arith.units
+note [two conventions]).  c_emin: the exponent a subnormal c is clamped to (None:
 fp32's -126; MMA-Sim clamps an fp16 c at fp16's -14).
 
 Note [block scales]: block-scaled formats (mxf8f6f4: one power-of-two scale per

@@ -22,13 +22,13 @@ Names are GPU-INPUT[-to-OUTPUT] as in fpspec.arith.params ("h100-fp16",
 "mi300x-xf32", "b200-fp4e2m1-mxf4nvf4-ue4m3-16"); `UNITS` holds them all,
 `ARCHS` the GPUs of each architecture.
 
-The parameters follow MMA-Sim (microsoft/MMA-Sim, arXiv 2511.10909), checked
-bit for bit by benchmarks/validate_mmasim.py: accumulator fraction bits
-23 (Volta), 24 (Turing, Ampere, Ada), 25 (Hopper, Blackwell), 13 (fp8 on Ada
-and Hopper, whose fp32 results keep 13 fraction bits too), 35 (mxf4nvf4);
-Ampere and Ada split k in halves for m16n8k16 fp16/bf16, m16n8k8 tf32 and
-m16n8k32 fp8; zero operands take part in the alignment with exponent -126
-(fused note [zero exponent]).
+The structure follows MMA-Sim (microsoft/MMA-Sim, arXiv 2511.10909):
+accumulator fraction bits 23 (Volta), 24 (Turing, Ampere, Ada), 25 (Hopper,
+Blackwell), 13 (fp8 on Ada and Hopper, whose fp32 results keep 13 fraction
+bits too), 35 (mxf4nvf4); Ampere and Ada split k in halves for m16n8k16
+fp16/bf16, m16n8k8 tf32 and m16n8k32 fp8.  Below the alignment the named sets
+follow the measurements (note [two conventions]); `mmasim_conventions(unit)`
+is MMA-Sim's form, checked bit for bit by benchmarks/validate_mmasim.py.
 """
 from __future__ import annotations
 
@@ -359,17 +359,4 @@ def get_unit(name: str) -> MatrixUnit:
                          f"{gpus} ({len(UNITS)} names in fpspec.arith.units.UNITS)") from None
 
 
-def with_width(unit: MatrixUnit, w: int) -> MatrixUnit:
-    """The same unit with nodes of w products (an instruction of a smaller k, or k split in halves)."""
-    return replace(unit, node=replace(unit.node, w=w))
-
-
-def arch_of(gpu: str) -> str:
-    for arch, gpus in ARCHS.items():
-        if gpu in gpus:
-            return arch
-    raise ValueError(f"unknown GPU {gpu!r}; known: {', '.join(g for gs in ARCHS.values() for g in gs)}")
-
-
-__all__ = ["ARCHS", "MatrixUnit", "UNITS", "arch_of", "block_scaled_node", "get_unit", "mmasim_conventions",
-           "unit_dot", "with_width"]
+__all__ = ["ARCHS", "MatrixUnit", "UNITS", "block_scaled_node", "get_unit", "mmasim_conventions", "unit_dot"]
