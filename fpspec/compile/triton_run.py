@@ -20,6 +20,9 @@ FORMATS = {
     "fp32": (8, 23, torch.float32, torch.int32),
     # tf32 inputs travel in fp32 tensors; the replica reads their top 19 bits, as a TF32 unit does
     "tf32": (8, 23, torch.float32, torch.int32),
+    # fp8 inputs (fused chains on the emulated path): bit patterns read as uint8
+    "fp8e4m3": (4, 3, torch.float8_e4m3fn, torch.uint8),
+    "fp8e5m2": (5, 2, torch.float8_e5m2, torch.uint8),
 }
 
 # GPUs whose Tensor Core fused node is (w=16, 2 extra bits, truncation, rz,
@@ -296,7 +299,8 @@ class Replica:
                     # wide form (same arithmetic, few large operations) is the fast one.
                     # The tile form holds a product's aligned significand in int32 and
                     # the sum of a node's terms too (Note [int32 terms])
-                    tile_ok = 2 * man_in <= 23 + f.extra_bits and width << (25 + f.extra_bits) <= 1 << 31
+                    tile_ok = (2 * man_in <= 23 + f.extra_bits and width << (25 + f.extra_bits) <= 1 << 31
+                               and not nm.input.startswith("fp8"))   # fp8: the wide form only
                     form = "tile" if A.device.type == "cuda" and tile_ok else "wide"
                 kern = {"wide": mm_chain_emulated_wide, "tile": mm_chain_emulated}[form]
                 cfg = self.emulated_config if A.device.type == "cuda" else dict(BM=16, BN=16)
@@ -305,8 +309,10 @@ class Replica:
                     # reach them; fp16 ones stay above 2^-73): H100, bf16 16x16x50, 127 of 38400
                     # outputs of subnormal inputs differed with it, none without (k50 notes)
                     cfg = dict(cfg, GPU_NODE=False)
-                if form == "wide":   # the wide form takes the tile shape only (fp32 / tf32 inputs on a GPU)
+                if form == "wide":   # the wide form takes the tile shape only (fp32 / tf32 / fp8 inputs on a GPU)
                     cfg = {key: cfg[key] for key in ("BM", "BN", "num_warps") if key in cfg}
+                    # e4m3 has no inf; fp8 units keep 13 fraction bits (23 + extra_bits < 23)
+                    cfg.update(IN_FN=nm.input == "fp8e4m3", RES_MAN=min(23, 23 + f.extra_bits) % 23)
                 if form == "tile":
                     arith = self._arith(A.device)
                     if specials is None and self.emulated_specials == "tile":
