@@ -1,10 +1,10 @@
 """Triton replicas against the library ops, side by side in one run (GPU).
 
-    PYTHONPATH=. python benchmarks/bench_triton.py [--size 4096] [--n 100000000] [--configs]
+    PYTHONPATH=. python benchmarks/bench_triton.py [--size 4096] [--dtype fp16|bf16] [--n 100000000] [--configs]
         [--only native|emulated|sum] [--arith 0,1,2,3] [--tiles 16x32x4,32x32x8] [--gpu-node]
         [--maxnreg 0,168] [--specials auto,pass,tile]
 
-Rows: fp16 GEMM size^3 through torch.matmul (cuBLAS), the replica's native
+Rows: fp16 (--dtype bf16: bf16) GEMM size^3 through torch.matmul (cuBLAS), the replica's native
 path and its emulated path (both bit-checked against cuBLAS); float32 sum of n
 terms through torch.sum and the replica of numpy.sum's order (bit-checked
 against numpy.sum on the CPU).  Times are medians of triton.testing.do_bench.
@@ -42,6 +42,7 @@ def load(kernel, tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--dtype", choices=("fp16", "bf16"), default="fp16", help="the GEMM rows' input format")
     ap.add_argument("--n", type=int, default=10 ** 8)
     ap.add_argument("--configs", action="store_true", help="also try other native tile shapes")
     ap.add_argument("--only", choices=("native", "emulated", "sum"), action="append",
@@ -65,15 +66,17 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         S = args.size
         flops = 2.0 * S ** 3
-        ar = Arithmetic(input="fp16", product="exact", accumulator="fp32", init="none", output="fp16",
-                        fused=get_params("h100-fp16"))
+        fmt = args.dtype
+        dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[fmt]
+        ar = Arithmetic(input=fmt, product="exact", accumulator="fp32", init="none", output=fmt,
+                        fused=get_params(f"h100-{fmt}"))
         gemm = load(Kernel("gemm", ar, FusedChain(Const(16)), name="h100 chain"), tmp)
         g = torch.Generator(device="cuda").manual_seed(0)
-        A = torch.randn((S, S), device="cuda", generator=g).half()
-        B = torch.randn((S, S), device="cuda", generator=g).half()
+        A = torch.randn((S, S), device="cuda", generator=g).to(dt)
+        B = torch.randn((S, S), device="cuda", generator=g).to(dt)
         ref = torch.matmul(A, B)
         t_cublas = do_bench(lambda: torch.matmul(A, B), warmup=100, rep=500, return_mode="median")
-        rows.append((f"cuBLAS fp16 GEMM {S}^3", t_cublas, flops / t_cublas / 1e9, "TFLOP/s", 1.0, "reference"))
+        rows.append((f"cuBLAS {fmt} GEMM {S}^3", t_cublas, flops / t_cublas / 1e9, "TFLOP/s", 1.0, "reference"))
         configs = [gemm.REPLICA.native_config] if "native" in only else []
         if args.configs and configs:
             configs += [dict(BM=BM, BN=BN, BK=64, GROUP=8, num_warps=w, num_stages=st)

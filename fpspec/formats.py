@@ -58,6 +58,23 @@ FORMATS: dict[str, Format] = {
     )
 }
 
+# Formats that only matrix units read (fpspec.arith.units): get_format knows them; the
+# input generators and the revelation engine work on FORMATS
+ELEMENT_FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        # AMD CDNA3's fp8 (torch's *fnuz): no inf, no -0.0, one more exponent below
+        Format("fp8e4m3fnuz", 4, -7, 7, 8, has_inf=False, max_finite=240.0),
+        Format("fp8e5m2fnuz", 3, -15, 15, 8, has_inf=False, max_finite=57344.0),
+        # OCP microscaling element formats (no inf, no nan)
+        Format("fp6e2m3", 4, 0, 2, 6, has_inf=False, max_finite=7.5),
+        Format("fp6e3m2", 3, -2, 4, 6, has_inf=False, max_finite=28.0),
+        Format("fp4e2m1", 2, 0, 2, 4, has_inf=False, max_finite=6.0),
+        # block scale factors: powers of two only (ue8m0)
+        Format("ue8m0", 1, -127, 127, 8, has_inf=False, max_finite=2.0 ** 127),
+    )
+}
+
 ALIASES = {
     "float64": "fp64", "double": "fp64", "f64": "fp64",
     "float32": "fp32", "float": "fp32", "f32": "fp32", "single": "fp32",
@@ -65,13 +82,16 @@ ALIASES = {
     "bfloat16": "bf16",
     "float8_e4m3fn": "fp8e4m3", "e4m3": "fp8e4m3",
     "float8_e5m2": "fp8e5m2", "e5m2": "fp8e5m2",
+    "xf32": "tf32",   # AMD's name: fp32 inputs truncated to tf32
+    "float8_e4m3fnuz": "fp8e4m3fnuz", "float8_e5m2fnuz": "fp8e5m2fnuz",
+    "e2m3": "fp6e2m3", "e3m2": "fp6e3m2", "e2m1": "fp4e2m1", "float8_e8m0fnu": "ue8m0",
 }
 
 
 def get_format(name: str) -> Format:
     key = ALIASES.get(str(name).lower(), str(name).lower())
     try:
-        return FORMATS[key]
+        return FORMATS[key] if key in FORMATS else ELEMENT_FORMATS[key]
     except KeyError:
         known = ", ".join(FORMATS)
         raise ValueError(f"unknown format {name!r}; expected one of {known}") from None

@@ -273,7 +273,8 @@ def _right(kind: str, fmt: Format, rng, n: int, cols: int, pairs: np.ndarray, ex
     if len(pairs):   # paired terms meet the same factor, so their cancellation survives
         v[pairs[:, 1]] = v[pairs[:, 0]]
     if kind == "specials" and not exact and rng.random() < 0.3:
-        v[rng.integers(0, n), rng.integers(0, cols)] = np.inf
+        # a format without inf (e4m3) has only nan to offer
+        v[rng.integers(0, n), rng.integers(0, cols)] = np.inf if fmt.has_inf else np.nan
     return v
 
 

@@ -56,6 +56,37 @@ becomes inf (as measured).  "rne": nearest even, overflow to inf.  Subnormal
 results are rounded on the subnormal grid; with subnormal_outputs=False they
 flush to +0.0.
 
+Note [zero exponent]: with zero_exponent = z, a zero operand takes part in the
+alignment with exponent z (a zero c too, and a zero product with exponent
+z + e_other): MMA-Sim's convention (z = -126 on NVIDIA and AMD), under which c
+always bounds the largest exponent from below.  None: zeros never set it and
+`exponent_floor` bounds it (the FTTN convention).  The measured H100 and A100
+vectors fit both; an H200's wgmma outputs fit only FTTN's (fpspec.arith.units
+note [two conventions]).  c_emin: the exponent a subnormal c is clamped to (None:
+fp32's -126; MMA-Sim clamps an fp16 c at fp16's -14).
+
+Note [block scales]: block-scaled formats (mxf8f6f4: one power-of-two scale per
+32 products of a row of A and a column of B) scale each product by
+scale_a * scale_b; the scale exponents add to the product exponent before the
+alignment, so a product 2^-127 * 2^-6 never underflows.  The NaN scale (ue8m0
+0xFF) gives NaN.  mxf4nvf4 sums groups of 16 fp4 products first
+(`block_scaled_node`).
+
+Note [amd combine]: AMD CDNA3 (MMA-Sim's fused_dot_rd_add): the products are
+aligned among themselves (truncated toward zero, F fraction bits below their
+largest exponent, zeros included), then the product sum and c meet at
+e = max(e_products, e_c): the sum floored (toward -inf) to 31 fraction bits
+below e, c floored to 24, one rounding to nearest even.  fp8 (interleave = 2):
+the even and the odd products are aligned apart, the two sums floored onto
+the larger one's grid, and a c more than 25 binades below e is dropped.  A
+finite product at or above 2^128 makes the block inf (NaN with both signs).
+
+Note [zero result]: a block whose result rounds to zero gives +0.0 (the
+integer datapath has no sign for a zero magnitude): an all-zero block even
+with c = -0.0 (measured), a tiny negative sum truncated or rounded to zero
+(MMA-Sim's model).  AMD's combine rounds a nonzero exact value to nearest
+and keeps its sign (a tiny negative block gives -0.0).
+
 Note [specials]: a NaN input, inf * 0, or +inf and -inf among the products and
 c give NaN; otherwise an inf product or c gives that inf.  Finite inputs never
 give NaN; a finite block may overflow to inf.
@@ -73,7 +104,10 @@ ALIGNED = ("truncate", "floor", "rne")
 _FORMATS = {
     "fp32": (24, -126, 127), "tf32": (11, -126, 127), "fp16": (11, -14, 15),
     "bf16": (8, -126, 127), "fp8e4m3": (4, -6, 8), "fp8e5m2": (3, -14, 15),
+    "fp8e4m3fnuz": (4, -7, 7), "fp8e5m2fnuz": (3, -15, 15),
+    "fp6e2m3": (4, 0, 2), "fp6e3m2": (3, -2, 4), "fp4e2m1": (2, 0, 2),
 }
+COMBINES = ("aligned", "amd")
 _ZERO_EXP = -(1 << 20)   # exponent given to zero terms: never the largest
 
 
@@ -86,7 +120,10 @@ class FusedParams:
     result: rounding of the node's result; c_aligned: c takes part in the
     alignment; exponent_floor: lower bound of the alignment exponent (None:
     none); subnormal_inputs / subnormal_outputs: False flushes them to zero;
-    input / output: formats of a, b and of c, d.
+    input / output: formats of a (and b) and of c, d; input_b: b's format when
+    it differs; zero_exponent, c_emin: note [zero exponent]; combine:
+    "aligned" (one alignment, NVIDIA) or "amd" (note [amd combine]);
+    interleave: sub-blocks of strided products aligned apart (amd only).
     """
 
     w: int
@@ -99,6 +136,11 @@ class FusedParams:
     subnormal_outputs: bool = True
     input: str = "fp16"
     output: str = "fp32"
+    input_b: str | None = None
+    zero_exponent: int | None = None
+    c_emin: int | None = None
+    combine: str = "aligned"
+    interleave: int = 1
 
     def __post_init__(self):
         if self.w < 1:
@@ -109,10 +151,23 @@ class FusedParams:
             raise ValueError(f"fused aligned must be one of {', '.join(ALIGNED)}, got {self.aligned!r}")
         if self.result not in ROUNDINGS:
             raise ValueError(f"fused result must be one of {', '.join(ROUNDINGS)}, got {self.result!r}")
-        for what in ("input", "output"):
+        if self.combine not in COMBINES:
+            raise ValueError(f"fused combine must be one of {', '.join(COMBINES)}, got {self.combine!r}")
+        if self.interleave < 1 or self.w % self.interleave:
+            raise ValueError(f"fused interleave must divide w={self.w}, got {self.interleave}")
+        if self.input_b == self.input:
+            object.__setattr__(self, "input_b", None)   # canonical: equal formats compare equal
+        for what in ("input", "output") + (("input_b",) if self.input_b is not None else ()):
             if getattr(self, what) not in _FORMATS:
                 raise ValueError(f"fused {what} format must be one of {', '.join(_FORMATS)}, "
                                  f"got {getattr(self, what)!r}")
+
+    @property
+    def conventional(self) -> bool:
+        """True for the FTTN form every backend compiles: one input format, zeros never
+        aligned, c at fp32's emin, one alignment (numpy replicas take any form)."""
+        return (self.input_b is None and self.zero_exponent is None and self.c_emin is None
+                and self.combine == "aligned" and self.interleave == 1)
 
     @property
     def fraction_bits(self) -> int:
@@ -148,29 +203,46 @@ def decode(x, emin: int):
 
 # ---------------------------------------------------------------- 2. products
 
-def products(a, b, params: FusedParams):
-    """Exact products: (negative, exponent ea+eb, significand with 46 fraction bits)."""
-    emin_in = _FORMATS[params.input][1]
+def scale_exponents(scale):
+    """Exponents of power-of-two scale factors (ue8m0: 2^-127..2^127), exact in float64."""
+    _, e = np.frexp(np.asarray(scale, np.float64))
+    return e.astype(np.int64) - 1
+
+
+def products(a, b, params: FusedParams, scale_a=None, scale_b=None):
+    """Exact products: (negative, exponent ea+eb, significand with 46 fraction bits).
+
+    scale_a, scale_b: power-of-two block scale factors (broadcast against a and b):
+    their exponents add to the product exponent (note [block scales]).
+    """
+    emin_a = _FORMATS[params.input][1]
+    emin_b = _FORMATS[params.input_b or params.input][1]
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
     if not params.subnormal_inputs:
-        tiny = 2.0 ** emin_in
-        a = np.where(np.abs(a) < tiny, 0.0, a)
-        b = np.where(np.abs(b) < tiny, 0.0, b)
-    na, ea, ma = decode(a, emin_in)
-    nb, eb, mb = decode(b, emin_in)
+        a = np.where(np.abs(a) < 2.0 ** emin_a, 0.0, a)
+        b = np.where(np.abs(b) < 2.0 ** emin_b, 0.0, b)
+    na, ea, ma = decode(a, emin_a)
+    nb, eb, mb = decode(b, emin_b)
     sig = ma * mb
-    exp = np.where(sig != 0, ea + eb, _ZERO_EXP)   # zero products never set the alignment
+    if params.zero_exponent is None:
+        exp = np.where(sig != 0, ea + eb, _ZERO_EXP)   # zero products never set the alignment
+    else:                                              # note [zero exponent]
+        z = params.zero_exponent
+        exp = np.where(ma == 0, z, ea) + np.where(mb == 0, z, eb)
+    if scale_a is not None:
+        exp = exp + scale_exponents(scale_a) + scale_exponents(scale_b)
     return na ^ nb, exp, sig
 
 
 def addend(c, params: FusedParams):
-    """c decoded as fp32 (23 fraction bits); zero c never sets the alignment."""
+    """c decoded with 23 fraction bits (exponent clamped at c_emin, default fp32's)."""
     c = np.asarray(c, np.float64)
     if not params.subnormal_outputs:
         c = np.where(np.abs(c) < 2.0 ** _FORMATS[params.output][1], 0.0, c)
-    neg, exp, sig = decode(c, -126)
-    exp = np.where(sig != 0, exp, _ZERO_EXP)
+    neg, exp, sig = decode(c, -126 if params.c_emin is None else params.c_emin)
+    zero = _ZERO_EXP if params.zero_exponent is None else params.zero_exponent
+    exp = np.where(sig != 0, exp, zero)
     return neg, exp, sig
 
 
@@ -251,9 +323,10 @@ def specials(p_float, c):
 
 # ---------------------------------------------------------------- the node
 
-def fused_node(a, b, c, params: FusedParams) -> np.ndarray:
+def fused_node(a, b, c, params: FusedParams, scale_a=None, scale_b=None) -> np.ndarray:
     """One fused node per row: a, b shape (rows, k) with k <= w, c shape (rows,).
 
+    scale_a, scale_b: block scale factors (powers of two) per row, or None.
     Returns float64 values of `params.output` (fp32 or fp16 results).
     """
     a = np.atleast_2d(np.asarray(a, np.float64))
@@ -261,14 +334,44 @@ def fused_node(a, b, c, params: FusedParams) -> np.ndarray:
     c = np.broadcast_to(np.asarray(c, np.float64), a.shape[:-1])
     if a.shape[-1] > params.w:
         raise ValueError(f"a fused node takes at most w={params.w} products, got {a.shape[-1]}")
+    scaled = scale_a is not None
+    if scaled:
+        scale_a = np.broadcast_to(np.asarray(scale_a, np.float64), a.shape[:-1])[..., None]
+        scale_b = np.broadcast_to(np.asarray(scale_b, np.float64), a.shape[:-1])[..., None]
     with np.errstate(invalid="ignore", over="ignore"):
-        special, special_value = specials(a * b, c)
+        p_float = a * b * (scale_a * scale_b if scaled else 1.0)
+        special, special_value = specials(p_float, c)
+        if params.combine == "amd":   # note [amd combine]: an overflowing product is inf
+            big = np.abs(p_float) >= 2.0 ** 128
+            pos = (big & (p_float > 0)).any(axis=-1)
+            neg = (big & (p_float < 0)).any(axis=-1)
+            over = ~special & (pos | neg)
+            special_value = np.where(over, np.where(pos & neg, np.nan, np.where(pos, np.inf, -np.inf)),
+                                     special_value)
+            special = special | over
     a = np.where(special[..., None], 0.0, a)
     b = np.where(special[..., None], 0.0, b)
     c = np.where(special, 0.0, c)
+    if scaled:
+        scale_a = np.where(special[..., None], 1.0, scale_a)
+        scale_b = np.where(special[..., None], 1.0, scale_b)
 
-    pneg, pexp, psig = products(a, b, params)
+    pneg, pexp, psig = products(a, b, params, scale_a, scale_b)
     cneg, cexp, csig = addend(c, params)
+    if params.combine == "amd":
+        exact = _amd_combine(pneg, pexp, psig, cneg, cexp, csig, params)
+    else:
+        exact = _aligned_combine(pneg, pexp, psig, cneg, cexp, csig, c, params)
+    precision, emin_out, emax_out = _FORMATS[params.output]
+    d = round_value(exact, params.result_precision, emin_out, emax_out, params.result,
+                    params.subnormal_outputs)
+    if params.combine == "aligned":
+        d = np.where(d == 0, 0.0, d)   # note [zero result]
+    return np.where(special, special_value, d)
+
+
+def _aligned_combine(pneg, pexp, psig, cneg, cexp, csig, c, params: FusedParams):
+    """The exact value of an aligned block: products (and c) truncated at one exponent, summed."""
     F = params.fraction_bits
     if params.c_aligned:
         emax = largest_exponent(np.concatenate([pexp, cexp[..., None]], axis=-1), params)
@@ -278,15 +381,40 @@ def fused_node(a, b, c, params: FusedParams) -> np.ndarray:
     if params.c_aligned:
         total = total + align(cneg[..., None], cexp[..., None], csig[..., None],
                               cexp[..., None] - 23, emax, params)[..., 0]
-        exact = np.ldexp(total.astype(np.float64), emax - F)   # |total| < 2^53: exact
-    else:
-        prod_sum = np.ldexp(total.astype(np.float64), emax - F)
-        exact = _sum_round_to_odd(prod_sum, c)
-    precision, emin_out, emax_out = _FORMATS[params.output]
-    d = round_value(exact, params.result_precision, emin_out, emax_out, params.result,
-                    params.subnormal_outputs)
-    d = np.where((psig == 0).all(axis=-1) & (csig == 0), 0.0, d)   # note [exponent floor]
-    return np.where(special, special_value, d)
+        return np.ldexp(total.astype(np.float64), emax - F)   # |total| < 2^53: exact
+    prod_sum = np.ldexp(total.astype(np.float64), emax - F)
+    return _sum_round_to_odd(prod_sum, c)
+
+
+def _amd_combine(pneg, pexp, psig, cneg, cexp, csig, params: FusedParams):
+    """The exact value of an AMD CDNA block (note [amd combine])."""
+    F = params.fraction_bits
+    parts = []
+    for j in range(params.interleave):     # sub-blocks of products j, j+i, j+2i, ...
+        e_j = largest_exponent(pexp[..., j::params.interleave], params)
+        s_j = align(pneg[..., j::params.interleave], pexp[..., j::params.interleave],
+                    psig[..., j::params.interleave], pexp[..., j::params.interleave] - 46, e_j, params)
+        parts.append((e_j, s_j.sum(axis=-1)))
+    e_p = parts[0][0]
+    for e_j, _ in parts[1:]:
+        e_p = np.maximum(e_p, e_j)
+    total = 0
+    for e_j, s_j in parts:                 # floor (toward -inf) onto the common grid
+        total = total + _shift_floor(s_j, e_p - e_j)
+    e = np.maximum(e_p, cexp)
+    s31 = _shift_floor(total, (e - 31) - (e_p - F))
+    c_signed = np.where(cneg, -csig, csig)
+    c24 = _shift_floor(c_signed, (e - 24) - (cexp - 23))
+    if params.interleave > 1:              # the fp8 path drops a c more than 25 binades down
+        c24 = np.where(cexp >= e - 25, c24, 0)
+    return np.ldexp((s31 + (c24 << 7)).astype(np.float64), e - 31)
+
+
+def _shift_floor(v, shift):
+    """Signed integers v * 2^-shift rounded toward -inf (shift < 0: exact left shift)."""
+    right = np.minimum(np.maximum(shift, 0), 62)
+    left = np.minimum(np.maximum(-shift, 0), 62)
+    return (v >> right) << left
 
 
 def _sum_round_to_odd(x, y):

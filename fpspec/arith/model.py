@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fpspec.arith.fused import ALIGNED, ROUNDINGS, FusedParams
+from fpspec.arith.fused import ALIGNED, COMBINES, ROUNDINGS, FusedParams
 from fpspec.errors import SpecError
 from fpspec.formats import FORMATS, get_format
 
@@ -65,7 +65,13 @@ _FUSED_KEYS = (
     ("subnormal_inputs", "subnormal_inputs", bool),
     ("subnormal_outputs", "subnormal_outputs", bool),
     ("output", "output", "format"),
+    # written only when not the default (note [two conventions] in fpspec.arith.units)
+    ("zero_exponent", "zero_exponent", "int-or-none"),
+    ("c_emin", "c_emin", "int-or-none"),
+    ("combine", "combine", COMBINES),
+    ("interleave", "interleave", int),
 )
+_FUSED_DEFAULTS = {"zero_exponent": None, "c_emin": None, "combine": "aligned", "interleave": 1}
 _FUSED_OUTPUTS = ("fp32", "fp16", "bf16")
 _KEYS = ("input", "product", "product_format", "accumulator", "init", "output", "fused")
 
@@ -132,6 +138,8 @@ class Arithmetic:
             inner = []
             for key, attr, kind in _FUSED_KEYS:
                 v = getattr(self.fused, attr)
+                if key in _FUSED_DEFAULTS and v == _FUSED_DEFAULTS[key]:
+                    continue
                 if key == "output":
                     if v == self.accumulator:
                         continue            # the default
@@ -263,7 +271,8 @@ def _fused_from(block, arith: Arithmetic) -> FusedParams:
                 kind, " | ".join(kind) if isinstance(kind, tuple) else str(kind))
             raise SpecError(f"arithmetic.fused: {key} = {v!r}: expected {expected}")
         kwargs[attr] = v
-    fused_input = arith.input if arith.input in ("fp16", "bf16", "tf32", "fp8e4m3", "fp8e5m2", "fp32") else "fp32"
+    fused_input = arith.input if arith.input in ("fp16", "bf16", "tf32", "fp8e4m3", "fp8e5m2", "fp8e4m3fnuz",
+                                                 "fp8e5m2fnuz", "fp6e2m3", "fp6e3m2", "fp4e2m1", "fp32") else "fp32"
     try:
         return FusedParams(input=fused_input, **{"output": arith.accumulator, **kwargs})
     except ValueError as e:

@@ -1,41 +1,25 @@
-"""Named fused-node parameter sets, as published (data/tensor-core-vectors/README.md).
+"""Named fused-node parameter sets: GPU-INPUT[-to-OUTPUT], one per matrix unit.
 
-Names are GPU-INPUT for fp32 output ("h100-fp16") and GPU-INPUT-to-fp16 for
-fp16 output ("h100-fp16-to-fp16").  fp32 output: result rounded toward zero, exponent
-floor -133 on Hopper/Blackwell, -132 on Ampere/Ada; fp16 output: nearest even,
-floor -21 / -20 (V100: -19, from the published V100 model).  Only the H100 and
-A100 sets are checked against measured data here; the others are the
-published parameters, unverified by this project.
+Every fused matrix unit of fpspec.arith.units gives its node here under the
+unit's name: "h100-fp16" (fp32 output), "h100-fp16-to-fp16" (fp16 output),
+"a100-tf32", "ada-fp8e4m3", "b200-fp8e4m3xfp8e5m2", "mi300x-fp16", ...
+(note [two conventions] in units.py says which conventions each follows).
+Checked against measured data: the H100 and A100 vectors (data/tensor-core-
+vectors: fp16, bf16, tf32, fp8 with fp32 output) and an H200's wgmma outputs
+(fp16, bf16, tf32, fp8; examples/gpu/); every set against MMA-Sim
+(benchmarks/validate_mmasim.py).  Units whose instruction is not one fused node
+(fp64 and AMD fp32 FMA chains, CDNA1/2 pairwise sums, Blackwell's mxf4nvf4)
+have no FusedParams and live in fpspec.arith.units.UNITS only.
 """
 from __future__ import annotations
 
 from fpspec.arith.fused import FusedParams
-
-# gpu: (fp32-output floor, fp16-output floor, {input: (w, extra_bits)})
-_PUBLISHED = {
-    "v100": (None, -19, {"fp16": (4, 0)}),
-    "a100": (-132, -20, {"fp16": (8, 1), "bf16": (8, 1), "tf32": (4, 1)}),
-    "ada": (-132, -20, {"fp16": (8, 1), "bf16": (8, 1), "tf32": (4, 1)}),
-    "l40s": (-132, -20, {"fp16": (8, 1), "bf16": (8, 1), "tf32": (4, 1)}),
-    "h100": (-133, -21, {"fp16": (16, 2), "bf16": (16, 2), "tf32": (8, 2)}),
-    "h200": (-133, -21, {"fp16": (16, 2), "bf16": (16, 2), "tf32": (8, 2)}),
-    "b200": (-133, -21, {"fp16": (16, 2), "bf16": (16, 2), "tf32": (8, 2)}),
-}
+from fpspec.arith.units import UNITS
 
 
 def _build() -> dict[str, FusedParams]:
-    out: dict[str, FusedParams] = {}
-    for gpu, (floor32, floor16, inputs) in _PUBLISHED.items():
-        for fmt, (w, extra) in inputs.items():
-            out[f"{gpu}-{fmt}"] = FusedParams(w, extra, "truncate", "rz", True, floor32,
-                                              input=fmt, output="fp32")
-            if fmt == "fp16":   # fp16 output exists for fp16 inputs
-                out[f"{gpu}-{fmt}-to-fp16"] = FusedParams(w, extra, "truncate", "rne", True, floor16,
-                                                       input=fmt, output="fp16")
-    # H100 fp8: 32 products per node, 13 fraction bits kept, result truncated to 13 bits
-    for fmt in ("fp8e4m3", "fp8e5m2"):
-        out[f"h100-{fmt}"] = FusedParams(32, -10, "truncate", "rz", True, -133, input=fmt, output="fp32")
-    out["h100-fp8"] = out["h100-fp8e4m3"]
+    out = {name: unit.node for name, unit in UNITS.items() if unit.kind == "fused" and unit.block == 0}
+    out["h100-fp8"] = out["h100-fp8e4m3"]      # the short name of the common case
     return out
 
 
@@ -50,15 +34,33 @@ def get_params(name: str, out_format: str | None = None) -> FusedParams:
     try:
         p = PARAMS[key]
     except KeyError:
-        raise ValueError(f"unknown fused parameter set {key!r}; known: {', '.join(PARAMS)}") from None
+        raise ValueError(f"unknown fused parameter set {key!r}: expected GPU-INPUT[-to-fp16] "
+                         f"({len(PARAMS)} names in fpspec.arith.params.PARAMS)") from None
     if out_format is not None and p.output != out_format:
         raise ValueError(f"parameter set {name!r} writes {p.output}, not {out_format}")
     return p
 
 
+def names_of(params: FusedParams) -> list[str]:
+    """Every published name whose parameters equal `params` (a node of fewer products counts:
+    the same unit's smaller instruction), nodes of exactly this width first."""
+    from dataclasses import replace
+
+    exact = [name for name, p in PARAMS.items() if p == params and name != "h100-fp8"]
+    wider = [name for name, p in PARAMS.items()
+             if p.w > params.w and replace(p, w=params.w) == params and name != "h100-fp8"]
+    return exact + wider
+
+
 def name_of(params: FusedParams) -> str | None:
     """The first published name whose parameters equal `params`, if any."""
-    for name, p in PARAMS.items():
-        if p == params:
-            return name
-    return None
+    names = names_of(params)
+    return names[0] if names else None
+
+
+def describe(params: FusedParams) -> str | None:
+    """'h100-fp16 (also h200-fp16, gh200-fp16)': the names of a probed node, for reports."""
+    names = names_of(params)
+    if not names:
+        return None
+    return names[0] + (f" (also {', '.join(names[1:])})" if len(names) > 1 else "")

@@ -45,7 +45,7 @@ import numpy as np
 from fpspec.arith.evaluate import evaluate
 from fpspec.arith.fused import FusedParams
 from fpspec.arith.model import Arithmetic
-from fpspec.arith.params import name_of
+from fpspec.arith.params import describe
 from fpspec.errors import FpspecError
 from fpspec.formats import get_format, round_to
 from fpspec.tree import Node, leaves, postorder
@@ -577,9 +577,9 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
                                          "fused.c_aligned"])
         undetermined += _differing(keep2, ["fused.exponent_floor", "fused.subnormal_inputs",
                                           "fused.subnormal_outputs"])
-        known = name_of(best.fused)
+        known = describe(best.fused)
         if known:
-            lines.append(f"fused parameters equal the published set {known!r}")
+            lines.append(f"fused parameters equal the published set {known}")
         arith = best
     else:
         r = _binary_rows(target, tree, rng, rows)

@@ -16,6 +16,7 @@ from fpspec.cli.common import (at_least, check_device, check_dtype, check_output
                                write_output)
 from fpspec.infer import TIME_LIMIT
 from fpspec.io import read_text
+from fpspec.formats import get_format
 from fpspec.errors import FpspecError, RevealRefused
 
 
@@ -342,6 +343,8 @@ def reveal(
 
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+        if get_format(dtype).name == "fp32":   # the units read tf32 values: reveal and probe those
+            dtype = "tf32"
     with target_prints_to_stderr():
         tgt = resolve_target(target, op=op, n=lo, dtype=dtype, m=m, ncols=ncols, device=device)
         check_reachable(tgt)

@@ -146,6 +146,9 @@ def show(
     typer.echo(str(spec), nl=False)
     if _binned_note(spec, stats(tree).leaves, max_abs) and svg is None and png is None:
         return
+    known = _published_set(spec)
+    if known:
+        typer.echo(f"\n# fused nodes: the published set {known}")
     where = f", output ({at})" if at else ""
     typer.echo(f"\n# tree at n = {stats(tree).leaves}{where}: {stats(tree)}")
     typer.echo(format_tree(tree))
@@ -182,6 +185,17 @@ def _binned_note(spec, n: int, max_abs: float | None) -> bool:
     for line in bound_text(n, 1.0 if max_abs is None else max_abs, a.input, a.binned).splitlines():
         typer.echo(f"# {line}")
     return True
+
+
+def _published_set(spec) -> str | None:
+    """The names of the published parameter sets the spec's fused nodes equal, if any."""
+    if spec is None or spec.header.arithmetic is None:
+        return None
+    from fpspec.arith.params import describe
+    from fpspec.spec.regions import main_arithmetic
+
+    fused = main_arithmetic(spec).fused
+    return describe(fused) if fused is not None else None
 
 
 def _position(at: str | None) -> tuple[int, int]:

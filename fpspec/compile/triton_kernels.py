@@ -56,11 +56,12 @@ def fp_shift(m, sh):
 
 
 @triton.jit
-def fp_decode(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr):
+def fp_decode(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.constexpr = False):
     """Split IEEE bit patterns (int32 holding the unsigned pattern) into parts.
 
     Returns (neg, exp, sig, is_inf, is_nan), exp and sig as int64: value =
-    (-1)^neg * sig * 2^(exp - MAN_BITS); subnormals get exp = emin."""
+    (-1)^neg * sig * 2^(exp - MAN_BITS); subnormals get exp = emin.  FN (e4m3):
+    no inf, and only the all-ones pattern of the top binade is nan."""
     b = bits.to(tl.int64) & ((1 << (EXP_BITS + MAN_BITS + 1)) - 1)
     neg = ((b >> (EXP_BITS + MAN_BITS)) & 1) != 0
     ebits = (b >> MAN_BITS) & ((1 << EXP_BITS) - 1)
@@ -69,6 +70,10 @@ def fp_decode(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr):
     sig = tl.where(normal, frac | (1 << MAN_BITS), frac)
     exp = tl.where(normal, ebits, 1) - ((1 << (EXP_BITS - 1)) - 1)
     special = ebits == ((1 << EXP_BITS) - 1)
+    if FN:
+        nan = special & (frac == ((1 << MAN_BITS) - 1))
+        sig = tl.where(nan, 0, sig)
+        return neg, exp, sig, nan & ~nan, nan
     return neg, exp, sig, special & (frac == 0), special & (frac != 0)
 
 
@@ -105,13 +110,15 @@ def fp_round_pack(neg, m, scale, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr,
 @triton.jit
 def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
                   MAN_P: tl.constexpr, C_EXP: tl.constexpr, C_MAN: tl.constexpr,
-                  FRAC: tl.constexpr, FLOOR: tl.constexpr, TO_ZERO: tl.constexpr):
+                  FRAC: tl.constexpr, FLOOR: tl.constexpr, TO_ZERO: tl.constexpr,
+                  RES_MAN: tl.constexpr = 0):
     """One fused node over axis AXIS of the product parts, with c; see Note [fused node].
 
     Products: value = (-1)^pneg * psig * 2^(pexp - MAN_P) (psig exact, int64).
     c: bit patterns of the output format (C_EXP, C_MAN); the result comes back
     as bits of the same format.  FRAC = fraction bits kept below the block's
-    largest exponent (23 + extra bits)."""
+    largest exponent (23 + extra bits).  RES_MAN > 0: the result keeps RES_MAN
+    fraction bits only (fp8 units: 13; fpspec.arith.fused note [result rounding])."""
     cneg, cexp, csig, cinf, cnan = fp_decode(c_bits, C_EXP, C_MAN)
     # c's exponent is that of its fp32 view (an fp16 subnormal c is normal in
     # fp32); its significand keeps its own scale, so only the alignment moves
@@ -125,7 +132,10 @@ def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
     ca = fp_shift(csig, cexp - C_MAN - unit)
     total += tl.where(cneg, -ca, ca)
     # an exact zero sum is +0, even from zeros of sign minus (as measured)
-    bits = fp_round_pack(total < 0, tl.abs(total), unit, C_EXP, C_MAN, TO_ZERO)
+    if RES_MAN > 0:   # rounded in a layout of RES_MAN fraction bits, widened exactly
+        bits = fp_round_pack(total < 0, tl.abs(total), unit, C_EXP, RES_MAN, TO_ZERO) << (C_MAN - RES_MAN)
+    else:
+        bits = fp_round_pack(total < 0, tl.abs(total), unit, C_EXP, C_MAN, TO_ZERO)
     # specials: nan if any nan or inf - inf, else the inf
     pos_inf = (tl.max(tl.where(pinf & ~pneg, 1, 0), axis=AXIS) == 1) | (cinf & ~cneg)
     neg_inf = (tl.max(tl.where(pinf & pneg, 1, 0), axis=AXIS) == 1) | (cinf & cneg)
@@ -138,12 +148,12 @@ def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
 
 
 @triton.jit
-def fp_product(a_bits, b_bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr):
+def fp_product(a_bits, b_bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.constexpr = False):
     """Exact products of broadcast-compatible a and b bit patterns, as parts for fp_fused_node.
 
     Returns (neg, exp, sig, inf, nan); value = (-1)^neg * sig * 2^(exp - 2*MAN_BITS)."""
-    an, ae, asg, ainf, anan = fp_decode(a_bits, EXP_BITS, MAN_BITS)
-    bn, be, bsg, binf, bnan = fp_decode(b_bits, EXP_BITS, MAN_BITS)
+    an, ae, asg, ainf, anan = fp_decode(a_bits, EXP_BITS, MAN_BITS, FN)
+    bn, be, bsg, binf, bnan = fp_decode(b_bits, EXP_BITS, MAN_BITS, FN)
     azero = (asg == 0) & ~ainf & ~anan
     bzero = (bsg == 0) & ~binf & ~bnan
     nan = anan | bnan | (ainf & bzero) | (azero & binf)
@@ -727,7 +737,8 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC: tl.constexpr,
                       FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
                       INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
-                      STORE_EXP: tl.constexpr = 0, STORE_MAN: tl.constexpr = 0):
+                      STORE_EXP: tl.constexpr = 0, STORE_MAN: tl.constexpr = 0,
+                      IN_FN: tl.constexpr = False, RES_MAN: tl.constexpr = 0):
     """mm_chain_emulated with each node as one BM x BN x W tensor through fp_fused_node (int64).
 
     Few, wide operations: the fast form for the interpreter (TRITON_INTERPRET=1
@@ -749,8 +760,8 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         kk = start + ks.to(tl.int64) * stride
         a = tl.load(a_ptr + rm[:, None] * s_am + kk[None, :] * s_ak, mask=mm[:, None] & live[None, :], other=0)
         b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
-        pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN)
-        acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO)
+        pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN, IN_FN)
+        acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO, RES_MAN)
         acc = fp_stored_bits(acc, STORE_EXP, STORE_MAN)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)

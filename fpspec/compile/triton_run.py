@@ -18,6 +18,11 @@ FORMATS = {
     "fp16": (5, 10, torch.float16, torch.int16),
     "bf16": (8, 7, torch.bfloat16, torch.int16),
     "fp32": (8, 23, torch.float32, torch.int32),
+    # tf32 inputs travel in fp32 tensors; the replica reads their top 19 bits, as a TF32 unit does
+    "tf32": (8, 23, torch.float32, torch.int32),
+    # fp8 inputs (fused chains on the emulated path): bit patterns read as uint8
+    "fp8e4m3": (4, 3, torch.float8_e4m3fn, torch.uint8),
+    "fp8e5m2": (5, 2, torch.float8_e5m2, torch.uint8),
 }
 
 # GPUs whose Tensor Core fused node is (w=16, 2 extra bits, truncation, rz,
@@ -130,8 +135,9 @@ class Replica:
         if nm.input not in ("fp16", "bf16") or f is None:
             return "the spec has no fp16/bf16 fused nodes"
         hw = NATIVE_FUSED
-        # no floor is the H100's for fp16: its products (>= 2^-48) and results never reach 2^-133
-        floor = hw["floor"] if f.floor is None and nm.input == "fp16" else f.floor
+        # no floor is the H100's for fp16: its products (>= 2^-48) and results never reach 2^-133;
+        # bf16 through a bf16 or fp16 output: the probes cannot observe the floor (it is recorded as none)
+        floor = hw["floor"] if f.floor is None and (nm.input == "fp16" or nm.output != "fp32") else f.floor
         if (f.extra_bits, floor, f.to_zero) != (hw["extra_bits"], hw["floor"], hw["to_zero"]) or f.width > 16:
             return "the spec's fused nodes are not the H100's"
         segs = p.segs
@@ -256,6 +262,9 @@ class Replica:
         if A.dtype != dt_in or B.dtype != dt_in:
             raise TypeError(f"inputs must be {dt_in}, got {A.dtype} and {B.dtype}")
         p = self.plan(K, "the inner dimension")
+        if nm.input == "tf32":   # the low 13 fraction bits cleared (toward zero), on the host
+            A = (A.view(torch.int32) & -8192).view(torch.float32)
+            B = (B.view(torch.int32) & -8192).view(torch.float32)
         chosen = self.pick(path, A.device, p)
         self.last_path = chosen
         out = torch.empty((M, N), dtype=dt_out, device=A.device)
@@ -302,7 +311,8 @@ class Replica:
                     # wide form (same arithmetic, few large operations) is the fast one.
                     # The tile form holds a product's aligned significand in int32 and
                     # the sum of a node's terms too (Note [int32 terms])
-                    tile_ok = 2 * man_in <= 23 + f.extra_bits and width << (25 + f.extra_bits) <= 1 << 31
+                    tile_ok = (2 * man_in <= 23 + f.extra_bits and width << (25 + f.extra_bits) <= 1 << 31
+                               and not nm.input.startswith("fp8"))   # fp8: the wide form only
                     form = "tile" if A.device.type == "cuda" and tile_ok else "wide"
                 kern = {"wide": mm_chain_emulated_wide, "tile": mm_chain_emulated}[form]
                 cfg = self.emulated_config if A.device.type == "cuda" else dict(BM=16, BN=16)
@@ -311,6 +321,10 @@ class Replica:
                     # reach them; fp16 ones stay above 2^-73): H100, bf16 16x16x50, 127 of 38400
                     # outputs of subnormal inputs differed with it, none without (k50 notes)
                     cfg = dict(cfg, GPU_NODE=False)
+                if form == "wide":   # the wide form takes the tile shape only (fp32 / tf32 / fp8 inputs on a GPU)
+                    cfg = {key: cfg[key] for key in ("BM", "BN", "num_warps") if key in cfg}
+                    # e4m3 has no inf; fp8 units keep 13 fraction bits (23 + extra_bits < 23)
+                    cfg.update(IN_FN=nm.input == "fp8e4m3", RES_MAN=min(23, 23 + f.extra_bits) % 23)
                 if form == "tile":
                     arith = self._arith(A.device)
                     if specials is None and self.emulated_specials == "tile":

@@ -66,8 +66,8 @@ class Target:
             raise FpspecError(f"n must be an integer >= 2, got {self.n!r}")
         if self.m < 1 or self.ncols < 1:
             raise FpspecError(f"output shape must be positive, got m={self.m}, ncols={self.ncols}")
-        if not self.out_fmt:
-            object.__setattr__(self, "out_fmt", self.fmt)
+        if not self.out_fmt:   # tf32 inputs are read from, and results written to, fp32
+            object.__setattr__(self, "out_fmt", "fp32" if self.fmt == "tf32" else self.fmt)
 
     # ------------------------------------------------------------ formats
     @property
@@ -149,7 +149,8 @@ class Target:
 # ================================================================ adapters
 
 def _numpy_dtype(fmt: str, what: str):
-    table = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16}
+    # tf32 values travel in fp32 arrays (a TF32 unit reads the top 19 bits of an fp32)
+    table = {"fp64": np.float64, "fp32": np.float32, "tf32": np.float32, "fp16": np.float16}
     if fmt not in table:
         raise FpspecError(f"{what} has no {fmt} dtype (numpy offers fp64, fp32, fp16)")
     return table[fmt]
@@ -177,7 +178,8 @@ def _torch():
 
 def _torch_adapters(fmt: str, device: str):
     torch = _torch()
-    table = {"fp64": torch.float64, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    table = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
+             "bf16": torch.bfloat16}
     for name, attr in (("fp8e4m3", "float8_e4m3fn"), ("fp8e5m2", "float8_e5m2")):
         if hasattr(torch, attr):
             table[name] = getattr(torch, attr)
@@ -261,8 +263,22 @@ def _torch_target(name, func, op, n, fmt, m, ncols, device) -> Target:
     elif func == "matmul":
         _check_op(name, op, ("gemv", "gemm"))
         fn = torch.matmul
+        if fmt == "tf32":   # tf32 inputs: fp32 tensors through TF32 Tensor Cores
+            torch.backends.cuda.matmul.allow_tf32 = True
+    elif func == "bmm":
+        _check_op(name, op, ("gemm",))
+        fn = lambda A, B: torch.bmm(A[None], B[None])[0]  # noqa: E731
+    elif func == "_scaled_mm":
+        # fp8 GEMM with per-tensor scales (1.0: exact) and fp32 output; B column-major as cuBLASLt wants
+        _check_op(name, op, ("gemm",))
+        if not fmt.startswith("fp8"):
+            raise FpspecError(f"{name} takes fp8 inputs (--dtype float8_e4m3fn or float8_e5m2), not {fmt}")
+        one = torch.ones((), device=device)
+        fn = lambda A, B: torch._scaled_mm(A, B.t().contiguous().t(), scale_a=one, scale_b=one,  # noqa: E731
+                                           out_dtype=torch.float32)
     else:
-        raise FpspecError(f"unknown torch target {name!r}; expected torch.sum, torch.dot, torch.mv or torch.matmul")
+        raise FpspecError(f"unknown torch target {name!r}; expected torch.sum, torch.dot, torch.mv, "
+                          "torch.matmul, torch.bmm or torch._scaled_mm")
     if device.startswith("cuda"):
         inner = fn
 
@@ -272,7 +288,8 @@ def _torch_target(name, func, op, n, fmt, m, ncols, device) -> Target:
             return out
     m, ncols = _shape_args(op, m, ncols)
     return Target(name, op, n, fmt, device, m, ncols, "torch", fn=fn, native=native, to_float64=to64,
-                  call_rows=call_rows, versions=_versions("numpy", "torch"))
+                  call_rows=call_rows, versions=_versions("numpy", "torch"),
+                  **({"out_fmt": "fp32"} if func == "_scaled_mm" else {}))
 
 
 def _jax_target(name, func, op, n, fmt, m, ncols, device) -> Target:
@@ -332,10 +349,11 @@ _ALIASES = {
     "np.sum": "numpy.sum", "np.dot": "numpy.dot", "np.matmul": "numpy.matmul",
     "jnp.sum": "jax.numpy.sum", "jnp.dot": "jax.numpy.dot", "jnp.matmul": "jax.numpy.matmul",
 }
-_DEFAULT_OPS = {"sum": "sum", "dot": "dot", "mv": "gemv", "matmul": "gemm"}
+_DEFAULT_OPS = {"sum": "sum", "dot": "dot", "mv": "gemv", "matmul": "gemm", "bmm": "gemm", "_scaled_mm": "gemm"}
 # library functions with their own adapters (named in messages); any other numpy.X / torch.X is a
 # user callable.  numpy.dot_matrix: numpy.matmul under another name, adapted too
-_KNOWN = {"numpy": ("sum", "dot", "matmul"), "torch": ("sum", "dot", "mv", "matmul"), "jax": ("sum", "dot", "matmul")}
+_KNOWN = {"numpy": ("sum", "dot", "matmul"), "torch": ("sum", "dot", "mv", "matmul", "bmm", "_scaled_mm"),
+          "jax": ("sum", "dot", "matmul")}
 _ADAPTED = {**_KNOWN, "numpy": _KNOWN["numpy"] + ("dot_matrix",)}
 _LIBRARIES = (("numpy.", "numpy"), ("torch.", "torch"), ("jax.numpy.", "jax"))
 

@@ -9,7 +9,7 @@ import pytest
 from fpspec.arith import PARAMS, fused_sum
 from fpspec.arith.probe import same_bits
 
-from arith_vectors import CASES, VECTORS, load
+from arith_vectors import CASES, PARAM_FORMATS, VECTORS, load
 
 pytestmark = pytest.mark.skipif(not VECTORS.is_dir(), reason="tensor-core vectors not present")
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not VECTORS.is_dir(), reason="tensor-core vector
 @pytest.mark.parametrize("gpu,fmt,out", CASES)
 def test_every_row_matches(gpu, fmt, out):
     a, b, c, d = load(gpu, fmt, out)
-    got = fused_sum(a, b, c, f"{gpu.lower()}-{fmt}", out_format=out)
+    got = fused_sum(a, b, c, f"{gpu.lower()}-{PARAM_FORMATS.get(fmt, fmt)}", out_format=out)
     bad = np.flatnonzero(~same_bits(got, d))
     assert bad.size == 0, f"{bad.size} of {len(d)} rows differ, first row {bad[:1]}"
 
@@ -36,3 +36,11 @@ def test_a100_parameters_do_not_reproduce_h100():
     a, b, c, d = load("H100", "bf16", "fp32")
     got = fused_sum(a, b, c, dataclasses.replace(PARAMS["a100-bf16"], w=16))
     assert (~same_bits(got, d)).sum() > 0
+
+
+@pytest.mark.parametrize("fmt", ["E4M3", "E5M2"])
+def test_fp8_fp32_rows_do_not_contain_the_recorded_c(fmt):
+    """Note [fp8 rows without c] (arith_vectors.py): with the recorded c no row fits."""
+    a, b, c, d = load("H100", fmt, "fp32", recorded_c=True)
+    got = fused_sum(a, b, c, f"h100-{PARAM_FORMATS[fmt]}")
+    assert (~same_bits(got, d)).sum() == len(d)

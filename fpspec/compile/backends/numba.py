@@ -10,7 +10,7 @@ from __future__ import annotations
 from fpspec.arith.model import FMA_PRODUCTS
 from fpspec.compile.backends import Backend, header, render_template
 from fpspec.compile.backends.numpy import PUBLIC, spec_literal
-from fpspec.compile.ir import Blocks, Call, Const, Fold, Kernel, Lanes
+from fpspec.compile.ir import Blocks, Call, CompileError, Const, Fold, Kernel, Lanes
 from fpspec.compile.loops import LONE_LEAF
 from fpspec.compile.loops import emit_program
 from fpspec.compile.numerics import (helper_names, in_region, plan, region_helper_names, region_plans,
@@ -328,6 +328,9 @@ def fused_constants(kernel: Kernel) -> list[str]:
     from fpspec.arith.fused import _FORMATS, _ZERO_EXP
 
     f = kernel.arithmetic.fused
+    if not f.conventional:
+        raise CompileError("numba: fused nodes with MMA-Sim's zero and c conventions or AMD's combine are not "
+                           "supported; compile for numpy")
     _, out_emin, out_emax = _FORMATS[f.output]
     floor = _ZERO_EXP if f.exponent_floor is None else f.exponent_floor
     return [

@@ -83,8 +83,9 @@ def fused_model(kernel: Kernel) -> str:
     lines = ["class _FusedParams:", '    """fpspec.arith.fused.FusedParams of this spec, as constants."""']
     lines += [f"    {k} = {v!r}" for k, v in attrs.items()]
     lines += ["", "", "_FUSED = _FusedParams()", f"_FORMATS = {model._FORMATS!r}", f"_ZERO_EXP = {model._ZERO_EXP!r}"]
-    code = embed(model, ["decode", "products", "addend", "shift_right", "align", "largest_exponent",
-                         "round_value", "specials", "fused_node", "_sum_round_to_odd"])
+    code = embed(model, ["decode", "scale_exponents", "products", "addend", "shift_right", "align",
+                         "largest_exponent", "round_value", "specials", "fused_node", "_aligned_combine",
+                         "_amd_combine", "_shift_floor", "_sum_round_to_odd"])
     return "\n".join(lines) + "\n\n\n" + code
 
 

@@ -24,7 +24,7 @@ from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Fold, FusedCh
 from fpspec.compile.numerics import stores_fused
 
 PATHS = ("auto", "native", "emulated")
-_FORMATS = ("fp16", "bf16", "fp32")
+_FORMATS = ("fp16", "bf16", "fp32", "tf32", "fp8e4m3", "fp8e5m2")   # tf32, fp8: input formats only
 _ENTRY = {"sum": "sum(x) (and sums(X), every column)", "dot": "dot(x, y, path=PATH)", "gemv": "gemv(A, x, path=PATH)",
           "gemm": "gemm(A, B, path=PATH)"}
 # the replica's entry point per op: every op is a matrix product of the driver
@@ -58,6 +58,11 @@ class TritonBackend(Backend):
                                    "into it); compile for numpy or numba")
         if ar.accumulator != "fp32":
             raise CompileError(f"triton: accumulator {ar.accumulator} is not supported (only fp32)")
+        if ar.output in ("tf32", "fp8e4m3", "fp8e5m2"):
+            raise CompileError(f"triton: output {ar.output} is not supported (its units write fp32)")
+        if ar.input.startswith("fp8") and any(isinstance(r, (Fold, Pairwise, TreeReduce, Lanes, Blocks, Chunks,
+                                                             Segments, Table)) for r in _reducers(kernel)):
+            raise CompileError("triton: fp8 inputs are supported in chains of fused nodes only; compile for numpy")
         if ar.product == "fma_first":
             raise CompileError("triton: product = fma_first is not supported; compile for numpy or numba")
         if kernel.op == "sum" and ar.product != "none":
@@ -70,11 +75,15 @@ class TritonBackend(Backend):
                                    "(write product = fma or rounded)")
         f = ar.fused
         if f is not None:
+            if not f.conventional:
+                raise CompileError("triton: fused nodes with MMA-Sim's zero and c conventions or AMD's combine "
+                                   "are not supported; compile for numpy")
             if f.aligned != "truncate" or not f.c_aligned:
                 raise CompileError("triton: fused nodes must truncate aligned terms with c in the alignment")
             if not (f.subnormal_inputs and f.subnormal_outputs):
                 raise CompileError("triton: fused nodes that flush subnormals are not supported")
-            if f.extra_bits < 0 or f.output != "fp32" or f.input not in ("fp16", "bf16", "fp32"):
+            fp8 = f.input in ("fp8e4m3", "fp8e5m2")
+            if (f.extra_bits < 0 and not fp8) or f.output != "fp32" or f.input not in _FORMATS:
                 raise CompileError(f"triton: fused nodes {f.input} -> {f.output} with {f.extra_bits} extra bits "
                                    "are not supported")
         if any(isinstance(r, FusedChain) for r in _reducers(kernel)) and f is None:

@@ -29,7 +29,7 @@ _INIT_ZERO = False  # init none
 _ZERO = _ACC(0.0)
 _IN_CARRY = np.float32
 _OUT_CARRY = np.float32
-# fused nodes: FusedParams(w=16, extra_bits=2, aligned='truncate', result='rz', c_aligned=True, exponent_floor=-133, subnormal_inputs=True, subnormal_outputs=True, input='fp16', output='fp32')
+# fused nodes: FusedParams(w=16, extra_bits=2, aligned='truncate', result='rz', c_aligned=True, exponent_floor=-133, subnormal_inputs=True, subnormal_outputs=True, input='fp16', output='fp32', input_b=None, zero_exponent=None, c_emin=None, combine='aligned', interleave=1)
 _ZERO_EXP = -1048576
 _FP_W = 16  # products per node
 _FP_F = 25  # alignment grid: bits below the largest exponent

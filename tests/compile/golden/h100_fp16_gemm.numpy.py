@@ -36,12 +36,17 @@ class _FusedParams:
     subnormal_outputs = True
     input = 'fp16'
     output = 'fp32'
+    input_b = None
+    zero_exponent = None
+    c_emin = None
+    combine = 'aligned'
+    interleave = 1
     fraction_bits = 25
     result_precision = 24
 
 
 _FUSED = _FusedParams()
-_FORMATS = {'fp32': (24, -126, 127), 'tf32': (11, -126, 127), 'fp16': (11, -14, 15), 'bf16': (8, -126, 127), 'fp8e4m3': (4, -6, 8), 'fp8e5m2': (3, -14, 15)}
+_FORMATS = {'fp32': (24, -126, 127), 'tf32': (11, -126, 127), 'fp16': (11, -14, 15), 'bf16': (8, -126, 127), 'fp8e4m3': (4, -6, 8), 'fp8e5m2': (3, -14, 15), 'fp8e4m3fnuz': (4, -7, 7), 'fp8e5m2fnuz': (3, -15, 15), 'fp6e2m3': (4, 0, 2), 'fp6e3m2': (3, -2, 4), 'fp4e2m1': (2, 0, 2)}
 _ZERO_EXP = -1048576
 
 
@@ -64,29 +69,46 @@ def decode(x, emin: int):
     return negative, exp, sig
 
 
-def products(a, b, params: FusedParams):
-    """Exact products: (negative, exponent ea+eb, significand with 46 fraction bits)."""
-    emin_in = _FORMATS[params.input][1]
+def scale_exponents(scale):
+    """Exponents of power-of-two scale factors (ue8m0: 2^-127..2^127), exact in float64."""
+    _, e = np.frexp(np.asarray(scale, np.float64))
+    return e.astype(np.int64) - 1
+
+
+def products(a, b, params: FusedParams, scale_a=None, scale_b=None):
+    """Exact products: (negative, exponent ea+eb, significand with 46 fraction bits).
+
+    scale_a, scale_b: power-of-two block scale factors (broadcast against a and b):
+    their exponents add to the product exponent (note [block scales]).
+    """
+    emin_a = _FORMATS[params.input][1]
+    emin_b = _FORMATS[params.input_b or params.input][1]
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
     if not params.subnormal_inputs:
-        tiny = 2.0 ** emin_in
-        a = np.where(np.abs(a) < tiny, 0.0, a)
-        b = np.where(np.abs(b) < tiny, 0.0, b)
-    na, ea, ma = decode(a, emin_in)
-    nb, eb, mb = decode(b, emin_in)
+        a = np.where(np.abs(a) < 2.0 ** emin_a, 0.0, a)
+        b = np.where(np.abs(b) < 2.0 ** emin_b, 0.0, b)
+    na, ea, ma = decode(a, emin_a)
+    nb, eb, mb = decode(b, emin_b)
     sig = ma * mb
-    exp = np.where(sig != 0, ea + eb, _ZERO_EXP)   # zero products never set the alignment
+    if params.zero_exponent is None:
+        exp = np.where(sig != 0, ea + eb, _ZERO_EXP)   # zero products never set the alignment
+    else:                                              # note [zero exponent]
+        z = params.zero_exponent
+        exp = np.where(ma == 0, z, ea) + np.where(mb == 0, z, eb)
+    if scale_a is not None:
+        exp = exp + scale_exponents(scale_a) + scale_exponents(scale_b)
     return na ^ nb, exp, sig
 
 
 def addend(c, params: FusedParams):
-    """c decoded as fp32 (23 fraction bits); zero c never sets the alignment."""
+    """c decoded with 23 fraction bits (exponent clamped at c_emin, default fp32's)."""
     c = np.asarray(c, np.float64)
     if not params.subnormal_outputs:
         c = np.where(np.abs(c) < 2.0 ** _FORMATS[params.output][1], 0.0, c)
-    neg, exp, sig = decode(c, -126)
-    exp = np.where(sig != 0, exp, _ZERO_EXP)
+    neg, exp, sig = decode(c, -126 if params.c_emin is None else params.c_emin)
+    zero = _ZERO_EXP if params.zero_exponent is None else params.zero_exponent
+    exp = np.where(sig != 0, exp, zero)
     return neg, exp, sig
 
 
@@ -159,9 +181,10 @@ def specials(p_float, c):
     return nan | pos | neg, value
 
 
-def fused_node(a, b, c, params: FusedParams) -> np.ndarray:
+def fused_node(a, b, c, params: FusedParams, scale_a=None, scale_b=None) -> np.ndarray:
     """One fused node per row: a, b shape (rows, k) with k <= w, c shape (rows,).
 
+    scale_a, scale_b: block scale factors (powers of two) per row, or None.
     Returns float64 values of `params.output` (fp32 or fp16 results).
     """
     a = np.atleast_2d(np.asarray(a, np.float64))
@@ -169,14 +192,44 @@ def fused_node(a, b, c, params: FusedParams) -> np.ndarray:
     c = np.broadcast_to(np.asarray(c, np.float64), a.shape[:-1])
     if a.shape[-1] > params.w:
         raise ValueError(f"a fused node takes at most w={params.w} products, got {a.shape[-1]}")
+    scaled = scale_a is not None
+    if scaled:
+        scale_a = np.broadcast_to(np.asarray(scale_a, np.float64), a.shape[:-1])[..., None]
+        scale_b = np.broadcast_to(np.asarray(scale_b, np.float64), a.shape[:-1])[..., None]
     with np.errstate(invalid="ignore", over="ignore"):
-        special, special_value = specials(a * b, c)
+        p_float = a * b * (scale_a * scale_b if scaled else 1.0)
+        special, special_value = specials(p_float, c)
+        if params.combine == "amd":   # note [amd combine]: an overflowing product is inf
+            big = np.abs(p_float) >= 2.0 ** 128
+            pos = (big & (p_float > 0)).any(axis=-1)
+            neg = (big & (p_float < 0)).any(axis=-1)
+            over = ~special & (pos | neg)
+            special_value = np.where(over, np.where(pos & neg, np.nan, np.where(pos, np.inf, -np.inf)),
+                                     special_value)
+            special = special | over
     a = np.where(special[..., None], 0.0, a)
     b = np.where(special[..., None], 0.0, b)
     c = np.where(special, 0.0, c)
+    if scaled:
+        scale_a = np.where(special[..., None], 1.0, scale_a)
+        scale_b = np.where(special[..., None], 1.0, scale_b)
 
-    pneg, pexp, psig = products(a, b, params)
+    pneg, pexp, psig = products(a, b, params, scale_a, scale_b)
     cneg, cexp, csig = addend(c, params)
+    if params.combine == "amd":
+        exact = _amd_combine(pneg, pexp, psig, cneg, cexp, csig, params)
+    else:
+        exact = _aligned_combine(pneg, pexp, psig, cneg, cexp, csig, c, params)
+    precision, emin_out, emax_out = _FORMATS[params.output]
+    d = round_value(exact, params.result_precision, emin_out, emax_out, params.result,
+                    params.subnormal_outputs)
+    if params.combine == "aligned":
+        d = np.where(d == 0, 0.0, d)   # note [zero result]
+    return np.where(special, special_value, d)
+
+
+def _aligned_combine(pneg, pexp, psig, cneg, cexp, csig, c, params: FusedParams):
+    """The exact value of an aligned block: products (and c) truncated at one exponent, summed."""
     F = params.fraction_bits
     if params.c_aligned:
         emax = largest_exponent(np.concatenate([pexp, cexp[..., None]], axis=-1), params)
@@ -186,15 +239,40 @@ def fused_node(a, b, c, params: FusedParams) -> np.ndarray:
     if params.c_aligned:
         total = total + align(cneg[..., None], cexp[..., None], csig[..., None],
                               cexp[..., None] - 23, emax, params)[..., 0]
-        exact = np.ldexp(total.astype(np.float64), emax - F)   # |total| < 2^53: exact
-    else:
-        prod_sum = np.ldexp(total.astype(np.float64), emax - F)
-        exact = _sum_round_to_odd(prod_sum, c)
-    precision, emin_out, emax_out = _FORMATS[params.output]
-    d = round_value(exact, params.result_precision, emin_out, emax_out, params.result,
-                    params.subnormal_outputs)
-    d = np.where((psig == 0).all(axis=-1) & (csig == 0), 0.0, d)   # note [exponent floor]
-    return np.where(special, special_value, d)
+        return np.ldexp(total.astype(np.float64), emax - F)   # |total| < 2^53: exact
+    prod_sum = np.ldexp(total.astype(np.float64), emax - F)
+    return _sum_round_to_odd(prod_sum, c)
+
+
+def _amd_combine(pneg, pexp, psig, cneg, cexp, csig, params: FusedParams):
+    """The exact value of an AMD CDNA block (note [amd combine])."""
+    F = params.fraction_bits
+    parts = []
+    for j in range(params.interleave):     # sub-blocks of products j, j+i, j+2i, ...
+        e_j = largest_exponent(pexp[..., j::params.interleave], params)
+        s_j = align(pneg[..., j::params.interleave], pexp[..., j::params.interleave],
+                    psig[..., j::params.interleave], pexp[..., j::params.interleave] - 46, e_j, params)
+        parts.append((e_j, s_j.sum(axis=-1)))
+    e_p = parts[0][0]
+    for e_j, _ in parts[1:]:
+        e_p = np.maximum(e_p, e_j)
+    total = 0
+    for e_j, s_j in parts:                 # floor (toward -inf) onto the common grid
+        total = total + _shift_floor(s_j, e_p - e_j)
+    e = np.maximum(e_p, cexp)
+    s31 = _shift_floor(total, (e - 31) - (e_p - F))
+    c_signed = np.where(cneg, -csig, csig)
+    c24 = _shift_floor(c_signed, (e - 24) - (cexp - 23))
+    if params.interleave > 1:              # the fp8 path drops a c more than 25 binades down
+        c24 = np.where(cexp >= e - 25, c24, 0)
+    return np.ldexp((s31 + (c24 << 7)).astype(np.float64), e - 31)
+
+
+def _shift_floor(v, shift):
+    """Signed integers v * 2^-shift rounded toward -inf (shift < 0: exact left shift)."""
+    right = np.minimum(np.maximum(shift, 0), 62)
+    left = np.minimum(np.maximum(-shift, 0), 62)
+    return (v >> right) << left
 
 
 def _sum_round_to_odd(x, y):
