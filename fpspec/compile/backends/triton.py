@@ -29,7 +29,14 @@ _ENTRY = {"sum": "sum(x)", "dot": "dot(x, y, path=PATH)", "gemv": "gemv(A, x, pa
           "gemm": "gemm(A, B, path=PATH)"}
 # the replica's entry point per op: every op is a matrix product of the driver
 _API = {
-    "sum": "def sum(x):\n    return REPLICA.sum(x)\n",
+    "sum": ("def sum(x):\n    return REPLICA.sum(x)\n\n\n"
+            "# the columns of X as rows of a GEMV against ones (each term times one, exactly); a GEMV's\n"
+            "# plan, since the sum's own plan is for one vector\n"
+            "COLUMNS = Replica('gemv', REPLICA.numerics, REPLICA.root, ORDERS, REPLICA.n_min, REPLICA.n_max)\n\n\n"
+            "def sums(X, path=PATH):\n"
+            "    \"\"\"Every column of X (n x b) summed in the spec's order.\"\"\"\n"
+            "    ones = torch.ones((X.shape[0], 1), dtype=X.dtype, device=X.device)\n"
+            "    return COLUMNS.matmul(X.T.contiguous(), ones, path).reshape(-1)\n"),
     "dot": ("def dot(x, y, path=PATH):\n"
             "    return REPLICA.matmul(x.reshape(1, -1), y.reshape(-1, 1), path).reshape(())\n"),
     "gemv": "def gemv(A, x, path=PATH):\n    return REPLICA.matmul(A, x.reshape(-1, 1), path).reshape(-1)\n",
