@@ -59,6 +59,7 @@ def reveal_collective(target: str, *, n: str | None, world: int | None, backend:
         typer.echo(json.dumps({
             "target": target, "world": world, "backend": backend, "dtype": fmt, "start_seconds": round(start, 3),
             "sizes": [{"numel": L, "queries": rv.queries, "calls": rv.calls, "seconds": round(rv.seconds, 6),
+                       "call_seconds": round(rv.call_seconds, 6),
                        "orders": [{"tree": format_tree(t), "elements": c, "first": int((rv.labels == k).argmax())}
                                   for k, (t, c) in enumerate(zip(rv.trees, rv.counts()))]}
                       for L, rv, _ in results]}, indent=2))

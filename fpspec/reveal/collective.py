@@ -50,7 +50,7 @@ import numpy as np
 
 from fpspec.errors import FpspecError, RevealRefused
 from fpspec.formats import get_format
-from fpspec.tree import Node, Tree, evaluate
+from fpspec.tree import Node, Tree, evaluate, format_tree, postorder
 
 # library name -> the collective's own name (torch.distributed.<name>)
 COLLECTIVES = {"torch.distributed.all_reduce": "all_reduce",
@@ -253,6 +253,7 @@ class ColumnRevelation:
     queries: int
     calls: int
     seconds: float
+    call_seconds: float = 0.0        # of `seconds`, inside the reduction's calls
     notes: tuple[str, ...] = ()
     labels: np.ndarray = field(default=None, compare=False, repr=False)   # (L,) int64
 
@@ -289,13 +290,15 @@ def reveal_columns(fn, *, world: int, numel: int, fmt: str = "fp32", seed: int =
     W, L = int(world), int(numel)
     M, u = masks(fmt, W)
     rng = np.random.default_rng(seed)
-    calls = 0
+    calls, inside = 0, 0.0
 
     def call(X):
-        nonlocal calls
+        nonlocal calls, inside
         calls += 1
+        t0 = time.perf_counter()
         with np.errstate(all="ignore"):
             out = np.asarray(fn(X), np.float64).reshape(-1)
+        inside += time.perf_counter() - t0
         if out.shape != (L,):
             raise RevealRefused(f"the reduction returned {out.shape[0]} elements, expected {L}")
         return out
@@ -326,6 +329,11 @@ def reveal_columns(fn, *, world: int, numel: int, fmt: str = "fp32", seed: int =
         raise RevealRefused("order-independent: every pair of masks cancels first (an exact or compensated "
                             "sum); there is no order to reveal")
     trees = tuple(_tree_from_pairs(W, pairs, p, int(e)) for p, e in zip(patterns, firsts))
+    for t, e in zip(trees, firsts):
+        wide = next((s for s in postorder(t) if isinstance(s, Node) and s.fused), None)
+        if wide is not None:
+            raise RevealRefused(f"element {int(e)}: {len(wide.children)} partial sums meet in one node "
+                                f"{format_tree(wide)}; a collective adds two at a time")
     # the trees, added in fmt, must give the bits of random inputs
     for _ in range(check_samples):
         X = _random_exact(fmt, (W, L), rng)
@@ -337,7 +345,8 @@ def reveal_columns(fn, *, world: int, numel: int, fmt: str = "fp32", seed: int =
             raise RevealRefused(
                 f"element {e}: the revealed tree added in {fmt} gives {want[e]!r}, the reduction {got[e]!r} "
                 f"({len(bad)} of {L} elements differ): it does not round once per addition in {fmt}")
-    return ColumnRevelation(trees, W, L, L * len(pairs), calls, time.perf_counter() - start, labels=labels)
+    return ColumnRevelation(trees, W, L, L * len(pairs), calls, time.perf_counter() - start, inside,
+                            labels=labels)
 
 
 def _pattern_labels(rows: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray]:
@@ -364,12 +373,32 @@ def evaluate_columns(trees, labels, X, fmt: str) -> np.ndarray:
     """Element e of the [W, L] stack X summed in trees[labels[e]], one rounding to fmt per addition."""
     X = np.asarray(X, np.float64)
     out = np.empty(X.shape[1])
+    # NumPy's own float32 / float64 additions round once; float16's go through float32,
+    # which holds the exact sum of two fp16 values to within one rounding that is innocuous
+    # (24 >= 2 * 11 + 2 bits); bf16 has no NumPy dtype: the exact model
+    native = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16}.get(fmt)
     for k, t in enumerate(trees):
         cols = np.flatnonzero(labels == k)
-        if len(cols):
-            with np.errstate(all="ignore"):     # inf - inf is a nan like the collective's
+        if not len(cols):
+            continue
+        with np.errstate(all="ignore"):     # inf - inf is a nan like the collective's
+            if native is None:
                 out[cols] = evaluate(t, X[:, cols], fmt)
+            else:
+                out[cols] = _evaluate_native(t, X[:, cols].astype(native))
     return out
+
+
+def _evaluate_native(t: Tree, rows: np.ndarray) -> np.ndarray:
+    """Row r is leaf r; every binary node one addition in rows' dtype."""
+    stack: list = []
+    for s in postorder(t):
+        if isinstance(s, int):
+            stack.append(rows[s])
+        else:
+            b, a = stack.pop(), stack.pop()
+            stack.append(a + b)
+    return np.asarray(stack[0], np.float64)
 
 
 def _tree_from_pairs(W: int, pairs, ls, element: int) -> Tree:
