@@ -2,7 +2,7 @@
 """One spec for every n (fpspec.infer) vs revealing one n, side by side in one run.
 
     FPREV_PATH=/path/to/FPRev python benchmarks/bench_infer.py [--quick] [--rows infer,big,replica]
-        [--spec-out examples/numpy_sum.fps]
+        [--spec-out examples/cpu/numpy_sum.fps]
 
 Rows:
   infer    numpy.sum float32 over n = 1..65536: fpspec infers one spec (full
@@ -185,7 +185,7 @@ def main():
     if "infer" in rows:
         spec_text = str(row_infer().spec)
     if spec_text is None:
-        path = _arg("--spec", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+        path = _arg("--spec", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "cpu",
                                            "numpy_sum.fps"))
         spec_text = open(path).read()
     spec_text = widened(spec_text)

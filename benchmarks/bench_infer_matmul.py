@@ -12,7 +12,7 @@ Rows (each inference in a child process, so that its peak RSS is its own):
   dgemv m=4 1..3000    ... --op gemv --m 4 -n 1..3000 --dtype float64 (product = fma_first)
 The reference column reveals the largest fully revealed K once (fpspec.reveal).
 The gemv rows probe the arithmetic per part (pad's FMA lanes, rounded joins).
-Before chunks/pad (the previous session, recorded, not rerun here): the
+Before chunks/pad (recorded earlier, not rerun here): the
 gemm 1..1024 run took 17.5 min and was refused ("more than 16 guarded cases").
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@
     python benchmarks/bench_regions.py [--quick]
 
 Rows: n; numpy.dot float32 itself; the Numba and NumPy replicas of
-examples/numpy_dot_float32.fps (OpenBLAS sdot: fp32 FMA lanes, fp32 lane sums,
+examples/cpu/numpy_dot_float32.fps (OpenBLAS sdot: fp32 FMA lanes, fp32 lane sums,
 fp64 loop; its range opened past 1024); and, for the cost of the parts, the
 Numba replica of the same order in the main arithmetic alone (fp64 with
 fp32 products everywhere: wrong bits; one FMA arithmetic for the whole tree
@@ -44,7 +44,7 @@ def main():
     from fpspec.compile import compile_spec
     from fpspec.spec import parse
 
-    text = open(os.path.join(HERE, "..", "examples", "numpy_dot_float32.fps")).read()
+    text = open(os.path.join(HERE, "..", "examples", "cpu", "numpy_dot_float32.fps")).read()
     text = text.replace("\nn in 1..1024\n", "\nn in 1..\n")
     regional = parse(text)
     # the same order in the main arithmetic only (no parts)

@@ -27,7 +27,7 @@ QUICK = "--quick" in sys.argv
 N = 10**5 if QUICK else 10**6
 REPEAT = 1 if QUICK else 3
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-NUMPY_SUM = open(os.path.join(ROOT, "examples", "numpy_sum_float32.fps")).read()
+NUMPY_SUM = open(os.path.join(ROOT, "examples", "cpu", "numpy_sum_float32.fps")).read()
 
 
 def best(fn, repeat=REPEAT):

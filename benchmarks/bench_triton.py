@@ -21,7 +21,7 @@ import triton
 from triton.testing import do_bench
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples" / "gpu_triton"))
+sys.path.insert(0, str(ROOT / "examples" / "gpu"))
 from orders import numpy_sum_kernel  # noqa: E402
 
 from fpspec.arith import Arithmetic, get_params  # noqa: E402

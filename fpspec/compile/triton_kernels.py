@@ -570,7 +570,7 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
          exact fp32 products 2^ea * 2^eb (fp16); GPU only;
       5: 4 with the largest exponent from one fp32 fma a product (Note
          [exponent sum] in fp_node_e_max).
-    4 and 5 are bit-identical to the Tensor Cores (examples/gpu_triton/arith_check.py)
+    4 and 5 are bit-identical to the Tensor Cores (benchmarks/triton/arith_check.py)
     but slower on an H100 (16 x 32: 93 and 138 ms against 56): a node's fp64
     operands fill the registers (255 and spills), which costs more than the
     quarter-rate conversions they save.  Also measured slower, and removed: a
@@ -586,13 +586,13 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     barriers each node).  A tile that meets a flag still tests each node (the
     pass costs about 3x a node).
     H100, fp16 4096^3, ARITH 1 + GPU_NODE, 16 x 32 x 4 warps, maxnreg 168:
-    53.9 -> 47.4 ms, bit-identical (examples/gpu_triton/bench_h100_tile_specials.txt);
+    53.9 -> 47.4 ms, bit-identical (benchmarks/results/triton_replica_h100_h200_2026-11-26/bench_h100_tile_specials.txt);
     static SASS (triton 3.6, sm_90) of the node loop: 16.1 -> 15.1 instructions a product.
 
     SPECIALS=3 (fp16, ARITH 1; the host found no inf or nan at all): only the
     finite chain, fp_chain_fp16_finite (Note [finite fp16 node]): 128 registers,
     no spills, 9.4 instructions a product (Nsight), 28.6 ms = 4.8 TFLOP/s
-    (examples/gpu_triton/bench_h100_finite_fp16.txt).  With SPECIALS=2 the
+    (benchmarks/results/triton_replica_h100_h200_2026-11-26/bench_h100_finite_fp16.txt).  With SPECIALS=2 the
     tiles without flags take that chain and the others this loop."""
     G: tl.constexpr = FRAC - 2 * IN_MAN
     tl.static_assert(G >= 0)

@@ -1,4 +1,4 @@
-"""Trees revealed at many n -> one parametric spec (issue 8).
+"""Trees revealed at many n -> one parametric spec.
 
     infer_spec(make_target, (lo, hi), *, seed=0, exact=False, progress=True,
                holdout=16, full_limit=8192, checks=(), replica="numba") -> Inference

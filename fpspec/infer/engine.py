@@ -4,7 +4,7 @@
     print(result.spec)            # one parametric .fps spec for 1..65536
     result.to_json()              # per-n timings, fit, held-out n, sampled checks
 
-The loop (issue 8):
+The loop:
 1. reveal in full at a designed set of n: every small n, powers of two and
    their neighbours, a few random n (only n <= `full_limit`: revelation
    costs about n log n queries);

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fttn_simple_test.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gpu" / "fttn_simple_test.py"
 
 
 def _example():

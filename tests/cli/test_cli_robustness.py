@@ -17,7 +17,7 @@ import pytest
 from fpspec.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-SUM_SPEC = str(ROOT / "examples" / "numpy_sum.fps")
+SUM_SPEC = str(ROOT / "examples" / "cpu" / "numpy_sum.fps")
 COMMANDS = ["reveal", "show", "check", "fmt", "probe", "compile", "verify", "diff"]
 
 USER_MODULE = textwrap.dedent("""

@@ -141,7 +141,7 @@ def test_path_option_reaches_the_triton_replica_and_is_refused_elsewhere(tmp_pat
 
     from fpspec.cli import main
 
-    spec = Path(__file__).resolve().parents[2] / "examples" / "gpu_triton" / "h100_fp16_matmul.fps"
+    spec = Path(__file__).resolve().parents[2] / "examples" / "gpu" / "torch_matmul_fp16_h100_chain16.fps"
     out = tmp_path / "r.py"
     assert main(["compile", str(spec), "--target", "triton", "--path", "emulated", "-o", str(out)]) == 0
     assert 'PATH = "emulated"' in out.read_text()

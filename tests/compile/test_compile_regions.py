@@ -1,6 +1,6 @@
 """Replicas of specs with arithmetic per part (using(NAME, order)): OpenBLAS sdot.
 
-examples/numpy_dot_float32.fps gives numpy.dot float32 on this machine: for
+examples/cpu/numpy_dot_float32.fps gives numpy.dot float32 on this machine: for
 n < 32 one fp64 loop over products rounded to fp32; from 32 on an fp32 kernel
 (FMA lanes, plain fp32 adds between lanes) over the first n & -32 terms, its
 result and the leftover products joined in fp64.  Both loop backends must give
@@ -21,7 +21,7 @@ from fpspec.inputs import samples
 from fpspec.spec import load, parse
 from fpspec.spec.expand import expand_arith
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "numpy_dot_float32.fps"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cpu" / "numpy_dot_float32.fps"
 NS = list(range(1, 131)) + [1000, 4099]
 SAMPLES = 7          # one per input family of fpspec.inputs
 

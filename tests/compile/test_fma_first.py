@@ -82,7 +82,7 @@ def test_replica_has_the_model_bits(order, target):
 
 
 DGEMV = parse(open(__file__.replace("tests/compile/test_fma_first.py",
-                                     "examples/numpy_matmul_float64_gemv_m4.fps")).read())
+                                     "examples/cpu/numpy_matmul_float64_gemv_m4.fps")).read())
 
 
 @pytest.mark.parametrize("target", ["numba"])    # (numpy has no exact fp64 FMA: a one-line refusal)

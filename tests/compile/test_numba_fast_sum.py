@@ -15,7 +15,7 @@ from fpspec.inputs import samples
 from fpspec.spec import parse
 
 ARITH = "arithmetic {{\n    input = {f}\n    accumulator = {f}\n    init = {init}\n    output = {f}\n}}\n"
-# numpy.sum's order (examples/numpy_sum.fps), valid for every n
+# numpy.sum's order (examples/cpu/numpy_sum.fps), valid for every n
 NUMPY_SUM = ("let numpy_sum =\n    if n <= 128: tail(8, lanes(8, seq, pairwise), seq)\n"
              "    else: split(n // 2 - n // 2 % 8, numpy_sum, numpy_sum)\norder numpy_sum\n")
 # deeper than the driver's stacks (SPLIT_STACK = 64): walked by a call every 64 levels;

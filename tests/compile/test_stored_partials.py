@@ -3,7 +3,7 @@
 cuBLAS runs torch.matmul bf16 16x16xK on an H100, for K not a multiple of 8, as split-K
 over 8-product chunks: each chunk one Tensor Core node (fp32, toward zero), stored in bf16
 (nearest even), the partials added in fp32 in order.  The recorded H100 outputs
-(examples/gpu_triton/h100_bf16_16x16_splitk.npz: bf16 bits of A, B and torch.matmul's C,
+(tests/compile/data/h100_bf16_16x16_splitk.npz: bf16 bits of A, B and torch.matmul's C,
 4 inputs at each of K = 42, 50, 58, 100) are reproduced bit for bit by the model and by
 every backend; the same order without the stored partials is not.
 """
@@ -23,7 +23,7 @@ from fpspec.spec import parse
 from fpspec.spec.expand import expand_arith
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORD = ROOT / "examples" / "gpu_triton" / "h100_bf16_16x16_splitk.npz"
+RECORD = Path(__file__).resolve().parent / "data" / "h100_bf16_16x16_splitk.npz"
 
 ARITH = """arithmetic {
     input = bf16

@@ -81,7 +81,7 @@ def test_orders_without_structure_are_refused_in_one_line_not_tabled():
 
 
 def test_fits_cublas_chains_from_the_h100_trace():
-    """torch.matmul fp16 16x16xK on an H100 (examples/gpu_probe), K = 1..256:
+    """torch.matmul fp16 16x16xK on an H100 (tests/infer/data, recorded on the H100), K = 1..256:
     cuBLAS picks its kernel by K's alignment and starts the K loop with the
     partial tile, so the short group moves: a guard on residues of n."""
     import json
@@ -92,7 +92,7 @@ def test_fits_cublas_chains_from_the_h100_trace():
     from fpspec.spec.expand import apply_order
     from fpspec.tree import observable, parse_tree
 
-    path = Path(__file__).resolve().parents[2] / "examples" / "gpu_probe" / "infer_trace_k1_256.jsonl"
+    path = Path(__file__).resolve().parent / "data" / "h100_fp16_16x16_k1_256.jsonl"
     obs = [Obs(r["n"], parse_tree(r["tree"])) for r in map(json.loads, path.read_text().splitlines()) if "tree" in r]
     order = Fitter().fit_root(obs)
     assert str(order) == ("if n % 2 == 1: chain(16, n % 64 // 16) elif n % 8 == 0: chain(16) "

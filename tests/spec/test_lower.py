@@ -131,11 +131,11 @@ def test_lanes_with_leftovers_and_chains_with_the_short_node_inside_lower_to_one
 
 
 def test_torch_sum_tree_of_the_examples_is_the_lanes_left_spec():
-    """examples/torch_sum_float32_n100.fps holds the literal tree torch.sum
+    """examples/cpu/torch_sum_float32_n100.fps holds the literal tree torch.sum
     revealed at n = 100; lanes(..., left) expands to exactly that tree."""
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "examples" / "torch_sum_float32_n100.fps"
+    path = Path(__file__).resolve().parents[2] / "examples" / "cpu" / "torch_sum_float32_n100.fps"
     revealed = expand(parse(path.read_text()), 100)
     spec = parse("order lanes(8, lanes(4, seq, seq, seq), seq, split(1, seq, seq))")
     assert expand(spec, 100) == revealed

@@ -1,4 +1,4 @@
-"""examples/numpy_sum_float32.fps against the trees of the numpy installed here
+"""examples/cpu/numpy_sum_float32.fps against the trees of the numpy installed here
 (revealed with fpspec.reveal, FPRev), every n from 2 to 300 and a few large n."""
 import pytest
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from fpspec.cli import main
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "numpy_dot_float32.fps"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cpu" / "numpy_dot_float32.fps"
 
 
 def test_the_sdot_spec_verifies_against_numpy_dot_by_bits(capsys):
