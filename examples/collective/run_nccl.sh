@@ -36,8 +36,8 @@ step reduce_scatter $F reveal torch.distributed.reduce_scatter_tensor --world "$
 step bf16 $F reveal $AR --world "$WORLD" --backend "$BACKEND" --dtype bfloat16 --numel 65536 \
     -o "$OUT/${BACKEND}_default_bf16_65536.fps"
 # 6. gloo with 8 CPU ranks on this machine's cores
-[ "$BACKEND" = nccl ] && step bench_gloo8 python benchmarks/bench_collective.py --backend gloo --world 8 \
+[ "$BACKEND" = nccl ] && [ -z "${NO_EXTRA:-}" ] && step bench_gloo8 python benchmarks/bench_collective.py --backend gloo --world 8 \
     --numel "$SIZES" -o "$OUT/gloo8_{numel}.fps"
 # 7. the NCCL test
-[ "$BACKEND" = nccl ] && step pytest_multigpu python -m pytest -q -m multigpu tests/collective
+[ "$BACKEND" = nccl ] && [ -z "${NO_EXTRA:-}" ] && step pytest_multigpu python -m pytest -q -m multigpu tests/collective
 exit 0

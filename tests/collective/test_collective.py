@@ -167,7 +167,7 @@ def test_gloo_replica_bits_equal_the_collective(gloo3):
     assert all(s.samples == 60 for s in report.samples)
 
 
-def test_reduce_scatter_needs_equal_parts(gloo3):
+def test_gloo_reduce_scatter_needs_equal_parts(gloo3):
     with pytest.raises(FpspecError, match="not a multiple of 3"):
         gloo3.run(np.zeros((3, 10)), "reduce_scatter_tensor")
 
