@@ -23,7 +23,7 @@ from dataclasses import replace
 import numpy as np
 
 from fpspec.errors import FpspecError
-from fpspec.reveal.collective import (COLLECTIVES, Collective, ColumnRevelation, collective_name,
+from fpspec.reveal.collective import (COLLECTIVES, NCCL_CHOICES, Collective, ColumnRevelation, collective_name,
                                       evaluate_columns, reveal_columns)
 from fpspec.tree import diff as tree_diff
 from fpspec.tree import format_tree, observable
@@ -105,8 +105,10 @@ def element_labels(spec, numel: int) -> np.ndarray:
     labels[:] = len(guard.cases)
     todo = np.ones(numel, bool)
     for k, c in enumerate(guard.cases):
-        hit = todo & np.broadcast_to(eval(f"lambda i, j, n: {py_cond(build_cond(c.cond, True), m='n', vector=True)}")
-                                     (i, 0, n), (numel,))
+        # the condition as the compiled replica's dispatcher evaluates it (compile.positions),
+        # over every element at once
+        cond = eval(f"lambda i, j, n: {py_cond(build_cond(c.cond, True), m='n', vector=True)}")
+        hit = todo & np.broadcast_to(cond(i, 0, n), (numel,))
         labels[hit] = k
         todo &= ~hit
     return labels
@@ -317,8 +319,7 @@ def _describe_env(env: dict) -> str:
     if env.get("nccl"):
         parts.append(f"NCCL {env['nccl']}")
     settings = env.get("settings") or {}
-    parts += [f"{k}={v}" for k, v in settings.items() if k in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS",
-                                                            "NCCL_MAX_NCHANNELS")]
+    parts += [f"{k}={v}" for k, v in settings.items() if k in NCCL_CHOICES]
     if env.get("devices"):
         parts.append(str(env["devices"]))
     return ", ".join(parts)

@@ -56,9 +56,11 @@ from fpspec.tree import Node, Tree, evaluate, format_tree, postorder
 COLLECTIVES = {"torch.distributed.all_reduce": "all_reduce",
                "torch.distributed.reduce_scatter_tensor": "reduce_scatter_tensor"}
 BACKENDS = ("gloo", "nccl")
-# NCCL settings recorded in a spec's header when set (the rest of NCCL_* too, as found)
-NCCL_SETTINGS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_NVLS_ENABLE",
-                 "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_BUFFSIZE")
+# the settings that choose an all-reduce's algorithm, recorded as "default" when unset (every
+# other NCCL_* variable the ranks see is recorded as found)
+NCCL_CHOICES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
+# not settings: NCCL_VERSION is a container image's label, not the library torch loads
+NOT_SETTINGS = ("NCCL_VERSION",)
 # set for every rank unless the caller's environment says otherwise: NVLink SHARP
 # (multicast) reductions are off, so that the order is the ring's or the tree's
 SAFE_DEFAULTS = {"NCCL_NVLS_ENABLE": "0"}
@@ -156,6 +158,7 @@ class Collective:
                 proc.wait()
             reply.close()
         self.procs = []
+        self._files = {}
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
@@ -540,8 +543,8 @@ def _environment(backend: str, world: int) -> dict:
         env["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
         names = [torch.cuda.get_device_name(k) for k in range(world)]
         env["devices"] = f"{world} x {names[0]}" if len(set(names)) == 1 else ", ".join(names)
-        settings = {k: os.environ[k] for k in sorted(os.environ) if k.startswith("NCCL_")}
-        for k in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"):
+        settings = {k: os.environ[k] for k in sorted(os.environ) if k.startswith("NCCL_") and k not in NOT_SETTINGS}
+        for k in NCCL_CHOICES:
             settings.setdefault(k, "default")
         env["settings"] = settings
         env["topology"] = _topology(world)
