@@ -143,13 +143,18 @@ class Collective:
         self.environment = json.loads(replies[0][len("ready "):])
         self.start_seconds = time.perf_counter() - t0
 
-    def close(self) -> None:
+    def close(self, graceful: bool = True) -> None:
+        """Stop the ranks: told to quit (they leave at once), or killed after a failure (the
+        others may wait for the failed one inside a collective or the group's start)."""
         for proc, reply in self.procs:
             try:
-                proc.stdin.write(b"quit\n")
+                if graceful:
+                    proc.stdin.write(b"quit\n")
                 proc.stdin.close()
             except (BrokenPipeError, OSError, ValueError):
                 pass
+            if not graceful:
+                proc.kill()
         for proc, reply in self.procs:
             try:
                 proc.wait(timeout=30)
@@ -234,7 +239,7 @@ class Collective:
     def _fail(self, rank: int, why: str):
         log = Path(self._dir.name) / f"rank{rank}.log"
         tail = [x for x in log.read_text(errors="replace").splitlines() if x.strip()][-1:] if log.exists() else []
-        self.close()
+        self.close(graceful=False)
         raise FpspecError(f"{self.backend} rank {rank} {why}" + (f": {tail[0].strip()[:300]}" if tail else ""))
 
 
