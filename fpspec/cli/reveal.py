@@ -6,7 +6,7 @@ import json
 import platform
 import shlex
 import sys
-from typing import Optional
+from typing import List, Optional
 
 import numpy as np
 import typer
@@ -285,7 +285,8 @@ class NotInferred(FpspecError):
 @app.command()
 def reveal(
     target: str = typer.Argument(..., metavar="TARGET", help="numpy.sum, torch.matmul, jax.numpy.dot, or package.module:function"),
-    n: str = typer.Option(..., "-n", help="reduction length (K for matrix products), or a range LO..HI"),
+    n: Optional[str] = typer.Option(None, "-n", help="reduction length (K for matrix products), or a range "
+                                    "LO..HI; for a collective, the world size"),
     dtype: str = typer.Option("float32", "--dtype", help="input format: float64, float32, float16, bfloat16, ..."),
     op: Optional[str] = typer.Option(None, "--op", help="sum | dot | gemv | gemm (required for user callables)"),
     m: Optional[int] = typer.Option(None, "--m", help="rows of the output (gemv, gemm)"),
@@ -309,12 +310,27 @@ def reveal(
     time_limit: float = typer.Option(TIME_LIMIT, "--time-limit", metavar="SECONDS",
                                      help="with -n LO..HI: bound the whole run; when it or the fit's share of it "
                                           "runs out, write a spec for the n revealed so far, marked as such"),
+    world: Optional[int] = typer.Option(None, "--world", help="collectives: the number of ranks fpspec launches"),
+    backend: Optional[str] = typer.Option(None, "--backend", help="collectives: gloo (CPU processes) or nccl (GPUs)"),
+    numel: Optional[List[int]] = typer.Option(None, "--numel", help="collectives: the buffer size (repeatable)"),
 ) -> None:
     """Reveal the accumulation order of TARGET at length n and print it as a tree."""
     from fpspec.reveal.engine import reveal as run_reveal
     from fpspec.reveal.targets import resolve_target
     from fpspec.tree import format_tree, stats
 
+    from fpspec.reveal.collective import collective_name
+
+    if collective_name(target) is not None:     # torch.distributed.*: fpspec.cli.collective
+        from fpspec.cli.collective import reveal_collective
+
+        return reveal_collective(target, n=n, world=world, backend=backend, numel=numel, dtype=dtype,
+                                 output=output, seed=seed, as_json=as_json)
+    if world is not None or backend is not None or numel:
+        raise FpspecError(f"--world, --backend and --numel are for collectives (torch.distributed.all_reduce), "
+                          f"not {target}")
+    if n is None:
+        raise FpspecError("missing option -n: the reduction length (K for matrix products)")
     lo, hi = _parse_n(n)
     splits = {"auto": None, "split": True, "unsplit": False}
     if masks not in splits:

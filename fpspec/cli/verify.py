@@ -99,6 +99,14 @@ def verify(
     at_least(m, 1, "-m")
     at_least(ncols, 1, "--ncols")
     spec = _load_spec(spec_path)
+    from fpspec.collective import is_collective
+
+    if is_collective(spec):     # per element, against the ranks launched again (fpspec.collective)
+        from fpspec.collective import verify_collective
+
+        _emit(verify_collective(spec, spec_name=spec_path, backend=target, against=against, samples=samples,
+                                seed=seed), as_json)
+        return
     if against is not None:
         from fpspec.verify import make_target_side, spec_format
 
@@ -140,6 +148,11 @@ def diff(
     at_least(m, 1, "-m")
     at_least(ncols, 1, "--ncols")
     specs = {arg: _load_spec(arg) for arg in (a, b) if _is_spec(arg)}
+    from fpspec.collective import diff_collective, is_collective
+
+    if any(is_collective(s) for s in specs.values()):
+        _emit(diff_collective(a, b, specs), as_json)
+        return
     first_spec = next(iter(specs.values()), None)
     if first_spec is not None:
         op = op or first_spec.header.op or "sum"

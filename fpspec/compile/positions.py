@@ -10,7 +10,9 @@ every other top-level name gets the arm's suffix (`gemm_o1`).  The
 dispatcher labels the outputs with the first arm whose condition holds,
 calls each arm on the rows of A and columns of B that hold its outputs
 (an arm's order does not depend on where its outputs sit) and scatters the
-results.  Sums and dots have one output, at i = j = 0.
+results.  A sum or a dot has one output, at i = j = 0; `sums(X)` sums every
+column of X, and column i is output i (a collective: X stacks the ranks'
+buffers, row r rank r's, and element i of the result takes its own order).
 """
 from __future__ import annotations
 
@@ -261,6 +263,24 @@ def _covered(A, B, vector):
     if not vector and B.shape[1] != cols:
         raise ValueError(f"B has {B.shape[1]} columns, but this replica's orders depend on the output position "
                          f"and its spec covers {covered}")
+def _by_column(arms, X, options):
+    """Each arm on the columns of X that are its outputs (output i: column i)."""
+    if not hasattr(X, "shape"):
+        X = np.asarray(X)
+    if len(X.shape) != 2:
+        return arms[0](X, **options)             # the arm says what is wrong with the shape
+    label = _labels(X.shape[1], 1, X.shape[0])[:, 0]
+    out = None
+    for k, arm in enumerate(arms):
+        cols = np.flatnonzero(label == k)
+        if not len(cols):
+            continue
+        sub = arm(_take(X, cols, 1), **options)
+        _LAST[0] = k
+        if out is None:
+            out = _empty(sub, (X.shape[1],))
+        out = _scatter(out, (cols,), sub, (np.arange(len(cols)),))
+    return out
 
 
 def _at_origin(arms, n):
@@ -277,8 +297,8 @@ def sum(x, **options):
 ''',
     "sums": '''
 def sums(X, **options):
-    """The spec's sum of every column of X."""
-    return _at_origin(({arms}), len(X))(X, **options)
+    """The spec's sum of every column of X, column i in the order of its arm."""
+    return _by_column(({arms}), X, options)
 ''',
     "dot": '''
 def dot(x, y, **options):

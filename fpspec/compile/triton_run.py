@@ -61,6 +61,7 @@ class Replica:
         self.n_min, self.n_max = n_min, n_max
         self.plans = {}
         self.last_path = None   # "native" or "emulated": which the last call used
+        self.columns = None     # api_sums' GEMV twin (made on first use)
         # tile shapes (tuning only: the order along K does not depend on them)
         self.native_config = dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
         # batches up to small_m rows run small_config (None: native_config at every M);
@@ -226,13 +227,15 @@ class Replica:
         return back(self.sum(x))
 
     def api_sums(self, X):
-        """The sum of every column of X (each its own accumulation)."""
+        """The sum of every column of X (each its own accumulation), in one launch: the columns
+        as the rows of a GEMV against ones (each term times one, exactly) on a GEMV's plan (a
+        sum's plan is for one vector).  A collective's [W, L] stack has millions of columns."""
         (X,), back = self.arguments((("X", X, 2),))
         self.plan(X.shape[0], "the number of rows of X")
-        out = torch.empty(X.shape[1], dtype=FORMATS[self.numerics.output][2], device=X.device)
-        for j in range(X.shape[1]):
-            out[j] = self.sum(X[:, j])
-        return back(out)
+        if self.columns is None:
+            self.columns = Replica("gemv", self.numerics, self.root, self.orders, self.n_min, self.n_max)
+        ones = torch.ones((X.shape[0], 1), dtype=X.dtype, device=X.device)
+        return back(self.columns.matmul(X.T.contiguous(), ones, "emulated").reshape(-1))
 
     def api_dot(self, x, y, path):
         (x, y), back = self.arguments((("x", x, 1), ("y", y, 1)))

@@ -99,7 +99,7 @@ def index_set(var, members: np.ndarray) -> list:
         return [[]]
     best = _intervals(var, members)
     idx = np.arange(size)
-    for period in range(2, size // 2 + 1):
+    for period in _periods(members):
         # a window [a, b) of residues, exact below `end`; intervals above
         for a, b in _runs(members[:period]):
             if a == 0 and b == period:
@@ -118,6 +118,18 @@ def index_set(var, members: np.ndarray) -> list:
             if _length(cand) < _length(best):
                 best = cand
     return best
+
+
+PERIOD_SCAN = 4096      # sets up to this size try every period; larger ones (a collective's
+                        # elements) only distances between the starts of their runs
+
+
+def _periods(members: np.ndarray):
+    size = len(members)
+    if size <= PERIOD_SCAN:
+        return range(2, size // 2 + 1)
+    starts = [a for a, _ in _runs(members)][:64]
+    return sorted({s - starts[0] for s in starts[1:] if 2 <= s - starts[0] <= size // 2})
 
 
 def _both(rows: list, cols: list) -> list:
@@ -144,7 +156,11 @@ def conditions(labels: np.ndarray) -> tuple[list[tuple[int, object]], int]:
     map of the output (gemv: shape (m,), gemm: (m, ncols)), labels 0..L-1."""
     lab = labels.reshape(labels.shape[0], -1)
     count = int(lab.max()) + 1
-    patterns, group_of = np.unique(lab, axis=0, return_inverse=True)
+    if lab.shape[1] == 1:       # one column (a gemv, a collective's elements): a plain sort is faster
+        patterns, group_of = np.unique(lab[:, 0], return_inverse=True)
+        patterns = patterns[:, None]
+    else:
+        patterns, group_of = np.unique(lab, axis=0, return_inverse=True)
     group_of = np.asarray(group_of).reshape(-1)
     dnfs = {}
     for k in range(count):
