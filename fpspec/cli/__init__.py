@@ -29,7 +29,7 @@ app = typer.Typer(
 )
 
 # each module registers its commands on `app` when imported
-COMMAND_MODULES = ("reveal", "spec", "probe", "compile", "verify")
+COMMAND_MODULES = ("reveal", "spec", "probe", "compile", "verify", "survey")
 
 
 def _register() -> None:

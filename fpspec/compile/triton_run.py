@@ -81,13 +81,38 @@ class Replica:
         # leaf blocks a program (a power of two), and at most this many perfect levels a pairs launch
         self.sum_config = dict(BG=16, num_warps=2, PAIRS_H=10)
 
-    def plan(self, n):
+    def plan(self, n, what="n"):
         if n < self.n_min or (self.n_max is not None and n > self.n_max):
-            raise ValueError(f"n = {n} is outside the spec's range {self.n_min}..{self.n_max or ''}")
+            raise ValueError(f"{what} = {n} is outside the range {self.n_min}..{self.n_max or ''} "
+                             "this replica is valid for")
         got = self.plans.get(n)
         if got is None:
-            got = self.plans[n] = plan(self.root, self.orders, n, leaves=self.op == "sum")
+            p = plan(self.root, self.orders, n, leaves=self.op == "sum")
+            self.check_plan(p)
+            got = self.plans[n] = p
         return got
+
+    def check_plan(self, p):
+        """PlanError where the kernels cannot run plan p (the compiler refuses such specs
+        by planning sample n: fpspec.compile.backends.triton)."""
+        nm = self.numerics
+        if self.op == "sum" and p.has_chain:
+            raise PlanError("fused nodes in a sum are not supported by the triton kernels")
+        if self.op == "sum":
+            return
+        f = nm.fused
+        if p.has_chain and f is None:
+            raise PlanError("the order has fused chains but the spec's arithmetic has no fused section")
+        for width, _ in p.chain_ids:
+            if width > f.width:
+                raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
+        if nm.input == "fp32" and nm.product in ("fma", "exact") and p.steps.shape[0]:
+            # an addition of a lone product and a partial sum would be an FMA;
+            # the combine kernel only adds (fp16/bf16 products are exact in fp32: no issue)
+            lone = p.segs[:, 1] == 1
+            if bool(lone[p.steps[:, 1:][p.steps[:, 1:] < p.segs.shape[0]]].any()):
+                raise PlanError("a lone fp32 product meets a partial sum outside a fold: "
+                                "that FMA is not supported by the triton kernels")
 
     # ------------------------------------------------------------ paths
 
@@ -129,27 +154,96 @@ class Replica:
             raise ValueError(f"the native path cannot run this spec here: {why}")
         return "emulated"
 
+    # ------------------------------------------------------------ the public API
+    # Note [replica arguments]: the same contract as the NumPy and Numba replicas
+    # (docs/replicas.md): torch tensors (CPU or CUDA) in -> torch out on their
+    # device; NumPy arrays, and anything NumPy converts (lists), in -> NumPy out,
+    # run on the GPU when there is one; any strides (a view is read as the
+    # values it shows, a stride-0 expand included); the spec's input dtype only
+    # (no silent conversion); the dimensions the op takes (never flattened);
+    # each problem one ValueError or TypeError naming the argument.
+
+    def arguments(self, named):
+        """named: ((name, value, ndim), ...) -> (tensors on one device, give_back(result))."""
+        fmt = self.numerics.input
+        dt = FORMATS[fmt][2]
+        kinds, tensors = set(), []
+        for name, v, ndim in named:
+            if isinstance(v, torch.Tensor):
+                kinds.add("torch")
+                if v.dtype != dt:
+                    raise TypeError(f"{name} has dtype {v.dtype}, but this replica takes {dt} tensors "
+                                    f"(input format {fmt})")
+                t = v
+            else:
+                kinds.add("numpy")
+                t = _from_numpy(v, name, fmt, dt)
+            if t.dim() != ndim:
+                raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''}, "
+                                 f"got shape {tuple(t.shape)}")
+            tensors.append(t)
+        if len(kinds) > 1:
+            raise TypeError(f"{' and '.join(n for n, _, _ in named)} mix torch tensors and NumPy arrays; "
+                            "pass one kind")
+        if "numpy" in kinds:
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            tensors = [t.to(device) for t in tensors]
+
+            def give_back(result):
+                r = result.detach().cpu()
+                r = r.float() if r.dtype == torch.bfloat16 else r   # no NumPy bf16: its values, exact in float32
+                return r.numpy()[()] if r.dim() == 0 else r.numpy()
+        else:
+            devices = {t.device for t in tensors}
+            if len(devices) > 1:
+                raise ValueError(f"{' and '.join(n for n, _, _ in named)} are on different devices "
+                                 f"({', '.join(sorted(str(d) for d in devices))})")
+
+            def give_back(result):
+                return result
+        return tensors, give_back
+
+    def api_sum(self, x):
+        (x,), back = self.arguments((("x", x, 1),))
+        return back(self.sum(x))
+
+    def api_sums(self, X):
+        """The sum of every column of X (each its own accumulation)."""
+        (X,), back = self.arguments((("X", X, 2),))
+        self.plan(X.shape[0], "the number of rows of X")
+        out = torch.empty(X.shape[1], dtype=FORMATS[self.numerics.output][2], device=X.device)
+        for j in range(X.shape[1]):
+            out[j] = self.sum(X[:, j])
+        return back(out)
+
+    def api_dot(self, x, y, path):
+        (x, y), back = self.arguments((("x", x, 1), ("y", y, 1)))
+        if x.shape != y.shape:
+            raise ValueError(f"x and y must have the same length, got {x.shape[0]} and {y.shape[0]}")
+        return back(self.matmul(x.reshape(1, -1), y.reshape(-1, 1), path, ("x", "y")).reshape(()))
+
+    def api_gemv(self, A, x, path):
+        (A, x), back = self.arguments((("A", A, 2), ("x", x, 1)))
+        return back(self.matmul(A, x.reshape(-1, 1), path, ("A", "x")).reshape(-1))
+
+    def api_gemm(self, A, B, path):
+        (A, B), back = self.arguments((("A", A, 2), ("B", B, 2)))
+        return back(self.matmul(A, B, path))
+
     # ------------------------------------------------------------ matrix ops
 
-    def matmul(self, A, B, path="auto"):
+    def matmul(self, A, B, path="auto", names=("A", "B")):
         """C = A @ B (2-D), every element reduced over K in the spec's order."""
         nm = self.numerics
         M, K = A.shape
         K2, N = B.shape
         if K != K2:
-            raise ValueError(f"inner dimensions differ: {K} and {K2}")
+            raise ValueError(f"{names[0]} has {K} columns but {names[1]} has {K2} rows; expected the same length")
         exp_in, man_in, dt_in, it_in = FORMATS[nm.input]
         exp_out, man_out, dt_out, it_out = FORMATS[nm.output]
         if A.dtype != dt_in or B.dtype != dt_in:
-            raise ValueError(f"inputs must be {dt_in}, got {A.dtype} and {B.dtype}")
-        p = self.plan(K)
-        if nm.input == "fp32" and nm.product in ("fma", "exact") and p.steps.shape[0]:
-            # an addition of a lone product and a partial sum would be an FMA;
-            # the combine kernel only adds (fp16/bf16 products are exact in fp32: no issue)
-            lone = p.segs[:, 1] == 1
-            if bool(lone[p.steps[:, 1:][p.steps[:, 1:] < p.segs.shape[0]]].any()):
-                raise PlanError("a lone fp32 product meets a partial sum outside a fold: "
-                                "that FMA is not supported by the triton kernels")
+            raise TypeError(f"inputs must be {dt_in}, got {A.dtype} and {B.dtype}")
+        p = self.plan(K, "the inner dimension")
         chosen = self.pick(path, A.device, p)
         self.last_path = chosen
         out = torch.empty((M, N), dtype=dt_out, device=A.device)
@@ -273,14 +367,17 @@ class Replica:
     # ------------------------------------------------------------ sum
 
     def sum(self, x):
+        """The sum of the 1-D tensor x (any strides: the kernels read a contiguous copy of a view)."""
         nm = self.numerics
         n = x.numel()
         exp_in, man_in, dt_in, it_in = FORMATS[nm.input]
         exp_out, man_out, dt_out, it_out = FORMATS[nm.output]
         if x.dtype != dt_in:
-            raise ValueError(f"input must be {dt_in}, got {x.dtype}")
-        x = x.reshape(-1)
-        p = self.plan(n)
+            raise TypeError(f"x must be {dt_in}, got {x.dtype}")
+        if x.dim() != 1:
+            raise ValueError(f"x must have 1 dimension, got shape {tuple(x.shape)}")
+        x = x.contiguous()
+        p = self.plan(n, "the length of x")
         self.last_path = "emulated"
         if p.has_chain:
             raise PlanError("fused nodes in a sum are not supported by the triton kernels")
@@ -335,3 +432,27 @@ class Replica:
                                          TAIL=g.tail, LOG_K=g.k.bit_length() - 1, TREE=g.kind,
                                          GROUP_H=group_h, ALIGNED=g.aligned, **fmt, DIRECT=direct, **res,
                                          num_warps=self.sum_config["num_warps"], enable_fp_fusion=False)
+
+
+def _from_numpy(v, name, fmt, dt):
+    """A NumPy array (or what NumPy converts) as a tensor of dtype dt: the dtype NumPy gives
+    must be the spec's input format (bf16, which NumPy lacks, comes as float32 or float64
+    holding bf16 values); a masked array is refused (its mask would be ignored)."""
+    import numpy as np
+
+    if isinstance(v, np.ma.MaskedArray):
+        raise TypeError(f"{name} is a masked array, whose mask this replica would ignore; "
+                        f"pass {name}.filled(0) or {name}.compressed()")
+    a = np.asarray(v)
+    want = {"fp32": (np.float32,), "fp16": (np.float16,), "bf16": (np.float32, np.float64)}[fmt]
+    if a.dtype not in [np.dtype(w) for w in want]:
+        names = " or ".join(np.dtype(w).name for w in want)
+        raise TypeError(f"{name} has dtype {a.dtype}, but this replica takes {names} arrays (input format {fmt})")
+    t = torch.from_numpy(np.ascontiguousarray(a).reshape(a.shape))   # (ascontiguousarray makes 0-d 1-d)
+    if fmt == "bf16":
+        b = t.to(dt)
+        same = (b.to(t.dtype) == t) | torch.isnan(t)
+        if not bool(same.all()):
+            raise ValueError(f"{name} holds values that are not bf16 values")
+        return b
+    return t

@@ -25,15 +25,15 @@ from fpspec.compile.numerics import stores_fused
 
 PATHS = ("auto", "native", "emulated")
 _FORMATS = ("fp16", "bf16", "fp32")
-_ENTRY = {"sum": "sum(x)", "dot": "dot(x, y, path=PATH)", "gemv": "gemv(A, x, path=PATH)",
+_ENTRY = {"sum": "sum(x) (and sums(X), every column)", "dot": "dot(x, y, path=PATH)", "gemv": "gemv(A, x, path=PATH)",
           "gemm": "gemm(A, B, path=PATH)"}
 # the replica's entry point per op: every op is a matrix product of the driver
 _API = {
-    "sum": "def sum(x):\n    return REPLICA.sum(x)\n",
-    "dot": ("def dot(x, y, path=PATH):\n"
-            "    return REPLICA.matmul(x.reshape(1, -1), y.reshape(-1, 1), path).reshape(())\n"),
-    "gemv": "def gemv(A, x, path=PATH):\n    return REPLICA.matmul(A, x.reshape(-1, 1), path).reshape(-1)\n",
-    "gemm": "def gemm(A, B, path=PATH):\n    return REPLICA.matmul(A, B, path)\n",
+    "sum": ("def sum(x):\n    return REPLICA.api_sum(x)\n\n\n"
+            "def sums(X):\n    return REPLICA.api_sums(X)\n"),
+    "dot": "def dot(x, y, path=PATH):\n    return REPLICA.api_dot(x, y, path)\n",
+    "gemv": "def gemv(A, x, path=PATH):\n    return REPLICA.api_gemv(A, x, path)\n",
+    "gemm": "def gemm(A, B, path=PATH):\n    return REPLICA.api_gemm(A, B, path)\n",
 }
 
 
@@ -83,16 +83,12 @@ class TritonBackend(Backend):
                                "[phantoms in plans]); compile for numpy or numba")
         for r in _reducers(kernel):
             _ReducerPrinter(kernel).print(r)   # raises on anything the printer cannot write
+        _check_plans(kernel)
 
     def render(self, kernel: Kernel, path: str = "auto") -> str:
         if path not in PATHS:
             raise CompileError(f"triton: path must be one of {', '.join(PATHS)}, got {path!r}")
         self.check(kernel)
-        ar = kernel.arithmetic
-        f = ar.fused
-        fused = ("None" if f is None else
-                 f"Fused(width={f.w}, extra_bits={f.extra_bits}, floor={f.exponent_floor}, "
-                 f"to_zero={f.result == 'rz'})")
         printer = _ReducerPrinter(kernel)
         return render_template(
             self.template,
@@ -103,13 +99,58 @@ class TritonBackend(Backend):
             entry=_ENTRY[kernel.op],
             api=_API[kernel.op],
             path=path,
-            numerics=(f"Numerics(input={ar.input!r}, accumulator={ar.accumulator!r}, output={ar.output!r}, "
-                      f"product={ar.product!r}, init={ar.init!r}, fused={fused})"),
+            numerics=_numerics(kernel),
             root=printer.print(kernel.root),
             orders=[(name, printer.print(r)) for name, r in kernel.orders],
             n_min=kernel.n_min,
             n_max=kernel.n_max,
         )
+
+
+def _numerics(kernel: Kernel) -> str:
+    """The replica's Numerics(...) of the spec's arithmetic, as source."""
+    ar = kernel.arithmetic
+    f = ar.fused
+    fused = ("None" if f is None else
+             f"Fused(width={f.w}, extra_bits={f.extra_bits}, floor={f.exponent_floor}, "
+             f"to_zero={f.result == 'rz'})")
+    return (f"Numerics(input={ar.input!r}, accumulator={ar.accumulator!r}, output={ar.output!r}, "
+            f"product={ar.product!r}, init={ar.init!r}, fused={fused})")
+
+
+# n at which the compiler plans the order the way the replica will (the planner's refusals
+# depend on structure, which the first lengths and the powers of two around the guards show)
+PLAN_FIRST = 64
+PLAN_MAX = 4096
+
+
+def plan_lengths(lo: int, hi: int | None) -> list[int]:
+    top = min(PLAN_MAX, hi if hi is not None else PLAN_MAX)
+    ns = set(range(lo, min(top, lo + PLAN_FIRST) + 1))
+    k = 1
+    while k <= top:
+        ns.update((k - 1, k, k + 1))
+        k *= 2
+    ns.add(top)
+    return sorted(x for x in ns if lo <= x <= top)
+
+
+def _check_plans(kernel: Kernel) -> None:
+    """Refuse now what the replica's planner would refuse at its first call: the replica's
+    own host code (triton_run.Replica) plans the order at sample lengths."""
+    from fpspec.compile import triton_host, triton_run
+
+    printer = _ReducerPrinter(kernel)
+    names = {**vars(triton_host), **vars(triton_run)}
+    root = eval(printer.print(kernel.root), names)   # noqa: S307  (our own printer's output)
+    orders = {name: eval(printer.print(r), names) for name, r in kernel.orders}   # noqa: S307
+    replica = triton_run.Replica(kernel.op, eval(_numerics(kernel), names), root, orders,   # noqa: S307
+                                 kernel.n_min, kernel.n_max)
+    for n in plan_lengths(kernel.n_min, kernel.n_max):
+        try:
+            replica.plan(n)
+        except triton_host.PlanError as e:
+            raise CompileError(f"triton: {e} (at n = {n}); compile for numpy or numba") from None
 
 
 def _stored_format(kernel: Kernel, name: str) -> str | None:
