@@ -19,7 +19,6 @@ import sys
 import typer
 
 from fpspec.errors import FpspecError
-from fpspec.io import inputs_guarded
 
 app = typer.Typer(
     name="fpspec",
@@ -67,13 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         _register()     # imports numpy and friends: Ctrl-C may land here
         command = typer.main.get_command(app)
         from fpspec.cli.progress_bar import progress_bars
+        from fpspec.io import inputs_guarded
         from fpspec.reveal.targets import isolated_first_calls
 
         with inputs_guarded(), isolated_first_calls(), progress_bars(), \
                 command.make_context("fpspec", args) as ctx:
             rv = command.invoke(ctx)
     except FpspecError as e:
-        return _error(str(e), e.exit_code, as_json)
+        # a verdict (exit code 1) comes after the command's own JSON report: one document on stdout
+        return _error(str(e), e.exit_code, as_json and e.exit_code != 1)
     except typer.Exit as e:               # --help, or a command's own exit code
         return e.exit_code
     except (typer.Abort, KeyboardInterrupt):

@@ -482,7 +482,7 @@ def _child_probe(args: str) -> None:
     kw = json.loads(args)
     try:
         resolve_target(kw.pop("name"), **kw)
-    except FpspecError:
+    except (FpspecError, KeyboardInterrupt):     # the parent's call says so again, as itself
         pass
     sys.stdout.flush()
     os.write(1, f"\n{_PROBED_OK}\n".encode())

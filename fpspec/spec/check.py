@@ -40,7 +40,9 @@ EXHAUSTIVE = 4096
 DEPTH = 20000  # Python frames, as in expand
 UNBOUNDED_CHECK = 1 << 24
 MAX_INT = (1 << 63) - 1    # sizes, n and leaves: what a replica's int64 holds
-MAX_NESTING = 200          # orders inside orders (expressions alike): the compilers recurse on them
+MAX_NESTING = 32           # orders inside orders (expressions alike): replicas nest code as deep
+MAX_LOOP_NESTING = 16      # lanes/blocks/chunks inside each other: Python nests at most 20 loops
+LOOPS = (A.Lanes, A.Blocks, A.Chunks)
 
 
 def _check_binned(h: A.Header) -> None:
@@ -150,12 +152,16 @@ def map_children(o, fn):
 
 
 def _check_static(o, lets: dict, named: tuple = ()) -> None:
-    stack = [(o, 1)]
+    stack = [(o, 1, 0)]
     while stack:
-        x, depth = stack.pop()
+        x, depth, loops = stack.pop()
         if depth > MAX_NESTING:
-            raise SpecError(f"orders nest more than {MAX_NESTING} levels deep; expected at most {MAX_NESTING} "
-                            "(name inner parts with `let`)", x.loc)
+            raise SpecError(f"orders nest more than {MAX_NESTING} levels deep; expected at most {MAX_NESTING}",
+                            x.loc)
+        loops += isinstance(x, LOOPS)
+        if loops > MAX_LOOP_NESTING:
+            raise SpecError(f"lanes, blocks and chunks nest more than {MAX_LOOP_NESTING} deep (each a loop in "
+                            f"the replica); expected at most {MAX_LOOP_NESTING}", x.loc)
         for e in _expressions(x):
             _check_expression(e)
         if isinstance(x, A.Ref) and x.name not in lets:
@@ -167,7 +173,7 @@ def _check_static(o, lets: dict, named: tuple = ()) -> None:
                             x.loc)
         if isinstance(x, A.Literal):
             _check_literal(x)
-        stack.extend((c, depth + 1) for c in _children(x))
+        stack.extend((c, depth + 1, loops) for c in _children(x))
 
 
 def _check_literal(x: A.Literal) -> None:

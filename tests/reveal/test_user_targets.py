@@ -29,16 +29,28 @@ SOURCE = textwrap.dedent("""
     def gemv_wrong(A, x):
         return A @ x[:2] if False else np.zeros(2)
     def later(x):
-        # answers the first call (the try), raises from the second on
+        # answers the first two calls (the try: all ones, all twos), raises from the third on
         global calls
         calls += 1
-        if calls > 1:
+        if calls > 2:
             raise ValueError("gave up")
         return np.sum(x)
     def interrupted(x):
         raise KeyboardInterrupt
     def good(x):
         return np.sum(x)
+    def constant(x):
+        return np.float32(1.5)
+    def exits(x):
+        raise SystemExit(0)
+    def as_list(x):
+        return [float(np.sum(x))]
+    def crashes(x):
+        import ctypes
+        return ctypes.string_at(0)
+    def leaves(x):
+        import os
+        os._exit(0)
 """)
 
 
@@ -135,3 +147,29 @@ def test_a_triton_replica_called_with_numpy_answers_numpy():
     call = torch_replica(lambda a, b: (a * b).to(torch.bfloat16), "bf16", device="cpu")
     out = call(np.array([1.5, 2.0]), np.array([2.0, 0.5]))
     assert isinstance(out, np.ndarray) and out.dtype == np.float32 and out.tolist() == [3.0, 1.0]
+
+
+@pytest.mark.parametrize("func, text", [
+    ("constant", f"target {MODULE}:constant (sum, n=8) returned 1.5 for all-ones and for all-twos inputs: its "
+                 "result does not depend on its inputs, so it has no accumulation order to reveal"),
+    ("exits", f"target {MODULE}:exits raised SystemExit: 0"),
+    ("as_list", f"target {MODULE}:as_list (sum, n=8) returned a Python list of 1 (float); expected a "
+                "floating-point number, or a numpy array or torch tensor of shape ()"),
+])
+def test_a_target_that_cannot_be_revealed_is_one_error(users, func, text):
+    assert message(f"{MODULE}:{func}", op="sum") == text
+
+
+def test_a_crash_is_caught_in_a_child_process(users):
+    """Note [crashing targets]: under the command line's isolated_first_calls the first call
+    runs in a child, so a segfault or an os._exit is a TargetError, not fpspec's death."""
+    from fpspec.reveal.targets import isolated_first_calls
+
+    with isolated_first_calls():
+        assert message(f"{MODULE}:crashes", op="sum") == (
+            f"target {MODULE}:crashes crashed (signal 11, SIGSEGV) when called on sum operands of length 8; "
+            "fpspec calls it in its own process, so it cannot be revealed")
+        assert message(f"{MODULE}:leaves", op="sum") == (
+            f"target {MODULE}:leaves ended the process (exit status 0) when called on sum operands of length 8; "
+            "expected it to return its result")
+        assert str(reveal(resolve_target(f"{MODULE}:good", op="sum", n=8)).tree) == "(((0 1) (2 3)) ((4 5) (6 7)))"

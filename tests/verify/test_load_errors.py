@@ -42,7 +42,7 @@ def test_a_target_failing_on_samples_is_named_once(tmp_path, monkeypatch):
         def later(x):
             global calls
             calls += 1
-            if calls > 2:      # tried by make_target_side, then again at n = 8 by the side
+            if calls > 4:      # tried by make_target_side, then again at n = 8 by the side (ones, twos)
                 raise ValueError("gave up")
             return np.sum(x)
     """))
