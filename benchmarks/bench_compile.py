@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replicas vs the library op, side by side in one run (fpspec compile).
 
-    python benchmarks/bench_compile.py [--quick] [--verify N]
+    python benchmarks/bench_compile.py [--quick] [--verify N] [--first-call [--only-first-call]]
 
 Each row: the library op, the Numba replica and the NumPy replica of the
 op's revealed spec on the same inputs (best of a few runs, after a warm-up
@@ -12,6 +12,10 @@ against revelation at the sizes that cross its branches).  Rows:
   numpy.dot fp32, n = 2*10^5
   numpy.matmul fp32, 512^3           GFLOP/s (goal: numba replica >= 25% of np.matmul)
   H100 fp16 torch.matmul spec, 256^3 (CPU replica; goal: numpy replica < 1 s)
+--first-call: for every spec under examples/, `fpspec compile` for numba and
+numpy, then a fresh interpreter that imports the file and makes its first call
+(Numba compiles then: no cache), timed against a fresh interpreter that only
+imports numpy and numba (goal: < 5 s each); the slowest is named last.
 --verify N: also compare replicas and library bit for bit on N random and
 adversarial inputs per size (numpy.sum at n = 1..300 and a few large n).
 numpy.matmul's spec is revealed at the benchmarked shape (its order depends
@@ -29,6 +33,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 
 QUICK = "--quick" in sys.argv
+FIRST_CALL = "--first-call" in sys.argv or "--only-first-call" in sys.argv
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 VERIFY = int(sys.argv[sys.argv.index("--verify") + 1]) if "--verify" in sys.argv else 0
 
 
@@ -190,5 +196,90 @@ def verify(count):
                   f"all bits equal ({time.perf_counter() - t:.1f} s)")
 
 
+# a fresh interpreter: import the replica by path (no sys.modules entry), call its op once
+FIRST_CALL_SCRIPT = """
+import importlib.util, sys, time
+import numpy as np
+t = time.perf_counter()
+spec = importlib.util.spec_from_file_location("replica", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+op, n, m, p, dtype = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+rng = np.random.default_rng(0)
+def arr(*shape):
+    return rng.standard_normal(shape).astype(dtype)
+args = {"sum": lambda: (arr(n),), "dot": lambda: (arr(n), arr(n)), "gemv": lambda: (arr(m, n), arr(n)),
+        "gemm": lambda: (arr(m, n), arr(n, p))}[op]()
+getattr(module, op)(*args)
+"""
+
+
+def first_calls():
+    """Compile + first call in a fresh process for every spec in examples/ (numba and numpy)."""
+    import glob
+    import subprocess
+    import tempfile
+
+    from fpspec.compile import CompileError, compile_spec
+    from fpspec.compile.build import provenance_shape
+    from fpspec.verify import load_spec, spec_format
+
+    def fresh(argv):
+        t = time.perf_counter()
+        done = subprocess.run([sys.executable, *argv], capture_output=True, text=True)
+        return time.perf_counter() - t, done
+
+    base, _ = fresh(["-c", "import numpy, numba"])
+    print(f"\ncompile + first call in a fresh process (seconds; reference: a fresh interpreter importing "
+          f"numpy and numba, {base:.2f} s)")
+    print(f"{'spec':<58}  {'compile':>8}  {'numba call':>10}  {'ratio':>6}  {'numpy call':>10}")
+    dtypes = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "float32"}
+    slowest = (0.0, "")
+    with tempfile.TemporaryDirectory() as folder:
+        for path in sorted(glob.glob(os.path.join(ROOT, "examples", "**", "*.fps"), recursive=True)):
+            name = os.path.relpath(path, ROOT)
+            try:
+                spec = load_spec(path)
+            except Exception as e:   # a spec the checker refuses is not a replica
+                print(f"{name:<58}  refused by check: {str(e).splitlines()[0][:60]}")
+                continue
+            op = spec.header.op or "sum"
+            rng_ = spec.header.n
+            n = max(rng_.lo if rng_ is not None else 1, 2)
+            if rng_ is not None and rng_.hi is not None:
+                n = min(max(n, 64), rng_.hi)
+            m, p = provenance_shape(spec)
+            dtype = dtypes[spec_format(spec)[0]]
+            cells = []
+            for target in ("numba", "numpy"):
+                t = time.perf_counter()
+                try:
+                    source = compile_spec(spec, target=target)
+                except CompileError as e:
+                    cells.append(("refused", str(e)[:40]))
+                    continue
+                compile_s = time.perf_counter() - t
+                file = os.path.join(folder, f"r_{target}.py")
+                with open(file, "w") as f:
+                    f.write(source)
+                call_s, done = fresh(["-c", FIRST_CALL_SCRIPT, file, op, str(n), str(m or 4), str(p or 4), dtype])
+                if done.returncode != 0:
+                    cells.append(("failed", done.stderr.strip().splitlines()[-1][:60]))
+                    continue
+                cells.append((compile_s, call_s))
+                if target == "numba" and compile_s + call_s > slowest[0]:
+                    slowest = (compile_s + call_s, name)
+            nb, npy = cells
+            if isinstance(nb[0], str):
+                print(f"{name:<58}  numba {nb[0]}: {nb[1]}")
+                continue
+            numpy_cell = f"{npy[1]:10.2f}" if not isinstance(npy[0], str) else f"{npy[0]:>10}"
+            print(f"{name:<58}  {nb[0]:8.2f}  {nb[1]:10.2f}  {(nb[0] + nb[1]) / base:5.1f}x  {numpy_cell}")
+    print(f"slowest numba compile + first call: {slowest[1]} ({slowest[0]:.2f} s)")
+
+
 if __name__ == "__main__":
-    main()
+    if "--only-first-call" not in sys.argv:
+        main()
+    if FIRST_CALL:
+        first_calls()

@@ -114,7 +114,11 @@ def live_outputs(call: Callable | None, op: str, m: int | None, ncols: int | Non
     shape = fpinputs.output_shape(op, m, ncols)
 
     def outputs(n: int, samples: Sequence[fpinputs.Sample]) -> list:
-        fn = call if call_at is None else call_at(n)
+        try:
+            fn = call if call_at is None else call_at(n)
+        except TargetError as e:     # resolving the target at n calls it too
+            where = f" {samples[0].describe()}" if samples else ""
+            raise SideFailure(f"{_one_line(e)} on n={n}{where}") from None
         out = []
         for s in samples:
             try:
@@ -482,10 +486,39 @@ def _compare_arithmetic(reference: Side, side: Side, n: int, ref_tree: Tree, tre
     want = getattr(want, "arithmetic", want)
     shown = " ".join(f"{k}={v}" for k, v in _flat_fields(got).items() if v != "None")
     differences = arithmetic_differences(want, got)
+    if (n <= 2 and [d[0] for d in differences] == ["accumulator"] and consistent
+            and _same_as_model(reference, side, n)):
+        # note [indistinguishable arithmetics]
+        lines += (f"the probe's closest arithmetic differs in {', '.join(d[0] for d in differences)}, which make "
+                  f"no difference at n={n}: the outputs equal the spec's model on {REGIONAL_SAMPLES} inputs",)
+        shown = " ".join(f"{k}={v}" for k, v in _flat_fields(want).items() if v != "None")
+        differences = ()
     if not consistent:
         differences += (("single arithmetic", "yes",
                          f"no: the closest one misses {misses} probe checks"),)
     return ArithmeticCheck(side.name, n, not differences, differences, lines, shown)
+
+
+# Note [indistinguishable arithmetics]: with one addition (n = 2) two
+# accumulators can give the same bits on every input (two bf16 terms added
+# in fp32 and rounded to bf16 are one bf16 addition: their fp32 sum is exact
+# or far from a bf16 midpoint), and the probe then names either.  There an
+# accumulator that differs from the spec's is a finding only when the side's
+# outputs differ from the spec's model: REGIONAL_SAMPLES inputs of every
+# input family decide.
+
+
+def _same_as_model(reference: Side, side: Side, n: int) -> bool:
+    """Whether `side` gives the spec's model bits on REGIONAL_SAMPLES inputs at n."""
+    if reference.outputs is None or side.outputs is None:
+        return False
+    batch = list(fpinputs.samples(reference.op, n, reference.fmt, REGIONAL_SAMPLES, seed=n,
+                                  m=reference.m, ncols=reference.ncols))
+    try:
+        got, ref = side.outputs(n, batch), reference.outputs(n, batch)
+    except Exception:      # a side that cannot run is the samples stage's finding
+        return False
+    return all(np.all(_same_bits(a, b)) for a, b in zip(ref, got))
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,9 @@ def _emit(report, as_json: bool) -> None:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
         typer.echo(report.text())
+    if as_json and (report.nondeterministic or not report.equivalent):
+        # the report is the answer: one JSON document, its verdict in it, the exit code alone
+        raise typer.Exit(Nondeterministic.exit_code if report.nondeterministic else NotEquivalent.exit_code)
     if report.nondeterministic:
         who = sorted({p.side for p in report.problems if p.nondeterministic})
         raise Nondeterministic(f"{', '.join(who)}: nondeterministic (one input gave two answers); "

@@ -608,7 +608,12 @@ class LoopEmitter:
             code(f"{res} = {self.emit(r.outer, lst, code)}")
         code(f"elif {lst.m} > {bs} and {lst.m} % {bs} == 1:")
         with code.indent():
-            code(f"raise ValueError({LONE_LEAF!r})")
+            if r.outer == Fold() and self.arith().fused is None:
+                # the last block is one leaf, the last operand of a forward fold: fused into it
+                head = self.blocks_body(r, _sublist(lst, "0", f"{lst.m} - 1"), code, bs)
+                code(f"{res} = _add_leaf({head}, a, b, {_plus(lst.lo, _times(f'({lst.m} - 1)', lst.step))})")
+            else:
+                code(f"raise ValueError({LONE_LEAF!r})")
         code("else:")
         with code.indent():
             code(f"{res} = {self.blocks_body(r, lst, code, bs)}")

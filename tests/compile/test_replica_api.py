@@ -13,7 +13,7 @@ from conftest import load_replica
 from fpspec.compile import CompileError, compile_spec
 from fpspec.spec import parse
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "cpu"
 SPEC = """op sum
 n in 2..64
 
@@ -89,3 +89,43 @@ def test_a_position_dependent_spec_without_its_shape_is_refused():
     start, end = text.index("    shape {"), text.index("    device =")
     with pytest.raises(CompileError, match="does not say the output shape its conditions were written for"):
         compile_spec(parse(text[:start] + text[end:]), target="numpy")
+
+
+LONE_LAST_BLOCK = """op gemv
+n in 1..40
+
+provenance {
+    shape {
+        m = 3
+    }
+}
+
+arithmetic {
+    input = fp32
+    product = fma
+    accumulator = fp32
+    init = none
+    output = fp32
+}
+
+order blocks(2, seq, seq)
+"""
+
+
+@pytest.mark.parametrize("target", ["numpy", "numba"])
+def test_a_last_block_of_one_product_is_fused_into_the_fold(target):
+    """blocks(2, seq, seq) at odd n ends with a block of one leaf: with product = fma
+    it is fused into the running sum (the replica used to raise at run time)."""
+    from fpspec.arith.evaluate import evaluate
+    from fpspec.compile.build import arithmetic_of
+    from fpspec.spec import expand
+
+    spec = parse(LONE_LAST_BLOCK)
+    rep = load_replica(compile_spec(spec, target=target), f"lone_block_{target}")
+    rng = np.random.default_rng(3)
+    for n in (3, 5, 9):
+        A = rng.standard_normal((3, n)).astype(F32)
+        x = rng.standard_normal(n).astype(F32)
+        want = [evaluate(expand(spec, n), A[i].astype(np.float64), x.astype(np.float64), arithmetic_of(spec))
+                for i in range(3)]
+        assert rep.gemv(A, x).view(np.uint32).tolist() == np.asarray(want, F32).view(np.uint32).tolist()

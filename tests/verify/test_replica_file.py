@@ -134,3 +134,33 @@ def test_a_replica_broken_above_the_revealed_range_is_not_equivalent(tmp_path):
     code, out, err = fpspec("verify", spec, "--replica", bad, "--max-n", "64", "--samples", "60")
     assert code == 1, out + err
     assert "at n=129: bad.py raised AssertionError: broken" in out
+
+
+BF16_TORCH_SUM = """target "torch.sum"
+op sum
+n in 1..64
+
+arithmetic {
+    input = bf16
+    product = none
+    accumulator = fp32
+    init = +0.0
+    output = bf16
+}
+
+order
+    if n <= 15: lanes(4, seq, seq, seq)
+    else: lanes(8, blocks(2, seq, seq), seq, split(1, seq, seq), 16)
+"""
+
+
+def test_an_arithmetic_indistinguishable_at_small_n_is_not_a_difference(tmp_path):
+    """`fpspec reveal torch.sum -n 1..64 --dtype bfloat16` writes this spec; at n = 2
+    the probe cannot tell an fp32 accumulator rounded to bf16 from a bf16 one (one
+    addition of two bf16 values): the outputs decide."""
+    pytest.importorskip("torch")
+    spec = tmp_path / "b.fps"
+    spec.write_text(BF16_TORCH_SUM)
+    code, out, err = fpspec("verify", spec, "--against", "torch.sum", "-n", "2", "-n", "17", "--samples", "60")
+    assert code == 0, out + err
+    assert "arithmetic: 4 compared, all equal (input=bf16 product=none accumulator=fp32" in out
