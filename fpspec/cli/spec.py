@@ -109,12 +109,12 @@ def show(
                 raise FpspecError(f"{file}: the spec holds for n in {str(r)[5:] if r else 'any range'}; "
                                   "give the n to expand with -n N")
             n = r.lo
+        if svg is None and png is None and _binned_note(spec, n, max_abs):
+            return          # any tree gives the same bits: none is built
         tree = expand(spec, n, _position(at))
     elif n is not None and n != stats(tree).leaves:
         raise FpspecError(f"{file}: the tree has {stats(tree).leaves} leaves; expected -n to match or no -n")
     typer.echo(str(spec), nl=False)
-    if _binned_note(spec, stats(tree).leaves, max_abs) and svg is None and png is None:
-        return
     where = f", output ({at})" if at else ""
     typer.echo(f"\n# tree at n = {stats(tree).leaves}{where}: {stats(tree)}")
     typer.echo(format_tree(tree))
@@ -130,8 +130,8 @@ def show(
 
 
 def _binned_note(spec, n: int, max_abs: float | None) -> bool:
-    """A binned accumulator (fpspec.arith.binned): say that the tree does not matter (it is not printed)
-    and give the error bound at n, max|x|.  False for any other spec."""
+    """A binned accumulator (fpspec.arith.binned): print the spec, say that the tree does not matter (it
+    is not built) and give the error bound at n, max|x|.  False (nothing printed) for any other spec."""
     block = spec.header.arithmetic if spec is not None else None
     if block is None or not any(type(e.value).__name__ == "Apply" for e in block.entries):
         return False
@@ -141,6 +141,7 @@ def _binned_note(spec, n: int, max_abs: float | None) -> bool:
     a = Arithmetic.from_entries(block.entries)
     if max_abs is not None and not (max_abs >= 0 and max_abs < float("inf")):
         raise FpspecError(f"--max-abs takes a finite value >= 0, got {max_abs!r}")
+    typer.echo(str(spec), nl=False)
     typer.echo(f"\n# order-independent: binned(fold = {a.binned}) accumulator; the tree does not matter "
                "(every order, split and thread count gives the same bits)")
     for line in bound_text(n, 1.0 if max_abs is None else max_abs, a.input, a.binned).splitlines():
