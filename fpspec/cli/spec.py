@@ -124,11 +124,8 @@ def show(
                 raise FpspecError(f"{file}: the spec holds for n in {str(r)[5:] if r else 'any range'}; "
                                   "give the n to expand with -n N")
             n = r.lo
-        if svg is None and png is None and _binned(spec):
-            # the tree does not matter: the note and the bound, whatever n
-            typer.echo(str(spec), nl=False)
-            _binned_note(spec, n, max_abs)
-            return
+        if svg is None and png is None and _binned_note(spec, n, max_abs):
+            return          # any tree gives the same bits: none is built
         if n > max_leaves:
             if svg is not None or png is not None:
                 raise FpspecError(f"--svg/--png: the tree at n = {n} has {n} leaves, more than --max-leaves "
@@ -144,8 +141,6 @@ def show(
     elif n is not None and n != stats(tree).leaves:
         raise FpspecError(f"{file}: the tree has {stats(tree).leaves} leaves; expected -n to match or no -n")
     typer.echo(str(spec), nl=False)
-    if _binned_note(spec, stats(tree).leaves, max_abs) and svg is None and png is None:
-        return
     known = _published_set(spec)
     if known:
         typer.echo(f"\n# fused nodes: the published set {known}")
@@ -169,8 +164,8 @@ def _binned(spec) -> bool:
 
 
 def _binned_note(spec, n: int, max_abs: float | None) -> bool:
-    """A binned accumulator (fpspec.arith.binned): say that the tree does not matter (it is not printed)
-    and give the error bound at n, max|x|.  False for any other spec."""
+    """A binned accumulator (fpspec.arith.binned): print the spec, say that the tree does not matter (it
+    is not built) and give the error bound at n, max|x|.  False (nothing printed) for any other spec."""
     if not _binned(spec):
         return False
     block = spec.header.arithmetic
@@ -180,6 +175,7 @@ def _binned_note(spec, n: int, max_abs: float | None) -> bool:
     a = Arithmetic.from_entries(block.entries)
     if max_abs is not None and not (max_abs >= 0 and max_abs < float("inf")):
         raise FpspecError(f"--max-abs takes a finite value >= 0, got {max_abs!r}")
+    typer.echo(str(spec), nl=False)
     typer.echo(f"\n# order-independent: binned(fold = {a.binned}) accumulator; the tree does not matter "
                "(every order, split and thread count gives the same bits)")
     for line in bound_text(n, 1.0 if max_abs is None else max_abs, a.input, a.binned).splitlines():

@@ -238,7 +238,8 @@ def _sum_threads(x, y):
     parts = _parts(n)
     states = np.zeros((parts, _STATE), np.int64)
     _run(_partial, [(x, y, lo, hi, states[p]) for p, (lo, hi) in enumerate(_split(n, parts))])
-    return _DT(_merged(states))
+    with np.errstate(over="ignore"):     # an fp32 sum beyond the format's range is inf
+        return _DT(_merged(states))
 
 
 def _rows_threads(A, x, out):
@@ -263,7 +264,8 @@ def api_sums(X):
     out = np.empty(X.shape[1], np.float64)
     Xt = np.ascontiguousarray(X.T)
     _rows_threads(Xt, Xt[0], out)
-    return out.astype(_DT)
+    with np.errstate(over="ignore"):
+        return out.astype(_DT)
 
 
 def api_dot(x, y):
@@ -281,7 +283,8 @@ def api_gemv(A, x):
         raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
     out = np.empty(A.shape[0], np.float64)
     _rows_threads(np.ascontiguousarray(A), x, out)
-    return out.astype(_DT)
+    with np.errstate(over="ignore"):
+        return out.astype(_DT)
 
 
 def api_gemm(A, B):
@@ -293,4 +296,5 @@ def api_gemm(A, B):
     parts = max(1, min(get_num_threads(), A.shape[0]))
     args = (np.ascontiguousarray(A), np.ascontiguousarray(B.T), out)
     _run(_gemm_range, [args + r for r in _split(A.shape[0], parts)])
-    return out.astype(_DT)
+    with np.errstate(over="ignore"):
+        return out.astype(_DT)
