@@ -18,7 +18,7 @@ from fpspec.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SUM_SPEC = str(ROOT / "examples" / "cpu" / "numpy_sum.fps")
-COMMANDS = ["reveal", "show", "check", "fmt", "probe", "compile", "verify", "diff"]
+COMMANDS = ["reveal", "show", "check", "fmt", "probe", "compile", "verify", "diff", "survey", "report", "audit"]
 
 USER_MODULE = textwrap.dedent("""
     import numpy as np
@@ -103,8 +103,7 @@ def test_unknown_command_from_the_shell(module):
     # the whole entry point, as a user types it: exit 2, one line, no traceback
     p = subprocess.run([sys.executable, "-m", module, "nosuch"], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 2
-    assert p.stderr == ("fpspec: error: no such command 'nosuch' (expected one of "
-                        "reveal, show, check, fmt, probe, compile, verify, diff)\n")
+    assert p.stderr == f"fpspec: error: no such command 'nosuch' (expected one of {', '.join(COMMANDS)})\n"
 
 
 def test_no_command_prints_help_and_exits_2(capsys):
