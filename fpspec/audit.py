@@ -245,8 +245,11 @@ def _sync(device: str):
     return lambda: None
 
 
+_LIBRARY_OPS = ("numpy.matmul", "np.matmul", "torch.matmul", "torch.nn.functional.linear", "torch.bmm")
+
+
 def _matrix_subject(name, op, vary, span, fixed, fmt, device, bias, rows):
-    from fpspec.reveal.targets import resolve_target
+    from fpspec.reveal.targets import checked_target, resolve_target
 
     call, base = _library_call(name, op, fmt, device, bias)
     bmm = name == "torch.bmm"
@@ -313,7 +316,9 @@ def _matrix_subject(name, op, vary, span, fixed, fmt, device, bias, rows):
                 out = library(A, Bf)[:r, :B.shape[1]]
             sync()
             return out
-        return dataclasses.replace(tgt, name=name, fn=fn, call_rows=None, native=_fast_native(tgt))
+        tgt = dataclasses.replace(tgt, name=name, fn=fn, call_rows=None, native=_fast_native(tgt))
+        # a user callable or replica that raises is one line naming it (a library op is trusted)
+        return tgt if name in _LIBRARY_OPS else checked_target(tgt)
 
     inputs: dict = {}
 

@@ -90,7 +90,8 @@ def test_torch_targets_cpu():
     from fpspec.reveal.engine import reveal
     from fpspec.reveal.targets import resolve_target
 
-    for name, kw in (("torch.matmul", {}), ("torch.nn.functional.linear", {"bias": True}), ("torch.bmm", {})):
+    for name, kw in (("torch.matmul", {}), ("torch.nn.functional.linear", {}), ("torch.nn.functional.linear", {"bias": True}),
+                     ("torch.bmm", {})):
         r = audit(audit_subject(name, op="gemm", m=(1, 3), n=8, ncols=4, **kw), probe=False)
         assert r.runs[0][0] == 1 and r.runs[-1][1] == 3, name
         if name == "torch.matmul":     # the audit's view of M = 1 reveals what a plain reveal does

@@ -18,6 +18,8 @@ from fpspec.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SUM_SPEC = str(ROOT / "examples" / "cpu" / "numpy_sum.fps")
+
+
 def _commands() -> list:
     from fpspec.cli import _command_names, _register
 
