@@ -130,7 +130,7 @@ def _scale_parts(scale, fmt: str):
     _, e = np.frexp(np.where(s > 0, s, 1.0))
     e = np.maximum(e.astype(np.int64) - 1, emin)
     sig8 = np.rint(np.ldexp(s, 3 - e)).astype(np.int64)   # exact: <= 4 significant bits
-    return sig8, np.where(s > 0, e, emin)
+    return sig8, np.where(s > 0, e, ZERO_EXPONENT)   # a zero scale aligns like a zero operand
 
 
 def block_scaled_node(a, b, c, scale_a, scale_b, params: FusedParams, block: int, scale: str):
