@@ -51,6 +51,8 @@ def collective_spec(rv: ColumnRevelation, session: Collective, *, target: str, c
         "fpspec": fpspec.__version__,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": command,
+        # the outputs the `if` on i was written for: the replica takes [W, numel] stacks only
+        "shape": {"m": rv.numel},
         "revealed": (f"{rv.queries} queries, {rv.calls} calls, {rv.seconds:.3f} s "
                      f"(+ {session.start_seconds:.1f} s to start {session.world} ranks)"),
     }

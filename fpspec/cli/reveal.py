@@ -330,7 +330,8 @@ def reveal(
         raise FpspecError(f"--world, --backend and --numel are for collectives (torch.distributed.all_reduce), "
                           f"not {target}")
     if n is None:
-        raise FpspecError("missing option -n: the reduction length (K for matrix products)")
+        raise FpspecError("reveal: missing option '-n' (the reduction length, K for matrix products); "
+                          "see fpspec reveal --help")
     lo, hi = _parse_n(n)
     splits = {"auto": None, "split": True, "unsplit": False}
     if masks not in splits:

@@ -269,6 +269,9 @@ def _by_column(arms, X, options):
         X = np.asarray(X)
     if len(X.shape) != 2:
         return arms[0](X, **options)             # the arm says what is wrong with the shape
+    if X.shape[1] != _SHAPE[0]:
+        raise ValueError(f"X has {X.shape[1]} columns, but this replica's orders depend on the output position "
+                         f"and its spec covers {_SHAPE[0]} outputs only (X with {_SHAPE[0]} columns)")
     label = _labels(X.shape[1], 1, X.shape[0])[:, 0]
     out = None
     for k, arm in enumerate(arms):
