@@ -90,9 +90,9 @@ class Replica:
         # leaf blocks a program (a power of two), and at most this many perfect levels a pairs launch
         self.sum_config = dict(BG=16, num_warps=2, PAIRS_H=10)
 
-    def plan(self, n, what="n"):
+    def plan(self, n, what="the reduction"):
         if n < self.n_min or (self.n_max is not None and n > self.n_max):
-            raise ValueError(f"{what} = {n} is outside the range {self.n_min}..{self.n_max or ''} "
+            raise ValueError(f"{what} has length {n}, outside the range n in {self.n_min}..{self.n_max or ''} "
                              "this replica is valid for")
         got = self.plans.get(n)
         if got is None:
@@ -167,8 +167,8 @@ class Replica:
     # ------------------------------------------------------------ the public API
     # Note [replica arguments]: the same contract as the NumPy and Numba replicas
     # (docs/replicas.md): torch tensors (CPU or CUDA) in -> torch out on their
-    # device; NumPy arrays, and anything NumPy converts (lists), in -> NumPy out,
-    # run on the GPU when there is one; any strides (a view is read as the
+    # device; NumPy arrays in -> NumPy out, run on the GPU when there is one (lists,
+    # scalars and masked arrays refused, as the NumPy replica refuses them); any strides (a view is read as the
     # values it shows, a stride-0 expand included); the spec's input dtype only
     # (no silent conversion); the dimensions the op takes (never flattened);
     # each problem one ValueError or TypeError naming the argument.
@@ -231,7 +231,7 @@ class Replica:
         as the rows of a GEMV against ones (each term times one, exactly) on a GEMV's plan (a
         sum's plan is for one vector).  A collective's [W, L] stack has millions of columns."""
         (X,), back = self.arguments((("X", X, 2),))
-        self.plan(X.shape[0], "the number of rows of X")
+        self.plan(X.shape[0], "every column of X")
         if self.columns is None:
             self.columns = Replica("gemv", self.numerics, self.root, self.orders, self.n_min, self.n_max)
         ones = torch.ones((X.shape[0], 1), dtype=X.dtype, device=X.device)
@@ -264,7 +264,7 @@ class Replica:
         exp_out, man_out, dt_out, it_out = FORMATS[nm.output]
         if A.dtype != dt_in or B.dtype != dt_in:
             raise TypeError(f"inputs must be {dt_in}, got {A.dtype} and {B.dtype}")
-        p = self.plan(K, "the inner dimension")
+        p = self.plan(K, f"the inner dimension of {names[0]} and {names[1]}")
         if nm.input == "tf32":   # the low 13 fraction bits cleared (toward zero), on the host
             A = (A.view(torch.int32) & -8192).view(torch.float32)
             B = (B.view(torch.int32) & -8192).view(torch.float32)
@@ -406,7 +406,7 @@ class Replica:
         if x.dim() != 1:
             raise ValueError(f"x must have 1 dimension, got shape {tuple(x.shape)}")
         x = x.contiguous()
-        p = self.plan(n, "the length of x")
+        p = self.plan(n, "x")
         self.last_path = "emulated"
         if p.has_chain:
             raise PlanError("fused nodes in a sum are not supported by the triton kernels")
@@ -464,18 +464,22 @@ class Replica:
 
 
 def _from_numpy(v, name, fmt, dt):
-    """A NumPy array (or what NumPy converts) as a tensor of dtype dt: the dtype NumPy gives
-    must be the spec's input format (bf16, which NumPy lacks, comes as float32 or float64
-    holding bf16 values); a masked array is refused (its mask would be ignored)."""
+    """A NumPy array as a tensor of dtype dt: its dtype must be the spec's input format (bf16,
+    which NumPy lacks, comes as float32 or float64 holding bf16 values; either byte order).
+    Lists, scalars and masked arrays are refused, as the NumPy replica refuses them."""
     import numpy as np
 
+    want = {"fp32": (np.float32,), "fp16": (np.float16,), "bf16": (np.float32, np.float64)}[fmt]
+    names = " or ".join(np.dtype(w).name for w in want)
     if isinstance(v, np.ma.MaskedArray):
         raise TypeError(f"{name} is a masked array, whose mask this replica would ignore; "
                         f"pass {name}.filled(0) or {name}.compressed()")
-    a = np.asarray(v)
-    want = {"fp32": (np.float32,), "fp16": (np.float16,), "bf16": (np.float32, np.float64)}[fmt]
+    if not isinstance(v, np.ndarray):
+        raise TypeError(f"{name} is a {type(v).__name__}, but this replica takes torch tensors or NumPy arrays of "
+                        f"dtype {names} (input format {fmt}): convert it with "
+                        f"np.asarray({name}, np.{np.dtype(want[0]).name}) if rounding it is what you mean")
+    a = v if v.dtype.isnative else v.astype(v.dtype.newbyteorder("="))
     if a.dtype not in [np.dtype(w) for w in want]:
-        names = " or ".join(np.dtype(w).name for w in want)
         raise TypeError(f"{name} has dtype {a.dtype}, but this replica takes {names} arrays (input format {fmt})")
     t = torch.from_numpy(np.ascontiguousarray(a).reshape(a.shape))   # (ascontiguousarray makes 0-d 1-d)
     if fmt == "bf16":

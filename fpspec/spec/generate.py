@@ -72,6 +72,7 @@ class _Draw:
     def __init__(self, rng: np.random.Generator, op: str, fmt: str, max_depth: int, lo: int, hi: int):
         self.rng, self.op, self.fmt, self.max_depth = rng, op, fmt, max_depth
         self.lo, self.hi = lo, hi
+        self.shape = None                  # the output shape a gemv / gemm spec's position guards are for
         self.helpers: list[str] = []       # named orders that terminate on any n: usable anywhere
         self.lets: list[A.Let] = []
         self.named: list[A.NamedArithmetic] = []
@@ -361,6 +362,7 @@ def _draw(rng, op: str, fmt: str, parametric: bool, max_depth: int, n_range) -> 
     if not parametric:
         lo = hi = int(rng.integers(lo, hi + 1))
     g = _Draw(rng, op, fmt, max_depth, lo, hi)
+    # drawn after the arithmetic (a seed's specs stay the ones earlier runs and records name)
     g.shape = {"gemv": (int(rng.integers(1, 6)),), "gemm": (int(rng.integers(1, 5)), int(rng.integers(1, 5)))}.get(op)
     if rng.random() < 0.35:
         g.recursive()
@@ -443,9 +445,7 @@ def _order_variants(o):
     if not isinstance(o, A.Seq):
         yield A.Seq()
     kids = order_children(o)
-    for k in kids:
-        if not (isinstance(k, A.Seq) and isinstance(o, A.Seq)):
-            yield k
+    yield from kids
     if isinstance(o, A.Guard):
         if len(o.cases) > 1:
             for i in range(len(o.cases)):

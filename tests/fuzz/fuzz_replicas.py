@@ -238,22 +238,24 @@ def _first_line(e: BaseException) -> str:
     return (text.splitlines() or [type(e).__name__])[0][:300]
 
 
-def run_jobs(jobs: list, folder: Path, timeout: float = 900) -> dict:
-    """id -> result dict; a crash or a hang fails the job in flight and the rest run in a new process."""
+def run_jobs(jobs: list, folder: Path, timeout: float | None = None) -> dict:
+    """id -> result dict; a crash or a hang fails the job in flight and the rest run in a new process.
+    timeout: for one process (default 300 s a job: generous, a loaded machine is slow)."""
     results: dict = {}
     todo = list(jobs)
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET=os.environ.get("TRITON_INTERPRET", "1"))
     env.pop("NUMBA_CACHE_DIR", None)
     while todo:
+        limit = timeout if timeout is not None else 300 * len(todo)
         manifest = folder / f"manifest_{len(results)}.json"
         manifest.write_text(json.dumps(todo))
         try:
             proc = subprocess.run([sys.executable, str(WORKER), str(manifest)], capture_output=True, text=True,
-                                  cwd=str(folder), env=env, timeout=timeout)
+                                  cwd=str(folder), env=env, timeout=limit)
             out, err, rc = proc.stdout, proc.stderr, proc.returncode
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            err, rc = f"timed out after {timeout} s", None
+            err, rc = f"timed out after {limit} s", None
         started = None
         for line in out.splitlines():
             if line.startswith("START "):

@@ -1,6 +1,7 @@
 """The Triton replica's public API (docs/replicas.md): strides honoured, torch in ->
 torch out, NumPy in -> NumPy out, one ValueError / TypeError naming the argument,
-the same refusals as the NumPy replica; plan refusals at compile time."""
+the same refusals as the NumPy replica (lists, scalars, masked arrays); plan
+refusals at compile time."""
 import numpy as np
 import pytest
 import torch
@@ -115,12 +116,15 @@ def test_bf16_through_numpy_float32(replicas):
 @pytest.mark.parametrize("call,error,message", [
     (lambda r: r["sum"].sum(torch.ones(4, 5)), ValueError, "x must have 1 dimension, got shape (4, 5)"),
     (lambda r: r["sum"].sum(np.ones((4, 5), np.float32)), ValueError, "x must have 1 dimension"),
-    (lambda r: r["sum"].sum(np.float32(3.0)), ValueError, "x must have 1 dimension, got shape ()"),
+    (lambda r: r["sum"].sum(np.float32(3.0)), TypeError, "x is a float32, but this replica takes"),
+    (lambda r: r["sum"].sum(np.ones((), np.float32)), ValueError, "x must have 1 dimension, got shape ()"),
     (lambda r: r["sum"].sums(torch.ones(5)), ValueError, "X must have 2 dimensions"),
-    (lambda r: r["sum"].sum([1.0, 2.0]), TypeError, "x has dtype float64"),
+    (lambda r: r["sum"].sum([1.0, 2.0]), TypeError, "x is a list, but this replica takes"),
+    (lambda r: r["sum"].sum(np.ones(3, np.float64)), TypeError, "x has dtype float64"),
     (lambda r: r["sum"].sum(torch.ones(3, dtype=torch.float64)), TypeError, "x has dtype torch.float64"),
-    (lambda r: r["sum"].sum(torch.ones(0)), ValueError, "the length of x = 0 is outside the range 1..100"),
-    (lambda r: r["sum"].sum(torch.ones(101)), ValueError, "the length of x = 101 is outside"),
+    (lambda r: r["sum"].sum(torch.ones(0)), ValueError, "x has length 0, outside the range n in 1..100"),
+    (lambda r: r["sum"].sum(torch.ones(101)), ValueError, "x has length 101, outside"),
+    (lambda r: r["sum"].sums(torch.ones(101, 2)), ValueError, "every column of X has length 101, outside"),
     (lambda r: r["sum"].sum(np.ma.masked_array(np.ones(3, np.float32), [0, 1, 0])), TypeError,
      "x is a masked array"),
     (lambda r: r["gemv"].gemv(torch.ones(3, 8), torch.ones(9)), ValueError, "A has 8 columns but x has 9 rows"),
@@ -136,9 +140,9 @@ def test_bad_arguments_one_error_naming_the_argument(replicas, call, error, mess
     assert message in str(e.value)
 
 
-def test_lists_as_numpy_converts_them(replicas):
-    """A list goes through np.asarray, as in the NumPy replica: float32 elements are taken."""
-    out = replicas["sum"].sum([np.float32(1.5), np.float32(2.0)])
+def test_other_byte_order_is_a_float32(replicas):
+    """'>f4' is a float32 in the other byte order, as the NumPy replica takes it."""
+    out = replicas["sum"].sum(np.array([1.5, 2.0], ">f4"))
     assert isinstance(out, np.float32) and out == 3.5
 
 
@@ -150,8 +154,9 @@ def test_same_refusals_as_the_numpy_replica(replicas, tmp_path):
     spec = importlib.util.spec_from_file_location(file.stem, file)
     ref = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ref)
-    bad = [[1.0, 2.0], np.ones((4, 5), np.float32), np.float32(3.0), np.ones(3, np.float64), np.ones(0, np.float32),
-           np.ones(101, np.float32)]
+    bad = [[1.0, 2.0], [np.float32(1.0)], np.ones((4, 5), np.float32), np.float32(3.0), np.ones((), np.float32),
+           np.ones(3, np.float64), np.ones(0, np.float32), np.ones(101, np.float32),
+           np.ma.masked_array(np.ones(3, np.float32), [0, 1, 0])]
     for x in bad:
         kinds = []
         for mod in (ref, replicas["sum"]):

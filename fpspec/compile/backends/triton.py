@@ -152,9 +152,13 @@ def plan_lengths(lo: int, hi: int | None) -> list[int]:
 
 def _check_plans(kernel: Kernel) -> None:
     """Refuse now what the replica's planner would refuse at its first call: the replica's
-    own host code (triton_run.Replica) plans the order at sample lengths."""
+    own host code (triton_run.Replica) plans the order at sample lengths.  Only for a kernel
+    built from a spec (its `source`): `check` proved that every n of the spec's range gives a
+    tree, while a kernel written as IR may hold only at the lengths its author calls it with."""
     from fpspec.compile import triton_host, triton_run
 
+    if not kernel.source:
+        return
     printer = _ReducerPrinter(kernel)
     names = {**vars(triton_host), **vars(triton_run)}
     root = eval(printer.print(kernel.root), names)   # noqa: S307  (our own printer's output)
@@ -166,6 +170,9 @@ def _check_plans(kernel: Kernel) -> None:
             replica.plan(n)
         except triton_host.PlanError as e:
             raise CompileError(f"triton: {e} (at n = {n}); compile for numpy or numba") from None
+        except RecursionError:
+            raise CompileError(f"triton: the order nests too deeply for the replica's planner at n = {n}; "
+                               "compile for numpy or numba") from None
 
 
 def _stored_format(kernel: Kernel, name: str) -> str | None:
