@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -44,7 +45,6 @@ from fpspec.errors import FpspecError
 from fpspec.formats import get_format
 from fpspec.reveal.targets import TargetError
 from fpspec.tree import Tree, diff as tree_diff, format_tree, leaves, observable, size
-from fpspec.compile import load_replica
 
 # how many samples per n are also run a second time, to catch a replica that
 # answers the same input two ways
@@ -122,7 +122,8 @@ def live_outputs(call: Callable | None, op: str, m: int | None, ncols: int | Non
             except TargetError as e:    # a guarded user callable (resolve_target) names itself
                 raise SideFailure(f"{_one_line(e)} on n={n} {s.describe()}") from None
             except Exception as e:  # the target's own failure is a finding, not a crash
-                raise SideFailure(f"{who} raised {type(e).__name__}: {_one_line(e)} on n={n} {s.describe()}") from None
+                kind = getattr(e, "type_name", type(e).__name__)    # a replica's, raised in its process
+                raise SideFailure(f"{who} raised {kind}: {_one_line(e)} on n={n} {s.describe()}") from None
             out.append(normalize_output(value, shape, f"{who} on n={n} {s.describe()}"))
         return out
 
@@ -189,6 +190,7 @@ class Problem:
     side: str
     n: int | None
     message: str
+    nondeterministic: bool = False   # one input gave two answers: a refusal (exit code 3), not a verdict
 
 
 @dataclass(frozen=True)
@@ -210,6 +212,12 @@ class Report:
     stage_seconds: tuple[tuple[str, float], ...] = ()   # (stage, seconds): trees, arithmetic, samples
     inputs: int = 0                # distinct sample inputs (each run through every pair)
     notes: tuple[str, ...] = ()
+    sampled_n: tuple[int, ...] = ()   # n checked by samples only (a tree too large to reveal)
+    not_covered: str = ""             # the part of the spec's range no check reached, in words
+
+    @property
+    def nondeterministic(self) -> bool:
+        return any(p.nondeterministic for p in self.problems)
 
     @property
     def equivalent(self) -> bool:
@@ -230,6 +238,9 @@ class Report:
         ns = self.n_values
         shown = " ".join(map(str, ns[:40])) + (f" ... ({len(ns)} in all)" if len(ns) > 40 else "")
         lines.append(f"n values ({len(ns)}): {shown}")
+        if self.sampled_n:
+            lines.append(f"n sampled:  {' '.join(map(str, self.sampled_n))} (inputs compared; trees too large "
+                         "to reveal)")
         bad_trees = [t for t in self.trees if not t.equal]
         per_side = ", ".join(f"{name} {sum(t.side == name for t in self.trees)}" for name in self.sides)
         failed = sum(p.stage == "tree" for p in self.problems)
@@ -270,7 +281,8 @@ class Report:
         lines.extend(f"note:       {note}" for note in self.notes)
         stages = "".join(f", {name} {sec:.2f} s" for name, sec in self.stage_seconds)
         lines.append(f"time:       {self.seconds:.2f} s" + (f" ({stages[2:]})" if stages else ""))
-        lines.append(self.verdict)
+        lines.append(self.verdict + (f" (not checked: {self.not_covered})"
+                                     if self.not_covered and self.equivalent else ""))
         return "\n".join(lines)
 
     @property
@@ -301,11 +313,15 @@ def _mismatch_text(m: Mismatch) -> list[str]:
 
 def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
             samples: int = 0, seed: int = 0, sample_pairs: Sequence[tuple[Side, Side]] = (),
-            command: str = "verify", probe: bool = True, notes: Sequence[str] = ()) -> Report:
+            command: str = "verify", probe: bool = True, notes: Sequence[str] = (),
+            sampled_n: Sequence[int] = (), not_covered: str = "") -> Report:
     """Compare `others` with `reference` at every n; run `samples` inputs spread over
-    the n values through each pair in `sample_pairs` (left, right)."""
+    the n values through each pair in `sample_pairs` (left, right).  `sampled_n`:
+    n checked by samples only (at most SAMPLED_INPUTS each); `not_covered`: what
+    the caller left out, for the verdict."""
     start = time.perf_counter()
     n_values = tuple(sorted(set(int(n) for n in n_values)))
+    sampled_n = tuple(sorted(set(int(n) for n in sampled_n) - set(n_values)))
     trees: list[TreeCheck] = []
     ariths: list[ArithmeticCheck] = []
     sample_checks: list[SampleCheck] = []
@@ -329,7 +345,8 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
                 try:
                     got = side.tree_at(n, **at)
                 except Exception as e:
-                    problems.append(Problem("tree", side.name + where, n, _failure_text(e)))
+                    problems.append(Problem("tree", side.name + where, n, _failure_text(e),
+                                            _is_nondeterminism(e)))
                     continue
                 d = tree_diff(observable(ref_tree), observable(got))   # fused pairs reveal as binary
                 text = None if d is None else where.strip() + _difference_text(d, reference.name, side.name)
@@ -349,8 +366,8 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
     t_samples = time.perf_counter()
     inputs = 0
     if samples > 0 and sample_pairs:
-        counts = _spread(samples, len(n_values))
-        for n, count in zip(n_values, counts):
+        counts = _spread(samples, len(n_values)) + [min(SAMPLED_INPUTS, samples)] * len(sampled_n)
+        for n, count in zip(n_values + sampled_n, counts):
             if count == 0:
                 continue
             batch = list(fpinputs.samples(reference.op, n, reference.fmt, count, seed=seed,
@@ -379,7 +396,18 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
                   arithmetic=tuple(ariths), samples=tuple(sample_checks), problems=tuple(problems),
                   seed=seed, seconds=time.perf_counter() - start,
                   stage_seconds=tuple((k, v) for k, v in clock.items() if v >= 0.005), inputs=inputs,
-                  notes=tuple(notes))
+                  notes=tuple(notes), sampled_n=sampled_n if samples > 0 and sample_pairs else (),
+                  not_covered=not_covered)
+
+
+# inputs per n that is checked by samples only (its reference is evaluated on the whole tree)
+SAMPLED_INPUTS = 8
+
+
+def _is_nondeterminism(e: BaseException) -> bool:
+    from fpspec.errors import RevealRefused
+
+    return isinstance(e, RevealRefused) and "nondeterministic" in str(e)
 
 
 PROBE_POINTS = 3
@@ -590,7 +618,7 @@ def _repeat_check(n: int, batch, sides: Sequence[Side], cache: dict, problems: l
                 problems.append(Problem(
                     "repeat", side.name, n,
                     f"nondeterministic: {s.describe()} gave {_value_text(a[element] if element else a, fmt)} "
-                    f"then {_value_text(b[element] if element else b, fmt)}"))
+                    f"then {_value_text(b[element] if element else b, fmt)}", True))
                 break
 
 
@@ -705,6 +733,34 @@ def spec_n_values(spec, *, max_n: int = 4096, random_count: int = 4, seed: int =
     return default_n_values(lo, hi, spec_boundaries(spec), random_count=random_count, max_n=max_n, seed=seed)
 
 
+# n above max_n are checked by samples up to this n (a reference evaluation walks the whole tree)
+SAMPLED_MAX_N = 1 << 15
+
+
+def spec_sampled_n(spec, *, max_n: int = 4096) -> tuple[tuple[int, ...], str]:
+    """(n above max_n to check by samples, what stays unchecked in words): the
+    guard boundaries and the range's end above max_n with their neighbours
+    and, for a range without an end, a few n spread up to SAMPLED_MAX_N."""
+    rng_ = spec.header.n
+    lo = max(2, rng_.lo if rng_ is not None else 2)
+    hi = rng_.hi if rng_ is not None else None
+    cap = max(SAMPLED_MAX_N, max_n)
+    want: set[int] = set()
+    boundaries = [b for b in spec_boundaries(spec) if b > max_n]
+    for b in boundaries:
+        want.update((b - 1, b, b + 1))
+    if hi is not None:
+        want.update((hi - 1, hi))
+    else:
+        want.update((max_n + 1, 2 * max_n + 1, cap))
+    top = cap if hi is None else min(hi, cap)
+    sampled = tuple(sorted(v for v in want if max(lo, max_n + 1) <= v <= top))
+    if hi is not None and hi <= cap:
+        return sampled, ""
+    beyond = [b for b in boundaries if b > cap]
+    return sampled, f"n > {cap}" + (f" (guards at {', '.join(map(str, beyond[:4]))})" if beyond else "")
+
+
 def make_spec_side(spec, name: str, *, m: int | None = None, ncols: int | None = None) -> Side:
     """The spec as a side: trees by expansion, outputs by the arithmetic model
     (per node where the spec has `arithmetic NAME { ... }` sections)."""
@@ -770,23 +826,16 @@ def position_labels(spec, m, ncols):
 
 def _shape(op: str, m, ncols, spec=None) -> tuple[int | None, int | None]:
     # the spec's revealed shape (provenance), else fpspec.reveal's defaults: 4 rows, 4 columns
-    prov = spec.header.provenance if spec is not None else None
-    shape = prov.get("shape") if prov is not None else None
-    # `shape { m, ncols }` (fpspec reveal) or m, ncols (fpspec.infer)
-    for where in (shape, prov):
-        if where is not None and hasattr(where, "get"):
-            m = m or _int_value(where.get("m"))
-            ncols = ncols or _int_value(where.get("ncols"))
+    if spec is not None:
+        from fpspec.compile.build import provenance_shape
+
+        pm, pn = provenance_shape(spec)
+        m, ncols = m or pm, ncols or pn
     if op == "gemv":
         return int(m or 4), None
     if op == "gemm":
         return int(m or 4), int(ncols or 4)
     return None, None
-
-
-def _int_value(v):
-    v = getattr(v, "value", v)
-    return v if isinstance(v, int) and v > 0 else None
 
 
 def reference_outputs(tree: Tree, arith, op: str, samples, regions: dict | None = None) -> list:
@@ -877,13 +926,6 @@ def _resolve_target():
     return resolve_target
 
 
-def replica_callable(module, op: str, label: str) -> Callable:
-    fn = getattr(module, op, None)
-    if not callable(fn):
-        raise FpspecError(f"replica {label} has no function {op}(); a replica exposes sum, dot, gemv or gemm")
-    return fn
-
-
 _TORCH_DTYPES = {"fp64": "float64", "fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
@@ -906,16 +948,6 @@ def torch_replica(fn: Callable, fmt: str, device: str | None = None) -> Callable
         return (out.float() if out.dtype == torch.bfloat16 else out).numpy()
 
     return call
-
-
-def replica_rows(module, op: str) -> Callable | None:
-    """A (b, n) -> (b,) call for the revelation engine's batched queries: a sum
-    replica's `sums(X)` sums the columns of X.  The engine checks a sample of
-    batched answers against single calls of `sum` before it trusts them."""
-    sums = getattr(module, "sums", None)
-    if op != "sum" or not callable(sums):
-        return None
-    return lambda X: sums(np.ascontiguousarray(np.asarray(X).T))
 
 
 def make_replica_side(fn: Callable, label: str, op: str, fmt: str, *, out_fmt: str | None = None,
@@ -951,50 +983,133 @@ def make_target_side(name: str, op: str | None, fmt: str, *, role: str = "origin
 def verify_spec(spec, *, spec_name: str = "spec", backend: str = "numpy", replica_source: str | None = None,
                 replica_label: str | None = None, against: str | None = None, n_values=None,
                 samples: int = 10000, seed: int = 0, max_n: int = 4096, m: int | None = None,
-                ncols: int | None = None, device: str = "cpu", replica_fn: Callable | None = None) -> Report:
-    """Compile (or take) a replica of `spec` and check it, and `against`, against the spec."""
-    ref = make_spec_side(spec, spec_name, m=m, ncols=ncols)
-    notes = []
-    if replica_fn is None:
-        if replica_source is None:
-            from fpspec.compile import compile_spec
+                ncols: int | None = None, device: str = "cpu", replica_fn: Callable | None = None,
+                replica_path: str | None = None) -> Report:
+    """Compile (or take) a replica of `spec` and check it, and `against`, against the spec.
 
-            replica_source = compile_spec(spec, target=backend)
-            replica_label = replica_label or f"replica ({backend})"
-        module = load_replica(replica_source, replica_label or "replica")
-        replica_fn = replica_callable(module, ref.op, replica_label or "replica")
-        rows = replica_rows(module, ref.op)
-        if getattr(module, "torch", None) is not None:    # a Triton replica takes tensors
-            replica_fn, rows = torch_replica(replica_fn, ref.fmt), None
+    The replica is the file a user ships: its source (compiled for `backend`, or
+    `replica_source`, the text of the file `replica_path`) is written to a
+    private temporary folder, imported in a fresh process (note [replica in a
+    process]) and every public function it exposes is called there; the folder
+    and the process are gone when this returns.  `replica_fn` instead checks a
+    callable of this process (fpspec.testing)."""
+    if spec.header.arithmetic is None:
+        raise FpspecError(f"{spec_name} has no arithmetic section: nothing defines the bits a replica must "
+                          "give (fpspec probe TARGET writes one)")
+    ref = make_spec_side(spec, spec_name, m=m, ncols=ncols)
+    notes: list[str] = []
+    if n_values:
+        from fpspec.spec.expand import check_n
+
+        for n in n_values:
+            check_n(spec, n)
+        sampled, uncovered = (), ""
     else:
-        rows = None
-    label = replica_label or "replica"
-    rep = make_replica_side(replica_fn, label, ref.op, ref.fmt, out_fmt=ref.out_fmt, m=ref.m, ncols=ref.ncols,
+        n_values = spec_n_values(spec, max_n=max_n, seed=seed)
+        sampled, uncovered = spec_sampled_n(spec, max_n=max_n)
+        notes.append(f"n values chosen from the spec's guards and range (at most {max_n}; -n to add more)")
+    if replica_fn is not None:
+        rep = make_replica_side(replica_fn, replica_label or "replica", ref.op, ref.fmt, out_fmt=ref.out_fmt,
+                                m=ref.m, ncols=ref.ncols)
+        return _verify_sides(ref, rep, (), against, n_values, sampled, uncovered, samples, seed, device, notes)
+
+    from fpspec.compile.process import ReplicaProcess, file_sha256, private_folder, remove_folder
+
+    compiled = replica_source is None
+    if compiled:
+        from fpspec.compile import compile_spec
+
+        replica_source = compile_spec(spec, target=backend)
+    label = replica_label or f"replica ({backend})"
+    folder = private_folder("fpspec-verify-")
+    process = None
+    try:
+        path = folder / (Path(replica_label).name if replica_label and not compiled else "replica.py")
+        path.write_bytes(replica_source.encode() if isinstance(replica_source, str) else replica_source)
+        digest = file_sha256(path)
+        process = ReplicaProcess.start(path, replica_path or label)
+        rep, extra = _process_sides(process, ref, label)
+        where = (f"{replica_path or replica_label} (a private copy)" if not compiled else
+                 f"{path} (fpspec compile --target {backend}, removed after)")
+        notes.insert(0, f"replica file: {where}, sha256 {digest}, fresh process (pid {process.pid}); "
+                        f"checked: {', '.join(f + '()' for f in process.functions)}")
+        return _verify_sides(ref, rep, extra, against, n_values, sampled, uncovered, samples, seed, device, notes)
+    finally:
+        if process is not None:
+            process.close()
+        remove_folder(folder)
+
+
+# Note [replica in a process]: verify checks the file a user ships, not a
+# module this process happens to hold: the replica is written to a private
+# folder (mkdtemp, mode 0700; nothing found on disk is trusted), imported in a
+# child interpreter that has not imported fpspec, and called there through a
+# pipe.  Trees are revealed through that child (batched queries through
+# sums(), which the engine checks against single calls), and every public
+# function is compared with the spec on the sample inputs: sum() and sums()
+# each (one edited by hand is caught even when the other is right).
+
+
+def _process_sides(process, ref: Side, label: str) -> tuple[Side, tuple[Side, ...]]:
+    """The replica in `process` as a side (its op's function), and the sides of its
+    other public functions (sums() of a sum replica), for the samples."""
+    from fpspec.compile.process import PUBLIC
+
+    op = ref.op
+    if op not in process.functions:
+        raise FpspecError(f"replica {label} has no function {op}(); a replica of a {op} spec exposes {op}()")
+    wrong = [f for f in process.functions if f not in (op, "sums" if op == "sum" else op)]
+    if wrong:
+        raise FpspecError(f"replica {label} exposes {', '.join(w + '()' for w in wrong)}, which a {op} spec "
+                          f"does not define (a replica exposes only its op: {', '.join(PUBLIC)})")
+    torch_dtype = _TORCH_DTYPES.get(ref.fmt) if process.takes_tensors else None
+
+    def call(name: str):
+        return lambda *args: process.call(name, *args, torch_dtype=torch_dtype)
+
+    has_sums = "sums" in process.functions
+    rows = (lambda X: process.call("sums", np.ascontiguousarray(np.asarray(X).T), torch_dtype=torch_dtype)) \
+        if has_sums else None
+    rep = make_replica_side(call(op), label, op, ref.fmt, out_fmt=ref.out_fmt, m=ref.m, ncols=ref.ncols,
                             call_rows=rows)
+    if not has_sums:
+        return rep, ()
+    sums = call("sums")
+
+    def sums_outputs(n: int, batch) -> list:
+        # every sample of one n as a column of one call: each column is its own sum
+        X = np.stack([np.asarray(s.args[0]) for s in batch], axis=1)
+        try:
+            got = np.asarray(sums(X), np.float64)
+        except Exception as e:
+            raise SideFailure(f"{label} sums() raised {_one_line(e)} on n={n}") from None
+        if got.shape != (len(batch),):
+            raise SideFailure(f"{label} sums() returned shape {got.shape} for {len(batch)} columns at n={n}")
+        return [got[k].reshape(()) for k in range(len(batch))]
+
+    return rep, (Side(f"{label} sums()", "replica", op, ref.fmt, tree_at=rep.tree_at, outputs=sums_outputs,
+                      out_fmt=ref.out_fmt),)
+
+
+def _verify_sides(ref: Side, rep: Side, extra: Sequence[Side], against: str | None, n_values, sampled,
+                  uncovered: str, samples: int, seed: int, device: str, notes: list) -> Report:
     sides = [rep]
-    pairs = [(ref, rep)]
+    pairs = [(ref, rep)] + [(ref, side) for side in extra]
     if against:
         orig = make_target_side(against, ref.op, ref.fmt, role="original", m=ref.m, ncols=ref.ncols,
                                 device=device)
         sides.append(orig)
         pairs.insert(0, (orig, rep))
-    if not n_values:
-        n_values = spec_n_values(spec, max_n=max_n, seed=seed)
-        notes.append(f"n values chosen from the spec's guards and range (at most {max_n}; -n to add more)")
-    else:
-        from fpspec.spec.expand import check_n
-
-        for n in n_values:
-            check_n(spec, n)
     return compare(ref, sides, n_values, samples=samples, seed=seed, sample_pairs=pairs,
-                   command="verify", notes=notes)
+                   command="verify", notes=notes, sampled_n=sampled, not_covered=uncovered)
 
 
-def diff_sides(a: Side, b: Side, n_values, *, samples: int = 0, seed: int = 0, notes=()) -> Report:
+def diff_sides(a: Side, b: Side, n_values, *, samples: int = 0, seed: int = 0, notes=(), sampled_n=(),
+               not_covered: str = "") -> Report:
     """`fpspec diff`: the first differing subtree at each n, the arithmetic
     differences, and (with samples) the first input on which they disagree."""
     if a.op != b.op:
         raise FpspecError(f"{a.name} is a {a.op} and {b.name} a {b.op}: nothing to compare")
     pairs = [(a, b)] if samples and a.outputs is not None and b.outputs is not None else []
     return compare(a, [b], n_values, samples=samples, seed=seed, sample_pairs=pairs,
-                   command="diff", notes=notes)
+                   command="diff", notes=notes, sampled_n=sampled_n, not_covered=not_covered)

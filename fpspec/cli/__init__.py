@@ -19,6 +19,7 @@ import sys
 import typer
 
 from fpspec.errors import FpspecError
+from fpspec.io import inputs_guarded
 
 app = typer.Typer(
     name="fpspec",
@@ -49,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     for Ctrl-C (130), `fpspec: internal error: ...` only for a bug in fpspec.
     """
     args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] in (["--version"], ["-V"]):
+        print(f"fpspec {_version()}")
+        return 0
+    # with --json the answer on stdout is JSON, an error too (`{"error": ..., "exit_code": ...}`)
+    as_json = "--json" in args[1:]
     if not args:
         _register()
         # bare `fpspec`: the overview, then the one line that says what was missing
@@ -60,10 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _register()     # imports numpy and friends: Ctrl-C may land here
         command = typer.main.get_command(app)
-        with command.make_context("fpspec", args) as ctx:
+        from fpspec.cli.progress_bar import progress_bars
+        from fpspec.reveal.targets import isolated_first_calls
+
+        with inputs_guarded(), isolated_first_calls(), progress_bars(), \
+                command.make_context("fpspec", args) as ctx:
             rv = command.invoke(ctx)
     except FpspecError as e:
-        return _error(str(e), e.exit_code)
+        return _error(str(e), e.exit_code, as_json)
     except typer.Exit as e:               # --help, or a command's own exit code
         return e.exit_code
     except (typer.Abort, KeyboardInterrupt):
@@ -74,29 +84,54 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_stdout()
         return 141
     except typer.TyperException as e:     # click's usage errors and its other complaints
-        return _error(_usage_message(e, args), getattr(e, "exit_code", 2))
+        return _error(_usage_message(e, args), getattr(e, "exit_code", 2), as_json)
     except MemoryError:
-        return _error("out of memory (is -n, --m or --ncols far larger than meant?)", 1)
+        return _error("out of memory (is -n, --m or --ncols far larger than meant?)", 1, as_json)
     except UnicodeDecodeError as e:
-        return _error(f"input is not UTF-8 text ({e.reason} at byte {e.start})", 2)
+        return _error(f"input is not UTF-8 text ({e.reason} at byte {e.start})", 2, as_json)
     except OSError as e:
         # an error of the file system (disk full, permission, a vanished
         # directory) the command did not catch itself: still the user's file
         name = e.filename2 or e.filename    # os.replace(tmp, path) names path second
         where = f"{name}: " if name else ""
-        return _error(f"{where}{e.strerror or e}", 2)
+        return _error(f"{where}{e.strerror or e}", 2, as_json)
     except Exception as e:
         if os.environ.get("FPSPEC_DEBUG"):
             raise
-        print(f"fpspec: internal error: {type(e).__name__}: {_one_line(str(e))} "
-              "(set FPSPEC_DEBUG=1 for a traceback)", file=sys.stderr)
+        message = f"internal error: {type(e).__name__}: {_one_line(str(e))} (set FPSPEC_DEBUG=1 for a traceback)"
+        print(f"fpspec: {message}", file=sys.stderr)
+        if as_json:
+            _json_error(message, 1)
         return 1
     return rv if isinstance(rv, int) else 0
 
 
-def _error(message: str, code: int) -> int:
+def _error(message: str, code: int, as_json: bool = False) -> int:
     print(f"fpspec: error: {_one_line(message)}", file=sys.stderr)
+    if as_json:
+        _json_error(_one_line(message), code)
     return code
+
+
+def _json_error(message: str, code: int) -> None:
+    import json
+
+    try:
+        print(json.dumps({"error": message, "exit_code": code}, indent=2))
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        _quiet_stdout()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fpspec")
+    except PackageNotFoundError:      # run from a source tree that is not installed
+        import fpspec
+
+        return fpspec.__version__
 
 
 def _one_line(text: str) -> str:

@@ -6,7 +6,10 @@ each mistake reads the same: one line naming the file, option or target.
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -24,6 +27,11 @@ def check_output(path, option: str) -> None:
     p = Path(path)
     if p.is_dir():
         raise FpspecError(f"{option} {path}: cannot write: it is a directory, expected a file name")
+    if p.exists() and not p.is_file():
+        # a device, pipe or socket: write_atomic would rename a file over it (-o /dev/null as root)
+        raise FpspecError(f"{option} {path}: cannot write: not a regular file; expected a file name "
+                          "(fpspec writes regular files only)")
+    p = Path(os.path.realpath(p)) if p.is_symlink() else p      # a link: its target is written
     parent = p.parent
     if not parent.is_dir():
         raise FpspecError(f"{option} {path}: cannot write: no directory {str(parent)!r}")
@@ -37,6 +45,8 @@ def write_output(path, text, option: str) -> None:
 
     try:
         write_atomic(path, text)
+    except FpspecError as e:
+        raise FpspecError(f"{option} {e}") from None
     except OSError as e:
         raise FpspecError(f"{option} {path}: cannot write: {e.strerror or e}") from None
 
@@ -75,3 +85,25 @@ def check_backend(name: str, option: str = "--target") -> None:
 
     if name not in BACKENDS:
         raise FpspecError(f"{option}: unknown target {name!r}; expected one of {', '.join(BACKENDS)}")
+
+
+@contextmanager
+def target_prints_to_stderr() -> Iterator[None]:
+    """What a target prints while it runs goes to stderr: stdout holds fpspec's
+    answer (a tree, a spec, JSON), which a chatty callable must not corrupt.
+    Both Python's sys.stdout and file descriptor 1 (C code's printf) are moved."""
+    sys.stdout.flush()
+    try:
+        fd = sys.stdout.fileno()
+        saved = os.dup(fd)
+        os.dup2(sys.stderr.fileno(), fd)
+    except (AttributeError, OSError, ValueError):   # stdout is not a file (a test's capture)
+        fd = saved = None
+    try:
+        with redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            sys.stdout.flush()
+            os.dup2(saved, fd)
+            os.close(saved)

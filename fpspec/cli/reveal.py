@@ -12,10 +12,11 @@ import numpy as np
 import typer
 
 from fpspec.cli import app
-from fpspec.cli.common import at_least, check_device, check_dtype, check_output, write_output
+from fpspec.cli.common import (at_least, check_device, check_dtype, check_output, target_prints_to_stderr,
+                               write_output)
 from fpspec.infer import TIME_LIMIT
 from fpspec.io import read_text
-from fpspec.errors import FpspecError
+from fpspec.errors import FpspecError, RevealRefused
 
 
 def provenance(target, argv: list[str] | None = None) -> dict:
@@ -166,8 +167,10 @@ def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe
     from fpspec.infer.__main__ import arithmetic_section
 
     known = arithmetic_section(arithmetic) if arithmetic else None
-    result = infer(target, (lo, hi), seed=seed, probe=not no_probe, arithmetic=known, progress=sys.stderr.isatty(),
-                        command=command, dtype=dtype, op=op, m=m, ncols=ncols, device=device, time_limit=time_limit)
+    with target_prints_to_stderr():
+        result = infer(target, (lo, hi), seed=seed, probe=not no_probe, arithmetic=known,
+                       progress=sys.stderr.isatty(), command=command, dtype=dtype, op=op, m=m, ncols=ncols,
+                       device=device, time_limit=time_limit)
     if output and result.ok:
         write_output(output, str(result.spec), "-o")
     if as_json:
@@ -179,6 +182,97 @@ def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe
         # a spec that disagrees with the target somewhere must not replace the user's file
         kept = f"; {output} not written" if output else ""
         raise NotInferred(f"the inferred spec disagrees with {target} (see the report above){kept}")
+
+
+# with -o (or --json) a tree this small is still printed; a larger one only with --tree
+SMALL_TREE = 64
+
+
+# Note [cost of a revelation]: FPRev asks about 1.06 n queries (measured: numpy.sum at
+# n = 65536 and 262144), each a call of the target on n terms plus O(n) work to
+# build the masks and read the answer, and holds a few n-term buffers per
+# batched row.  So the time grows as n^2: numpy.sum at n = 5 * 10^6 is about a day.
+# Estimated before the work starts; beyond REACH_SECONDS or the free memory the
+# answer is a spec inferred from smaller n and checked at this n by sampling.
+REACH_SECONDS = 2 * 3600
+TIMED_N = 1 << 16
+_SECONDS_PER_TERM = 4e-9        # mask building and reading, per term of a query (this kind of CPU)
+_BYTES_PER_TERM = 300           # the engine's arrays per leaf (5 * 10^6 leaves: 1.3 GB)
+
+
+def estimate_cost(tgt) -> tuple[float, float]:
+    """(seconds, bytes) a full revelation of `tgt` at its n is expected to take: the
+    target timed on all-ones operands, at most TIMED_N terms long (scaled up linearly)."""
+    import dataclasses
+    import time
+
+    n = tgt.n
+    size = sum(int(np.prod(shape)) for shape in tgt.operand_shapes)
+    needed = 100e6 + _BYTES_PER_TERM * n + 32.0 * size
+    small = dataclasses.replace(tgt, n=min(n, TIMED_N))
+    operands = [small.native(np.ones(shape)) for shape in small.operand_shapes]
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        small.call(*operands)
+        best = min(best, time.perf_counter() - t0)
+    call = best * n / small.n
+    return 1.06 * n * (call + size * _SECONDS_PER_TERM), needed
+
+
+def _available_memory() -> float | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_reachable(tgt) -> None:
+    """Refuse a revelation that cannot finish (note [cost of a revelation]); say how long a long one takes."""
+    seconds, needed = estimate_cost(tgt)
+    free = _available_memory()
+    route = (f"infer a spec from smaller n and check it at n = {tgt.n} by sampling: fpspec reveal {tgt.name} "
+             f"-n 1..65536 -o spec.fps, then python -m fpspec.infer {tgt.name} -n 1..65536 --check {tgt.n}")
+    if free is not None and needed > 0.8 * free:
+        raise RevealOutOfReach(f"a full revelation of {tgt.name} at n = {tgt.n} needs about {_bytes(needed)} of "
+                               f"memory ({_bytes(free)} available); {route}")
+    if seconds > REACH_SECONDS:
+        raise RevealOutOfReach(f"a full revelation of {tgt.name} at n = {tgt.n} takes about {_duration(seconds)} "
+                               f"(about {int(1.06 * tgt.n)} queries of {tgt.n} terms); {route}")
+    if seconds > 30:
+        typer.echo(f"note: revealing {tgt.name} at n = {tgt.n}: about {_duration(seconds)} and "
+                   f"{_bytes(needed)} estimated", err=True)
+
+
+def _bytes(x: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6)):
+        if x >= size:
+            return f"{x / size:.1f} {unit}"
+    return f"{x / 1e3:.0f} kB"
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 7200:
+        return f"{seconds / 3600:.0f} hours"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds:.0f} s"
+
+
+class RevealOutOfReach(RevealRefused):
+    """A full revelation would not finish here: a refusal (exit code 3) naming the sampled route."""
+
+
+def _order_text(spec) -> str:
+    """The part of a spec a person reads first: its named orders and its order (no header)."""
+    from fpspec.spec import Header, Spec
+
+    text = str(Spec(Header(None, None, None, ()), spec.lets, spec.order))
+    return text.strip()
 
 
 class NotInferred(FpspecError):
@@ -199,6 +293,8 @@ def reveal(
     output: Optional[str] = typer.Option(None, "-o", "--output", help="write the order here: a .fps spec (lowered, with provenance and the probed arithmetic)"),
     file_format: str = typer.Option("fps", "--format", help="what -o writes: fps (a spec) or tree (the bracket tree with a # header)"),
     as_json: bool = typer.Option(False, "--json", help="print a JSON summary instead of the tree"),
+    show_tree: bool = typer.Option(False, "--tree", help="with -o or --json: print the whole tree too (by default "
+                                   f"only trees of at most {SMALL_TREE} leaves are printed there)"),
     no_probe: bool = typer.Option(False, "--no-probe", help="skip the arithmetic probes"),
     algorithm: str = typer.Option("auto", "--algorithm", help="basic | fprev | modified | auto"),
     seed: int = typer.Option(0, "--seed", help="seed for the random pivots"),
@@ -216,7 +312,7 @@ def reveal(
     """Reveal the accumulation order of TARGET at length n and print it as a tree."""
     from fpspec.reveal.engine import reveal as run_reveal
     from fpspec.reveal.targets import resolve_target
-    from fpspec.tree import format_tree
+    from fpspec.tree import format_tree, stats
 
     lo, hi = _parse_n(n)
     splits = {"auto": None, "split": True, "unsplit": False}
@@ -235,7 +331,8 @@ def reveal(
     check_device(device)
     if hi is not None:
         # resolve_target tries a user callable once: before the work starts, at the range's first n
-        resolve_target(target, op=op, n=max(lo, 2), dtype=dtype, m=m, ncols=ncols, device=device)
+        with target_prints_to_stderr():
+            resolve_target(target, op=op, n=max(lo, 2), dtype=dtype, m=m, ncols=ncols, device=device)
         _reveal_range(target, lo, hi, dtype=dtype, op=op, m=m, ncols=ncols, device=device, seed=seed,
                       no_probe=no_probe, output=output, as_json=as_json, arithmetic=arithmetic,
                       time_limit=time_limit, argv=["reveal", *sys.argv[2:]] if sys.argv[1:2] == ["reveal"] else None)
@@ -245,26 +342,28 @@ def reveal(
 
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    tgt = resolve_target(target, op=op, n=lo, dtype=dtype, m=m, ncols=ncols, device=device)
-    rev = run_reveal(tgt, algorithm=algorithm, seed=seed, progress=sys.stderr.isatty(), split=splits[masks])
-    orders = None
-    if positions and rev.shared is not None and rev.shared.size > 1:
-        from fpspec.reveal.positions import reveal_positions
+    with target_prints_to_stderr():
+        tgt = resolve_target(target, op=op, n=lo, dtype=dtype, m=m, ncols=ncols, device=device)
+        check_reachable(tgt)
+        rev = run_reveal(tgt, algorithm=algorithm, seed=seed, progress=True, split=splits[masks])
+        orders = None
+        if positions and rev.shared is not None and rev.shared.size > 1:
+            from fpspec.reveal.positions import reveal_positions
 
-        orders = reveal_positions(tgt, first=rev, algorithm=algorithm, seed=seed, split=splits[masks])
-        if file_format == "tree" and output and len(orders) > 1:
-            raise FpspecError(f"--format tree holds one tree, and {target} uses {len(orders)} orders across its "
-                              "outputs; write a spec (--format fps) or pass --no-positions")
-    lines: list[str] = []
-    report = None
-    reports = [None] * (len(orders) if orders else 1)
-    if not no_probe:
-        from fpspec.arith.probe import probe_arithmetic
+            orders = reveal_positions(tgt, first=rev, algorithm=algorithm, seed=seed, split=splits[masks])
+            if file_format == "tree" and output and len(orders) > 1:
+                raise FpspecError(f"--format tree holds one tree, and {target} uses {len(orders)} orders across its "
+                                  "outputs; write a spec (--format fps) or pass --no-positions")
+        lines: list[str] = []
+        report = None
+        reports = [None] * (len(orders) if orders else 1)
+        if not no_probe:
+            from fpspec.arith.probe import probe_arithmetic
 
-        reports = [probe_arithmetic(order_target(tgt, p.mask, p.at), p.revelation.tree) for p in orders] \
-            if orders else [probe_arithmetic(order_target(tgt, rev.shared, (0, 0)), rev.tree)]
-        report = reports[0]
-        lines = list(report.lines)
+            reports = [probe_arithmetic(order_target(tgt, p.mask, p.at), p.revelation.tree) for p in orders] \
+                if orders else [probe_arithmetic(order_target(tgt, rev.shared, (0, 0)), rev.tree)]
+            report = reports[0]
+            lines = list(report.lines)
     argv = ["reveal", target, "-n", n, "--dtype", dtype]
     for flag, value in (("--op", op), ("--m", m), ("--ncols", ncols), ("-o", output),
                         ("--format", None if file_format == "fps" else file_format)):
@@ -283,31 +382,51 @@ def reveal(
     prov = provenance(tgt, argv)
     if tf32:
         prov["tf32"] = True
+    spec = None
     if output:
-        if orders is not None and len(orders) > 1:
-            text = str(positional_spec(orders, prov, reports, tgt, lines))
-        elif file_format == "fps":
-            text = spec_file_text(rev.tree, prov, rev, report, order_target(tgt, rev.shared, (0, 0)), lines)
-        else:
-            text = tree_file_text(rev.tree, prov, rev, lines)
+        with target_prints_to_stderr():
+            if orders is not None and len(orders) > 1:
+                spec = positional_spec(orders, prov, reports, tgt, lines)
+                text = str(spec)
+            elif file_format == "fps":
+                spec = revealed_spec(rev.tree, prov, rev, report, order_target(tgt, rev.shared, (0, 0)), lines)
+                text = str(spec)
+            else:
+                text = tree_file_text(rev.tree, prov, rev, lines)
         write_output(output, text, "-o")
     many = orders is not None and len(orders) > 1
+    trees = [p.revelation.tree for p in orders] if many else [rev.tree]
+    # the tree is the answer without -o; with -o the file is, and a big tree only floods the terminal
+    shown = show_tree or max(stats(t).leaves for t in trees) <= SMALL_TREE or (not output and not as_json)
     if as_json:
         summary = rev.summary()
         summary["provenance"] = prov
-        summary["tree"] = format_tree(rev.tree)
+        if shown:
+            summary["tree"] = format_tree(rev.tree)
+        if output:
+            summary["output"] = output
+            if spec is not None:
+                summary["spec_order"] = _order_text(spec)
         if lines:
             summary["arithmetic"] = lines
         if many:
             summary["positions"] = [
-                {"at": list(p.at), "outputs": int(p.mask.sum()), "tree": format_tree(p.revelation.tree),
+                {"at": list(p.at), "outputs": int(p.mask.sum()), "tree_stats": str(stats(p.revelation.tree)),
+                 **({"tree": format_tree(p.revelation.tree)} if shown else {}),
                  "queries": p.revelation.queries, "calls": p.revelation.calls,
                  "arithmetic": list(r.lines) if r is not None else []}
                 for p, r in zip(orders, reports)]
         typer.echo(json.dumps(summary, indent=2))
         return
+    if output:
+        typer.echo(f"wrote {output}: {tgt.describe()}")
+        if spec is not None:
+            typer.echo(_order_text(spec))
     if not many:
-        typer.echo(format_tree(rev.tree))
+        if shown:
+            typer.echo(format_tree(rev.tree))
+        else:
+            typer.echo(f"# tree: {stats(rev.tree)} (--tree prints it)")
         for note in rev.notes:
             typer.echo(f"note: {note}", err=True)
         for line in lines:
@@ -319,7 +438,8 @@ def reveal(
                err=True)
     for k, (p, r) in enumerate(zip(orders, reports)):
         typer.echo(f"order {k}: {int(p.mask.sum())} outputs, revealed at row {p.at[0]}, column {p.at[1]}")
-        typer.echo(format_tree(p.revelation.tree))
+        typer.echo(format_tree(p.revelation.tree) if shown
+                   else f"# tree: {stats(p.revelation.tree)} (--tree prints it)")
         for line in (r.lines if r is not None else ()):
             typer.echo(line)
     typer.echo(f"{sum(p.revelation.queries for p in orders)} queries, {total} calls, "

@@ -171,7 +171,10 @@ def fmt(
         return
     if in_place:
         if text != canonical:
-            write_output(file, canonical, "-i")
+            from fpspec.io import replacing_input
+
+            with replacing_input(file):
+                write_output(file, canonical, "-i")
             typer.echo(f"reformatted {file}")
         return
     typer.echo(canonical, nl=False)

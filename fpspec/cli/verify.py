@@ -14,7 +14,7 @@ import typer
 from fpspec.cli import app
 from fpspec.cli.common import at_least, check_backend, check_device, check_dtype
 from fpspec.cli.spec import read_spec_text
-from fpspec.errors import FpspecError
+from fpspec.errors import FpspecError, RevealRefused
 from fpspec.io import read_text
 
 
@@ -42,11 +42,19 @@ class NotEquivalent(FpspecError):
     exit_code = 1
 
 
+class Nondeterministic(RevealRefused):
+    """A side gave two answers for one input: no order to compare, exit code 3."""
+
+
 def _emit(report, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
         typer.echo(report.text())
+    if report.nondeterministic:
+        who = sorted({p.side for p in report.problems if p.nondeterministic})
+        raise Nondeterministic(f"{', '.join(who)}: nondeterministic (one input gave two answers); "
+                               "an order cannot be verified")
     if not report.equivalent:
         # an exception, not typer.Exit: fpspec.cli.main returns the exit code of
         # FpspecError subclasses, while click swallows Exit's code in library mode
@@ -64,7 +72,7 @@ def _positive(values, what: str):
 @app.command()
 def verify(
     spec_path: str = typer.Argument(..., metavar="SPEC", help="the .fps spec to verify against"),
-    target: str = typer.Option("numpy", "--target", "-t", help="backend to compile the replica for: numpy, numba, triton"),
+    target: Optional[str] = typer.Option(None, "--target", "-t", help="backend to compile the replica for: numpy (default), numba, triton"),
     replica: Optional[Path] = typer.Option(None, "--replica", help="verify this replica source instead of compiling one"),
     against: Optional[str] = typer.Option(None, "--against", help="the original library function (e.g. numpy.sum)"),
     n: Optional[List[int]] = typer.Option(None, "-n", "--n", help="reduction length to check (repeatable); default: every branch of the spec"),
@@ -81,6 +89,10 @@ def verify(
 
     if samples < 0:
         raise FpspecError(f"--samples {samples}: expected a count >= 0")
+    if replica is not None and target is not None:
+        raise FpspecError(f"--replica {replica} and --target {target} contradict each other: --replica verifies "
+                          "that file as it is, --target compiles a new one")
+    target = target or "numpy"
     check_backend(target)
     check_device(device)
     at_least(max_n, 2, "--max-n")
@@ -98,7 +110,7 @@ def verify(
             raise FpspecError(f"{replica}: no such replica file")
         source, label = read_text(replica, "replica (Python source)"), replica.name
     report = verify_spec(spec, spec_name=spec_path, backend=target, replica_source=source,
-                         replica_label=label, against=against, n_values=_positive(n, "-n"),
+                         replica_label=label, replica_path=None if replica is None else str(replica), against=against, n_values=_positive(n, "-n"),
                          samples=samples, seed=seed, max_n=max_n, m=m, ncols=ncols, device=device)
     _emit(report, as_json)
 
@@ -143,6 +155,7 @@ def diff(
     left, right = side(a), side(b)
     notes = []
     ns = _positive(n, "-n")
+    sampled, uncovered = [], ""
     if ns:
         from fpspec.spec.expand import check_n
 
@@ -152,12 +165,22 @@ def diff(
     elif specs:
         for s in specs.values():
             ns.extend(V.spec_n_values(s, max_n=max_n, seed=seed))
+            more, missed = V.spec_sampled_n(s, max_n=max_n)
+            sampled.extend(more)
+            uncovered = uncovered or missed
         for s in specs.values():   # only n that every spec covers
             ns = [k for k in ns if s.header.n is None or k in s.header.n]
+            sampled = [k for k in sampled if s.header.n is None or k in s.header.n]
         if not ns:
             raise FpspecError("the specs' ranges of n do not overlap: nothing to compare")
         notes.append(f"n values chosen from the spec's guards and range (at most {max_n})")
+        if a in specs and b in specs:     # two expansions: trees at large n cost no revelation
+            ns, sampled = ns + sampled, []
+        elif not samples:
+            uncovered = f"n > {max_n} (--samples N compares outputs up to {V.SAMPLED_MAX_N})"
+            sampled = []
     else:
         ns = list(V.DEFAULT_TARGET_N)
         notes.append("n values: a default set (give -n to choose)")
-    _emit(V.diff_sides(left, right, ns, samples=samples, seed=seed, notes=notes), as_json)
+    _emit(V.diff_sides(left, right, ns, samples=samples, seed=seed, notes=notes, sampled_n=sampled,
+                       not_covered=uncovered), as_json)

@@ -42,34 +42,39 @@ def compile_spec(spec, target: str = "numpy", n: int | None = None, name: str | 
     return compile_kernel(build_kernel(spec, n=n, name=name, source=source), target, **options)
 
 
+_LOADED: dict = {}          # sha256 of the source -> module, this process only
+_FOLDER: list = []          # the private folder replicas are written to, made on first use
+
+
 def load_replica(source: str, label: str):
-    """Import replica source as a module (from a file, so that numba can see it)."""
-    import importlib.util
-    import sys
-    import tempfile
-    from pathlib import Path
-
+    """Import replica source as a module in this process, from a file (numba and
+    triton read a function's source from its file) in a private folder made
+    for this process (mode 0700, removed at exit): nothing already on disk is
+    ever imported.  `fpspec verify` runs replicas in a fresh process instead
+    (fpspec.compile.process)."""
+    import atexit
     import hashlib
+    import importlib.util
 
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / "fpspec-replicas"
-    folder.mkdir(exist_ok=True)
-    path = folder / f"replica_{digest}.py"
-    if not path.exists():
-        from fpspec.io import write_atomic
+    from fpspec.compile.process import private_folder, remove_folder
+    from fpspec.io import write_atomic
 
-        write_atomic(path, source)
-    modname = f"fpspec_replica_{digest}"
-    if modname in sys.modules:
-        return sys.modules[modname]
-    spec = importlib.util.spec_from_file_location(modname, path)
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    if digest in _LOADED:
+        return _LOADED[digest]
+    if not _FOLDER:
+        _FOLDER.append(private_folder("fpspec-replicas-"))
+        atexit.register(remove_folder, _FOLDER[0])
+    path = _FOLDER[0] / f"replica_{digest[:16]}.py"
+    write_atomic(path, source)
+    spec = importlib.util.spec_from_file_location(f"fpspec_replica_{digest[:16]}", path)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise CompileError(f"replica {label} does not import: {type(e).__name__}: {first}") from None
-    sys.modules[modname] = module
+    _LOADED[digest] = module
     return module
 
 

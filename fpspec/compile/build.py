@@ -132,8 +132,14 @@ def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
         if any(isinstance(k, ir.Positional) for k in arms + [rest]):
             raise CompileError("an `if` on the output position i, j inside another one; the compiler takes "
                                "one, as the root order's outermost `if`")
+        m, ncols = provenance_shape(spec)
+        if m is None or (rest.op == "gemm" and ncols is None):
+            raise CompileError("the order depends on the output position i, j, but the spec does not say the "
+                               "output shape its conditions were written for (provenance { shape { m = ROWS "
+                               "ncols = COLUMNS } }, as fpspec reveal writes it)")
         return ir.Positional(rest.op, tuple((build_cond(c.cond, True), k) for c, k in zip(o.cases, arms)),
-                             rest, text, rest.name, tuple(str(c.cond) for c in o.cases))
+                             rest, text, rest.name, tuple(str(c.cond) for c in o.cases),
+                             (m, ncols if rest.op == "gemm" else 1))
     h = spec.header
     op = h.op or "sum"
     if op not in ir.OPS:
@@ -158,6 +164,21 @@ def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
     used = using_names(top, *(d.order for d in spec.lets))
     return Kernel(op, arithmetic, root, lo, hi, orders, text, kernel_name,
                   arithmetics=tuple((k, a) for k, a in named if k in used))
+
+
+def provenance_shape(spec: A.Spec) -> tuple[int | None, int | None]:
+    """(m, ncols) of the output a spec was revealed on: its provenance's `shape { m, ncols }`
+    (fpspec reveal) or `m`, `ncols` (fpspec.infer); None where it says nothing."""
+    prov = spec.header.provenance
+    found = {"m": None, "ncols": None}
+    shape = prov.get("shape") if prov is not None else None
+    for where in (shape, prov):
+        if where is not None and hasattr(where, "get"):
+            for key in found:
+                v = getattr(where.get(key), "value", where.get(key))
+                if found[key] is None and isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                    found[key] = v
+    return found["m"], found["ncols"]
 
 
 def specialize(r: ir.Reducer, orders: dict, n: int) -> ir.Reducer:

@@ -471,6 +471,9 @@ class Positional:
     source: str = ""
     name: str = "spec"
     texts: tuple[str, ...] = ()     # each case's condition as the spec writes it (comments in the replica)
+    # (rows, columns) of the output the conditions were written for (the spec's provenance shape):
+    # the replica refuses any other, where the same i, j may take another order
+    shape: "tuple[int, int] | None" = None
 
     @property
     def kernels(self) -> tuple[Kernel, ...]:

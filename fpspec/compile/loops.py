@@ -88,7 +88,6 @@ class LoopProgram:
     constants: tuple[Constant, ...]
     uses_fused: bool
     uses_tables: bool
-    recursive: bool      # some function calls itself (pairwise, recursive named orders)
     regions: tuple[str, ...] = ()   # named arithmetics the code runs in (note [regions in loops])
     uses_pad: bool = False          # calls _padded (note [phantoms])
 
@@ -995,6 +994,5 @@ def emit_program(kernel: Kernel, vector_lanes: bool = False, iterative_splits: b
                       Constant(f"{prefix}_FUSED", table.fused, "bool_")]
     uses_fused = em.uses_fused or any(isinstance(r, FusedChain) for r in walk(kernel.root))
     functions = tuple(em.functions.values()) + (entry,)
-    recursive = any(f"{f.name}(" in line for f in functions for line in f.body)
-    return LoopProgram(functions, tuple(constants), uses_fused, bool(em.tables), recursive,
+    return LoopProgram(functions, tuple(constants), uses_fused, bool(em.tables),
                        tuple(sorted(em.regions_used)), em.uses_pad)

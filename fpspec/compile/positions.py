@@ -53,9 +53,11 @@ def compose(positional: Positional, sources: list[str], target: str) -> str:
     # n is the kernel's length, m the list's: one and the same at the root
     conds = ", ".join(f"lambda i, j, n: {py_cond(c, m='n', vector=True)}" for c, _ in positional.cases)
     arms = len(parts)
+    rows, cols = positional.shape
     dispatch = [
         "# ---------------------------------------------------------------- dispatch on the output position",
         f"_CONDITIONS = ({conds},)",
+        f"_SHAPE = ({rows}, {cols})   # the output the conditions were written for (the spec's provenance)",
         "",
         _RUNTIME.strip(),
     ]
@@ -229,6 +231,7 @@ def _by_position(arms, A, B, n, options, vector):
         B = np.asarray(B)
     if len(A.shape) != 2 or (not vector and len(B.shape) != 2):
         return arms[0](A, B, **options)           # the arm says what is wrong with the shapes
+    _covered(A, B, vector)
     label = _labels(A.shape[0], 1 if vector else B.shape[1], n)
     out = None
     for k, arm in enumerate(arms):
@@ -244,6 +247,20 @@ def _by_position(arms, A, B, n, options, vector):
         r, c = np.nonzero(mask[np.ix_(rows, cols)])
         out = _scatter(out, (rows[r],) if vector else (rows[r], cols[c]), sub, (r,) if vector else (r, c))
     return out
+
+
+def _covered(A, B, vector):
+    """ValueError unless the output has the shape the conditions on i, j were written for:
+    elsewhere an output at the same i, j may well take another order."""
+    rows, cols = _SHAPE
+    covered = (f"{rows} outputs only (A with {rows} rows)" if vector else
+               f"{rows} x {cols} outputs only (A with {rows} rows, B with {cols} columns)")
+    if A.shape[0] != rows:
+        raise ValueError(f"A has {A.shape[0]} rows, but this replica's orders depend on the output position "
+                         f"and its spec covers {covered}")
+    if not vector and B.shape[1] != cols:
+        raise ValueError(f"B has {B.shape[1]} columns, but this replica's orders depend on the output position "
+                         f"and its spec covers {covered}")
 
 
 def _at_origin(arms, n):

@@ -931,26 +931,22 @@ def _sharing_check(checks: list, oracle: LcaOracle, same) -> np.ndarray:
 
 
 class _Progress:
-    """A rich progress bar that appears only once a run has taken more than a second."""
+    """Leaves placed so far, reported as the phase "reveal n=N" (fpspec.progress: the
+    command line shows a bar on a terminal, nothing otherwise)."""
 
     def __init__(self, total: int, enabled: bool):
+        from fpspec.progress import phase
+
         self.total, self.enabled, self.done = total, enabled, 0
-        self.start = time.perf_counter()
-        self.bar = None
+        self._phase = phase(f"reveal n={total}", total) if enabled else None
+        self._advance = self._phase.__enter__() if enabled else None
 
     def advance(self, k: int) -> None:
         self.done += k
-        if not self.enabled:
-            return
-        if self.bar is None and time.perf_counter() - self.start > 1.0:
-            from rich.progress import Progress
-
-            self.bar = Progress(transient=True)
-            self.task = self.bar.add_task("revealing", total=self.total)
-            self.bar.start()
-        if self.bar is not None:
-            self.bar.update(self.task, completed=self.done)
+        if self._advance is not None:
+            self._advance(k)
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+        if self._phase is not None:
+            self._phase.__exit__(None, None, None)
+            self._phase = self._advance = None

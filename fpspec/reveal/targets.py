@@ -17,6 +17,7 @@ answers as single calls before trusting them.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -395,8 +396,78 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
         native, to64 = _numpy_adapters(fmt, name)
         versions = _versions("numpy", package)
     m, ncols = _shape_args(op, m, ncols)
+    if _isolate is not None:
+        probe_in_subprocess(name, op=op, n=n, dtype=dtype, m=m, ncols=ncols, device=device)
     return checked_target(Target(name, op, n, fmt, device, m, ncols, package, fn=fn, native=native,
                                  to_float64=to64, versions=versions))
+
+
+# Note [crashing targets]: a user callable runs in fpspec's process (millions of
+# calls: a process per call would cost more than the revelation).  One that
+# crashes the interpreter (a segfault in its C code, os._exit) would take
+# fpspec with it and say nothing.  So the command line first calls it once in
+# a child process, on the operands checked_target uses, and reports a death
+# there as a TargetError; the revelation then runs in process.  Once per
+# callable and op kind per command.
+_isolate: set | None = None
+_PROBED_OK = "fpspec: target probe done"
+
+
+@contextlib.contextmanager
+def isolated_first_calls():
+    """While active, resolve_target calls each user callable once in a child
+    process before trusting it in this one (note [crashing targets])."""
+    global _isolate
+    previous, _isolate = _isolate, set()
+    try:
+        yield
+    finally:
+        _isolate = previous
+
+
+def probe_in_subprocess(name: str, *, op: str, n: int, dtype: str, m: int, ncols: int, device: str) -> None:
+    key = (name, op, dtype, device)
+    if _isolate is None or key in _isolate:
+        return
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    args = json.dumps({"name": name, "op": op, "n": n, "dtype": dtype, "m": m, "ncols": ncols, "device": device})
+    env = dict(os.environ)
+    # the child imports what this process can: the same fpspec, the user's modules from the cwd
+    env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
+    code = "import sys; from fpspec.reveal.targets import _child_probe; _child_probe(sys.argv[1])"
+    proc = subprocess.run([sys.executable, "-c", code, args], env=env, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    if proc.returncode < 0:
+        try:
+            sig = f"signal {-proc.returncode}, {signal.Signals(-proc.returncode).name}"
+        except ValueError:
+            sig = f"signal {-proc.returncode}"
+        raise TargetError(f"target {name} crashed ({sig}) when called on {op} operands of length {n}; "
+                          "fpspec calls it in its own process, so it cannot be revealed")
+    if _PROBED_OK.encode() not in proc.stdout:
+        raise TargetError(f"target {name} ended the process (exit status {proc.returncode}) when called on "
+                          f"{op} operands of length {n}; expected it to return its result")
+    _isolate.add(key)
+
+
+def _child_probe(args: str) -> None:
+    """The child of probe_in_subprocess: one checked call; a TargetError is the parent's to report."""
+    import json
+    import os
+    import sys
+
+    kw = json.loads(args)
+    try:
+        resolve_target(kw.pop("name"), **kw)
+    except FpspecError:
+        pass
+    sys.stdout.flush()
+    os.write(1, f"\n{_PROBED_OK}\n".encode())
 
 
 class TargetError(FpspecError):
@@ -416,7 +487,9 @@ def checked_target(tgt: Target) -> Target:
     def guarded(*operands):
         try:
             return fn(*operands)
-        except Exception as e:      # not KeyboardInterrupt: Ctrl-C stays an interrupt
+        except KeyboardInterrupt:   # Ctrl-C stays an interrupt
+            raise
+        except BaseException as e:  # SystemExit too: a target does not decide fpspec's exit status
             text = " ".join(str(e).split())
             raise TargetError(f"target {name} raised {type(e).__name__}: {text}") from None
 
@@ -430,6 +503,11 @@ def checked_target(tgt: Target) -> Target:
     dtype = getattr(out, "dtype", None)
     if dtype is not None and not _floating(dtype):
         raise TargetError(f"{what} returned {dtype} values, expected floating point ({tgt.fmt})")
+    if dtype is None and isinstance(out, (list, tuple)):
+        kinds = sorted({type(v).__name__ for v in np.ravel(np.asarray(out, dtype=object))})
+        raise TargetError(f"{what} returned a Python {type(out).__name__} of {len(out)} "
+                          f"({', '.join(kinds) or 'nothing'}); expected a floating-point number, or a numpy array "
+                          f"or torch tensor of shape {tgt.output_shape}")
     if dtype is None and not isinstance(out, float):
         raise TargetError(f"{what} returned {type(out).__name__}, expected a floating-point number or array")
     try:
@@ -440,7 +518,18 @@ def checked_target(tgt: Target) -> Target:
     if size != expected:
         shape = getattr(out, "shape", (size,))
         raise TargetError(f"{what} returned shape {tuple(shape)}, expected {tgt.output_shape or 'a scalar'}")
+    _check_depends_on_inputs(tgt, what, tgt.to_float64(out))
     return tgt
+
+
+def _check_depends_on_inputs(tgt: Target, what: str, at_ones) -> None:
+    """A function whose result ignores its inputs reveals as one fused node of
+    everything (every query gives the same answer): refuse it instead."""
+    at_twos = tgt.to_float64(tgt.fn(*[tgt.native(np.full(shape, 2.0)) for shape in tgt.operand_shapes]))
+    a, b = np.asarray(at_ones, np.float64).ravel(), np.asarray(at_twos, np.float64).ravel()
+    if np.all(np.isfinite(a)) and np.array_equal(a, b):
+        raise TargetError(f"{what} returned {float(a[0])!r} for all-ones and for all-twos inputs: its result does not "
+                          "depend on its inputs, so it has no accumulation order to reveal")
 
 
 def _floating(dtype) -> bool:

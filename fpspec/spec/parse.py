@@ -28,13 +28,35 @@ def _parser() -> Lark:
                 maybe_placeholders=False)
 
 
+MAX_DEPTH = 20_000       # brackets inside brackets: a literal tree this deep still parses (a few s)
+
+
 def parse(text: str, filename: str = "<string>") -> A.Spec:
+    # old Mac line ends (CR alone) are line ends: a comment stops at them
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    depth, where = _nesting(text)
+    if depth > MAX_DEPTH:
+        line = text.count("\n", 0, where) + 1
+        raise SpecError(f"brackets nest {depth} levels deep; expected at most {MAX_DEPTH} (write deep chains with combinators: seq, rev, ...)",
+                        Location(filename, line, where - (text.rfind("\n", 0, where) + 1) + 1))
+    if depth > _SHALLOW:
+        return _deep(_parse, text, filename)
+    return _parse(text, filename)
+
+
+def _parse(text: str, filename: str) -> A.Spec:
     parser = _parser()
     try:
         tree = parser.parse(text)
     except UnexpectedInput as e:
         at_end = isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END")
         loc = _end_of(text, filename) if at_end or e.line < 1 else Location(filename, e.line, e.column)
+        name = _unknown_order(text, e.pos_in_stream) if isinstance(e, UnexpectedToken) and e.token == "(" else None
+        if name is not None:
+            start = e.pos_in_stream - len(text[:e.pos_in_stream]) + len(text[:e.pos_in_stream].rstrip()) - len(name)
+            loc = Location(filename, e.line, e.column - (e.pos_in_stream - start))
+            raise SpecError(f"unknown order '{name}'; expected one of {', '.join(_builtin_orders())} "
+                            "(or a named order, without arguments)", loc) from None
         raise SpecError(_describe(e, parser), loc) from None
     try:
         return _ToAst(filename).transform(tree)
@@ -42,6 +64,58 @@ def parse(text: str, filename: str = "<string>") -> A.Spec:
         if isinstance(e.orig_exc, SpecError):
             raise e.orig_exc from None
         raise
+
+
+# Lark's transformer recurses once per level of the parse tree (a few Python
+# frames per bracket); below this depth the default limits hold
+_SHALLOW = 150
+
+
+def _nesting(text: str) -> tuple[int, int]:
+    """(deepest bracket nesting, where it is reached), comments and strings skipped."""
+    import re
+
+    depth = best = where = 0
+    for m in re.finditer(r'#[^\n]*|"(?:[^"\\\n]|\\.)*"|[(\[]|[)\]]', text):
+        c = m.group()[0]
+        if c in "([":
+            depth += 1
+            if depth > best:
+                best, where = depth, m.start()
+        elif c in ")]":
+            depth = max(depth - 1, 0)
+    return best, where
+
+
+def _deep(fn, *args):
+    """fn(*args) on a thread with a stack and recursion limit for MAX_DEPTH levels
+    (the main thread's C stack is fixed at start; a thread's is ours to size)."""
+    import sys
+    import threading
+
+    result: list = []
+
+    def run():
+        try:
+            result.append((True, fn(*args)))
+        except BaseException as e:    # noqa: BLE001 - handed to the caller's thread as is
+            result.append((False, e))
+
+    limit = sys.getrecursionlimit()
+    size = threading.stack_size()
+    try:
+        sys.setrecursionlimit(max(limit, 12 * MAX_DEPTH))
+        threading.stack_size(1 << 30)   # virtual: pages are touched only as deep as the parse goes
+        t = threading.Thread(target=run, name="fpspec-parse")
+        t.start()
+    finally:
+        threading.stack_size(size)
+    t.join()
+    sys.setrecursionlimit(limit)
+    ok, value = result[0]
+    if not ok:
+        raise value
+    return value
 
 
 # ---------------------------------------------------------------- error messages
@@ -96,6 +170,22 @@ def _describe(e: UnexpectedInput, parser: Lark) -> str:
 
 
 # ---------------------------------------------------------------- rules -> dataclasses
+
+def _unknown_order(text: str, pos: int) -> str | None:
+    """`foo(3, seq)` where an order belongs: the name before the '(' is what is wrong."""
+    import re
+
+    m = re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*$", text[:pos])
+    if m is None or m.group(1) in _builtin_orders() or m.group(1) in A.FUNCTIONS:
+        return None
+    return m.group(1)
+
+
+def _builtin_orders() -> tuple:
+    from fpspec.spec.check import BUILTIN_ORDERS
+
+    return BUILTIN_ORDERS
+
 
 _HEADER_KEYS = ("target", "op", "n")
 

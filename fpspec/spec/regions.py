@@ -34,7 +34,25 @@ def main_arithmetic(spec: A.Spec) -> Arithmetic:
     try:
         return Arithmetic.from_entries(block.entries)
     except SpecError as e:
-        raise SpecError(e.message, e.location or block.loc) from None
+        raise SpecError(e.message, _named_entry(block, e.message) or e.location or block.loc) from None
+
+
+def _named_entry(block: A.Block, message: str):
+    """The location of the entry an arithmetic message names (`arithmetic: init = 1.0: ...`,
+    `arithmetic.fused: aligned = ...`): the last one written with that key."""
+    import re
+
+    m = re.match(r"arithmetic(\.fused)?: (\w+)( =| given twice| is required)", message)
+    if m is None:
+        return None
+    entries = block.entries
+    if m.group(1):
+        inner = [e.value for e in entries if e.key == "fused" and isinstance(e.value, A.Block)]
+        if not inner:
+            return None
+        entries = inner[-1].entries
+    found = [e.loc for e in entries if e.key == m.group(2) and e.loc is not None]
+    return found[-1] if found else None
 
 
 def named_arithmetic(main_block: A.Block | None, main: Arithmetic, section: A.NamedArithmetic) -> Arithmetic:

@@ -2,8 +2,8 @@
 
 Replicas are written under a stable cache folder (FPSPEC_REPLICA_CACHE, by
 default ~/.cache/fpspec/replicas), named by the hash of their source and
-written only when missing, so numba's on-disk cache of non-recursive
-replicas survives between runs.
+written only when missing.  Replicas never use numba's on-disk cache
+(tests/compile/test_fresh_process.py runs them as a user does).
 """
 from __future__ import annotations
 

@@ -31,29 +31,3 @@ def fake_target(tmp_path, monkeypatch):
                                                       if os.environ.get("PYTHONPATH") else ""))
     sys.modules.pop("survey_fake", None)
     return "survey_fake:env_sum"
-
-
-PLAN = '''
-[survey]
-name = "fake"
-
-[[variants]]
-name = "seq"
-env = {{ FAKE_ORDER = "seq" }}
-{seq_resources}
-
-[[variants]]
-name = "rev"
-env = {{ FAKE_ORDER = "rev" }}
-{rev_resources}
-
-[[jobs]]
-target = "{target}"
-op = "sum"
-dtypes = ["float32", "float64"]
-n = [4, 6]
-'''
-
-
-def fake_plan(target, seq_resources="", rev_resources=""):
-    return PLAN.format(target=target, seq_resources=seq_resources, rev_resources=rev_resources)

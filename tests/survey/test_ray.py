@@ -1,9 +1,9 @@
-"""A fleet on Ray: a local cluster of two worker nodes, each with its own
+"""A fleet on Ray: a local cluster of two nodes (each a raylet with its worker processes), each with its own
 resource, and a plan whose two variants are routed one to each; the two
 environments compute the sum in different orders and the store shows it."""
 import pytest
 
-from conftest import fake_plan
+from survey_plans import fake_plan
 from fpspec.survey import Store, parse_plan_text, run_survey
 from fpspec.survey.report import build_rows
 
@@ -14,13 +14,19 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'fpsp
 def cluster():
     from ray.cluster_utils import Cluster
 
-    try:
-        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-        c.add_node(num_cpus=1, resources={"node_a": 1})
-        c.add_node(num_cpus=1, resources={"node_b": 1})
-        c.wait_for_nodes()
-    except Exception as e:   # no shared memory, no free ports, ...: say why
-        pytest.skip(f"a local Ray cluster cannot start here: {e}")
+    why = None
+    for _ in range(3):      # a raylet gets 30 s to register: a loaded machine can miss that once
+        try:
+            c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"node_a": 1},
+                                                               "include_dashboard": False})
+            c.add_node(num_cpus=1, resources={"node_b": 1})
+            c.wait_for_nodes()
+            break
+        except Exception as e:   # no shared memory, no free ports, ...: say why
+            why = e
+            ray.shutdown()
+    else:
+        pytest.skip(f"a local Ray cluster cannot start here: {why}")
     yield c
     ray.shutdown()
     c.shutdown()

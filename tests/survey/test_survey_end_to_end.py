@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import fake_plan
+from survey_plans import fake_plan
 from fpspec.survey import Store, compare, parse_plan_text, run_survey
 from fpspec.survey.report import build_rows
 

@@ -65,7 +65,8 @@ def test_a_compiled_replica_of_a_revealed_spec_verifies_against_the_library(caps
     assert f"n values ({len(ns)}): {' '.join(map(str, ns))}" in out
     assert f"trees:      {2 * len(ns)} compared (replica ({backend}) {len(ns)}, {name} {len(ns)}), all equal" in out
     assert f"arithmetic: {2 * len(ns)} compared, all equal" in out
-    assert "samples:    300 inputs, 600 comparisons" in out and "all bits equal" in out
+    # a sum replica's sums() is compared too (900: original, spec and sums() against the replica)
+    assert f"samples:    300 inputs, {900 if op == 'sum' else 600} comparisons" in out and "all bits equal" in out
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
@@ -73,7 +74,8 @@ def test_numpy_sum_spec_compiled_for_each_cpu_backend_is_equivalent_to_numpy_sum
     code, out = verify(capsys, DATA / "numpy_sum.fps", backend, "numpy.sum", (7, 9, 129, 300))
     assert code == 0, out
     assert f"trees:      8 compared (replica ({backend}) 4, numpy.sum 4), all equal" in out
-    assert "samples:    300 inputs, 600 comparisons (" in out and f"numpy.sum vs replica ({backend})" in out
+    assert "samples:    300 inputs, 900 comparisons (" in out and f"numpy.sum vs replica ({backend})" in out
+    assert f"vs replica ({backend}) sums()" in out
 
 
 def test_numpy_dot_has_no_single_arithmetic_where_kernel_and_tail_meet(capsys, tmp_path):

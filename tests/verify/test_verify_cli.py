@@ -45,7 +45,6 @@ def test_a_good_replica_and_numpy_sum_verify_equivalent(capsys, tmp_path):
     ("init", "0x80000000"),
     ("raise", "raised RuntimeError: replica exploded"),
     ("shape", "returned shape (2,), expected ()"),
-    ("flaky", "nondeterministic"),
 ])
 def test_each_planted_defect_fails_verify_with_its_evidence(capsys, tmp_path, plant, expected):
     code, out, err = run(capsys, "verify", SUM_SPEC, "--replica", planted(tmp_path, "pairwise_replica.py", plant),
@@ -53,6 +52,15 @@ def test_each_planted_defect_fails_verify_with_its_evidence(capsys, tmp_path, pl
     assert code == 1, out + err
     assert expected in out
     assert out.rstrip().endswith("NOT EQUIVALENT")
+
+
+def test_a_nondeterministic_replica_is_a_refusal(capsys, tmp_path):
+    code, out, err = run(capsys, "verify", SUM_SPEC, "--replica", planted(tmp_path, "pairwise_replica.py", "flaky"),
+                         *SUM_NS, "--samples", "600")
+    assert code == 3, out + err
+    assert "nondeterministic" in out
+    assert err.strip() == ("fpspec: error: bad_pairwise_replica.py: nondeterministic (one input gave two answers); "
+                           "an order cannot be verified")
 
 
 def test_the_tree_difference_names_the_planted_node(capsys, tmp_path):
@@ -130,12 +138,16 @@ def test_a_replica_without_the_op_function_is_bad_input(capsys, tmp_path):
 
 
 def test_without_n_the_spec_chooses_n_that_cross_each_guard(capsys):
-    from fpspec.verify import load_spec, spec_n_values
+    from fpspec.verify import load_spec, spec_n_values, spec_sampled_n
 
     ns = spec_n_values(load_spec(SUM_SPEC), max_n=1000, seed=0)
     # n < 8: seq | n <= 128: lanes | else: split, recursing into halves (> 128 twice at 257)
     assert {7, 8, 9, 127, 128, 129, 256, 257, 258, 1000}.issubset(ns) and max(ns) == 1000
+    # above --max-n: two specs are expanded (no revelation) at a few n up to 32768
+    assert spec_sampled_n(load_spec(SUM_SPEC), max_n=1000) == ((1001, 2001, 32768), "n > 32768")
     code, out, _ = run(capsys, "diff", SUM_SPEC, SUM_SPEC, "--max-n", "1000")
     assert code == 0
+    ns += (1001, 2001, 32768)
     assert f"n values ({len(ns)}): {' '.join(map(str, ns))}" in out
+    assert out.rstrip().endswith("SAME (not checked: n > 32768)")
     assert "note:       n values chosen from the spec's guards and range (at most 1000)" in out

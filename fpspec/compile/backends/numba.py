@@ -106,7 +106,6 @@ class NumbaBackend(Backend):
             kernels="\n\n".join(filter(None, [embed(numba_rt, serial, decorator="@_jit"),
                                                 embed(numba_rt, parallel[:1], decorator="@_parallel")]
                                          + parallel[1:])),
-            cache=not program.recursive,
             api=embed(numba_rt, [f"api_{n}" for n in public], {f"api_{n}": n for n in public}),
         )
 

@@ -502,7 +502,15 @@ def _gemm_rest(A, B, out):
 def _input(x, what):
     """x as an array of the spec's input dtype (no silent conversion), widened
     exactly to the dtype the kernels read (float16 -> float32)."""
-    x = np.asarray(x)
+    if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
+        raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
+                        f"(pass {what}.filled(0) or {what}.compressed() to say which)")
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{what} is a {type(x).__name__}, but this replica of {_NAME} takes NumPy arrays of "
+                        f"dtype {np.dtype(_IN_DTYPE).name} (input format {_IN_NAME}): convert it with "
+                        f"np.asarray({what}, np.{np.dtype(_IN_DTYPE).name}) if rounding it is what you mean")
+    if not x.dtype.isnative:                 # '>f4' is a float32 in the other byte order
+        x = x.astype(x.dtype.newbyteorder("="))
     # formats without a numpy dtype (bf16, tf32, fp8) travel in float32 or float64
     if x.dtype != _IN_DTYPE and not (_IN_GRID is not None and x.dtype == np.float64):
         raise TypeError(f"{what} has dtype {x.dtype}, but this replica of {_NAME} takes "
@@ -512,12 +520,12 @@ def _input(x, what):
         rounded = np.array([_round_dir(v, _IN_GRID[0], _IN_GRID[1], _IN_GRID[2], False, True) for v in finite])
         if not np.array_equal(rounded, finite):
             raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
-    return np.ascontiguousarray(x, dtype=_IN_CARRY)
+    return np.asarray(x, dtype=_IN_CARRY, order="C")   # C order; a 0-d array stays 0-d (the caller refuses it)
 
 
-def _length(n):
+def _length(n, what):
     if n < N_MIN or (N_MAX is not None and n > N_MAX):
-        raise ValueError(f"length {n} is outside the range {N_MIN}..{'' if N_MAX is None else N_MAX} "
+        raise ValueError(f"{what} has length {n}, outside the range n in {N_MIN}..{'' if N_MAX is None else N_MAX} "
                          f"this replica of {_NAME} is valid for")
     return n
 
@@ -552,7 +560,7 @@ def api_sum(x):
     """The spec's sum of the 1-D array x."""
     x = _input(x, "x")
     _shape("x", x, 1)
-    _length(x.shape[0])
+    _length(x.shape[0], "x")
     return _OUT_DTYPE(_one_kernel(x, np.ones_like(x) if _SUM_FUSED else x))
 
 
@@ -560,7 +568,7 @@ def api_sums(X):
     """The spec's sum of every column of X (each its own accumulation)."""
     X = _input(X, "X")
     _shape("X", X, 2)
-    _length(X.shape[0])
+    _length(X.shape[0], "X")
     out = np.empty(X.shape[1], _OUT_CARRY)
     _columns_kernel(np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out)
     return out.astype(_OUT_DTYPE)
@@ -573,7 +581,7 @@ def api_dot(x, y):
     _shape("y", y, 1)
     if x.shape != y.shape:
         raise ValueError(f"dot: x has {x.shape[0]} elements, y has {y.shape[0]}")
-    _length(x.shape[0])
+    _length(x.shape[0], "x")
     return _OUT_DTYPE(_one_kernel(x, y))
 
 
@@ -584,7 +592,7 @@ def api_gemv(A, x):
     _shape("x", x, 1)
     if A.shape[1] != x.shape[0]:
         raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
-    _length(x.shape[0])
+    _length(x.shape[0], "x")
     out = np.empty(A.shape[0], _OUT_CARRY)
     _rows_kernel(A, x, out)
     return out.astype(_OUT_DTYPE)
@@ -597,7 +605,7 @@ def api_gemm(A, B):
     _shape("B", B, 2)
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
-    _length(A.shape[1])
+    _length(A.shape[1], "A")
     out = np.empty((A.shape[0], B.shape[1]), _OUT_CARRY)
     if _GEMM_TILE is not None:
         _gemm_tiled(A, B, out)               # note [gemm tiles]

@@ -181,7 +181,15 @@ _SUM_FUSED = False   # a sum through fused nodes: each x_k enters as the product
 
 def _input(x, what):
     """x as an array of the spec's input dtype (no silent conversion)."""
-    x = np.asarray(x)
+    if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
+        raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
+                        f"(pass {what}.filled(0) or {what}.compressed() to say which)")
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{what} is a {type(x).__name__}, but this replica of {_NAME} takes NumPy arrays of "
+                        f"dtype {np.dtype(_IN_DTYPE).name} (input format {_IN_NAME}): convert it with "
+                        f"np.asarray({what}, np.{np.dtype(_IN_DTYPE).name}) if rounding it is what you mean")
+    if not x.dtype.isnative:                 # '>f4' is a float32 in the other byte order
+        x = x.astype(x.dtype.newbyteorder("="))
     # formats without a numpy dtype (bf16, tf32, fp8) travel in float32 or float64
     if x.dtype != _IN_DTYPE and not (_IN_GRID is not None and x.dtype == np.float64):
         raise TypeError(f"{what} has dtype {x.dtype}, but this replica of {_NAME} takes "
@@ -193,9 +201,9 @@ def _input(x, what):
     return x
 
 
-def _length(n):
+def _length(n, what):
     if n < N_MIN or (N_MAX is not None and n > N_MAX):
-        raise ValueError(f"length {n} is outside the range {N_MIN}..{'' if N_MAX is None else N_MAX} "
+        raise ValueError(f"{what} has length {n}, outside the range n in {N_MIN}..{'' if N_MAX is None else N_MAX} "
                          f"this replica of {_NAME} is valid for")
     return n
 
@@ -211,7 +219,7 @@ def api_sum(x):
     _shape("x", x, 1)
     a = x.astype(np.float64)[:, None]
     with np.errstate(all="ignore"):   # inf and nan are results here, not errors
-        return _final(_reduce(a, np.ones_like(a) if _SUM_FUSED else a, _length(x.shape[0])))[0]
+        return _final(_reduce(a, np.ones_like(a) if _SUM_FUSED else a, _length(x.shape[0], "x")))[0]
 
 
 def api_sums(X):
@@ -220,7 +228,7 @@ def api_sums(X):
     _shape("X", X, 2)
     a = X.astype(np.float64)
     with np.errstate(all="ignore"):   # inf and nan are results here, not errors
-        return _final(_reduce(a, np.ones_like(a) if _SUM_FUSED else a, _length(X.shape[0])))
+        return _final(_reduce(a, np.ones_like(a) if _SUM_FUSED else a, _length(X.shape[0], "X")))
 
 
 def api_dot(x, y):
@@ -232,7 +240,7 @@ def api_dot(x, y):
         raise ValueError(f"dot: x has {x.shape[0]} elements, y has {y.shape[0]}")
     a, b = x.astype(np.float64)[:, None], y.astype(np.float64)[:, None]
     with np.errstate(all="ignore"):   # inf and nan are results here, not errors
-        return _final(_reduce(a, b, _length(x.shape[0])))[0]
+        return _final(_reduce(a, b, _length(x.shape[0], "x")))[0]
 
 
 def api_gemv(A, x):
@@ -244,7 +252,7 @@ def api_gemv(A, x):
         raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
     a, b = A.astype(np.float64).T, x.astype(np.float64)[:, None]
     with np.errstate(all="ignore"):   # inf and nan are results here, not errors
-        return _final(_reduce(a, b, _length(x.shape[0])))
+        return _final(_reduce(a, b, _length(x.shape[0], "x")))
 
 
 def api_gemm(A, B):
@@ -257,4 +265,4 @@ def api_gemm(A, B):
     a = A.astype(np.float64).T[:, :, None]
     b = B.astype(np.float64)[:, None, :]
     with np.errstate(all="ignore"):   # inf and nan are results here, not errors
-        return _final(_reduce(a, b, _length(A.shape[1])))
+        return _final(_reduce(a, b, _length(A.shape[1], "A")))

@@ -30,9 +30,19 @@ _ZERO = _ACC(0.0)
 _IN_CARRY = np.float32
 _OUT_CARRY = np.float32
 
-# not cached: numba cannot reload cached recursive functions
-_jit = njit(fastmath=False)
-_parallel = njit(fastmath=False, parallel=True)
+# Compiled on first use in each process from this file alone: no cache
+# directory (numba's cache cannot reload recursive functions).  A function
+# whose __module__ is None has its recursive calls resolved through its own
+# globals, so the module works however it is imported (importlib without
+# sys.modules, runpy, any module name).
+def _jit(f):
+    f.__module__ = None
+    return njit(fastmath=False)(f)
+
+
+def _parallel(f):
+    f.__module__ = None
+    return njit(fastmath=False, parallel=True)(f)
 
 
 @intrinsic

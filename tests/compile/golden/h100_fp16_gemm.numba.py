@@ -44,8 +44,19 @@ _FP_SUB_IN, _FP_SUB_OUT = True, True
 _GEMM_COLUMNS_MIN = None  # note [gemm by columns]
 _GEMM_TILE = None  # note [gemm tiles]
 
-_jit = njit(fastmath=False, cache=True)
-_parallel = njit(fastmath=False, cache=True, parallel=True)
+# Compiled on first use in each process from this file alone: no cache
+# directory (numba's cache cannot reload recursive functions).  A function
+# whose __module__ is None has its recursive calls resolved through its own
+# globals, so the module works however it is imported (importlib without
+# sys.modules, runpy, any module name).
+def _jit(f):
+    f.__module__ = None
+    return njit(fastmath=False)(f)
+
+
+def _parallel(f):
+    f.__module__ = None
+    return njit(fastmath=False, parallel=True)(f)
 
 
 @_jit

@@ -1,0 +1,112 @@
+"""Replicas as a user runs them: written to a file, imported in a fresh
+interpreter (importlib without sys.modules, runpy, another module name), called
+with no warm-up, then run again in a second process: the same bits as the
+spec's reference evaluation, no cache directory left behind.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from fpspec.arith.evaluate import evaluate
+from fpspec.compile import compile_spec
+from fpspec.compile.build import arithmetic_of
+from fpspec.spec import expand, parse
+
+ARITH = """
+arithmetic {
+    input = fp32
+    product = none
+    accumulator = fp32
+    init = +0.0
+    output = fp32
+}
+"""
+
+# (name, spec text, n): np.einsum("i->")'s order, plain pairwise (recursive at run time),
+# and two orders that call each other
+SPECS = [
+    ("einsum", 'op sum\nn in 37\n' + ARITH + "order lanes(4, tail(8, pairwise, seq), pairwise)\n", 37),
+    ("pairwise", 'op sum\nn in 1..\n' + ARITH + "order pairwise\n", 167),
+    ("mutual", 'op sum\nn in 1..\n' + ARITH
+     + "let f = if n <= 8: seq else: split(n // 2, g, g)\n"
+     + "let g = if n <= 8: rev else: split(n // 2 + 1, f, f)\n"
+     + "order f\n", 167),
+]
+
+# every replica imported a different way; each prints the bits of sum(x) and sums(X)
+RUNNER = textwrap.dedent("""
+    import importlib.util, json, runpy, sys
+    import numpy as np
+
+    def by_importlib(path, name):       # not registered in sys.modules
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.sum, module.sums
+
+    def by_runpy(path, name):
+        g = runpy.run_path(path)
+        return g["sum"], g["sums"]
+
+    def by_import(path, name):          # a plain import under a name of the user's choosing
+        sys.path.insert(0, str(__import__("pathlib").Path(path).parent))
+        module = importlib.import_module(name)
+        return module.sum, module.sums
+
+    out = {}
+    for path, name, how, n in json.loads(sys.argv[1]):
+        x = np.arange(1, n + 1, dtype=np.float32) ** 3 / np.float32(7)
+        x[::3] *= -1
+        X = np.stack([x, x[::-1], np.roll(x, 5)], axis=1)
+        one, many = globals()["by_" + how](path, name)
+        total, totals = one(x), many(X)
+        out[name] = [np.asarray(total).view(np.uint32).item(), np.asarray(totals).view(np.uint32).tolist()]
+    print(json.dumps(out))
+""")
+
+
+def _inputs(n: int):
+    x = np.arange(1, n + 1, dtype=np.float32) ** 3 / np.float32(7)
+    x[::3] *= -1
+    return x, np.stack([x, x[::-1], np.roll(x, 5)], axis=1)
+
+
+def _reference(text: str, n: int):
+    spec = parse(text)
+    x, X = _inputs(n)
+    tree, arith = expand(spec, n), arithmetic_of(spec)
+    one = np.float32(evaluate(tree, x.astype(np.float64), None, arith)).view(np.uint32).item()
+    many = np.float32(evaluate(tree, X.astype(np.float64), None, arith)).view(np.uint32).tolist()
+    return [one, many]
+
+
+def _run(jobs) -> dict:
+    done = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(jobs)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("target", ["numpy", "numba"])
+def test_replicas_run_in_fresh_processes(tmp_path, target):
+    hows = ["importlib", "runpy", "import"]
+    jobs, want = [], {}
+    for (name, text, n), how in zip(SPECS, hows):
+        module = f"user_{name}_{target}"
+        path = tmp_path / f"{module}.py"
+        path.write_text(compile_spec(parse(text), target=target))
+        jobs.append([str(path), module, how, n])
+        want[module] = _reference(text, n)
+    assert _run(jobs) == want
+    # a second process finds nothing left by the first to depend on (numba's cache
+    # reloads recursive functions wrongly); the one with mutual recursion again
+    again = [[path, module, "importlib", n] for path, module, _, n in jobs if "mutual" in module]
+    assert _run(again) == {module: want[module] for _, module, _, _ in again}
+    leftovers = [p.name for p in tmp_path.rglob("*") if p.suffix in (".nbi", ".nbc")]
+    assert leftovers == []
