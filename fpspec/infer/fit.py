@@ -131,6 +131,8 @@ def order_cost(o) -> int:
         return 1 + sum(2 + order_cost(c.order) for c in o.cases) + order_cost(o.otherwise)
     if isinstance(o, A.Literal):
         return 10 + (1 if isinstance(o.tree, int) else o.tree.size)
+    if isinstance(o, A.Using):     # the arithmetic per part (fpspec.spec.regions): the tree is its order's
+        return 1 + order_cost(o.order)
     raise TypeError(f"not an order: {o!r}")
 
 

@@ -111,3 +111,12 @@ def test_fits_lanes_whose_leftovers_join_lane_0():
     ns = list(range(2, 70)) + [100, 127, 128, 129, 200, 255, 256, 300, 511, 512, 513]
     order = Fitter().fit_root([Obs(n, expand(spec, n)) for n in ns])
     assert str(order) == str(spec.order)
+
+
+def test_the_cost_of_an_order_with_arithmetic_per_part_is_its_tree_order_and_one():
+    from fpspec.infer.fit import order_cost
+    from fpspec.spec import parse
+
+    spec = parse("arithmetic { input = fp32 product = rounded accumulator = fp32 init = +0.0 output = fp32 }\n"
+                 "arithmetic f { product = fma }\nop dot\norder tail(4, using(f, seq), seq)\n")
+    assert order_cost(spec.order) == order_cost(parse("order tail(4, seq, seq)").order) + 1
