@@ -311,7 +311,7 @@ _SIMS: dict = {}
 
 
 def _widen_pairwise():
-    """MMA-Sim's CDNA1/2 fp16 / bf16 path hands fp16 / bf16 slices to a helper that
+    """MMA-Sim's CDNA1/2 fp16 / bf16 path hands fp16 / bf16 slices to a function that
     asserts fp32: widen them first (exact), leaving its arithmetic as it is."""
     from mmasim.simulator import amd as amd_sim
 

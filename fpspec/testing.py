@@ -113,7 +113,7 @@ def _find_spec(spec, base) -> Path:
 
 try:
     import pytest
-except ImportError:  # the helper works without pytest; the plugin parts need it
+except ImportError:  # the function works without pytest; the plugin parts need it
     pytest = None
 
 if pytest is not None:

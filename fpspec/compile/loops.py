@@ -2,7 +2,7 @@
 
 Both backends run the same loops; they differ only in what a value is (an
 array over all output elements for NumPy, one scalar per output for Numba)
-and in the runtime helpers they embed (fpspec.compile.runtime).  So the loop
+and in the runtime functions they embed (fpspec.compile.runtime).  So the loop
 code is built once, here, and each backend wraps it in its own template.
 
 An operand list at run time is one of
@@ -13,7 +13,7 @@ An operand list at run time is one of
 Every reducer becomes straight-line code or a loop over one of these; only
 named orders and `Pairwise` become functions of their own (they recurse).
 
-The helpers the generated code calls (each backend's runtime provides them):
+The functions the generated code calls (each backend's runtime provides them):
 _term(a, b, k), _add(u, v), _add_leaf(acc, a, b, k), _add_leaves(a, b, i, j),
 _vals(m), _fused_range(a, b, lo, step, cnt, c), _table_step(...),
 _table_step_values(...), _ZERO.
@@ -131,7 +131,7 @@ class LoopEmitter:
         self.uses_pad = False
         self.regions_used: set = set()
 
-    # ------------------------------------------------------------ helpers
+    # ------------------------------------------------------------ functions
 
     def fresh(self, base: str) -> str:
         self.counter += 1
@@ -502,7 +502,7 @@ class LoopEmitter:
         nl = self.fresh("nl")
         code(f"{nl} = min({k}, {lst.m})")
         lanes, j = self.fresh("lanes"), self.fresh("j")
-        # lanes folded in their own arithmetic (using(NAME, seq)) keep the loop below, in NAME's helpers
+        # lanes folded in their own arithmetic (using(NAME, seq)) keep the loop below, in NAME's functions
         part = r.inner.name if isinstance(r.inner, WithArithmetic) and r.inner.reducer == Fold() else None
         if part is not None and not self.region_fits(part):
             part = None
@@ -900,11 +900,11 @@ class LoopEmitter:
 
 
 # Note [regions in loops]: `WithArithmetic(NAME, R)` becomes functions of
-# their own (suffix __NAME) whose code calls the helpers of arithmetic NAME
+# their own (suffix __NAME) whose code calls the functions of arithmetic NAME
 # (_term__NAME, _add__NAME, ..., bound to its own carrier _ACC__NAME):
 # fpspec.compile.numerics.in_region renames them, region_runtime embeds
 # them.  The region's result is a value of its carrier that the enclosing
-# code adds with its own helpers, widening exactly (a narrower region only:
+# code adds with its own functions, widening exactly (a narrower region only:
 # a wider one would need one rounding of an exact sum).  A region applied
 # to one leaf returns that term formed in the region's arithmetic.
 
@@ -986,7 +986,7 @@ def _check_fused_table(r: Table) -> None:
 
 
 def emit_program(kernel: Kernel, vector_lanes: bool = False, iterative_splits: bool = False) -> LoopProgram:
-    """The loop program of `kernel`: helper functions, then `_reduce(a, b, n)`.
+    """The loop program of `kernel`: runtime functions, then `_reduce(a, b, n)`.
     `vector_lanes`, `iterative_splits`: notes [vector lanes], [iterative splits]."""
     em = LoopEmitter(kernel, vector_lanes, iterative_splits)
     code = _Code()

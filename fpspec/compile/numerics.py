@@ -92,7 +92,7 @@ def plan(kernel: Kernel) -> Plan:
 
 def stores_fused(main, region) -> bool:
     """The region changes nothing but a narrower accumulator, into which its fused nodes'
-    results are stored (fpspec.arith.model note [fused output]): the main fused helper
+    results are stored (fpspec.arith.model note [fused output]): the main fused function
     computes the nodes, a rounding stores them."""
     return (main.fused is not None and region.fused == main.fused
             and replace(region, accumulator=main.accumulator) == main
@@ -100,7 +100,7 @@ def stores_fused(main, region) -> bool:
 
 
 def settings(kernel: Kernel, p: Plan) -> list[str]:
-    """Module constants both loop backends define (read by the runtime helpers)."""
+    """Module constants both loop backends define (read by the runtime functions)."""
     a = kernel.arithmetic
     return [
         f"_NAME = {kernel.name!r}",
@@ -119,7 +119,7 @@ def settings(kernel: Kernel, p: Plan) -> list[str]:
 
 
 def _chosen(p: Plan, fma: str) -> dict[str, str]:
-    """The helper name the loop code calls -> the runtime variant for this plan."""
+    """The function name the loop code calls -> the runtime variant for this plan."""
     return {
         "_round_acc": "_round_native" if p.acc_fmt is None else "_round_emulated",
         "_term": {"sum": "_term_sum", "product": "_term_product", "product_twice": "_term_product_twice"}[p.term],
@@ -129,8 +129,8 @@ def _chosen(p: Plan, fma: str) -> dict[str, str]:
     }
 
 
-def helper_names(p: Plan, program, fma: str) -> tuple[list[str], dict[str, str]]:
-    """Runtime helpers a replica embeds, in order, and the variant -> name renames.
+def runtime_names(p: Plan, program, fma: str) -> tuple[list[str], dict[str, str]]:
+    """Runtime functions a replica embeds, in order, and the variant -> name renames.
 
     `fma` names the backend's FMA variant of _add_leaf.
     """
@@ -148,14 +148,14 @@ def helper_names(p: Plan, program, fma: str) -> tuple[list[str], dict[str, str]]
 
 # ---------------------------------------------------------------- regions (fpspec.compile.loops note [regions in loops])
 
-# the helpers and constants a region has its own copy of, suffixed __NAME
+# the functions and constants a region has its own copy of, suffixed __NAME
 REGION_NAMES = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_ACC", "_ACC_FMT", "_PROD",
                 "_ZERO", "_table_step", "_table_step_values")
 _REGION_RE = re.compile(r"\b(" + "|".join(REGION_NAMES) + r")\b")
 
 
 def in_region(text: str, name: str) -> str:
-    """Code with the region helpers and constants renamed to arithmetic `name`'s."""
+    """Code with the region functions and constants renamed to arithmetic `name`'s."""
     return _REGION_RE.sub(lambda m: f"{m.group(1)}__{name}", text)
 
 
@@ -175,8 +175,8 @@ def region_settings(kernel: Kernel, name: str, p: Plan) -> list[str]:
     return lines
 
 
-def region_helper_names(p: Plan, fma: str, table: str | None = None) -> tuple[list[str], dict[str, str]]:
-    """The helpers a region embeds (renamed by `in_region` afterwards) and the variant renames;
+def region_runtime_names(p: Plan, fma: str, table: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """The functions a region embeds (renamed by `in_region` afterwards) and the variant renames;
     `table`: the backend's table step without fused nodes, when the program has literal trees."""
     chosen = _chosen(p, fma)
     if table is not None:

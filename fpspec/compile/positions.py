@@ -5,7 +5,7 @@ the backend as usual, joined into one module with a dispatcher.
 Each arm's module is a complete replica.  Joining them: module docstrings and
 imports go (the imports once at the top); a top-level definition that every
 arm has word for word, and whose top-level references are all such
-definitions too, is written once (the runtime helpers, Triton's kernels);
+definitions too, is written once (the runtime functions, Triton's kernels);
 every other top-level name gets the arm's suffix (`gemm_o1`).  The
 dispatcher labels the outputs with the first arm whose condition holds,
 calls each arm on the rows of A and columns of B that hold its outputs

@@ -73,12 +73,12 @@ class _Draw:
         self.rng, self.op, self.fmt, self.max_depth = rng, op, fmt, max_depth
         self.lo, self.hi = lo, hi
         self.shape = None                  # the output shape a gemv / gemm spec's position guards are for
-        self.helpers: list[str] = []       # named orders that terminate on any n: usable anywhere
+        self.named_orders: list[str] = []       # named orders that terminate on any n: usable anywhere
         self.lets: list[A.Let] = []
         self.named: list[A.NamedArithmetic] = []
         self.main, self.fused = self._arithmetic()
 
-    # ------------------------------------------------------------ helpers
+    # ------------------------------------------------------------ named orders
 
     def chance(self, p: float) -> bool:
         return bool(self.rng.random() < p)
@@ -235,7 +235,7 @@ class _Draw:
 
     def simple(self, leaves: bool) -> A.Order:
         options = ["seq", "seq", "rev", "pairwise", "gpu_tree"]
-        if self.helpers:
+        if self.named_orders:
             options += ["ref", "ref"]
         if leaves and self.fused:
             options += ["fused", "chain", "chain"]
@@ -249,7 +249,7 @@ class _Draw:
         if kind == "gpu_tree":
             return A.GpuTree()
         if kind == "ref":
-            return A.Ref(self.pick(self.helpers))
+            return A.Ref(self.pick(self.named_orders))
         # a fused node takes at most w products (the arithmetic's fused block): `fused` goes
         # under a guard that says so, chains are at most w wide
         w = self.fused_w
@@ -264,11 +264,11 @@ class _Draw:
 
     # ------------------------------------------------------------ named orders
 
-    def helper(self) -> None:
+    def named_order(self) -> None:
         """A named order without recursion: usable anywhere."""
         name = f"h{len(self.lets)}"
         self.lets.append(A.Let(name, self.order(max(1, self.max_depth - 2), False)))
-        self.helpers.append(name)
+        self.named_orders.append(name)
 
     def recursive(self) -> None:
         """One named order, or two that call each other, each with a base case
@@ -285,7 +285,7 @@ class _Draw:
                 cases.append(A.Case(_cmp("==", _bin("%", n_, _num(m)), _num(self.int_(0, m - 1))),
                                     self.step(names, base, d)))
             self.lets.append(A.Let(name, A.Guard(tuple(cases), self.step(names, base, d))))
-        self.helpers.extend(names)
+        self.named_orders.extend(names)
 
     def step(self, names: list, base: int, depth: int) -> A.Order:
         """One recursive step for n > base: every call of `names` gets fewer than n operands."""
@@ -367,7 +367,7 @@ def _draw(rng, op: str, fmt: str, parametric: bool, max_depth: int, n_range) -> 
     if rng.random() < 0.35:
         g.recursive()
     if rng.random() < 0.25:
-        g.helper()
+        g.named_order()
     order = g.root()
     sections = [g.main]
     if g.shape is not None:

@@ -78,7 +78,7 @@ def _merge_lets(*cands: Candidate) -> tuple:
     return tuple(dict.fromkeys(out))
 
 
-# ---------------------------------------------------------------- tree helpers
+# ---------------------------------------------------------------- tree functions
 
 def _size(t) -> int:
     return 1 if t.__class__ is int else t._meta[0]

@@ -1,4 +1,4 @@
-"""Helpers for the compiler tests: load generated replicas, compare bits.
+"""Functions for the compiler tests: load generated replicas, compare bits.
 
 Replicas are written under a stable cache folder (FPSPEC_REPLICA_CACHE, by
 default ~/.cache/fpspec/replicas), named by the hash of their source and

@@ -85,7 +85,7 @@ FLAGS = re.compile(r"\b(fadd|fmul|fsub)\s+(fast|reassoc|contract|nnan|ninf|nsz|a
 
 def test_numba_regions_fma_only_in_the_fma_part(sdot):
     source = compile_spec(sdot, "numba")
-    # in the source, only the FMA part's leaf helper calls the explicit fma
+    # in the source, only the FMA part's leaf function calls the explicit fma
     callers = {m.group(1) for m in re.finditer(r"^def (\w+)\(.*?(?=^\S)", source, re.M | re.S)
                if "_fma(" in m.group(0) and not m.group(1) == "_fma"}
     callers = {name for name in callers

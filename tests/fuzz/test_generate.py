@@ -49,14 +49,14 @@ def test_a_sample_covers_the_language():
                 seen["position guard"] += "i " in text or "j " in text
         lets = {d.name for d in spec.lets}
         seen["recursion"] += any(isinstance(x, A.Ref) and x.name == d.name for d in spec.lets for x in _walk(d.order))
-        seen["helper"] += bool(lets)
+        seen["named order"] += bool(lets)
         seen["fused block"] += spec.header.arithmetic.get("fused") is not None
         seen["parametric"] += spec.header.n.hi > spec.header.n.lo
         seen[spec.header.op] += 1
         seen[spec.header.arithmetic.get("input").name] += 1
     wanted = ["Seq", "Rev", "Pairwise", "GpuTree", "Fused", "Chain", "Lanes", "Blocks", "Chunks", "Pad", "Split",
               "Tail", "Using", "Literal", "Ref", "Guard", "lanes with U", "chain with AT", "residue guard",
-              "position guard", "recursion", "helper", "fused block", "parametric", *OPS, *FORMATS]
+              "position guard", "recursion", "named order", "fused block", "parametric", *OPS, *FORMATS]
     missing = [w for w in wanted if not seen[w]]
     assert missing == []
 

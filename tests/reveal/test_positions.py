@@ -104,7 +104,7 @@ def test_triton_replica_equals_the_black_box(spec):
 
 def test_replica_modules_share_their_runtime(spec):
     src = compile_spec(spec, target="numba")
-    assert src.count("def _shape(") == 1 and src.count("def _length(") == 1     # identical helpers once
+    assert src.count("def _shape(") == 1 and src.count("def _length(") == 1     # identical functions once
     assert "def gemm_o0(" in src and "def gemm_o2(" in src and src.count("\ndef gemm(") == 1
 
 

@@ -1,4 +1,4 @@
-"""Helpers for the Triton backend tests: render a kernel to a file and import it.
+"""Functions for the Triton backend tests: render a kernel to a file and import it.
 
 Triton reads a kernel's source with inspect, so a replica must be a real file
 (exec of a string would not do).  Everything runs on the CPU interpreter

@@ -2,7 +2,7 @@
 
 Partial sums are scalars in the accumulator's carrier (float32, float64, or
 float64 holding an emulated narrow format); parallel loops over the output
-elements; fastmath off.  Helpers come from fpspec.compile.runtime.numba_rt,
+elements; fastmath off.  Functions come from fpspec.compile.runtime.numba_rt,
 embedded so the replica imports only numpy and numba.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from fpspec.compile.backends.numpy import PUBLIC, spec_literal
 from fpspec.compile.ir import Blocks, Call, CompileError, Const, Fold, Kernel, Lanes
 from fpspec.compile.loops import LONE_LEAF
 from fpspec.compile.loops import emit_program
-from fpspec.compile.numerics import (helper_names, in_region, plan, region_helper_names, region_plans,
+from fpspec.compile.numerics import (runtime_names, in_region, plan, region_runtime_names, region_plans,
                                      region_settings, settings)
 from fpspec.compile import binned
 from fpspec.compile.runtime import embed
@@ -39,7 +39,7 @@ class NumbaBackend(Backend):
             return binned.render_numba(self, kernel)
         p = plan(kernel)
         program = emit_program(kernel, vector_lanes=vector_lanes(kernel, p), iterative_splits=True)
-        names, rename = helper_names(p, program, fma=_numba_fma(p))
+        names, rename = runtime_names(p, program, fma=_numba_fma(p))
         if "_table_step" in names:
             # without fused nodes the table step must not mention the fused model
             names.insert(names.index("_table_step"), "_table_step_binary")
@@ -72,7 +72,7 @@ class NumbaBackend(Backend):
             embed(numba_rt, [n for n in base if n != "_fma"], decorator="@_jit"),
             embed(numba_rt, jitted, rename, decorator="@_jit"),
             embed(numba_rt, plain),
-        ] + [in_region(embed(numba_rt, *region_helper_names(rp, _numba_fma(rp), table), decorator="@_jit"), name)
+        ] + [in_region(embed(numba_rt, *region_runtime_names(rp, _numba_fma(rp), table), decorator="@_jit"), name)
              for name, rp in regions]))
         if program.uses_fused:
             runtime += "\n\n_NO_KS = np.empty(0, np.int64)\n"
@@ -125,7 +125,7 @@ def _numba_fma(p) -> str:
 # joined by a fixed tree, or blocks of forward folds folded in order, can run with k (the inner index) outer and the
 # output columns innermost: acc[lane, j] += A[i, kk] * B[kk, j] for a whole
 # contiguous row of B.  Every output sees the same operations in the same
-# order as in `_gemm_kernel` (same helpers, scalar forms), so the bits are
+# order as in `_gemm_kernel` (same functions, scalar forms), so the bits are
 # the same; only the loop nest differs, and the j loop vectorizes (no
 # reassociation: the lanes of a vector are different outputs).  Columns go
 # in tiles of COLUMN_TILE so the tile of B stays in cache across rows.

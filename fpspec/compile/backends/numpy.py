@@ -1,7 +1,7 @@
 """NumPy backend: the executable reference every other backend is checked against.
 
 Partial sums are arrays over all output elements (whole arrays per step of
-every loop); the loops come from fpspec.compile.loops, the helpers from
+every loop); the loops come from fpspec.compile.loops, the functions from
 fpspec.compile.runtime.numpy_rt (embedded, so the replica imports only numpy).
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from fpspec.compile.backends import Backend, header, render_template
 from fpspec.compile.ir import CompileError, Kernel
 from fpspec.compile.loops import emit_program
-from fpspec.compile.numerics import (helper_names, in_region, plan, region_helper_names, region_plans,
+from fpspec.compile.numerics import (runtime_names, in_region, plan, region_runtime_names, region_plans,
                                      region_settings, settings)
 from fpspec.compile import binned
 from fpspec.compile.runtime import embed
@@ -41,7 +41,7 @@ class NumpyBackend(Backend):
             return binned.render_numpy(self, kernel)
         p = plan(kernel)
         program = emit_program(kernel)
-        names, rename = helper_names(p, program, fma="_add_leaf_fma")
+        names, rename = runtime_names(p, program, fma="_add_leaf_fma")
         regions = region_plans(kernel, program)
         if p.fma or any(rp.fma for _, rp in regions):
             names.insert(names.index("_vals"), "_round_odd_sum")
@@ -55,7 +55,7 @@ class NumpyBackend(Backend):
             embed(numpy_rt, ["round_value"]) if fused_src == "" else "",
             fused_src,
             embed(numpy_rt, names, rename),
-        ] + [in_region(embed(numpy_rt, *region_helper_names(rp, "_add_leaf_fma", "_table_step" if program.uses_tables
+        ] + [in_region(embed(numpy_rt, *region_runtime_names(rp, "_add_leaf_fma", "_table_step" if program.uses_tables
                                                               else None)), name) for name, rp in regions]))
         return render_template(
             self.template,
