@@ -213,6 +213,11 @@ def test_show_expands_at_an_output(tmp_path, capsys, spec):
 
 USING_ARM = """op gemv
 n in 3
+provenance {
+    shape {
+        m = 3
+    }
+}
 arithmetic {
     input = fp32
     product = fma
