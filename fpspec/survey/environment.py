@@ -36,7 +36,7 @@ def fingerprint(with_gpu: bool = False) -> dict:
         "cpu": _cpu_model(),
         "isa": _isa_flags(),
         "cores": os.cpu_count(),
-        "versions": {lib: _version(lib) for lib in LIBRARIES if _version(lib)},
+        "versions": {lib: v for lib in LIBRARIES if (v := _version(lib))},
         "blas": _blas(),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
     }
