@@ -39,4 +39,4 @@ if [ -n "${FPSPEC_BIO:-}" ]; then
 fi
 
 # 5. the GPU tests: decode equals prefill equals cuBLAS, through the replica's direct launches
-step pytest_gpu 50 python3 -m pytest -q -m gpu tests/audit -p no:cacheprovider
+step pytest_gpu 50 env TRITON_INTERPRET=0 python3 -m pytest -q -m gpu tests/audit -p no:cacheprovider
