@@ -9,6 +9,7 @@ emin, emax) when the accumulator is emulated on float64), _OUT_FMT, _INIT_ZERO,
 _ZERO, and for fused nodes the _FP_* constants (see `_fused_core`).
 """
 import math
+from types import FunctionType as _FunctionType
 
 import numpy as np
 from numba.extending import intrinsic
@@ -496,7 +497,7 @@ def _gemm_rest(A, B, out):
     if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
         _gemm_columns_kernel(A, B, out)
     else:
-        _gemm_kernel(A, np.ascontiguousarray(B.T), out)
+        _gemm_kernel(A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
 
 
 def _input(x, what):
@@ -535,25 +536,25 @@ def _shape(what, arr, ndim):
         raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
 
 
-def _one_kernel(x, y):
-    return _final(_reduce(x, y, x.shape[0]))
+def _one_kernel(x, y, plan):
+    return _final(_order(x, y, x.shape[0], plan))
 
 
-def _rows_kernel(A, x, out):
+def _rows_kernel(A, x, out, plan):
     for i in prange(A.shape[0]):
-        out[i] = _final(_reduce(A[i], x, x.shape[0]))
+        out[i] = _final(_order(A[i], x, x.shape[0], plan))
 
 
-def _columns_kernel(XT, ones, out):
+def _columns_kernel(XT, ones, out, plan):
     for i in prange(XT.shape[0]):
-        out[i] = _final(_reduce(XT[i], ones if _SUM_FUSED else XT[i], XT.shape[1]))
+        out[i] = _final(_order(XT[i], ones if _SUM_FUSED else XT[i], XT.shape[1], plan))
 
 
-def _gemm_kernel(A, BT, out):
+def _gemm_kernel(A, BT, out, plan):
     p = BT.shape[0]
     for t in prange(A.shape[0] * p):
         i, j = t // p, t % p
-        out[i, j] = _final(_reduce(A[i], BT[j], A.shape[1]))
+        out[i, j] = _final(_order(A[i], BT[j], A.shape[1], plan))
 
 
 def api_sum(x):
@@ -561,7 +562,7 @@ def api_sum(x):
     x = _input(x, "x")
     _shape("x", x, 1)
     _length(x.shape[0], "x")
-    return _OUT_DTYPE(_one_kernel(x, np.ones_like(x) if _SUM_FUSED else x))
+    return _OUT_DTYPE(_one_kernel(x, np.ones_like(x) if _SUM_FUSED else x, _plan(x.shape[0])))
 
 
 def api_sums(X):
@@ -570,7 +571,7 @@ def api_sums(X):
     _shape("X", X, 2)
     _length(X.shape[0], "X")
     out = np.empty(X.shape[1], _OUT_CARRY)
-    _columns_kernel(np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out)
+    _columns_kernel(np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out, _plan(X.shape[0]))
     return out.astype(_OUT_DTYPE)
 
 
@@ -582,7 +583,7 @@ def api_dot(x, y):
     if x.shape != y.shape:
         raise ValueError(f"dot: x has {x.shape[0]} elements, y has {y.shape[0]}")
     _length(x.shape[0], "x")
-    return _OUT_DTYPE(_one_kernel(x, y))
+    return _OUT_DTYPE(_one_kernel(x, y, _plan(x.shape[0])))
 
 
 def api_gemv(A, x):
@@ -594,7 +595,7 @@ def api_gemv(A, x):
         raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
     _length(x.shape[0], "x")
     out = np.empty(A.shape[0], _OUT_CARRY)
-    _rows_kernel(A, x, out)
+    _rows_kernel(A, x, out, _plan(x.shape[0]))
     return out.astype(_OUT_DTYPE)
 
 
@@ -612,6 +613,110 @@ def api_gemm(A, B):
     else:
         _gemm_rest(A, B, out)
     return out.astype(_OUT_DTYPE)
+
+
+# ---------------------------------------------------------------- plans (note [plans] in fpspec.compile.backends.numba)
+
+_NO_PLAN = (np.empty((0, 8), np.int64), np.empty(0, np.int64), 0, 0)
+_PLANS = {}
+_PLAN_OPS = ()       # (object the generated code calls, op code, kind) for every recorded operation
+_PLAN_ENTRY = None   # the entry function of the order (plain Python) where the order has a plan
+
+
+class _PlanTerms:
+    """A term array while a plan is recorded: sel 0 the replica's inputs,
+    sel 1 the pad buffer, whose element base + k is this array's element k."""
+    __slots__ = ("sel", "base")
+
+    def __init__(self, sel, base):
+        self.sel = sel
+        self.base = base
+
+
+def _plan(n):
+    """The plan `_run_plan` executes for length n (recorded once per n), or
+    `_NO_PLAN` where the order needs none."""
+    if _PLAN_ENTRY is None:
+        return _NO_PLAN
+    if n not in _PLANS:
+        if len(_PLANS) >= 64:
+            _PLANS.clear()
+        _PLANS[n] = _record_plan(n)
+    return _PLANS[n]
+
+
+def _record_plan(n):
+    """Run the order's plain-Python functions at length n with every value a
+    row number of the plan: each operation on values or leaves appends a row
+    (op code, operands); a call of a compiled function appends one row."""
+    rows, side, pad = [], [], [0]
+    g = dict(globals())
+
+    def op(*row):
+        rows.append(row + (0,) * (8 - len(row)))
+        return len(rows) - 1
+
+    def recorder(code, kind):
+        if kind == "term":
+            return lambda a, b, k: op(code, a.sel, a.base + k)
+        if kind == "add":
+            return lambda u, v: op(code, u, v)
+        if kind == "add_leaf":
+            return lambda acc, a, b, k: op(code, a.sel, acc, a.base + k)
+        if kind == "add_leaves":
+            return lambda a, b, i, j: op(code, a.sel, a.base + i, a.base + j)
+        if kind == "value":
+            return lambda v: op(code, v)
+        if kind == "vals":
+            return lambda m: [0] * m
+        if kind == "fused_range":
+            return lambda a, b, lo, step, cnt, c: op(code, a.sel, a.base + lo, step, cnt, c)
+        if kind == "fused_core":
+            def fused_core(a, b, ks, lo, step, cnt, c):
+                at = len(side)
+                side.extend(a.base + (ks[i] if ks.shape[0] > 0 else lo + i * step) for i in range(cnt))
+                return op(code, a.sel, at, cnt, c)
+            return fused_core
+        if kind == "padded":
+            def padded(a, b, lo, step, m, r, c):
+                at = pad[0]
+                pad[0] += m + c
+                op(code, a.sel, a.base + lo, step, m, r, c, at)
+                return _PlanTerms(1, at), _PlanTerms(1, at)
+            return padded
+        if kind == "lane_folds":    # note [vector lanes] in fpspec.compile.loops, row by row
+            term, add_leaf = recorder(code[0], "term"), recorder(code[1], "add_leaf")
+
+            def lane_folds(a, lo, rows, k):
+                lanes = [term(a, None, lo + j) for j in range(k)]
+                for r in range(1, rows):
+                    lanes = [add_leaf(lanes[j], a, None, lo + r * k + j) for j in range(k)]
+                return tuple(lanes)
+            return lane_folds
+        if kind == "call_L":
+            return lambda a, b, lo, step, m: op(code, a.sel, a.base + lo, step, m)
+        if kind == "call_L1":
+            return lambda a, b, lo, m: op(code, a.sel, a.base + lo, m)
+        if kind == "call_V":
+            def call_values(vals, off, step, m):
+                at = len(side)
+                side.extend(vals[off + i * step] for i in range(m))
+                return op(code, at, m)
+            return call_values
+        raise AssertionError(kind)
+
+    by_object = {id(obj): (code, kind) for obj, code, kind in _PLAN_OPS}
+    for name, value in globals().items():
+        if id(value) in by_object:
+            code, kind = by_object[id(value)]
+            g[name] = op(code) if kind == "zero" else recorder(code, kind)
+        else:
+            py = getattr(value, "py_func", value)
+            if isinstance(py, _FunctionType):
+                g[name] = _FunctionType(py.__code__, g, py.__name__, py.__defaults__, py.__closure__)
+    whole = _PlanTerms(0, 0)
+    root = _FunctionType(_PLAN_ENTRY.__code__, g)(whole, whole, n)
+    return np.array(rows, np.int64).reshape(-1, 8), np.array(side, np.int64), root, pad[0]
 
 
 prange = range   # the template imports numba's prange
