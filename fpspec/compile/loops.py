@@ -115,12 +115,14 @@ class _Code:
 class LoopEmitter:
     """Builds the loop program of one kernel (see `emit_program`)."""
 
-    def __init__(self, kernel: Kernel, vector_lanes: bool = False, iterative_splits: bool = False):
+    def __init__(self, kernel: Kernel, vector_lanes: bool = False, iterative_splits: bool = False,
+                 typed_ints: bool = False):
         self.kernel = kernel
         # note [vector lanes]: the backend provides `_lane_folds` and `_term` is the identity
         self.vector_lanes = vector_lanes
         # note [iterative splits]
         self.iterative_splits = iterative_splits
+        self.typed_ints = typed_ints
         self.counter = 0
         self.functions: dict[str, Function] = {}
         self.pending: list[tuple[str, Reducer, str]] = []
@@ -180,14 +182,20 @@ class LoopEmitter:
         return name
 
     def call(self, r: Reducer, lst, code: _Code, label: str) -> str:
+        t = self.typed
         if isinstance(lst, Values):
             fn = self.function_for(r, "V", label)
-            return self.let(code, "r", f"{fn}({lst.vals}, {lst.off}, {lst.step}, {lst.m})")
+            return self.let(code, "r", f"{fn}({lst.vals}, {t(lst.off)}, {t(lst.step)}, {t(lst.m)})")
         if lst.step == "1":
             fn = self.function_for(r, "L1", label)
-            return self.let(code, "r", f"{fn}(a, b, {lst.lo}, {lst.m})")
+            return self.let(code, "r", f"{fn}(a, b, {t(lst.lo)}, {t(lst.m)})")
         fn = self.function_for(r, "L", label)
-        return self.let(code, "r", f"{fn}(a, b, {lst.lo}, {lst.step}, {lst.m})")
+        return self.let(code, "r", f"{fn}(a, b, {t(lst.lo)}, {t(lst.step)}, {t(lst.m)})")
+
+    def typed(self, arg: str) -> str:
+        """A call argument; with `typed_ints` a literal as np.int64 (numba compiles
+        a function once more for each literal argument it meets)."""
+        return f"np.int64({arg})" if self.typed_ints and arg.isdigit() else arg
 
     # ------------------------------------------------------------ reducers
 
@@ -314,13 +322,13 @@ class LoopEmitter:
         """note [pairwise walk]: the halving of `pairwise_body` as a loop over an
         explicit stack of tasks and a stack of finished values."""
         tl, tm, vs, tp, vp = (self.fresh(x) for x in ("tl", "tm", "vs", "tp", "vp"))
-        cl, cm, h, grown = (self.fresh(x) for x in ("cl", "cm", "h", "grown"))
+        cl, cm, h, i, grown, grown_tasks = (self.fresh(x) for x in ("cl", "cm", "h", "i", "grown", "grown"))
         leaves = kind != "V"
         split = f"{cm} // 2" if r.split is None else py_int(r.split, m=cm)
         start = "lo" if leaves else "off"
-        code(f"{tl} = np.empty({PAIRWISE_STACK}, np.int64)   # task: a start (or a leaf), or")
-        code(f"{tm} = np.empty({PAIRWISE_STACK}, np.int64)   # its length; {ADD_TASK}: add the top two values, "
-             f"{LEAF_TASK}: add leaf {tl}")
+        code(f"{tl} = np.empty({PAIRWISE_STACK}, np.int64)   # tasks: a start (or a leaf)")
+        code(f"{tm} = np.empty({PAIRWISE_STACK}, np.int64)   # and its length, or {ADD_TASK}: add the top two "
+             f"values, {LEAF_TASK}: add the leaf")
         code(f"{vs} = _vals({PAIRWISE_STACK})")
         code(f"{tl}[0] = {start}")
         code(f"{tm}[0] = m")
@@ -341,15 +349,22 @@ class LoopEmitter:
                 with code.indent():
                     code(f"{vs}[{vp} - 1] = _add_leaf({vs}[{vp} - 1], a, b, {cl})")
                     code("continue")
+            # copies by loops: numba compiles a slice assignment for seconds
             code(f"if {vp} == {vs}.shape[0]:")
             with code.indent():
                 code(f"{grown} = _vals(2 * {vp})")
-                code(f"{grown}[:{vp}] = {vs}")
+                code(f"for {i} in range({vp}):")
+                with code.indent():
+                    code(f"{grown}[{i}] = {vs}[{i}]")
                 code(f"{vs} = {grown}")
             code(f"if {tp} + 3 > {tl}.shape[0]:")
             with code.indent():
-                code(f"{tl} = np.concatenate(({tl}, {tl}))")
-                code(f"{tm} = np.concatenate(({tm}, {tm}))")
+                for stack in (tl, tm):
+                    code(f"{grown_tasks} = np.empty(2 * {tp} + 3, np.int64)")
+                    code(f"for {i} in range({tp}):")
+                    with code.indent():
+                        code(f"{grown_tasks}[{i}] = {stack}[{i}]")
+                    code(f"{stack} = {grown_tasks}")
             code(f"if {cm} == 1:")
             with code.indent():
                 code(f"{vs}[{vp}] = " + ("_term(a, b, " if leaves else "vals[") + cl + (")" if leaves else "]"))
@@ -1085,10 +1100,12 @@ def _check_fused_table(r: Table) -> None:
                 raise CompileError("a literal fused node with more than one partial-sum child cannot be expressed")
 
 
-def emit_program(kernel: Kernel, vector_lanes: bool = False, iterative_splits: bool = False) -> LoopProgram:
+def emit_program(kernel: Kernel, vector_lanes: bool = False, iterative_splits: bool = False,
+                 typed_ints: bool = False) -> LoopProgram:
     """The loop program of `kernel`: runtime functions, then `_reduce(a, b, n)`.
-    `vector_lanes`, `iterative_splits`: notes [vector lanes], [iterative splits]."""
-    em = LoopEmitter(kernel, vector_lanes, iterative_splits)
+    `vector_lanes`, `iterative_splits`: notes [vector lanes], [iterative splits] (with
+    [pairwise walk]); `typed_ints`: literal arguments of generated functions as np.int64."""
+    em = LoopEmitter(kernel, vector_lanes, iterative_splits, typed_ints)
     code = _Code()
     res = em.emit(kernel.root, Leaves("0", "1", "n"), code)
     code(f"return {res}")

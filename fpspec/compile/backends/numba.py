@@ -21,6 +21,10 @@ from fpspec.compile import binned
 from fpspec.compile.runtime import embed
 from fpspec.compile.runtime import numba_rt
 
+# small runtime functions inlined into their callers by numba (no compilation of their own: note
+# [compile time] in fpspec.compile.backends.numba)
+INLINE = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_final", "_round_out")
+
 # the compiled kernel behind each public function
 KERNELS = {"sum": "_one_kernel", "sums": "_columns_kernel", "dot": "_one_kernel",
            "gemv": "_rows_kernel", "gemm": "_gemm_kernel"}
@@ -40,7 +44,8 @@ class NumbaBackend(Backend):
         if binned.is_binned(kernel):   # order-independent: no loops (fpspec.compile.binned)
             return binned.render_numba(self, kernel)
         p = plan(kernel)
-        program = emit_program(kernel, vector_lanes=vector_lanes(kernel, p), iterative_splits=True)
+        program = emit_program(kernel, vector_lanes=vector_lanes(kernel, p), iterative_splits=True,
+                               typed_ints=True)
         names, rename = runtime_names(p, program, fma=_numba_fma(p))
         if "_table_step" in names:
             # without fused nodes the table step must not mention the fused model
@@ -72,7 +77,8 @@ class NumbaBackend(Backend):
         runtime = "\n\n".join(filter(None, [
             embed(numba_rt, ["_fma"]) if "_fma" in base else "",
             embed(numba_rt, [n for n in base if n != "_fma"], decorator="@_jit"),
-            embed(numba_rt, jitted, rename, decorator="@_jit"),
+            embed(numba_rt, [n for n in jitted if rename.get(n, n) not in INLINE], rename, decorator="@_jit"),
+            embed(numba_rt, [n for n in jitted if rename.get(n, n) in INLINE], rename, decorator="@_inline"),
             embed(numba_rt, plain),
         ] + [in_region(embed(numba_rt, *region_runtime_names(rp, _numba_fma(rp), table), decorator="@_jit"), name)
              for name, rp in regions]))
@@ -160,7 +166,7 @@ def plan_lowering(program, runtime: str) -> tuple[str, set[str]]:
     cyclic = {f for f in names if f in reached[f]}
     if not cyclic:
         return (NO_PLAN + 'def _plan(n):\n    """The order needs no plan (note [plans])."""\n    return _NO_PLAN\n\n\n'
-                "@_jit\ndef _order(a, b, n, plan):\n    return _reduce(a, b, n)\n"), set()
+                "@_inline\ndef _order(a, b, n, plan):\n    return _reduce(a, b, n)\n"), set()
     planned = {f for f in names if f in cyclic or reached[f] & cyclic}
     text = runtime + "\n" + "\n".join(line for f in program.functions for line in f.body)
 
@@ -242,7 +248,7 @@ def _run_plan(a, b, plan):
     return _ACC(vs[root])
 
 
-@_jit
+@_inline
 def _order(a, b, n, plan):
     return _run_plan(a, b, plan)
 '''
