@@ -329,7 +329,9 @@ class LoopEmitter:
         code(f"{tl} = np.empty({PAIRWISE_STACK}, np.int64)   # tasks: a start (or a leaf)")
         code(f"{tm} = np.empty({PAIRWISE_STACK}, np.int64)   # and its length, or {ADD_TASK}: add the top two "
              f"values, {LEAF_TASK}: add the leaf")
-        code(f"{vs} = _vals({PAIRWISE_STACK})")
+        # values of the list's own dtype: a wider operand is added unrounded, as by `pairwise_body`
+        new_vals = "_vals({})" if leaves else "np.empty({}, vals.dtype)"
+        code(f"{vs} = {new_vals.format(PAIRWISE_STACK)}")
         code(f"{tl}[0] = {start}")
         code(f"{tm}[0] = m")
         code(f"{tp} = 1")
@@ -352,7 +354,7 @@ class LoopEmitter:
             # copies by loops: numba compiles a slice assignment for seconds
             code(f"if {vp} == {vs}.shape[0]:")
             with code.indent():
-                code(f"{grown} = _vals(2 * {vp})")
+                code(f"{grown} = {new_vals.format(f'2 * {vp}')}")
                 code(f"for {i} in range({vp}):")
                 with code.indent():
                     code(f"{grown}[{i}] = {vs}[{i}]")

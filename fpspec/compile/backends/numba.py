@@ -54,7 +54,9 @@ class NumbaBackend(Backend):
                 names.remove("_table_step")
                 rename["_table_step_binary"] = "_table_step"
         jitted = [n for n in names if n not in ("_input", "_length", "_shape")]
-        plain = [n for n in names if n in ("_input", "_length", "_shape")]
+        plain = [n for n in names if n in ("_input", "_length", "_shape")] + ["_carried"]
+        if p.in_grid is not None:      # the input check of a format without a numpy dtype
+            plain.insert(0, "round_value")
         regions = region_plans(kernel, program)
         table = "_table_step_binary" if program.uses_tables else None
         base = ["_fma"] if p.fma or any(rp.fma for _, rp in regions) else []
@@ -191,16 +193,19 @@ def plan_lowering(program, runtime: str) -> tuple[str, set[str]]:
         return code
 
     col = "ops[t, {}]".format
-    for s in [""] + [f"__{r}" for r in program.regions]:
+    carriers: list[int] = []     # the op code of each arithmetic's `_vals`: a value list's carrier
+    suffixes = [""] + [f"__{r}" for r in program.regions]
+    for s in suffixes:
         acc = f"_ACC{s}"
         add(f"_ZERO{s}", "zero", f"vs[t] = _ZERO{s}")
         term = add(f"_term{s}", "term", leafy(f"_term{s}(A, B, {col(2)})"))
-        add(f"_add{s}", "add", f"vs[t] = _add{s}({acc}(vs[{col(1)}]), {acc}(vs[{col(2)}]))")
+        # operands as they are: a wider one (a value list of an enclosing arithmetic) is added unrounded
+        add(f"_add{s}", "add", f"vs[t] = _add{s}(vs[{col(1)}], vs[{col(2)}])")
         leaf = add(f"_add_leaf{s}", "add_leaf", leafy(f"_add_leaf{s}({acc}(vs[{col(2)}]), A, B, {col(3)})"))
         add(f"_add_leaves{s}", "add_leaves", leafy(f"_add_leaves{s}(A, B, {col(2)}, {col(3)})"))
         add(f"_round_acc{s}", "value", f"vs[t] = _round_acc{s}(vs[{col(1)}])")
         add(acc, "value", f"vs[t] = {acc}(vs[{col(1)}])")
-        add(f"_vals{s}", "vals", None)
+        carriers.append(add(f"_vals{s}", "vals", None))
         if not s and "_lane_folds(" in text:
             table.append(("_lane_folds", f"({term}, {leaf})", "lane_folds"))
     if defined("_fused_range"):
@@ -220,8 +225,13 @@ def plan_lowering(program, runtime: str) -> tuple[str, set[str]]:
             continue
         s = "__" + f.name.rsplit("__", 1)[1] if "__" in f.name[1:] else ""
         if f.params[0] == "vals":
-            add(f.name, "call_V", f"buf = _vals{s}({col(2)})\nfor i in range({col(2)}):\n"
-                                  f"    buf[i] = vs[side[{col(1)} + i]]\nvs[t] = {f.name}(buf, 0, 1, {col(2)})")
+            # the list in the carrier it was made in (column 3), as the caller passed it
+            gather = "\n".join(f"{'if' if k == 0 else 'elif'} {col(3)} == {code}:\n"
+                                f"    buf = _vals{suffix}({col(2)})\n"
+                                f"    for i in range({col(2)}):\n        buf[i] = vs[side[{col(1)} + i]]\n"
+                                f"    vs[t] = {f.name}(buf, 0, 1, {col(2)})"
+                                for k, (code, suffix) in enumerate(zip(carriers, suffixes)))
+            add(f.name, "call_V", gather)
         elif "step" in f.params:
             add(f.name, "call_L", leafy(f"{f.name}(A, B, {col(2)}, {col(3)}, {col(4)})"))
         else:
@@ -252,7 +262,7 @@ def _run_plan(a, b, plan):
 def _order(a, b, n, plan):
     return _run_plan(a, b, plan)
 '''
-    return embed(numba_rt, ["_PlanTerms", "_plan", "_record_plan"]) + "\n\n" + source, planned
+    return embed(numba_rt, ["_PlanTerms", "_PlanValues", "_plan", "_record_plan"]) + "\n\n" + source, planned
 
 
 def _numba_fma(p) -> str:

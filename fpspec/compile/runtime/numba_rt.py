@@ -14,6 +14,9 @@ from types import FunctionType as _FunctionType
 import numpy as np
 from numba.extending import intrinsic
 
+from fpspec.arith.fused import round_value  # noqa: F401 (embedded)
+from fpspec.compile.runtime.inputs_rt import _input, _length, _shape  # noqa: F401 (embedded)
+
 _ACC = np.float32
 _ACC_FMT = (24, -126, 127)
 _OUT_FMT = (24, -126, 127)
@@ -500,40 +503,10 @@ def _gemm_rest(A, B, out):
         _gemm_kernel(A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
 
 
-def _input(x, what):
-    """x as an array of the spec's input dtype (no silent conversion), widened
-    exactly to the dtype the kernels read (float16 -> float32)."""
-    if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
-        raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
-                        f"(pass {what}.filled(0) or {what}.compressed() to say which)")
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{what} is a {type(x).__name__}, but this replica of {_NAME} takes NumPy arrays of "
-                        f"dtype {np.dtype(_IN_DTYPE).name} (input format {_IN_NAME}): convert it with "
-                        f"np.asarray({what}, np.{np.dtype(_IN_DTYPE).name}) if rounding it is what you mean")
-    if not x.dtype.isnative:                 # '>f4' is a float32 in the other byte order
-        x = x.astype(x.dtype.newbyteorder("="))
-    # formats without a numpy dtype (bf16, tf32, fp8) travel in float32 or float64
-    if x.dtype != _IN_DTYPE and not (_IN_GRID is not None and x.dtype == np.float64):
-        raise TypeError(f"{what} has dtype {x.dtype}, but this replica of {_NAME} takes "
-                        f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
-    if _IN_GRID is not None:
-        finite = x[np.isfinite(x)].astype(np.float64)
-        rounded = np.array([_round_dir(v, _IN_GRID[0], _IN_GRID[1], _IN_GRID[2], False, True) for v in finite])
-        if not np.array_equal(rounded, finite):
-            raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
-    return np.asarray(x, dtype=_IN_CARRY, order="C")   # C order; a 0-d array stays 0-d (the caller refuses it)
-
-
-def _length(n, what):
-    if n < N_MIN or (N_MAX is not None and n > N_MAX):
-        raise ValueError(f"{what} has length {n}, outside the range n in {N_MIN}..{'' if N_MAX is None else N_MAX} "
-                         f"this replica of {_NAME} is valid for")
-    return n
-
-
-def _shape(what, arr, ndim):
-    if arr.ndim != ndim:
-        raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
+def _carried(x):
+    """A checked input widened exactly to the dtype the kernels read (float16 -> float32), in C order;
+    a 0-d array stays 0-d (the caller refuses it)."""
+    return np.asarray(x, dtype=_IN_CARRY, order="C")
 
 
 def _one_kernel(x, y, plan):
@@ -559,7 +532,7 @@ def _gemm_kernel(A, BT, out, plan):
 
 def api_sum(x):
     """The spec's sum of the 1-D array x."""
-    x = _input(x, "x")
+    x = _carried(_input(x, "x"))
     _shape("x", x, 1)
     _length(x.shape[0], "x")
     return _OUT_DTYPE(_one_kernel(x, np.ones_like(x) if _SUM_FUSED else x, _plan(x.shape[0])))
@@ -567,7 +540,7 @@ def api_sum(x):
 
 def api_sums(X):
     """The spec's sum of every column of X (each its own accumulation)."""
-    X = _input(X, "X")
+    X = _carried(_input(X, "X"))
     _shape("X", X, 2)
     _length(X.shape[0], "X")
     out = np.empty(X.shape[1], _OUT_CARRY)
@@ -577,7 +550,7 @@ def api_sums(X):
 
 def api_dot(x, y):
     """The spec's dot product of the 1-D arrays x and y."""
-    x, y = _input(x, "x"), _input(y, "y")
+    x, y = _carried(_input(x, "x")), _carried(_input(y, "y"))
     _shape("x", x, 1)
     _shape("y", y, 1)
     if x.shape != y.shape:
@@ -588,7 +561,7 @@ def api_dot(x, y):
 
 def api_gemv(A, x):
     """A @ x, each output element in the spec's order over the columns of A."""
-    A, x = _input(A, "A"), _input(x, "x")
+    A, x = _carried(_input(A, "A")), _carried(_input(x, "x"))
     _shape("A", A, 2)
     _shape("x", x, 1)
     if A.shape[1] != x.shape[0]:
@@ -601,7 +574,7 @@ def api_gemv(A, x):
 
 def api_gemm(A, B):
     """A @ B, each output element in the spec's order over the inner dimension."""
-    A, B = _input(A, "A"), _input(B, "B")
+    A, B = _carried(_input(A, "A")), _carried(_input(B, "B"))
     _shape("A", A, 2)
     _shape("B", B, 2)
     if A.shape[1] != B.shape[0]:
@@ -631,6 +604,15 @@ class _PlanTerms:
     def __init__(self, sel, base):
         self.sel = sel
         self.base = base
+
+
+class _PlanValues(list):
+    """A list of values while a plan is recorded: plan row numbers, and the op
+    code of the `_vals` that made it (its carrier)."""
+
+    def __init__(self, carrier, m):
+        super().__init__([0] * m)
+        self.carrier = carrier
 
 
 def _plan(n):
@@ -668,7 +650,7 @@ def _record_plan(n):
         if kind == "value":
             return lambda v: op(code, v)
         if kind == "vals":
-            return lambda m: [0] * m
+            return lambda m: _PlanValues(code, m)
         if kind == "fused_range":
             return lambda a, b, lo, step, cnt, c: op(code, a.sel, a.base + lo, step, cnt, c)
         if kind == "fused_core":
@@ -701,7 +683,7 @@ def _record_plan(n):
             def call_values(vals, off, step, m):
                 at = len(side)
                 side.extend(vals[off + i * step] for i in range(m))
-                return op(code, at, m)
+                return op(code, at, m, vals.carrier)
             return call_values
         raise AssertionError(kind)
 
