@@ -6,9 +6,11 @@ fpspec.compile.runtime.numpy_rt (embedded, so the replica imports only numpy).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fpspec.compile.backends import Backend, header, render_template
 from fpspec.compile.ir import CompileError, Kernel
-from fpspec.compile.loops import emit_program
+from fpspec.compile.loops import LONE_LEAF, emit_program
 from fpspec.compile.numerics import (runtime_names, in_region, plan, region_runtime_names, region_plans,
                                      region_settings, settings)
 from fpspec.compile import binned
@@ -32,7 +34,9 @@ class NumpyBackend(Backend):
         if binned.is_binned(kernel):
             return binned.check(kernel)
         p = plan(kernel)
-        if p.fma and kernel.arithmetic.input == "fp64":
+        # a region's product handling counts as much as the main arithmetic's
+        fma = p.fma or any(plan(replace(kernel, arithmetic=a)).fma for _, a in kernel.arithmetics)
+        if fma and kernel.arithmetic.input == "fp64":
             raise CompileError("the numpy target cannot express an fp64 FMA (no exact fp64 fma in NumPy); "
                                "use --target numba")
 
@@ -41,9 +45,9 @@ class NumpyBackend(Backend):
             return binned.render_numpy(self, kernel)
         p = plan(kernel)
         program = emit_program(kernel)
-        names, rename = runtime_names(p, program, fma="_add_leaf_fma")
+        names, rename = runtime_names(p, program, fma="_add_leaf_fma", exact=True)
         regions = region_plans(kernel, program)
-        if p.fma or any(rp.fma for _, rp in regions):
+        if any(q.fma or q.exact_sum or q.exact_products for q in [p] + [rp for _, rp in regions]):
             names.insert(names.index("_vals"), "_round_odd_sum")
         fused_src = fused_model(kernel) if program.uses_fused else ""
         if program.uses_fused:
@@ -56,20 +60,75 @@ class NumpyBackend(Backend):
             fused_src,
             embed(numpy_rt, names, rename),
         ] + [in_region(embed(numpy_rt, *region_runtime_names(rp, "_add_leaf_fma", "_table_step" if program.uses_tables
-                                                              else None)), name) for name, rp in regions]))
-        return render_template(
+                                                              else None, exact=True)), name) for name, rp in regions]))
+        source = render_template(
             self.template,
             header=header(kernel, self.name),
             name=kernel.name,
             op=kernel.op,
             public=", ".join(public),
             spec_literal=spec_literal(kernel),
-            settings=settings(kernel, p) + [line for name, rp in regions for line in region_settings(kernel, name, rp)],
+            settings=settings(kernel, p) + [
+                f"_ROUND_FIRST = {p.exact_products}  # the result may be an exact product (numerics note [exact leaves])"
+            ] + [line for name, rp in regions for line in region_settings(kernel, name, rp)],
             runtime=runtime,
             constants=[c.source() for c in program.constants],
             functions=[f.source() for f in program.functions],
             api=embed(numpy_rt, api_names, {f"api_{n}": n for n in public}),
         )
+        refuse_lone_leaves(kernel, source)
+        return source
+
+
+# Note [lone leaves at compile time]: the loops raise LONE_LEAF (fpspec.compile.loops
+# note [lone leaves]) at the n where a lane or block of one product leaf meets partial
+# sums under FMA or fused products; which n do depends on n alone, not on the data.
+# Rather than ship a module that fails at its first call at such an n, compiling runs
+# the NumPy program on zeros at the n of the range (every n up to LONE_LEAF_ALL, then
+# powers of two with their neighbours and the range's end) and refuses in one line.
+LONE_LEAF_ALL = 512
+
+
+def _probe_ns(kernel: Kernel) -> list[int]:
+    lo, hi = kernel.n_min, kernel.n_max
+    top = hi if hi is not None else 1 << 16
+    ns = set(range(lo, min(top, lo + LONE_LEAF_ALL) + 1))
+    p = 2
+    while p <= min(top, 1 << 20):
+        ns.update(v for v in (p - 1, p, p + 1, 3 * p // 2) if lo <= v <= top)
+        p *= 2
+    if hi is not None and hi <= 1 << 20:
+        ns.update((hi - 1, hi))
+    return sorted(v for v in ns if lo <= v <= top)
+
+
+def lone_leaf_n(kernel: Kernel, source: str) -> int | None:
+    """The first n at which the NumPy program `source` of `kernel` meets a lone
+    product leaf among partial sums (note [lone leaves at compile time]), or None."""
+    if LONE_LEAF not in source:
+        return None
+    import numpy as np
+
+    space: dict = {"__name__": "fpspec_lone_leaf_probe"}
+    exec(compile(source, f"<{kernel.name}>", "exec"), space)
+    reduce = space["_reduce"]
+    for n in _probe_ns(kernel):
+        zeros = np.zeros((n, 1))
+        try:
+            with np.errstate(all="ignore"):
+                reduce(zeros, zeros, n)
+        except ValueError as e:
+            if str(e) == LONE_LEAF:
+                return n
+    return None
+
+
+def refuse_lone_leaves(kernel: Kernel, source: str) -> None:
+    """CompileError in one line where the program `source` (NumPy) would raise LONE_LEAF at some n."""
+    n = lone_leaf_n(kernel, source)
+    if n is not None:
+        raise CompileError(f"at n = {n} this order puts a lone product leaf among partial sums (FMA or fused "
+                           "products), which the numpy and numba targets cannot compile yet")
 
 
 def fused_model(kernel: Kernel) -> str:
