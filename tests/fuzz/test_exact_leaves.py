@@ -133,7 +133,8 @@ order lanes(4, seq, pairwise)
     with pytest.raises(CompileError) as e:
         compile_spec(spec, target="numpy")
     assert str(e.value) == ("at n = 5 this order puts a lone product leaf among partial sums (FMA or fused "
-                            "products), which the numpy and numba targets cannot compile yet")
+                            "products), which the numpy and numba targets cannot compile yet; compile for the "
+                            "n you need (-n N) or narrow `n in`")
     # the same order where no n does it compiles and runs
     fine = spec_of("""op dot
 n in 8..12
@@ -142,3 +143,24 @@ order lanes(4, seq, pairwise)
 """)
     x = np.arange(1, 9, dtype=np.float32) / 3
     assert same_bits(replica(fine, tmp_path).dot(x, x), reference(fine, x, x))
+    # a range without an end compiles (backends.numpy note [lone leaves at compile time]):
+    # such an n raises before any arithmetic, the others run
+    open_ended = spec_of(str(fine).replace("n in 8..12", "n in 2.."))
+    r = replica(open_ended, tmp_path)
+    assert same_bits(r.dot(x, x), reference(open_ended, x, x))
+    with pytest.raises(ValueError, match="lone product leaf among partial sums"):
+        r.dot(x[:5], x[:5])
+
+
+@pytest.mark.parametrize("scale", [0, 1000])    # 2^1000: beyond the fast path, exact rationals
+def test_an_fp64_fma_compiles_for_numpy_and_rounds_once(scale, tmp_path):
+    spec = spec_of("""op dot
+n in 2
+arithmetic { input = fp64 product = fma accumulator = fp64 init = none output = fp64 }
+order seq
+""")
+    # fma(x1, y1, x0*y0) = (1 - 2^-54) - 1: a product rounded first would tie to 1.0 and give 0
+    x = np.array([1.0, (1 + 2.0 ** -27) * 2.0 ** scale])
+    y = np.array([-1.0, (1 - 2.0 ** -27) * 2.0 ** -scale])
+    assert same_bits(reference(spec, x, y), -2.0 ** -54)
+    assert same_bits(replica(spec, tmp_path).dot(x, y), -2.0 ** -54)

@@ -10,6 +10,7 @@ a[k] * b[k] is exact for inputs of <= 26 bits (note [leaf products]).
 import numpy as np
 
 from fpspec.arith.fused import _FORMATS, _sum_round_to_odd, addend, align, largest_exponent, products, round_value
+from fpspec.formats import _fma64, _fma64_exact
 
 _ACC = np.float32
 _ACC_FMT = None
@@ -74,6 +75,17 @@ def _add_exact(u, v):
 def _add_leaves_exact(a, b, i, j):
     # numerics note [exact leaves]: two exact products, their exact sum rounded once
     return _round_acc(_round_odd_sum(a[i] * b[i], a[j] * b[j]))
+
+
+def _add_leaf_fma64(acc, a, b, k):
+    # an fp64 FMA, one rounding of a*b + acc (fpspec.formats note [fp64 fma]: Boldo and
+    # Melquiond's sum, exact rationals for the elements it does not cover)
+    x, y, c = np.broadcast_arrays(a[k], b[k], np.asarray(acc, np.float64))
+    out, safe = _fma64(x, y, c)
+    if not safe.all():
+        out = np.array(out)
+        out[~safe] = _fma64_exact(x[~safe], y[~safe], c[~safe])
+    return out
 
 
 def _add_leaves(a, b, i, j):
