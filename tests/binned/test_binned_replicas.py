@@ -171,7 +171,8 @@ def test_verify_says_equivalent_and_order_independent():
     report = verify_spec(parse(spec_text("dot", "fp32")), backend="numpy", n_values=[2, 9, 300], samples=60)
     assert report.equivalent, report.text()
     assert any("order-independent" in note for note in report.notes)
-    assert {c.side for c in report.trees} == {"replica (numpy)", "replica (numpy), terms permuted"}
+    assert {c.side for c in report.trees} == {"replica (numpy)", "replica (numpy), terms permuted and split"}
+    assert "permuted terms split by zeros" in report.text()
 
 
 def test_verify_catches_a_replica_that_has_an_order():
