@@ -188,6 +188,7 @@ def _partials(X, Y, states, n, tiles, bins_ptr, COMP, HALF, DT: tl.constexpr, IT
 @triton.jit
 def _lane_sums(A, Q: tl.constexpr):
     # a slot's lanes as (low, carry): lows < 2^Q, at most 4096 lanes, so their sum fits in int64
+    A = A.to(tl.int64)
     return tl.sum(A & ((1 << Q) - 1), axis=0), tl.sum(A >> Q, axis=0)
 
 
@@ -195,30 +196,40 @@ def _lane_sums(A, Q: tl.constexpr):
 def _lanes(X, Y, states, n, tiles, bins_ptr, COMP, HALF, DT: tl.constexpr, IT: tl.constexpr,
            FOLD: tl.constexpr, F2: tl.constexpr, P: tl.constexpr, EMAX: tl.constexpr, W: tl.constexpr,
            MAXI: tl.constexpr, Q: tl.constexpr, INF_BITS: tl.constexpr, ABS_MASK: tl.constexpr,
-           PRODUCT: tl.constexpr, BLOCK: tl.constexpr):
-    """`_partials` for fold <= 4: every slot's counts kept per lane (A0 .. A3, one int64 per term
-    position of the tile), reduced once at the end; a tile's only reduction is its largest |term|.
-    A lane holds at most `tiles` counts of at most 2^(W-1): no overflow below 2^23 tiles."""
+           PRODUCT: tl.constexpr, BLOCK: tl.constexpr, AT: tl.constexpr):
+    """`_partials` for fold <= 4: every slot's counts kept per lane (A0 .. A3, one AT integer per
+    term position of the tile), reduced once at the end; a tile's only reduction is its largest
+    |term|.  A lane holds at most `tiles` counts of at most 2^(W-1) (the host picks AT: int32 for
+    fp32 up to 2^18 tiles, else int64).  The next tile is loaded before this one is counted, so
+    that a program keeps a load in flight."""
     pid = tl.program_id(0)
     jv = tl.arange(0, F2)
     offs = tl.arange(0, BLOCK)
     I = tl.full([], -1, tl.int64)
     flags = tl.full([], 0, tl.int32)
-    A0 = tl.zeros([BLOCK], tl.int64)
-    A1 = tl.zeros([BLOCK], tl.int64)
-    A2 = tl.zeros([BLOCK], tl.int64)
-    A3 = tl.zeros([BLOCK], tl.int64)
+    A0 = tl.zeros([BLOCK], AT)
+    A1 = tl.zeros([BLOCK], AT)
+    A2 = tl.zeros([BLOCK], AT)
+    A3 = tl.zeros([BLOCK], AT)
     m0 = tl.load(bins_ptr)
     m1 = m0
     m2 = m0
     m3 = m0
     start = pid.to(tl.int64) * tiles * BLOCK
+    end = tl.minimum(start + tiles * BLOCK, n)
+    idx = start + offs
+    xn = tl.load(X + idx, mask=idx < end, other=0.0)
+    yn = xn
+    if PRODUCT:
+        yn = tl.load(Y + idx, mask=idx < end, other=0.0)
     for k in range(tiles):
-        idx = start + k * BLOCK + offs
-        mask = idx < n
-        t = tl.load(X + idx, mask=mask, other=0.0)
+        t = xn
         if PRODUCT:
-            t = t * tl.load(Y + idx, mask=mask, other=0.0)
+            t = t * yn
+        idx = start + (k + 1) * BLOCK + offs
+        xn = tl.load(X + idx, mask=idx < end, other=0.0)
+        if PRODUCT:
+            yn = tl.load(Y + idx, mask=idx < end, other=0.0)
         m = tl.max(t.to(IT, bitcast=True) & ABS_MASK, axis=0).to(tl.int64)
         if m >= INF_BITS:
             f = tl.max(tl.where(t != t, 1, 0), axis=0) | tl.max(tl.where(t == float("inf"), 2, 0), axis=0) \
@@ -243,23 +254,23 @@ def _lanes(X, Y, states, n, tiles, bins_ptr, COMP, HALF, DT: tl.constexpr, IT: t
             if I == 0:
                 # note [index 0] of fpspec.arith.binned: slot 0 scaled
                 s = m0 + _or1(t * COMP, DT, IT)
-                A0 += _bits(s, DT, IT) - _bits(m0, DT, IT)
+                A0 += (s.to(IT, bitcast=True) - m0.to(IT, bitcast=True)).to(AT)
                 q = (m0 - s) * HALF
                 r = (t + q) + q
             else:
                 s = m0 + _or1(t, DT, IT)
-                A0 += _bits(s, DT, IT) - _bits(m0, DT, IT)
+                A0 += (s.to(IT, bitcast=True) - m0.to(IT, bitcast=True)).to(AT)
                 r = t + (m0 - s)
             s = m1 + _or1(r, DT, IT)
-            A1 += _bits(s, DT, IT) - _bits(m1, DT, IT)
+            A1 += (s.to(IT, bitcast=True) - m1.to(IT, bitcast=True)).to(AT)
             if FOLD > 2:
                 r = r + (m1 - s)
                 s = m2 + _or1(r, DT, IT)
-                A2 += _bits(s, DT, IT) - _bits(m2, DT, IT)
+                A2 += (s.to(IT, bitcast=True) - m2.to(IT, bitcast=True)).to(AT)
             if FOLD > 3:
                 r = r + (m2 - s)
                 s = m3 + _or1(r, DT, IT)
-                A3 += _bits(s, DT, IT) - _bits(m3, DT, IT)
+                A3 += (s.to(IT, bitcast=True) - m3.to(IT, bitcast=True)).to(AT)
     l0, c0 = _lane_sums(A0, Q)
     l1, c1 = _lane_sums(A1, Q)
     l2, c2 = _lane_sums(A2, Q)
@@ -379,12 +390,14 @@ class BinnedReplica:
         programs = max(1, triton.cdiv(n, self.BLOCK * tiles))
         states = torch.empty((programs, 2 + 2 * c["F2"]), dtype=torch.int64, device=x.device)
         out = torch.empty((), dtype=self.dtype, device=x.device)
-        kernel = _lanes if self.LANES and self.fold <= 4 else _partials
+        lanes = self.LANES and self.fold <= 4
+        kernel = _lanes if lanes else _partials
+        extra = {"AT": tl.int32 if c["SINGLE"] and tiles <= 1 << 18 else tl.int64} if lanes else {}
         kernel[(programs,)](x, y if y is not None else x, states, n, tiles, bins, c["COMP"], c["HALF"],
                             DT=c["DT"], IT=c["IT"], FOLD=self.fold, F2=c["F2"], P=c["P"], EMAX=c["EMAX"],
                             W=c["W"], MAXI=c["MAXI"], Q=c["Q"], INF_BITS=c["INF_BITS"],
                             ABS_MASK=c["ABS_MASK"], PRODUCT=y is not None, BLOCK=self.BLOCK,
-                            num_warps=self.WARPS, enable_fp_fusion=False)
+                            num_warps=self.WARPS, enable_fp_fusion=False, **extra)
         _merge[(1,)](states, out, programs, bins, ulps, c["EXPANSION"], FOLD=self.fold, F2=c["F2"], P=c["P"],
                      W=c["W"], Q=c["Q"], SINGLE=c["SINGLE"], PB=256, num_warps=8, enable_fp_fusion=False)
         return out
