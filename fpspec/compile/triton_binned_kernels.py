@@ -347,15 +347,18 @@ def _rows(A, B, out, N, K, sam, sak, sbk, sbn, bins_ptr, ulps_ptr, COMP, HALF, E
 class BinnedReplica:
     """The host side: constants on the device, launches, argument checks."""
 
-    BLOCK = 1024              # terms a tile (any size up to 4096 gives the same bits)
-    WARPS = 4
     MAX_PROGRAMS = 4096       # lows of at most 2^12 programs add in int64 without overflow
-    PROGRAMS_PER_SM = 8       # on a GPU: enough programs to fill it, few states to merge
     LANES = True              # fold <= 4: `_lanes` (counts per lane), else `_partials`
+
+    # per format (BLOCK: terms a tile, up to 4096; WARPS; PROGRAMS_PER_SM: on a GPU, enough programs
+    # to fill it, few states to merge): the tiling that read fastest at n = 10^8 on an H200
+    # (benchmarks/bench_binned.py --gpu); any tiling gives the same bits
+    TILING = {"fp32": (2048, 8, 8), "fp64": (2048, 4, 4)}
 
     def __init__(self, fmt, fold, torch_dtype, bins, ulps, consts):
         self.fmt, self.fold, self.dtype = fmt, fold, torch_dtype
         self.bins, self.ulps, self.c = bins, ulps, consts
+        self.BLOCK, self.WARPS, self.PROGRAMS_PER_SM = self.TILING[fmt]
         self._tables = {}
 
     def tables(self, device):
