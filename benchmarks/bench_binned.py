@@ -126,7 +126,8 @@ def gpu_time(fn, repeat: int, calls: int = 10) -> float:
 
 # (LANES, BLOCK, WARPS, PROGRAMS_PER_SM), after the replica's default; the bits do not depend on them
 GPU_CONFIGS = ((True, 1024, 4, 8), (True, 2048, 4, 8), (True, 1024, 4, 16), (True, 2048, 8, 8),
-               (True, 4096, 8, 8), (True, 2048, 4, 4), (False, 1024, 4, 8))
+               (True, 4096, 8, 8), (True, 2048, 4, 4), (True, 512, 1, 32), (True, 1024, 1, 32),
+               (True, 1024, 2, 16), (True, 2048, 2, 16), (False, 1024, 4, 8))
 
 
 def _configure(rep, config):
