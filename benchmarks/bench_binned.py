@@ -80,6 +80,8 @@ def cpu_rows(n: int, repeat: int, mm: int) -> list[str]:
             same = np.float64(call()).tobytes() == ((rb.sum(x) if op == "sum" else rb.dot(x, y)).tobytes())
             rows.append(f"{f'{op}: ReproBLAS rd{op} (1 thread)':36} {t_lib * 1e3:>11.2f} ms "
                         f"{t_rb * 1e3:>11.2f} ms {t_rb / t_lib:>7.2f}x  {'same as fpspec' if same else 'DIFFER'}")
+    if not mm:
+        return rows
     A = rng.standard_normal((mm, mm))
     B = rng.standard_normal((mm, mm))
     flops = 2.0 * mm ** 3
@@ -267,7 +269,7 @@ def main(argv=None) -> int:
     ap.add_argument("--bits", action="store_true", help="GPU = CPU bit for bit (sum, dot, gemv, gemm)")
     ap.add_argument("--n", type=int, default=10 ** 7)
     ap.add_argument("--gpu-n", type=int, default=10 ** 8)
-    ap.add_argument("--mm", type=int, default=512)
+    ap.add_argument("--mm", type=int, default=512, help="gemm size (0: no gemm)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
