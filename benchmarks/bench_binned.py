@@ -270,6 +270,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=10 ** 7)
     ap.add_argument("--gpu-n", type=int, default=10 ** 8)
     ap.add_argument("--mm", type=int, default=512, help="gemm size (0: no gemm)")
+    ap.add_argument("--tilings", help="GPU tilings to time besides the default, BLOCK/WARPS/PER_SM,... "
+                                      "(default: GPU_CONFIGS)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
@@ -284,7 +286,9 @@ def main(argv=None) -> int:
         lines.append(f"# CPU: {os.cpu_count()} cores")
         lines += cpu_rows(args.n, args.repeat, args.mm)
     if args.gpu:
-        lines += gpu_rows(args.gpu_n, args.repeat)
+        configs = GPU_CONFIGS if not args.tilings else tuple(
+            (True, *map(int, t.split("/"))) for t in args.tilings.split(","))
+        lines += gpu_rows(args.gpu_n, args.repeat, configs)
     if args.bits:
         lines += gpu_bits() if _device() == "cuda" else gpu_bits(sizes=(1, 7, 300), perms=1, mk=(3, 2))
     text = "\n".join(lines) + "\n"
