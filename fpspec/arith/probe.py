@@ -509,6 +509,36 @@ def _fact(name, values, chosen, fmt=str) -> str:
 
 # ================================================================ the entry point
 
+# Note [observed output format]: a black box may return results in a format
+# wider than its inputs (fp16 or bf16 terms accumulated and returned in fp32)
+# while its values travel as float64 (replicas, bf16 without a numpy dtype),
+# so the output format the target declares is only a floor.  Every candidate
+# arithmetic casts its result to the output format, so a declared format that
+# is too narrow leaves no candidate at all, and a later search over parts of
+# the tree settles on a wrong one (init none for +0.0).  The results of random
+# full-significand inputs tell the format: the narrowest of the declared one,
+# fp32 and fp64 that holds them all.
+OUTPUT_ROWS = 32
+
+
+def observed_output_format(target, run=None) -> str:
+    """The narrowest of target.out_fmt, fp32, fp64 holding the target's results
+    on random inputs (note [observed output format])."""
+    declared = target.output_format
+    wider = [declared.name] + [f for f in ("fp32", "fp64") if get_format(f).precision > declared.precision
+                               and get_format(f).emax >= declared.emax]
+    if len(wider) == 1:
+        return declared.name
+    X, Y = _random_inputs(target, np.random.default_rng([target.n, 11]), OUTPUT_ROWS)
+    got = (run or _Runner(target))(X, Y)
+    got = got[np.isfinite(got)]
+    for name in wider:
+        with np.errstate(all="ignore"):
+            if np.array_equal(np.asarray(round_to(get_format(name), got), np.float64), got):
+                return name
+    return wider[-1]
+
+
 def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: int = 64) -> ProbeReport:
     """Find the arithmetic of `target` (a fpspec.reveal.targets.Target) whose order is `tree`.
 
@@ -522,6 +552,11 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
     product = target.op != "sum"
     places = _places(tree)
     lines = [f"probes on {target.describe()}"]
+    out_fmt = observed_output_format(target, run)
+    if out_fmt != target.out_fmt:
+        lines.append(f"output format: {out_fmt} (results the target's declared {target.out_fmt} cannot hold)")
+        target = replace(target, out_fmt=out_fmt)
+        run.t = target
     total = 0
     if places.fused_nodes:
         r = _fused_rows(target, places, rng, rows)
