@@ -80,3 +80,17 @@ def test_fp32_results_of_narrow_inputs_keep_init_plus_zero(fmt):
     assert rec.verdict == "recovered", rec.text()
     main = expand_arith(rec.inferred, 10)[1]
     assert (main.init, main.output) == ("+0.0", "fp32")
+
+
+def test_fused_chain_whose_last_group_is_short_is_probed_at_its_full_width():
+    """chain(16, 2) over 24 leaves: a bare node of 16 products, then c and 8 products; w is 16
+    (the node with c is the short last group), not 8."""
+    from fpspec.arith.probe import probe_arithmetic
+    from fpspec.infer.roundtrip import replica_target
+    from fpspec.spec.expand import expand_arith
+
+    spec = parse("op sum\nn in 2..\narithmetic { input = fp16 product = none accumulator = fp32 init = +0.0 "
+                 "output = fp16 fused { w = 16 extra_bits = 2 aligned = truncate result = rz c_aligned = true "
+                 "exponent_floor = -133 } }\norder split(16, pairwise, chain(16, 2))\n")
+    report = probe_arithmetic(replica_target(spec, box="numpy")(40), expand_arith(spec, 40)[0], rows=120)
+    assert report.arithmetic.fused.w == 16 and report.consistent, str(report)
