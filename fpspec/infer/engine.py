@@ -543,8 +543,9 @@ def _fallback(src: _Reveal, lo: int, hi: int, reason: str, arith, report, seed: 
         try:
             src.budget.check_time("checking the arithmetic")
             regional = _per_part(spec, src, src.view, report, seed)
-        except (FpspecError, Stopped):
+        except (FpspecError, Stopped) as e:
             arith, regional = None, None      # not established at the fallback's n: written without one
+            unresolved += f"; no arithmetic written: {e}"
     if regional is not None:
         arith, spec = regional[1].header.arithmetic, dataclasses.replace(spec, order=regional[1].order)
     header = _header(spec, src.first_target, lo, h, tuple(sorted(src.trees)), (), (), exact, command, arith,

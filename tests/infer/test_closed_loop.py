@@ -94,3 +94,21 @@ def test_fused_chain_whose_last_group_is_short_is_probed_at_its_full_width():
                  "exponent_floor = -133 } }\norder split(16, pairwise, chain(16, 2))\n")
     report = probe_arithmetic(replica_target(spec, box="numpy")(40), expand_arith(spec, 40)[0], rows=120)
     assert report.arithmetic.fused.w == 16 and report.consistent, str(report)
+
+
+def test_fp64_terms_in_an_fp32_part_are_converted_before_they_are_added():
+    """The model of a part narrower than the input agrees with the compiled replica (each
+    fp64 term rounded to fp32, then added), so the probes can find that part."""
+    from fpspec.arith.evaluate import evaluate
+    from fpspec.infer.roundtrip import replica_target
+    from fpspec.spec.expand import expand_arith
+
+    spec = parse("op sum\nn in 2..\narithmetic { input = fp64 product = none accumulator = fp64 init = none "
+                 "output = fp64 }\narithmetic part0 { accumulator = fp32 }\n"
+                 "order split(min(3, n - 1), using(part0, rev), pairwise)\n")
+    tree, main, regions = expand_arith(spec, 6)
+    target = replica_target(spec, box="numpy")(6)
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, (200, 6)) * np.exp2(rng.integers(-20, 20, (200, 6)))
+    want = np.array([target.run(x) for x in X])
+    assert np.array_equal(evaluate(tree, X.T, None, main, regions), want)
