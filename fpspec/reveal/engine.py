@@ -57,8 +57,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fpspec.errors import FpspecError, RevealRefused
-from fpspec.reveal.masks import plan_masks
-from fpspec.reveal.oracle import LcaOracle
+from fpspec.formats import get_format
+from fpspec.reveal.masks import NARROWER_PARTS, plan_masks
+from fpspec.reveal.oracle import LcaOracle, MasksOverflow
 from fpspec.tree import LcaIndex, Node, Tree, build_binary, building, postorder
 
 ALGORITHMS = ("auto", "basic", "fprev", "modified")
@@ -139,13 +140,25 @@ def reveal(target, *, algorithm: str = "auto", seed: int = 0, progress: bool = F
     # at n = 4096 went there.  Paused for the reveal, it collects once afterwards; a big
     # tree is frozen as in fpspec.tree.building.
     with building(freeze=target.n >= FREEZE_N):
-        return _reveal(target, algorithm, seed, progress, pivot, split, check, guess)
+        try:
+            return _reveal(target, algorithm, seed, progress, pivot, split, check, guess)
+        except MasksOverflow as first:
+            # masks too large for a part that adds in a narrower format: ask again with
+            # masks that format holds (fpspec.reveal.masks note [masks within a narrower part])
+            for within in NARROWER_PARTS:
+                if get_format(within).emax >= target.accumulator.emax:
+                    continue
+                try:
+                    return _reveal(target, algorithm, seed, progress, pivot, split, check, guess, within)
+                except MasksOverflow:
+                    continue
+            raise first
 
 
 FREEZE_N = 50_000           # trees from this many leaves are frozen after the reveal (tree.building)
 
 
-def _reveal(target, algorithm, seed, progress, pivot, split, check, guess) -> Revelation:
+def _reveal(target, algorithm, seed, progress, pivot, split, check, guess, within=None) -> Revelation:
     start = time.perf_counter()
     n = target.n
     if split is True and target.op == "sum":
@@ -155,7 +168,7 @@ def _reveal(target, algorithm, seed, progress, pivot, split, check, guess) -> Re
             f"split masks put sqrt(M) in each operand of a product (dot, gemv, gemm), and {target.name} is a "
             f"sum: its masks are single {fin} values, which must swamp partial sums in {acc} (the widest "
             f"accumulator assumed for {fin} inputs); use --masks unsplit or auto")
-    plan = plan_masks(target, split=split)
+    plan = plan_masks(target, split=split, within=within)
     oracle = LcaOracle(target, plan)
     notes: list[str] = []
     rng = np.random.default_rng(seed)
