@@ -61,6 +61,13 @@ def test_a_cuda_block_sum_is_revealed(fmt):
     assert reveal(gpu_sum_target(tree, fmt)).tree == tree
 
 
+def test_a_bf16_sum_wider_than_its_counts_is_revealed_in_windows():
+    # bf16 counts 255 units exactly: 1024 leaves take windows (the modified algorithm)
+    tree = cuda_block_tree(1024, threads=64)
+    rev = reveal(gpu_sum_target(tree, "bf16"))
+    assert rev.tree == tree and rev.algorithm == "modified" and "window 255" in rev.plan
+
+
 def test_a_batched_call_in_another_order_is_not_trusted():
     # one row: 128 threads of one vector each; many rows: 32 threads per row, 4 vectors each
     one, many = cuda_block_tree(512), cuda_block_tree(512, threads=32)
