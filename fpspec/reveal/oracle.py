@@ -42,6 +42,11 @@ def _first_fit(items, bits: int) -> list:
     return blocks
 
 
+class MasksOverflow(RevealRefused):
+    """An output was inf or nan: a mask overflowed somewhere in the target
+    (fpspec.reveal.masks note [masks within a narrower part])."""
+
+
 class LcaOracle:
     """Answers l(i, j) queries on a Target; counts queries and library calls.
 
@@ -129,7 +134,7 @@ class LcaOracle:
         ok = np.isfinite(c) & (c == np.round(c)) & (c >= 0) & (c <= units_in_row)
         if not np.all(ok):
             bad = int(np.flatnonzero(~ok)[0])
-            raise RevealRefused(
+            raise (MasksOverflow if not np.isfinite(out[bad]) else RevealRefused)(
                 f"output {out[bad]!r} for masks at {ri[bad]}, {rj[bad]} is not a whole number of units "
                 f"in [0, {int(units_in_row[bad])}]: l is not an integer in [2, n], so the target is not "
                 "a summation tree over its inputs")
@@ -536,7 +541,7 @@ class LcaOracle:
         ok = np.isfinite(total) & (total == np.round(total)) & (total >= 0) & (total < 2.0 ** bits)
         if not np.all(ok):
             bad = int(np.flatnonzero(~ok)[0])
-            raise RevealRefused(
+            raise (MasksOverflow if not np.isfinite(res[bad]) else RevealRefused)(
                 f"output {res[bad]!r} is not a whole number of units: l is not an integer in [2, n], "
                 "so the target is not a summation tree over its inputs")
         return np.where(overflow, -1, total.astype(np.int64))
