@@ -51,7 +51,7 @@ def run_rows(a, b, c, params):
         torch.from_numpy(a_bits.copy()), torch.from_numpy(b_bits.copy()), torch.from_numpy(c_bits.copy()),
         out, rows, width, block, *BITS[params.input], *BITS[params.output],
         23 + params.extra_bits, -100000 if params.exponent_floor is None else params.exponent_floor,
-        params.result == "rz", params.zero_exponent or 0, params.c_emin or 0)
+        params.result == "rz", params.zero_exponent or 0, params.c_emin or 0, params.combine == "amd")
     return out.numpy()
 
 
@@ -296,3 +296,37 @@ def test_mmasim_conventions_match_the_model(name):
     got = run_rows(a, b, c, params)
     assert np.flatnonzero(~same(got, want, params.output)).size == 0
     assert not np.array_equal(fttn, want)        # the inputs tell the conventions apart
+
+
+@pytest.mark.parametrize("name", ["mi300x-fp16", "mi300x-bf16"])
+@pytest.mark.parametrize("kind", ["bits", "narrow", "tiny"])
+def test_amd_combine_matches_the_model(name, kind):
+    """AMD CDNA3's combine (fpspec.arith.fused note [amd combine]): products aligned among
+    themselves, the sum and c floored onto their grids, one rounding to nearest; random bit
+    patterns (infs, nans, bf16 products past 2^128), cancellations, and tiny blocks."""
+    params = get_params(name)
+    rng = np.random.default_rng([13, len(name), len(kind)])
+    rows, k = 2000, params.w
+    if kind == "bits":
+        a, b = random_values(rng, params.input, (rows, k)), random_values(rng, params.input, (rows, k))
+        c = random_values(rng, params.output, rows)
+    elif kind == "narrow":
+        a, b = narrow_values(rng, params.input, (rows, k), 6), narrow_values(rng, params.input, (rows, k), 6)
+        c = narrow_values(rng, params.output, rows, 12)
+        c[::3] = -np.sum(a[::3] * b[::3], axis=1)
+        c = c.astype(np.float32).astype(np.float64)
+    else:
+        scale = 2.0 ** -70 if params.input == "bf16" else 2.0 ** -10
+        a = narrow_values(rng, params.input, (rows, k), 4) * scale
+        b = narrow_values(rng, params.input, (rows, k), 4) * scale
+        a[rng.random((rows, k)) < 0.2] = 0.0
+        c = (rng.standard_normal(rows) * 2.0 ** -130).astype(np.float32).astype(np.float64)
+    a = from_bits(to_bits(a.astype(np.float32), params.input), params.input)
+    b = from_bits(to_bits(b.astype(np.float32), params.input), params.input)
+    c = from_bits(to_bits(c.astype(np.float32), params.output), params.output)
+    with np.errstate(all="ignore"):
+        want = to_bits(fused_node(a, b, c, params).astype(np.float32), params.output)
+    got = run_rows(a, b, c, params)
+    bad = np.flatnonzero(~same(got, want, params.output))
+    assert bad.size == 0, (f"{bad.size} rows differ; first: a={a[bad[0]]}, b={b[bad[0]]}, c={c[bad[0]]}: "
+                           f"got {got[bad[0]]:#x}, want {want[bad[0]]:#x}")

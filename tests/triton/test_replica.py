@@ -390,3 +390,19 @@ def test_mmasim_conventions_chain(load_replica, name, output, width):
     fttn = Kernel("gemm", Arithmetic(input=ar.input, product="exact", accumulator="fp32", init="+0.0",
                                      output=output, fused=get_params(name)), FusedChain(c(width)), n_min=40, n_max=40)
     assert not np.array_equal(reference_matmul(fttn, A, B), want, equal_nan=True)   # the inputs tell them apart
+
+
+@pytest.mark.parametrize("name", ["mi300x-fp16", "mi300x-bf16"])
+def test_amd_combine_chain(load_replica, name):
+    """AMD CDNA3's fused nodes (fpspec.arith.fused note [amd combine]) chained along K: the
+    wide form against the model, random values with cancellations and zeros."""
+    node = get_params(name)
+    ar = Arithmetic(input=node.input, product="exact", accumulator="fp32", init="+0.0", output="fp32", fused=node)
+    kernel = Kernel("gemm", ar, FusedChain(c(node.w)), source=f"# {name}", name=name, n_min=29, n_max=29)
+    rep = load_replica(kernel)
+    rng = np.random.default_rng(node.w + len(name))
+    A, B = values(rng, ar.input, (7, 29), 8), values(rng, ar.input, (29, 6), 8)
+    A[:, 3::5] = -A[:, 2::5][:, :A[:, 3::5].shape[1]]
+    A[torch.from_numpy(rng.random((7, 29)) < 0.15)] = 0
+    got = rep.gemm(A, B)
+    assert rep.last_path() == "emulated" and bits_equal(got, reference_matmul(kernel, A, B))
