@@ -49,8 +49,11 @@ class Numerics:
 
 
 class Fused:
-    def __init__(self, width, extra_bits, floor, to_zero):
+    def __init__(self, width, extra_bits, floor, to_zero, zero_exponent=None, c_emin=None, amd=False):
         self.width, self.extra_bits, self.floor, self.to_zero = width, extra_bits, floor, to_zero
+        # MMA-Sim's conventions (fpspec.arith.fused note [zero exponent]) and AMD's combine
+        # (note [amd combine]): the wide form only
+        self.zero_exponent, self.c_emin, self.amd = zero_exponent, c_emin, amd
 
 
 class Replica:
@@ -142,7 +145,8 @@ class Replica:
         # no floor is the H100's for fp16: its products (>= 2^-48) and results never reach 2^-133;
         # bf16 through a bf16 or fp16 output: the probes cannot observe the floor (it is recorded as none)
         floor = hw["floor"] if f.floor is None and (nm.input == "fp16" or nm.output != "fp32") else f.floor
-        if (f.extra_bits, floor, f.to_zero) != (hw["extra_bits"], hw["floor"], hw["to_zero"]) or f.width > 16:
+        if ((f.extra_bits, floor, f.to_zero) != (hw["extra_bits"], hw["floor"], hw["to_zero"]) or f.width > 16
+                or f.zero_exponent is not None or f.c_emin is not None or f.amd):
             return "the spec's fused nodes are not the H100's"
         segs = p.segs
         kinds = segs[:, 3]
@@ -314,6 +318,9 @@ class Replica:
                 if width > f.width:
                     raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
                 form = self.emulated_kernel
+                conventions = f.zero_exponent is not None or f.c_emin is not None or f.amd
+                if conventions:
+                    form = "wide"   # MMA-Sim's conventions, AMD: fp_fused_node's ZEXP / C_EMIN / AMD
                 if form == "auto":
                     # the interpreter pays per operation, not per element: there the
                     # wide form (same arithmetic, few large operations) is the fast one.
@@ -333,6 +340,8 @@ class Replica:
                     cfg = {key: cfg[key] for key in ("BM", "BN", "num_warps") if key in cfg}
                     # e4m3 has no inf; fp8 units keep 13 fraction bits (23 + extra_bits < 23)
                     cfg.update(IN_FN=nm.input == "fp8e4m3", RES_MAN=min(23, 23 + f.extra_bits) % 23)
+                    if conventions:
+                        cfg.update(ZEXP=f.zero_exponent or 0, C_EMIN=f.c_emin or 0, AMD=f.amd)
                 if form == "tile":
                     arith = self._arith(A.device)
                     if specials is None and self.emulated_specials == "tile":
