@@ -124,8 +124,7 @@ def _final(acc):
 
 
 def _input(x, what):
-    """x as an array of the spec's input dtype (no silent conversion), widened
-    exactly to the dtype the kernels read (float16 -> float32)."""
+    """x as an array of the spec's input dtype (no silent conversion)."""
     if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
         raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
                         f"(pass {what}.filled(0) or {what}.compressed() to say which)")
@@ -141,10 +140,9 @@ def _input(x, what):
                         f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
     if _IN_GRID is not None:
         finite = x[np.isfinite(x)].astype(np.float64)
-        rounded = np.array([_round_dir(v, _IN_GRID[0], _IN_GRID[1], _IN_GRID[2], False, True) for v in finite])
-        if not np.array_equal(rounded, finite):
+        if not np.array_equal(round_value(finite, *_IN_GRID, "rne"), finite):
             raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
-    return np.asarray(x, dtype=_IN_CARRY, order="C")   # C order; a 0-d array stays 0-d (the caller refuses it)
+    return x
 
 
 def _length(n, what):
@@ -157,6 +155,12 @@ def _length(n, what):
 def _shape(what, arr, ndim):
     if arr.ndim != ndim:
         raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
+
+
+def _carried(x):
+    """A checked input widened exactly to the dtype the kernels read (float16 -> float32), in C order;
+    a 0-d array stays 0-d (the caller refuses it)."""
+    return np.asarray(x, dtype=_IN_CARRY, order="C")
 
 
 
@@ -316,7 +320,7 @@ def _pairwise1_V(vals, off, step, m):
     """pairwise1: reduce vals[off], vals[off + step], ... (m of them)."""
     tl48 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
     tm49 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
-    vs50 = _vals(160)
+    vs50 = np.empty(160, vals.dtype)
     tl48[0] = off
     tm49[0] = m
     tp51 = 1
@@ -330,7 +334,7 @@ def _pairwise1_V(vals, off, step, m):
             vs50[vp52 - 1] = _add(vs50[vp52 - 1], vs50[vp52])
             continue
         if vp52 == vs50.shape[0]:
-            grown57 = _vals(2 * vp52)
+            grown57 = np.empty(2 * vp52, vals.dtype)
             for i56 in range(vp52):
                 grown57[i56] = vs50[i56]
             vs50 = grown57
@@ -368,7 +372,7 @@ def _pairwise0_V(vals, off, step, m):
     """pairwise0: reduce vals[off], vals[off + step], ... (m of them)."""
     tl61 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
     tm62 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
-    vs63 = _vals(160)
+    vs63 = np.empty(160, vals.dtype)
     tl61[0] = off
     tm62[0] = m
     tp64 = 1
@@ -382,7 +386,7 @@ def _pairwise0_V(vals, off, step, m):
             vs63[vp65 - 1] = _add(vs63[vp65 - 1], vs63[vp65])
             continue
         if vp65 == vs63.shape[0]:
-            grown70 = _vals(2 * vp65)
+            grown70 = np.empty(2 * vp65, vals.dtype)
             for i69 in range(vp65):
                 grown70[i69] = vs63[i69]
             vs63 = grown70
@@ -519,7 +523,7 @@ def _one_kernel(x, y, plan):
 
 def dot(x, y):
     """The spec's dot product of the 1-D arrays x and y."""
-    x, y = _input(x, "x"), _input(y, "y")
+    x, y = _carried(_input(x, "x")), _carried(_input(y, "y"))
     _shape("x", x, 1)
     _shape("y", y, 1)
     if x.shape != y.shape:

@@ -244,8 +244,7 @@ def _final(acc):
 
 
 def _input(x, what):
-    """x as an array of the spec's input dtype (no silent conversion), widened
-    exactly to the dtype the kernels read (float16 -> float32)."""
+    """x as an array of the spec's input dtype (no silent conversion)."""
     if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
         raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
                         f"(pass {what}.filled(0) or {what}.compressed() to say which)")
@@ -261,10 +260,9 @@ def _input(x, what):
                         f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
     if _IN_GRID is not None:
         finite = x[np.isfinite(x)].astype(np.float64)
-        rounded = np.array([_round_dir(v, _IN_GRID[0], _IN_GRID[1], _IN_GRID[2], False, True) for v in finite])
-        if not np.array_equal(rounded, finite):
+        if not np.array_equal(round_value(finite, *_IN_GRID, "rne"), finite):
             raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
-    return np.asarray(x, dtype=_IN_CARRY, order="C")   # C order; a 0-d array stays 0-d (the caller refuses it)
+    return x
 
 
 def _length(n, what):
@@ -277,6 +275,12 @@ def _length(n, what):
 def _shape(what, arr, ndim):
     if arr.ndim != ndim:
         raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
+
+
+def _carried(x):
+    """A checked input widened exactly to the dtype the kernels read (float16 -> float32), in C order;
+    a 0-d array stays 0-d (the caller refuses it)."""
+    return np.asarray(x, dtype=_IN_CARRY, order="C")
 
 
 _NO_KS = np.empty(0, np.int64)
@@ -330,7 +334,7 @@ def _gemm_kernel(A, BT, out, plan):
 
 def gemm(A, B):
     """A @ B, each output element in the spec's order over the inner dimension."""
-    A, B = _input(A, "A"), _input(B, "B")
+    A, B = _carried(_input(A, "A")), _carried(_input(B, "B"))
     _shape("A", A, 2)
     _shape("B", B, 2)
     if A.shape[1] != B.shape[0]:

@@ -115,8 +115,7 @@ def _final(acc):
 
 
 def _input(x, what):
-    """x as an array of the spec's input dtype (no silent conversion), widened
-    exactly to the dtype the kernels read (float16 -> float32)."""
+    """x as an array of the spec's input dtype (no silent conversion)."""
     if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
         raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
                         f"(pass {what}.filled(0) or {what}.compressed() to say which)")
@@ -132,10 +131,9 @@ def _input(x, what):
                         f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
     if _IN_GRID is not None:
         finite = x[np.isfinite(x)].astype(np.float64)
-        rounded = np.array([_round_dir(v, _IN_GRID[0], _IN_GRID[1], _IN_GRID[2], False, True) for v in finite])
-        if not np.array_equal(rounded, finite):
+        if not np.array_equal(round_value(finite, *_IN_GRID, "rne"), finite):
             raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
-    return np.asarray(x, dtype=_IN_CARRY, order="C")   # C order; a 0-d array stays 0-d (the caller refuses it)
+    return x
 
 
 def _length(n, what):
@@ -148,6 +146,12 @@ def _length(n, what):
 def _shape(what, arr, ndim):
     if arr.ndim != ndim:
         raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
+
+
+def _carried(x):
+    """A checked input widened exactly to the dtype the kernels read (float16 -> float32), in C order;
+    a 0-d array stays 0-d (the caller refuses it)."""
+    return np.asarray(x, dtype=_IN_CARRY, order="C")
 
 
 @intrinsic
@@ -320,7 +324,7 @@ def _pairwise0_V(vals, off, step, m):
     """pairwise0: reduce vals[off], vals[off + step], ... (m of them)."""
     tl36 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
     tm37 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
-    vs38 = _vals(160)
+    vs38 = np.empty(160, vals.dtype)
     tl36[0] = off
     tm37[0] = m
     tp39 = 1
@@ -334,7 +338,7 @@ def _pairwise0_V(vals, off, step, m):
             vs38[vp40 - 1] = _add(vs38[vp40 - 1], vs38[vp40])
             continue
         if vp40 == vs38.shape[0]:
-            grown45 = _vals(2 * vp40)
+            grown45 = np.empty(2 * vp40, vals.dtype)
             for i44 in range(vp40):
                 grown45[i44] = vs38[i44]
             vs38 = grown45
@@ -400,7 +404,7 @@ def _columns_kernel(XT, ones, out, plan):
 
 def sum(x):
     """The spec's sum of the 1-D array x."""
-    x = _input(x, "x")
+    x = _carried(_input(x, "x"))
     _shape("x", x, 1)
     _length(x.shape[0], "x")
     return _OUT_DTYPE(_one_kernel(x, np.ones_like(x) if _SUM_FUSED else x, _plan(x.shape[0])))
@@ -408,7 +412,7 @@ def sum(x):
 
 def sums(X):
     """The spec's sum of every column of X (each its own accumulation)."""
-    X = _input(X, "X")
+    X = _carried(_input(X, "X"))
     _shape("X", X, 2)
     _length(X.shape[0], "X")
     out = np.empty(X.shape[1], _OUT_CARRY)
