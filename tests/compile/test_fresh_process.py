@@ -124,9 +124,9 @@ arithmetic {
 }
 """
 OPS = [
-    ("dot", "op dot\nn in 1..\n" + PRODUCTS % "fma"
+    ("dot", "op dot\nn in 1..\n" + PRODUCTS % "rounded"
      + "let f = if n <= 5: seq else: tail(3, lanes(2, f, f), pairwise)\norder f\n", 83, ()),
-    ("gemv", "op gemv\nn in 1..\n" + PRODUCTS % "rounded" + "order pairwise(n // 3 + 1)\n", 167, (5,)),
+    ("gemv", "op gemv\nn in 1..\n" + PRODUCTS % "fma" + "order pairwise(n // 3 + 1)\n", 167, (5,)),
     ("gemm", "op gemm\nn in 4..16\n" + PRODUCTS % "fma_first" + "order pairwise\n", 13, (4, 3)),
 ]
 
