@@ -46,13 +46,12 @@ _GEMM_COLUMNS_MIN = None  # note [gemm by columns]
 _GEMM_TILE = None  # note [gemm tiles]
 
 # Compiled on first use in each process from this file alone: no cache
-# directory (numba's cache cannot reload recursive functions).  A function
-# whose __module__ is None has its recursive calls resolved through its own
-# globals, so the module works however it is imported (importlib without
-# sys.modules, runpy, any module name).
+# directory, and no compiled function calls itself (recursive orders run as
+# loops over explicit stacks or from a plan), so the module works however it
+# is imported (importlib without sys.modules, runpy, any module name).
 def _jit(f):
     f.__module__ = None
-    return njit(fastmath=False)(f)
+    return _one_signature(njit(fastmath=False)(f))
 
 
 def _inline(f):
@@ -63,6 +62,22 @@ def _inline(f):
 def _parallel(f):
     f.__module__ = None
     return njit(fastmath=False, parallel=True)(f)
+
+
+def _one_signature(dispatcher):
+    """Compile `dispatcher` once per argument types, not again for every
+    literal argument a caller passes (`_fused_range(a, b, 0, 1, ...)` and
+    `_fused_range(a, b, s, 1, ...)` would be two compilations of seconds)."""
+    from numba.core import types
+
+    typed = getattr(dispatcher, "get_call_template", None)
+    if typed is None:      # a numba without this hook: every literal compiles, nothing else changes
+        return dispatcher
+
+    def get_call_template(args, kws):
+        return typed(tuple(types.unliteral(a) for a in args), kws)
+    dispatcher.get_call_template = get_call_template
+    return dispatcher
 
 
 @_jit

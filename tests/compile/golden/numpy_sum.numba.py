@@ -32,13 +32,12 @@ _IN_CARRY = np.float32
 _OUT_CARRY = np.float32
 
 # Compiled on first use in each process from this file alone: no cache
-# directory (numba's cache cannot reload recursive functions).  A function
-# whose __module__ is None has its recursive calls resolved through its own
-# globals, so the module works however it is imported (importlib without
-# sys.modules, runpy, any module name).
+# directory, and no compiled function calls itself (recursive orders run as
+# loops over explicit stacks or from a plan), so the module works however it
+# is imported (importlib without sys.modules, runpy, any module name).
 def _jit(f):
     f.__module__ = None
-    return njit(fastmath=False)(f)
+    return _one_signature(njit(fastmath=False)(f))
 
 
 def _inline(f):
@@ -49,6 +48,22 @@ def _inline(f):
 def _parallel(f):
     f.__module__ = None
     return njit(fastmath=False, parallel=True)(f)
+
+
+def _one_signature(dispatcher):
+    """Compile `dispatcher` once per argument types, not again for every
+    literal argument a caller passes (`_fused_range(a, b, 0, 1, ...)` and
+    `_fused_range(a, b, s, 1, ...)` would be two compilations of seconds)."""
+    from numba.core import types
+
+    typed = getattr(dispatcher, "get_call_template", None)
+    if typed is None:      # a numba without this hook: every literal compiles, nothing else changes
+        return dispatcher
+
+    def get_call_template(args, kws):
+        return typed(tuple(types.unliteral(a) for a in args), kws)
+    dispatcher.get_call_template = get_call_template
+    return dispatcher
 
 
 @_jit
@@ -199,52 +214,52 @@ def _lane_folds(typingctx, a, lo, rows, k):
 def _order_pairwise_sum_L1(a, b, lo, m):
     """order_pairwise_sum: reduce the leaves lo, lo + step, ... (m of them)."""
     step = 1
-    lo58, m59 = lo, m
-    r51 = _ZERO
-    cap57 = 64
+    lo59, m60 = lo, m
+    r52 = _ZERO
+    cap58 = 64
     while True:   # a walk deeper than the stacks starts again with deeper stacks
-        los54 = np.empty(cap57, np.int64)   # start of each pending right part
-        ms55 = np.empty(cap57, np.int64)    # its length; 0 once its left sibling is done
-        vals56 = _vals(cap57)               # the finished left sibling
-        sp53 = 0
-        full60 = False
-        lo, m = lo58, m59
+        los55 = np.empty(cap58, np.int64)   # start of each pending right part
+        ms56 = np.empty(cap58, np.int64)    # its length; 0 once its left sibling is done
+        vals57 = _vals(cap58)               # the finished left sibling
+        sp54 = 0
+        full61 = False
+        lo, m = lo59, m60
         while True:
             while True:
                 if (m < 8):
-                    h50 = -1
+                    h51 = -1
                 elif (m <= 128):
-                    h50 = -1
+                    h51 = -1
                 else:
-                    h50 = ((m // 2) - ((m // 2) % 8))
-                if h50 < 0:
+                    h51 = ((m // 2) - ((m // 2) % 8))
+                if h51 < 0:
                     break
-                if h50 < 1 or h50 > m - 1 or h50 + (m - ((m // 2) - ((m // 2) % 8))) != m:
+                if h51 < 1 or h51 > m - 1 or h51 + (m - ((m // 2) - ((m // 2) % 8))) != m:
                     raise ValueError('a recursive split must cut its list into two non-empty parts that add up to it')
-                if sp53 == cap57:
-                    full60 = True
+                if sp54 == cap58:
+                    full61 = True
                     break
-                los54[sp53] = (lo + h50)
-                ms55[sp53] = m - h50
-                sp53 += 1
-                m = h50
-            if full60:
+                los55[sp54] = (lo + h51)
+                ms56[sp54] = m - h51
+                sp54 += 1
+                m = h51
+            if full61:
                 break
-            v52 = _order_pairwise_sum_leaf_L1(a, b, lo, m)
-            while sp53 > 0 and ms55[sp53 - 1] == 0:
-                sp53 -= 1
-                v52 = _add(vals56[sp53], v52)
-            if sp53 == 0:
-                r51 = v52
+            v53 = _order_pairwise_sum_leaf_L1(a, b, lo, m)
+            while sp54 > 0 and ms56[sp54 - 1] == 0:
+                sp54 -= 1
+                v53 = _add(vals57[sp54], v53)
+            if sp54 == 0:
+                r52 = v53
                 break
-            vals56[sp53 - 1] = v52
-            lo = los54[sp53 - 1]
-            m = ms55[sp53 - 1]
-            ms55[sp53 - 1] = 0
-        if not full60:
+            vals57[sp54 - 1] = v53
+            lo = los55[sp54 - 1]
+            m = ms56[sp54 - 1]
+            ms56[sp54 - 1] = 0
+        if not full61:
             break
-        cap57 *= 4
-    return r51
+        cap58 *= 4
+    return r52
 
 
 @_jit
@@ -303,15 +318,15 @@ def _order_pairwise_sum_leaf_L1(a, b, lo, m):
                     base35 = (lo + row34 * k10)
                     for j32 in range(min(k10, p4 - row34 * k10)):
                         lanes31[j32] = _add_leaf(lanes31[j32], a, b, (base35 + j32))
-                r48 = _pairwise0_V(lanes31, np.int64(0), np.int64(1), nl30)
-                r11 = r48
+                r49 = _pairwise0_V(lanes31, np.int64(0), np.int64(1), nl30)
+                r11 = r49
             acc8 = _add(acc8, r11) if have9 else r11
             have9 = True
-        for i49 in range(p6):
+        for i50 in range(p6):
             if have9:
-                acc8 = _add_leaf(acc8, a, b, ((lo + at5) + i49))
+                acc8 = _add_leaf(acc8, a, b, ((lo + at5) + i50))
             else:
-                acc8 = _term(a, b, ((lo + at5) + i49))
+                acc8 = _term(a, b, ((lo + at5) + i50))
                 have9 = True
         r1 = acc8
     else:
@@ -347,10 +362,10 @@ def _pairwise0_V(vals, off, step, m):
             for i44 in range(tp39):
                 grown46[i44] = tl36[i44]
             tl36 = grown46
-            grown46 = np.empty(2 * tp39 + 3, np.int64)
+            grown47 = np.empty(2 * tp39 + 3, np.int64)
             for i44 in range(tp39):
-                grown46[i44] = tm37[i44]
-            tm37 = grown46
+                grown47[i44] = tm37[i44]
+            tm37 = grown47
         if cm42 == 1:
             vs38[vp40] = vals[cl41]
             vp40 += 1
@@ -367,15 +382,15 @@ def _pairwise0_V(vals, off, step, m):
         tl36[tp39] = cl41
         tm37[tp39] = h43
         tp39 += 1
-    r47 = vs38[0]
-    return r47
+    r48 = vs38[0]
+    return r48
 
 
 @_jit
 def _reduce(a, b, n):
     """The spec's order over the n terms (a[k], b[k]) of each output element."""
-    r61 = _order_pairwise_sum_L1(a, b, np.int64(0), n)
-    return r61
+    r62 = _order_pairwise_sum_L1(a, b, np.int64(0), n)
+    return r62
 
 
 
