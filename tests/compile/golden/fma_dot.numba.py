@@ -8,7 +8,6 @@ per iteration of a parallel loop.  Public: dot, SPEC.
 """
 from __future__ import annotations
 import math
-from types import FunctionType as _FunctionType
 
 import numpy as np
 from numba import njit, prange
