@@ -11,12 +11,14 @@ import numpy as np
 
 from fpspec.arith.fused import _FORMATS, _sum_round_to_odd, addend, align, largest_exponent, products, round_value
 from fpspec.compile.runtime.inputs_rt import _input, _length, _shape  # noqa: F401 (embedded)
+from fpspec.formats import _fma64, _fma64_exact
 
 _ACC = np.float32
 _ACC_FMT = None
 _OUT_DTYPE = np.float32
 _OUT_FMT = None
 _INIT_ZERO = False
+_ROUND_FIRST = False
 _FUSED = None
 _ZERO = np.float32(0.0)
 _PROD = np.float32
@@ -54,6 +56,37 @@ def _add_leaf_plain(acc, a, b, k):
 def _add_leaf_fma(acc, a, b, k):
     # note [leaf products]: one rounding of the exact a*b + acc
     return _round_acc(_round_odd_sum(a[k] * b[k], np.asarray(acc, np.float64)))
+
+
+def _term_exact(a, b, k):
+    # numerics note [exact leaves]: a sum's leaf wider than the accumulator enters exactly
+    return a[k]
+
+
+def _term_exact_product(a, b, k):
+    # numerics note [exact leaves]: an exact product (<= 26-bit inputs), rounded by the node that takes it
+    return a[k] * b[k]
+
+
+def _add_exact(u, v):
+    # numerics note [exact leaves]: the exact sum of (possibly wider) operands, rounded once
+    return _round_acc(_round_odd_sum(np.asarray(u, np.float64), np.asarray(v, np.float64)))
+
+
+def _add_leaves_exact(a, b, i, j):
+    # numerics note [exact leaves]: two exact products, their exact sum rounded once
+    return _round_acc(_round_odd_sum(a[i] * b[i], a[j] * b[j]))
+
+
+def _add_leaf_fma64(acc, a, b, k):
+    # an fp64 FMA, one rounding of a*b + acc (fpspec.formats note [fp64 fma]: Boldo and
+    # Melquiond's sum, exact rationals for the elements it does not cover)
+    x, y, c = np.broadcast_arrays(a[k], b[k], np.asarray(acc, np.float64))
+    out, safe = _fma64(x, y, c)
+    if not safe.all():
+        out = np.array(out)
+        out[~safe] = _fma64_exact(x[~safe], y[~safe], c[~safe])
+    return out
 
 
 def _add_leaves(a, b, i, j):
@@ -155,6 +188,8 @@ def _table_step_values(slots, kids, offs, s):
 
 
 def _final(acc):
+    if _ROUND_FIRST:   # numerics note [exact leaves]: a lone leaf's exact product
+        acc = _round_acc(acc)
     if _INIT_ZERO:     # note [init +0.0]: -0.0 becomes +0.0
         acc = _add(acc, _ZERO)
     if _OUT_FMT is not None:
