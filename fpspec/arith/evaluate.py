@@ -85,7 +85,10 @@ def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None, regions: dic
         if isinstance(s, int):
             rounded = regions.get((s, 0)) if regions else None
             if rounded is not None:   # fpspec.spec.expand note [lone products]: added to a zero lane
-                results.append(_leaf_value(s, rounded, X, Y))
+                value = _leaf_value(s, rounded, X, Y)
+                if rounded.product == "none":    # x + (-0.0) rounds x (an input wider than the lane)
+                    value = round_to(get_format(rounded.accumulator), value)
+                results.append(value)
                 widths.append(get_format(rounded.accumulator).precision)
                 continue
             results.append(s)         # leaves stay symbolic until their parent decides
