@@ -70,6 +70,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=25, help="specs per fresh interpreter")
     ap.add_argument("--shrink", type=int, default=3, help="failures shrunk per backend and error kind")
     ap.add_argument("--shrink-tries", type=int, default=150, help="candidates tried per shrink")
+    ap.add_argument("--shrink-seconds", type=float, default=600.0, help="time given to shrinking, in all")
     ap.add_argument("--ns", type=int, default=2, help="n values per spec (both ends of the range first)")
     ap.add_argument("-j", "--jobs", type=int, default=1, help="batches run at once, each in its own process")
     ap.add_argument("--deadline", type=float, default=None,
@@ -130,8 +131,11 @@ def main(argv=None) -> int:
         ran = done
         failures.sort(key=lambda o: (o.index, o.backend))
         shrunk = collections.Counter()
+        shrink_until = time.time() + args.shrink_seconds
         for o in failures:
-            if args.deadline is not None and time.time() - t0 > args.deadline:
+            if time.time() > shrink_until:
+                print(f"(shrinking stopped after --shrink-seconds {args.shrink_seconds:g}: the other failures are "
+                      "listed by index above)", flush=True)
                 break
             sig = signature(o)
             if shrunk[sig] >= args.shrink:
