@@ -16,7 +16,10 @@ for (TRITON_INTERPRET=0: its replicas then take CUDA tensors).
 compiles the batch's specs and runs their replicas in one more fresh
 interpreter, as with -j 1): the counts do not depend on N.  Two runs cover
 disjoint specs with --first (or --seed): spec I of seed S is the same spec
-in every run.
+in every run.  --deadline SECONDS stops waiting for batches after that
+long (the last line says how many specs ran); --shrink-seconds bounds the
+shrinking that follows.  A refusal counts as one only when the compiler
+refused in one line; the last line gives the refused fraction.
 """
 from __future__ import annotations
 
