@@ -12,7 +12,8 @@ Rows:
            the reference: revealing the largest n once (FPRev-style: no range
            inference exists there).  Each run in a child process (its own peak
            RSS), under the command line's default time limit.
-           (python benchmarks/bench_infer.py --rows table [--quick] [--only 0,3,5])
+           (python benchmarks/bench_infer.py --rows table [--quick] [--only 0,3,5]
+           [--time-limit SECONDS: each range run's bound, default the command line's])
   infer    numpy.sum float32 over n = 1..65536: fpspec infers one spec (full
            revelation at designed and held-out n up to 8192, sampled checks
            above), against the published FPRev revealing n = 65536 once
@@ -199,7 +200,7 @@ _CHILD = r"""
 import json, resource, sys, time
 sys.path[:0] = sys.argv[1].split(":")
 import numpy as np
-label, name, opts, lo, hi, mode = json.loads(sys.argv[2])
+label, name, opts, lo, hi, mode, limit = json.loads(sys.argv[2])
 calls = [0]
 if name.startswith("random:"):
     from fpspec.infer.roundtrip import replica_target
@@ -236,7 +237,7 @@ else:
         from fpspec.infer.positions import infer_positions as infer
     else:
         from fpspec.infer import infer_spec as infer
-    r = infer(make, (lo, hi), progress=False, time_limit=TIME_LIMIT)
+    r = infer(make, (lo, hi), progress=False, time_limit=limit or TIME_LIMIT)
     sp = r.spec
     order = sp.lets[0].order if sp.lets else sp.order
     fb = getattr(r, "fallback", "")
@@ -248,7 +249,8 @@ else:
         agree += "; = generating spec" if not wrong else f"; WRONG vs generating spec: {wrong}"
     out.update(seconds=time.perf_counter() - t0, size=order_cost(sp.order) + sum(order_cost(d.order) for d in sp.lets),
                chars=len(str(order)), agree=agree, order=str(order)[:160], fallback=fb)
-out.update(calls=calls[0], rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+out.update(calls=calls[0], rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           cpu=resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime)
 print(json.dumps(out))
 """
 
@@ -257,7 +259,7 @@ def _child(row, mode):
     here = os.path.dirname(os.path.abspath(__file__))
     paths = ":".join([os.path.join(here, ".."), os.path.join(here, "..", "examples", "infer")])
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    p = subprocess.run([sys.executable, "-c", _CHILD, paths, json.dumps([*row[:3], row[3], row[4], mode])],
+    p = subprocess.run([sys.executable, "-c", _CHILD, paths, json.dumps([*row[:3], row[3], row[4], mode, float(_arg("--time-limit", 0))])],
                        capture_output=True, text=True, env=env)
     if p.returncode:
         return {"label": row[0], "error": p.stderr.strip().splitlines()[-1][:200] if p.stderr.strip() else "?"}
@@ -269,15 +271,15 @@ def row_table():
     only = _arg("--only", None)      # row numbers, e.g. 0,1,5 (to run the table in several processes)
     if only is not None:
         rows = [TABLE[int(i)] for i in only.split(",")]
-    print(f"{'target':<36}{'range':>10}  {'ref s':>8}{'infer s':>9}{'ratio':>7}  {'ref calls':>10}{'calls':>9}"
-          f"  {'ref RSS':>8}{'RSS MB':>8}  {'size':>5}  held-out / spec")
+    print(f"{'target':<36}{'range':>10}  {'ref s':>8}{'infer s':>9}{'cpu s':>7}{'ratio':>7}  {'ref calls':>10}"
+          f"{'calls':>9}  {'ref RSS':>8}{'RSS MB':>8}  {'size':>5}  held-out / spec")
     for row in rows:
         ref, ours = _child(row, "once"), _child(row, "infer")
         if "error" in ours or "error" in ref:
             print(f"{row[0]:<36}  error: {ours.get('error') or ref.get('error')}")
             continue
         print(f"{row[0]:<36}{f'{row[3]}..{row[4]}':>10}  {ref['seconds']:8.2f}{ours['seconds']:9.2f}"
-              f"{ours['seconds'] / ref['seconds']:6.1f}x  {ref['calls']:>10}{ours['calls']:>9}"
+              f"{ours['cpu']:7.1f}{ours['seconds'] / ref['seconds']:6.1f}x  {ref['calls']:>10}{ours['calls']:>9}"
               f"  {ref['rss_mb']:8.0f}{ours['rss_mb']:8.0f}  {ours['size']:>5}  {ours['agree']}", flush=True)
         print(f"{'':<36}  order: {ours['order']}" + (f"\n{'':<36}  fallback: {ours['fallback'][:200]}"
                                                       if ours["fallback"] else ""), flush=True)

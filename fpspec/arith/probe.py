@@ -192,6 +192,7 @@ class _Places:
     fused_nodes: tuple        # ((leaf indices...), ...) of every fused node, in postorder
     feeds: tuple              # ((source leaves, target leaves), ...): a subtree that is c of a fused node
     w: int
+    ws: tuple = ()            # every w the node sizes allow, w first
 
 
 def _places(tree) -> _Places:
@@ -204,10 +205,16 @@ def _places(tree) -> _Places:
                 if not isinstance(c, int):
                     feeds.append((tuple(leaves(c)), own))
     # a chain's first group of one shows as a node of w + 1 leaves without c
-    # (fpspec.arith.evaluate note [fused nodes]): nodes with a c say what w is
+    # (fpspec.arith.evaluate note [fused nodes]); a chain's last group may be short,
+    # so a node with c says only w >= its size: w is the largest node, or one less
+    # where that node has no c (its first product a group of its own)
     with_c = {own for _, own in feeds}
-    w = max((len(f) for f in with_c), default=0) or max((len(f) for f in fused), default=0)
-    return _Places(len(leaves(tree)), tuple(fused), tuple(feeds), w)
+    most_c = max((len(f) for f in with_c), default=0)
+    most_bare = max((len(f) for f in fused if f not in with_c), default=0)
+    ws = [max(most_c, most_bare)]
+    if most_bare - 1 >= max(most_c, 1):
+        ws.insert(0 if most_bare - 1 == most_c else 1, most_bare - 1)
+    return _Places(len(leaves(tree)), tuple(fused), tuple(feeds), ws[0], tuple(ws))
 
 
 # ================================================================ candidate spaces
@@ -218,9 +225,9 @@ def _accumulators(fmt) -> list[str]:
     return out or [fmt.name]
 
 
-def _binary_candidates(target) -> list[Arithmetic]:
+def _binary_candidates(target, accs=None) -> list[Arithmetic]:
     fmt = target.format
-    accs = _accumulators(fmt)
+    accs = _accumulators(fmt) if accs is None else accs
     if target.op == "sum":
         products = ["none"]
     else:   # exact products are not defined past 26-bit inputs (fpspec.arith.evaluate note [exact products])
@@ -509,6 +516,36 @@ def _fact(name, values, chosen, fmt=str) -> str:
 
 # ================================================================ the entry point
 
+# Note [observed output format]: a black box may return results in a format
+# wider than its inputs (fp16 or bf16 terms accumulated and returned in fp32)
+# while its values travel as float64 (replicas, bf16 without a numpy dtype),
+# so the output format the target declares is only a floor.  Every candidate
+# arithmetic casts its result to the output format, so a declared format that
+# is too narrow leaves no candidate at all, and a later search over parts of
+# the tree settles on a wrong one (init none for +0.0).  The results of random
+# full-significand inputs tell the format: the narrowest of the declared one,
+# fp32 and fp64 that holds them all.
+OUTPUT_ROWS = 32
+
+
+def observed_output_format(target, run=None) -> str:
+    """The narrowest of target.out_fmt, fp32, fp64 holding the target's results
+    on random inputs (note [observed output format])."""
+    declared = target.output_format
+    wider = [declared.name] + [f for f in ("fp32", "fp64") if get_format(f).precision > declared.precision
+                               and get_format(f).emax >= declared.emax]
+    if len(wider) == 1:
+        return declared.name
+    X, Y = _random_inputs(target, np.random.default_rng([target.n, 11]), OUTPUT_ROWS)
+    got = (run or _Runner(target))(X, Y)
+    got = got[np.isfinite(got)]
+    for name in wider:
+        with np.errstate(all="ignore"):
+            if np.array_equal(np.asarray(round_to(get_format(name), got), np.float64), got):
+                return name
+    return wider[-1]
+
+
 def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: int = 64) -> ProbeReport:
     """Find the arithmetic of `target` (a fpspec.reveal.targets.Target) whose order is `tree`.
 
@@ -522,14 +559,23 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
     product = target.op != "sum"
     places = _places(tree)
     lines = [f"probes on {target.describe()}"]
+    out_fmt = observed_output_format(target, run)
+    if out_fmt != target.out_fmt:
+        lines.append(f"output format: {out_fmt} (results the target's declared {target.out_fmt} cannot hold)")
+        target = replace(target, out_fmt=out_fmt)
+        run.t = target
     total = 0
     if places.fused_nodes:
         r = _fused_rows(target, places, rng, rows)
         X, Y = r.arrays()
         got = run(X, Y)
         total += len(got)
-        keep, misses = _select(_fused_candidates(target, places.w), tree, X, Y, got, product)
-        if not keep:
+        for w in places.ws:
+            keep, misses = _select(_fused_candidates(target, w), tree, X, Y, got, product)
+            if keep:
+                places = replace(places, w=w)
+                break
+        else:
             return _refuse(target, lines, "fused nodes", misses, _fused_candidates(target, places.w), total,
                            tree, X, Y, got)
         best = keep[0]
@@ -782,8 +828,13 @@ def sample_check(target, tree, arithmetic: Arithmetic, regions: dict | None = No
 
 
 def region_candidates(target, init: str) -> list[Arithmetic]:
-    """The arithmetics a region may have, in preference order (init is the whole accumulation's)."""
-    return [a for a in _binary_candidates(target) if a.init == init]
+    """The arithmetics a region may have, in preference order (init is the whole accumulation's):
+    those of a whole accumulation, then accumulators narrower than the input (an fp32 part
+    of an fp64 sum rounds its terms)."""
+    usual = _accumulators(target.format)
+    narrow = [f for f in ("fp32", "fp16", "bf16") if f not in usual]
+    cands = _binary_candidates(target) + (_binary_candidates(target, narrow) if narrow else [])
+    return [a for a in cands if a.init == init]
 
 
 def region_keep_sets(target, tree, names: dict, start: Arithmetic, *, seed: int = 0,

@@ -136,6 +136,9 @@ def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
         bits = fp_round_pack(total < 0, tl.abs(total), unit, C_EXP, RES_MAN, TO_ZERO) << (C_MAN - RES_MAN)
     else:
         bits = fp_round_pack(total < 0, tl.abs(total), unit, C_EXP, C_MAN, TO_ZERO)
+    # a negative sum that rounds to zero is +0 too: the datapath's magnitude has no sign
+    # (fpspec.arith.fused note [zero result])
+    bits = tl.where((bits & ((1 << (C_EXP + C_MAN)) - 1)) == 0, 0, bits)
     # specials: nan if any nan or inf - inf, else the inf
     pos_inf = (tl.max(tl.where(pinf & ~pneg, 1, 0), axis=AXIS) == 1) | (cinf & ~cneg)
     neg_inf = (tl.max(tl.where(pinf & pneg, 1, 0), axis=AXIS) == 1) | (cinf & cneg)

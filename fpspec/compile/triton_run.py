@@ -64,9 +64,12 @@ class Replica:
         self.columns = None     # api_sums' GEMV twin (made on first use)
         # tile shapes (tuning only: the order along K does not depend on them)
         self.native_config = dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
-        # batches up to small_m rows run small_config (None: native_config at every M);
-        # fpspec/compile/batch.py, Note [tiles and bits]
-        self.small_m, self.small_config = 0, None
+        # ((max M, tiles), ...) ascending: a batch of M rows runs the first whose max M >= M
+        # (none: native_config at every M); fpspec/compile/batch.py, Note [tiles and bits]
+        self.batch_tiles = ()
+        self.launch = Launch()
+        self.native_why = {}    # (device, plan) -> native_reason: asked once, not per call
+        self.native_groups = {}     # (device, plan, BK) -> the chain launches of the native path
         # GPU_NODE: each node's c and result through fp64 fma/conversion rounding toward zero
         # (fp_node_result): 56.6 against 59.8 ms at fp16 4096^3 on an H100
         # (benchmarks/results/triton_replica_h100_h200_2026-11-26/bench_h100_gpu_node.txt)
@@ -157,7 +160,10 @@ class Replica:
             raise ValueError(f"path must be auto, native or emulated, got {path!r}")
         if path == "emulated":
             return "emulated"
-        why = self.native_reason(device, p)
+        key = (device, id(p))     # plans live in self.plans: their ids are not reused
+        why = self.native_why.get(key, 0)
+        if why == 0:
+            why = self.native_why[key] = self.native_reason(device, p)
         if why is None:
             return "native"
         if path == "native":
@@ -282,20 +288,18 @@ class Replica:
             dst, s_slot, s_m, s_n = vals, M * N, N, 1
         init = nm.init == "+0.0"
         if chosen == "native":
-            cfg = self.small_config if self.small_config is not None and M <= self.small_m else self.native_config
-            aligned = p.aligned16
-            even_k = bool(((p.segs[:, 1] % cfg["BK"] == 0) & (p.segs[:, 5] == 0)).all())
-            # one launch per kind: plain chains, chains stored into a narrower format
-            groups = {}
-            for (_, kind), ids in dev.chain_ids.items():
-                groups[kind] = torch.cat([groups[kind], ids]) if kind in groups else ids
-            for kind, ids in groups.items():
-                store_exp, store_man = _stored_format(kind)
+            cfg = next((c for top, c in self.batch_tiles if M <= top), self.native_config)
+            key = (A.device, id(p), cfg["BK"])
+            groups = self.native_groups.get(key)
+            if groups is None:
+                groups = self.native_groups[key] = self._native_groups(p, dev, cfg["BK"])
+            for ids, even_k, store_exp, store_man in groups:
                 grid = (triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"]), 1, ids.numel())
-                mm_chain_native[grid](A, B, dst, segs, ids, M, N, A.stride(0), A.stride(1), B.stride(0),
-                                      B.stride(1), s_slot, s_m, s_n, DIRECT=direct, INIT=init,
-                                      OUT_EXP=exp_out, OUT_MAN=man_out, ALIGNED=aligned, EVEN_K=even_k,
-                                      STORE_EXP=store_exp, STORE_MAN=store_man, **cfg)
+                self.launch(mm_chain_native, grid, dict(
+                    a_ptr=A, b_ptr=B, dst_ptr=dst, segs_ptr=segs, ids_ptr=ids, M=M, N=N, s_am=A.stride(0),
+                    s_ak=A.stride(1), s_bk=B.stride(0), s_bn=B.stride(1), s_dslot=s_slot, s_dm=s_m, s_dn=s_n,
+                    DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out, ALIGNED=p.aligned16, EVEN_K=even_k,
+                    STORE_EXP=store_exp, STORE_MAN=store_man, **cfg))
         else:
             Ab, Bb = A.view(it_in), B.view(it_in)
             common = (M, N, Ab.stride(0), Ab.stride(1), Bb.stride(0), Bb.stride(1), s_slot, s_m, s_n)
@@ -363,6 +367,16 @@ class Replica:
             finish[(triton.cdiv(M * N, 1024),)](vals, out.view(it_out), p.root, M * N, BO=1024, INIT=init,
                                                 OUT_EXP=exp_out, OUT_MAN=man_out)
         return out
+
+    @staticmethod
+    def _native_groups(p, dev, BK):
+        """(segment ids, EVEN_K, STORE_EXP, STORE_MAN) per launch of the native path: one launch per
+        kind (plain chains, chains stored into a narrower format)."""
+        even_k = bool(((p.segs[:, 1] % BK == 0) & (p.segs[:, 5] == 0)).all())
+        groups = {}
+        for (_, kind), ids in dev.chain_ids.items():
+            groups[kind] = torch.cat([groups[kind], ids]) if kind in groups else ids
+        return [(ids, even_k, *_stored_format(kind)) for kind, ids in groups.items()]
 
     def _arith(self, device):
         """mm_chain_emulated's ARITH: floating point where it is exact (fp16/bf16 inputs)."""
@@ -461,6 +475,51 @@ class Replica:
                                          TAIL=g.tail, LOG_K=g.k.bit_length() - 1, TREE=g.kind,
                                          GROUP_H=group_h, ALIGNED=g.aligned, **fmt, DIRECT=direct, **res,
                                          num_warps=self.sum_config["num_warps"], enable_fp_fusion=False)
+
+
+class Launch:
+    """launch(kernel, grid, arguments): kernel[grid](**arguments), through the compiled kernel itself
+    after the first launch of the same arguments.
+
+    Note [direct launch]: at a small batch the GPU time of a matmul is a few microseconds, less
+    than Triton's launch path in Python (binding the arguments, computing the specialization
+    key, looking the kernel up).  The first launch of a key goes through kernel[grid] and keeps
+    the compiled kernel it returns; later launches of the same key call its launcher directly,
+    as kernel[grid] itself does at its end (Triton >= 3.3).  The key holds every integer
+    argument's value and every tensor's dtype, device and 16-byte alignment: everything
+    Triton specializes a kernel on, so the kept kernel is the one kernel[grid] would pick.
+    The interpreter (TRITON_INTERPRET=1) returns no compiled kernel: it always takes kernel[grid]."""
+
+    def __init__(self):
+        self.kept = {}
+
+    def __call__(self, kernel, grid, arguments):
+        names = getattr(kernel, "arg_names", None)
+        try:
+            values = [arguments[n] for n in names] if names is not None else None
+        except KeyError:        # a defaulted argument: the binder's business
+            values = None
+        if values is None:
+            return kernel[grid](**arguments)
+        key = (kernel, *[(v.dtype, v.device, v.data_ptr() % 16) if isinstance(v, torch.Tensor) else v
+                         for v in values], *[(k, v) for k, v in arguments.items() if k not in names])
+        got = self.kept.get(key)
+        if got is None:
+            compiled = kernel[grid](**arguments)
+            knobs = getattr(triton, "knobs", None)
+            ok = knobs is not None and all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata",
+                                                                         "launch_metadata"))
+            self.kept[key] = (compiled, knobs.runtime) if ok else False
+            return
+        if got is False:
+            kernel[grid](**arguments)
+            return
+        compiled, runtime = got
+        driver = triton.runtime.driver.active
+        stream = driver.get_current_stream(driver.get_current_device())
+        compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
+                     compiled.launch_metadata(grid, stream, *values), runtime.launch_enter_hook,
+                     runtime.launch_exit_hook, *values)
 
 
 def _from_numpy(v, name, fmt, dt):

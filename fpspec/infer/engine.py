@@ -283,6 +283,10 @@ def _target_maker(make_target, target_kwargs: dict) -> Callable:
     raise FpspecError(f"make_target must be a function n -> Target or a target name, got {make_target!r}")
 
 
+def _with_output(make_target: Callable, out_fmt: str) -> Callable:
+    return lambda n: dataclasses.replace(make_target(n), out_fmt=out_fmt)
+
+
 def _ident(name: str) -> str:
     s = re.sub(r"[^A-Za-z0-9_]", "_", name.split(":")[-1]).strip("_") or "order"
     return s if not s[0].isdigit() else f"o_{s}"
@@ -351,6 +355,12 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
         name = _ident(getattr(src.first_target, "name", "order") or "order")
         # the arithmetic first: the replica of every sampled check needs it
         report = _probe_report(src, src.view) if probe and arithmetic is None else None
+        if report is not None and report.arithmetic.output != src.first_target.out_fmt:
+            # results wider than the inputs (fpspec.arith.probe note [observed output format]):
+            # every later probe, check and the header read them in that format
+            make = _with_output(make, report.arithmetic.output)
+            src.make_target = make
+            src.first_target = dataclasses.replace(src.first_target, out_fmt=report.arithmetic.output)
         arith = (arithmetic if arithmetic is not None
                  else A.Block("arithmetic", report.arithmetic.to_entries()) if report is not None
                  else _plain_arithmetic(src.first_target))
@@ -533,8 +543,9 @@ def _fallback(src: _Reveal, lo: int, hi: int, reason: str, arith, report, seed: 
         try:
             src.budget.check_time("checking the arithmetic")
             regional = _per_part(spec, src, src.view, report, seed)
-        except (FpspecError, Stopped):
+        except (FpspecError, Stopped) as e:
             arith, regional = None, None      # not established at the fallback's n: written without one
+            unresolved += f"; no arithmetic written: {e}"
     if regional is not None:
         arith, spec = regional[1].header.arithmetic, dataclasses.replace(spec, order=regional[1].order)
     header = _header(spec, src.first_target, lo, h, tuple(sorted(src.trees)), (), (), exact, command, arith,

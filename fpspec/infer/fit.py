@@ -162,7 +162,51 @@ class Fitter:
     def fit_root(self, obs: list[Obs]):
         """The root order for the observations, recursion and guards allowed."""
         with building():  # one pause of the cyclic GC for the whole search
-            return self._outer_blocks(obs) or self.fit_guarded(obs, 0, root=True)
+            simple = self._simple_runs(obs)
+            try:
+                return self._outer_blocks(obs) or self.fit_guarded(obs, 0, root=True)
+            except Stopped:
+                if simple is None:
+                    raise
+                # note [simple runs]: the search ran out; what every observation agrees with stands
+                self.runs = simple
+                return _guard_of(simple)
+
+    # Note [simple runs]: the search is cheapest when it succeeds; an order that
+    # needs guards first fails whole searches (every combinator, every sample)
+    # over sets of n no one order explains, and a fit budget can run out there
+    # on orders as plain as `if n <= 27: pairwise else: seq`.  So before it,
+    # the runs of consecutive observed n that one order of SIMPLE explains are
+    # noted (building those trees costs little and is not charged); when the
+    # search stops on its budget, those runs, if every n has one and there are
+    # at most MAX_RUNS of them, are the answer (each checked against its every
+    # observation, then held out like any other fit).
+    def _simple_runs(self, obs: list[Obs]):
+        by_n: dict[int, list[Obs]] = {}
+        for o in obs:
+            by_n.setdefault(o.n, []).append(o)
+        runs: list[Run] = []
+        live: list = []
+        for n in sorted(by_n):
+            fits = [order for order in SIMPLE[:4] if all(self._same(order, o) for o in by_n[n])]
+            if not fits:
+                return None
+            keep = [order for order in live if order in fits]
+            if runs and keep:
+                runs[-1] = Run(runs[-1].lo, n, keep[0])
+                live = keep
+            else:
+                runs.append(Run(n, n, fits[0]))
+                live = fits
+            if len(runs) > MAX_RUNS:
+                return None
+        return runs or None
+
+    def _same(self, order, o: Obs) -> bool:
+        try:
+            return o.n <= 1 or hash(self._build(order, o.n)) == hash(o.tree)
+        except SpecError:
+            return False
 
     def _outer_blocks(self, obs: list[Obs]):
         """Note [outer blocks]: a library's outermost loop cuts n into big blocks
@@ -215,8 +259,7 @@ class Fitter:
                 self.runs = runs
             if len(runs) == 1:
                 return runs[0].order
-            cases = tuple(A.Case(A.Compare("<=", N, A.Num(r.hi)), r.order) for r in runs[:-1])
-            ranged = A.Guard(cases, runs[-1].order)
+            ranged = _guard_of(runs)
             if len(runs) <= RESIDUE_AFTER:
                 return ranged
         classed = self._residue_guard(obs, depth, root, residues) if residues and depth <= RESIDUE_DEPTH else None
@@ -587,6 +630,14 @@ class Fitter:
 
 
 # ---------------------------------------------------------------- functions
+
+
+def _guard_of(runs: list[Run]):
+    """`if n <= HI: ORDER ...` over consecutive runs (one run: its order)."""
+    if len(runs) == 1:
+        return runs[0].order
+    cases = tuple(A.Case(A.Compare("<=", N, A.Num(r.hi)), r.order) for r in runs[:-1])
+    return A.Guard(cases, runs[-1].order)
 
 
 def _lifted(order, b):

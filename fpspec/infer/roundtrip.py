@@ -95,7 +95,8 @@ def recover(spec: A.Spec, n_range: tuple, *, box: str = "numba", seed: int = 0, 
         # the fallback must hold wherever it says it does
         got = inferred.header.n
         ns = range(got.lo, got.hi + 1)
-        wrong = _first_difference(spec, inferred, ns, probe)
+        # a fallback written without an arithmetic section claims its trees only
+        wrong = _first_difference(spec, inferred, ns, probe and inferred.header.arithmetic is not None)
         verdict, detail = ("wrong", wrong) if wrong else ("refused", f"fallback for n in {got.lo}..{got.hi}: "
                                                                       f"{r.fallback}")
         return Recovery(spec, (lo, hi), verdict, detail, inferred, tuple(ns), 0, time.perf_counter() - start,

@@ -120,3 +120,22 @@ def test_the_cost_of_an_order_with_arithmetic_per_part_is_its_tree_order_and_one
     spec = parse("arithmetic { input = fp32 product = rounded accumulator = fp32 init = +0.0 output = fp32 }\n"
                  "arithmetic f { product = fma }\nop dot\norder tail(4, using(f, seq), seq)\n")
     assert order_cost(spec.order) == order_cost(parse("order tail(4, seq, seq)").order) + 1
+
+
+def test_a_search_out_of_budget_keeps_the_runs_of_simple_orders():
+    """`if n <= 27: pairwise else: seq`: a budget that stops the search before it finds the guard
+    still gives it (the runs every observation agrees with), never a partial order."""
+    from fpspec.infer.fit import Budget, Fitter, Obs, Stopped
+    from fpspec.spec import parse
+    from fpspec.spec.expand import expand
+    from fpspec.tree import observable
+
+    spec = parse("n in 1..\norder if n <= 27: pairwise else: seq\n")
+    obs = [Obs(n, observable(expand(spec, n))) for n in range(2, 49)]
+    fitter = Fitter(budget=Budget(work=2_000))
+    assert str(fitter.fit_root(obs)) == "if n <= 27: pairwise else: seq"
+    assert [(r.lo, r.hi) for r in fitter.runs] == [(2, 27), (28, 48)]
+    # a tree no simple order gives: the budget's stop stands
+    odd = obs + [Obs(49, observable(expand(parse("n in 1..\norder lanes(4, seq, pairwise)\n"), 49)))]
+    with pytest.raises(Stopped):
+        Fitter(budget=Budget(work=2_000)).fit_root(odd)

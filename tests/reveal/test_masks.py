@@ -58,3 +58,24 @@ def test_split_masks_keep_the_product_finite_in_fp32():
 
     t = resolve_target("numpy.dot", n=12)
     assert reveal(t, split=True).tree == reveal(t, split=False).tree
+
+
+def test_masks_that_overflow_a_narrower_part_are_asked_again_within_it():
+    """An fp32 part of an fp64 sum turns 2^1023 masks into inf: the reveal asks again with
+    masks fp32 holds and gets the tree."""
+    from fpspec.infer.roundtrip import replica_target
+    from fpspec.reveal.engine import reveal
+    from fpspec.reveal.masks import plan_masks
+    from fpspec.spec import parse
+    from fpspec.spec.expand import expand_arith
+    from fpspec.tree import observable
+
+    spec = parse("op sum\nn in 2..\narithmetic { input = fp64 product = none accumulator = fp64 init = none "
+                 "output = fp64 }\narithmetic part0 { accumulator = fp32 }\n"
+                 "order split(3, using(part0, rev), pairwise)\n")
+    target = replica_target(spec, box="numpy")(9)
+    assert plan_masks(target).M > 2.0 ** 128   # the fp64 plan's masks are beyond fp32
+    assert plan_masks(target, within="fp32").M == 2.0 ** 126
+    got = reveal(target)
+    assert got.tree == observable(expand_arith(spec, 9)[0])
+    assert got.plan.startswith("M = 2^126")

@@ -110,17 +110,10 @@ def narrow_values(rng, fmt, shape, span):
     return x.astype(np.float32).astype(np.float64)
 
 
-# the fused model now follows the zero-operand convention measured on H200 wgmma blocks; on tiny fp16 inputs
-# with an fp16 output the emulated kernel still gives -0.0 where the model gives +0.0 (2 of the rows): a known
-# defect of the kernel, kept visible (strict: the mark fails once the kernel is fixed)
-_KNOWN_ZERO_SIGN = pytest.mark.xfail(strict=True, reason="emulated kernel: sign of a zero fp16 result on tiny inputs")
-
-
 @pytest.mark.parametrize("name", ["h100-fp16", "h100-bf16", "a100-fp16", "a100-bf16", "h100-fp16-to-fp16"])
 @pytest.mark.parametrize("kind", ["bits", "narrow", "tiny"])
-def test_matches_fused_model(name, kind, request):
-    if (name, kind) == ("h100-fp16-to-fp16", "tiny"):
-        request.applymarker(_KNOWN_ZERO_SIGN)
+def test_matches_fused_model(name, kind):
+    # "tiny" with an fp16 output: sums that round to zero from below come out +0.0, as in the model
     params = get_params(name)
     rng = np.random.default_rng([7, len(name), len(kind)])
     rows, k = 2000, params.w

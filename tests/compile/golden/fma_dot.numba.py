@@ -8,6 +8,7 @@ per iteration of a parallel loop.  Public: dot, SPEC.
 """
 from __future__ import annotations
 import math
+from types import FunctionType as _FunctionType
 
 import numpy as np
 from numba import njit, prange
@@ -38,6 +39,11 @@ _OUT_CARRY = np.float32
 def _jit(f):
     f.__module__ = None
     return njit(fastmath=False)(f)
+
+
+def _inline(f):
+    f.__module__ = None
+    return njit(fastmath=False, inline="always")(f)
 
 
 def _parallel(f):
@@ -74,43 +80,43 @@ def _round_dir(v, precision, emin, emax, rz, subnormals):
     return r
 
 
-@_jit
+@_inline
 def _round_acc(v):
     return _ACC(v)
 
 
-@_jit
+@_inline
 def _term(a, b, k):
     # inputs of <= 26 bits: the float64 product is exact, rounded once here
     return _round_acc(np.float64(a[k]) * np.float64(b[k]))
 
 
-@_jit
+@_inline
 def _add(u, v):
     return _round_acc(u + v)
 
 
-@_jit
+@_inline
 def _add_leaf(acc, a, b, k):
     return _fma(_ACC(a[k]), _ACC(b[k]), acc)
 
 
-@_jit
+@_inline
 def _add_leaves(a, b, i, j):
     return _add_leaf(_term(a, b, i), a, b, j)
 
 
-@_jit
+@_inline
 def _vals(m):
     return np.empty(m, _ACC)
 
 
-@_jit
+@_inline
 def _round_out(v):
     return _OUT_CARRY(v)
 
 
-@_jit
+@_inline
 def _final(acc):
     if _INIT_ZERO:     # note [init +0.0]: -0.0 becomes +0.0
         acc = _add(acc, _ZERO)
@@ -158,61 +164,255 @@ def _shape(what, arr, ndim):
 def _pairwise0_L1(a, b, lo, m):
     """pairwise0: reduce the leaves lo, lo + step, ... (m of them)."""
     step = 1
-    if m == 1:
-        return _term(a, b, lo)
-    h10 = m // 2
-    if h10 < 1 or h10 > m - 1:
-        raise ValueError('a pairwise split falls outside the list')
-    if m == 2:
-        return _add_leaves(a, b, lo, lo + step)
-    if h10 == 1:
-        return _add_leaf(_pairwise0_L1(a, b, lo + step, m - 1), a, b, lo)
-    if h10 == m - 1:
-        return _add_leaf(_pairwise0_L1(a, b, lo, h10), a, b, lo + h10 * step)
-    r11 = _add(_pairwise0_L1(a, b, lo, h10), _pairwise0_L1(a, b, lo + h10 * step, m - h10))
-    return r11
+    tl10 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm11 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs12 = _vals(160)
+    tl10[0] = lo
+    tm11[0] = m
+    tp13 = 1
+    vp14 = 0
+    while tp13 > 0:
+        tp13 -= 1
+        cl15 = tl10[tp13]
+        cm16 = tm11[tp13]
+        if cm16 == -1:
+            vp14 -= 1
+            vs12[vp14 - 1] = _add(vs12[vp14 - 1], vs12[vp14])
+            continue
+        if cm16 == -2:
+            vs12[vp14 - 1] = _add_leaf(vs12[vp14 - 1], a, b, cl15)
+            continue
+        if vp14 == vs12.shape[0]:
+            grown19 = _vals(2 * vp14)
+            for i18 in range(vp14):
+                grown19[i18] = vs12[i18]
+            vs12 = grown19
+        if tp13 + 3 > tl10.shape[0]:
+            grown20 = np.empty(2 * tp13 + 3, np.int64)
+            for i18 in range(tp13):
+                grown20[i18] = tl10[i18]
+            tl10 = grown20
+            grown20 = np.empty(2 * tp13 + 3, np.int64)
+            for i18 in range(tp13):
+                grown20[i18] = tm11[i18]
+            tm11 = grown20
+        if cm16 == 1:
+            vs12[vp14] = _term(a, b, cl15)
+            vp14 += 1
+            continue
+        h17 = cm16 // 2
+        if h17 < 1 or h17 > cm16 - 1:
+            raise ValueError('a pairwise split falls outside the list')
+        if cm16 == 2:
+            vs12[vp14] = _add_leaves(a, b, cl15, cl15 + step)
+            vp14 += 1
+            continue
+        if h17 == 1:
+            tl10[tp13] = cl15
+            tm11[tp13] = -2
+            tp13 += 1
+            tl10[tp13] = cl15 + step
+            tm11[tp13] = cm16 - 1
+            tp13 += 1
+            continue
+        if h17 == cm16 - 1:
+            tl10[tp13] = cl15 + h17 * step
+            tm11[tp13] = -2
+            tp13 += 1
+            tl10[tp13] = cl15
+            tm11[tp13] = h17
+            tp13 += 1
+            continue
+        tl10[tp13] = 0
+        tm11[tp13] = -1
+        tp13 += 1
+        tl10[tp13] = cl15 + h17 * step
+        tm11[tp13] = cm16 - h17
+        tp13 += 1
+        tl10[tp13] = cl15
+        tm11[tp13] = h17
+        tp13 += 1
+    r21 = vs12[0]
+    return r21
 
 
 @_jit
 def _pairwise1_L(a, b, lo, step, m):
     """pairwise1: reduce the leaves lo, lo + step, ... (m of them)."""
-    if m == 1:
-        return _term(a, b, lo)
-    h19 = m // 2
-    if h19 < 1 or h19 > m - 1:
-        raise ValueError('a pairwise split falls outside the list')
-    if m == 2:
-        return _add_leaves(a, b, lo, lo + step)
-    if h19 == 1:
-        return _add_leaf(_pairwise1_L(a, b, lo + step, step, m - 1), a, b, lo)
-    if h19 == m - 1:
-        return _add_leaf(_pairwise1_L(a, b, lo, step, h19), a, b, lo + h19 * step)
-    r20 = _add(_pairwise1_L(a, b, lo, step, h19), _pairwise1_L(a, b, lo + h19 * step, step, m - h19))
-    return r20
+    tl29 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm30 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs31 = _vals(160)
+    tl29[0] = lo
+    tm30[0] = m
+    tp32 = 1
+    vp33 = 0
+    while tp32 > 0:
+        tp32 -= 1
+        cl34 = tl29[tp32]
+        cm35 = tm30[tp32]
+        if cm35 == -1:
+            vp33 -= 1
+            vs31[vp33 - 1] = _add(vs31[vp33 - 1], vs31[vp33])
+            continue
+        if cm35 == -2:
+            vs31[vp33 - 1] = _add_leaf(vs31[vp33 - 1], a, b, cl34)
+            continue
+        if vp33 == vs31.shape[0]:
+            grown38 = _vals(2 * vp33)
+            for i37 in range(vp33):
+                grown38[i37] = vs31[i37]
+            vs31 = grown38
+        if tp32 + 3 > tl29.shape[0]:
+            grown39 = np.empty(2 * tp32 + 3, np.int64)
+            for i37 in range(tp32):
+                grown39[i37] = tl29[i37]
+            tl29 = grown39
+            grown39 = np.empty(2 * tp32 + 3, np.int64)
+            for i37 in range(tp32):
+                grown39[i37] = tm30[i37]
+            tm30 = grown39
+        if cm35 == 1:
+            vs31[vp33] = _term(a, b, cl34)
+            vp33 += 1
+            continue
+        h36 = cm35 // 2
+        if h36 < 1 or h36 > cm35 - 1:
+            raise ValueError('a pairwise split falls outside the list')
+        if cm35 == 2:
+            vs31[vp33] = _add_leaves(a, b, cl34, cl34 + step)
+            vp33 += 1
+            continue
+        if h36 == 1:
+            tl29[tp32] = cl34
+            tm30[tp32] = -2
+            tp32 += 1
+            tl29[tp32] = cl34 + step
+            tm30[tp32] = cm35 - 1
+            tp32 += 1
+            continue
+        if h36 == cm35 - 1:
+            tl29[tp32] = cl34 + h36 * step
+            tm30[tp32] = -2
+            tp32 += 1
+            tl29[tp32] = cl34
+            tm30[tp32] = h36
+            tp32 += 1
+            continue
+        tl29[tp32] = 0
+        tm30[tp32] = -1
+        tp32 += 1
+        tl29[tp32] = cl34 + h36 * step
+        tm30[tp32] = cm35 - h36
+        tp32 += 1
+        tl29[tp32] = cl34
+        tm30[tp32] = h36
+        tp32 += 1
+    r40 = vs31[0]
+    return r40
 
 
 @_jit
 def _pairwise1_V(vals, off, step, m):
     """pairwise1: reduce vals[off], vals[off + step], ... (m of them)."""
-    if m == 1:
-        return vals[off]
-    h28 = m // 2
-    if h28 < 1 or h28 > m - 1:
-        raise ValueError('a pairwise split falls outside the list')
-    r29 = _add(_pairwise1_V(vals, off, step, h28), _pairwise1_V(vals, off + h28 * step, step, m - h28))
-    return r29
+    tl48 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm49 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs50 = _vals(160)
+    tl48[0] = off
+    tm49[0] = m
+    tp51 = 1
+    vp52 = 0
+    while tp51 > 0:
+        tp51 -= 1
+        cl53 = tl48[tp51]
+        cm54 = tm49[tp51]
+        if cm54 == -1:
+            vp52 -= 1
+            vs50[vp52 - 1] = _add(vs50[vp52 - 1], vs50[vp52])
+            continue
+        if vp52 == vs50.shape[0]:
+            grown57 = _vals(2 * vp52)
+            for i56 in range(vp52):
+                grown57[i56] = vs50[i56]
+            vs50 = grown57
+        if tp51 + 3 > tl48.shape[0]:
+            grown58 = np.empty(2 * tp51 + 3, np.int64)
+            for i56 in range(tp51):
+                grown58[i56] = tl48[i56]
+            tl48 = grown58
+            grown58 = np.empty(2 * tp51 + 3, np.int64)
+            for i56 in range(tp51):
+                grown58[i56] = tm49[i56]
+            tm49 = grown58
+        if cm54 == 1:
+            vs50[vp52] = vals[cl53]
+            vp52 += 1
+            continue
+        h55 = cm54 // 2
+        if h55 < 1 or h55 > cm54 - 1:
+            raise ValueError('a pairwise split falls outside the list')
+        tl48[tp51] = 0
+        tm49[tp51] = -1
+        tp51 += 1
+        tl48[tp51] = cl53 + h55 * step
+        tm49[tp51] = cm54 - h55
+        tp51 += 1
+        tl48[tp51] = cl53
+        tm49[tp51] = h55
+        tp51 += 1
+    r59 = vs50[0]
+    return r59
 
 
 @_jit
 def _pairwise0_V(vals, off, step, m):
     """pairwise0: reduce vals[off], vals[off + step], ... (m of them)."""
-    if m == 1:
-        return vals[off]
-    h31 = m // 2
-    if h31 < 1 or h31 > m - 1:
-        raise ValueError('a pairwise split falls outside the list')
-    r32 = _add(_pairwise0_V(vals, off, step, h31), _pairwise0_V(vals, off + h31 * step, step, m - h31))
-    return r32
+    tl61 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm62 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs63 = _vals(160)
+    tl61[0] = off
+    tm62[0] = m
+    tp64 = 1
+    vp65 = 0
+    while tp64 > 0:
+        tp64 -= 1
+        cl66 = tl61[tp64]
+        cm67 = tm62[tp64]
+        if cm67 == -1:
+            vp65 -= 1
+            vs63[vp65 - 1] = _add(vs63[vp65 - 1], vs63[vp65])
+            continue
+        if vp65 == vs63.shape[0]:
+            grown70 = _vals(2 * vp65)
+            for i69 in range(vp65):
+                grown70[i69] = vs63[i69]
+            vs63 = grown70
+        if tp64 + 3 > tl61.shape[0]:
+            grown71 = np.empty(2 * tp64 + 3, np.int64)
+            for i69 in range(tp64):
+                grown71[i69] = tl61[i69]
+            tl61 = grown71
+            grown71 = np.empty(2 * tp64 + 3, np.int64)
+            for i69 in range(tp64):
+                grown71[i69] = tm62[i69]
+            tm62 = grown71
+        if cm67 == 1:
+            vs63[vp65] = vals[cl66]
+            vp65 += 1
+            continue
+        h68 = cm67 // 2
+        if h68 < 1 or h68 > cm67 - 1:
+            raise ValueError('a pairwise split falls outside the list')
+        tl61[tp64] = 0
+        tm62[tp64] = -1
+        tp64 += 1
+        tl61[tp64] = cl66 + h68 * step
+        tm62[tp64] = cm67 - h68
+        tp64 += 1
+        tl61[tp64] = cl66
+        tm62[tp64] = h68
+        tp64 += 1
+    r72 = vs63[0]
+    return r72
 
 
 @_jit
@@ -239,36 +439,36 @@ def _reduce(a, b, n):
     elif p1 > 0:
         k8 = 4
         if p1 <= k8:
-            r12 = _pairwise0_L1(a, b, 0, p1)
-            r9 = r12
+            r22 = _pairwise0_L1(a, b, np.int64(0), p1)
+            r9 = r22
         elif p1 < 2 * k8:
             raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
         else:
-            nl13 = min(k8, p1)
-            lanes14 = _vals(nl13)
-            for j15 in range(nl13):
-                lm16 = (p1 - j15 + k8 - 1) // k8
-                k17 = 8
-                if lm16 <= k17:
-                    r21 = _pairwise1_L(a, b, j15, k8, lm16)
-                    r18 = r21
-                elif lm16 < 2 * k17:
+            nl23 = min(k8, p1)
+            lanes24 = _vals(nl23)
+            for j25 in range(nl23):
+                lm26 = (p1 - j25 + k8 - 1) // k8
+                k27 = 8
+                if lm26 <= k27:
+                    r41 = _pairwise1_L(a, b, j25, k8, lm26)
+                    r28 = r41
+                elif lm26 < 2 * k27:
                     raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
                 else:
-                    nl22 = min(k17, lm16)
-                    lanes23 = _vals(nl22)
-                    for j24 in range(nl22):
-                        lanes23[j24] = _term(a, b, (j15 + j24 * k8))
-                    rows25 = lm16 // k17
-                    for row26 in range(1, rows25 + (1 if lm16 % k17 > 0 else 0)):
-                        base27 = (j15 + row26 * k17 * k8)
-                        for j24 in range(min(k17, lm16 - row26 * k17)):
-                            lanes23[j24] = _add_leaf(lanes23[j24], a, b, (base27 + j24 * k8))
-                    r30 = _pairwise1_V(lanes23, 0, 1, nl22)
-                    r18 = r30
-                lanes14[j15] = r18
-            r33 = _pairwise0_V(lanes14, 0, 1, nl13)
-            r9 = r33
+                    nl42 = min(k27, lm26)
+                    lanes43 = _vals(nl42)
+                    for j44 in range(nl42):
+                        lanes43[j44] = _term(a, b, (j25 + j44 * k8))
+                    rows45 = lm26 // k27
+                    for row46 in range(1, rows45 + (1 if lm26 % k27 > 0 else 0)):
+                        base47 = (j25 + row46 * k27 * k8)
+                        for j44 in range(min(k27, lm26 - row46 * k27)):
+                            lanes43[j44] = _add_leaf(lanes43[j44], a, b, (base47 + j44 * k8))
+                    r60 = _pairwise1_V(lanes43, np.int64(0), np.int64(1), nl42)
+                    r28 = r60
+                lanes24[j25] = r28
+            r73 = _pairwise0_V(lanes24, np.int64(0), np.int64(1), nl23)
+            r9 = r73
         if pend7 >= 0:
             acc5 = _add_leaf(r9, a, b, pend7)
             pend7 = -1
@@ -285,14 +485,14 @@ def _reduce(a, b, n):
         else:
             pend7 = at2
     elif p3 > 0:
-        acc34 = _term(a, b, at2)
-        for i35 in range(1, p3):
-            acc34 = _add_leaf(acc34, a, b, (at2 + i35))
+        acc74 = _term(a, b, at2)
+        for i75 in range(1, p3):
+            acc74 = _add_leaf(acc74, a, b, (at2 + i75))
         if pend7 >= 0:
-            acc5 = _add_leaf(acc34, a, b, pend7)
+            acc5 = _add_leaf(acc74, a, b, pend7)
             pend7 = -1
         else:
-            acc5 = _add(acc5, acc34) if have6 else acc34
+            acc5 = _add(acc5, acc74) if have6 else acc74
         have6 = True
     if pend7 >= 0:
         acc5 = _term(a, b, pend7)
@@ -300,9 +500,20 @@ def _reduce(a, b, n):
 
 
 
+_NO_PLAN = (np.empty((0, 8), np.int64), np.empty(0, np.int64), 0, 0)
+def _plan(n):
+    """The order needs no plan (note [plans])."""
+    return _NO_PLAN
+
+
+@_inline
+def _order(a, b, n, plan):
+    return _reduce(a, b, n)
+
+
 @_jit
-def _one_kernel(x, y):
-    return _final(_reduce(x, y, x.shape[0]))
+def _one_kernel(x, y, plan):
+    return _final(_order(x, y, x.shape[0], plan))
 
 
 
@@ -314,5 +525,5 @@ def dot(x, y):
     if x.shape != y.shape:
         raise ValueError(f"dot: x has {x.shape[0]} elements, y has {y.shape[0]}")
     _length(x.shape[0], "x")
-    return _OUT_DTYPE(_one_kernel(x, y))
+    return _OUT_DTYPE(_one_kernel(x, y, _plan(x.shape[0])))
 

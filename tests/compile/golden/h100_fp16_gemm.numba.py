@@ -8,6 +8,7 @@ per iteration of a parallel loop.  Public: gemm, SPEC.
 """
 from __future__ import annotations
 import math
+from types import FunctionType as _FunctionType
 
 import numpy as np
 from numba import njit, prange
@@ -52,6 +53,11 @@ _GEMM_TILE = None  # note [gemm tiles]
 def _jit(f):
     f.__module__ = None
     return njit(fastmath=False)(f)
+
+
+def _inline(f):
+    f.__module__ = None
+    return njit(fastmath=False, inline="always")(f)
 
 
 def _parallel(f):
@@ -190,47 +196,47 @@ def _fused_core(a, b, ks, lo, step, cnt, c):
 
 
 @_jit
+def _fused_range(a, b, lo, step, cnt, c):
+    return _ACC(_fused_core(a, b, _NO_KS, lo, step, cnt, c))
+
+
+@_inline
 def _round_acc(v):
     return _ACC(v)
 
 
-@_jit
+@_inline
 def _term(a, b, k):
     # inputs of <= 26 bits: the float64 product is exact, rounded once here
     return _round_acc(np.float64(a[k]) * np.float64(b[k]))
 
 
-@_jit
+@_inline
 def _add(u, v):
     return _round_acc(u + v)
 
 
-@_jit
+@_inline
 def _add_leaf(acc, a, b, k):
     return _add(acc, _term(a, b, k))
 
 
-@_jit
+@_inline
 def _add_leaves(a, b, i, j):
     return _add_leaf(_term(a, b, i), a, b, j)
 
 
-@_jit
+@_inline
 def _vals(m):
     return np.empty(m, _ACC)
 
 
-@_jit
-def _fused_range(a, b, lo, step, cnt, c):
-    return _ACC(_fused_core(a, b, _NO_KS, lo, step, cnt, c))
-
-
-@_jit
+@_inline
 def _round_out(v):
     return _OUT_CARRY(v)
 
 
-@_jit
+@_inline
 def _final(acc):
     if _INIT_ZERO:     # note [init +0.0]: -0.0 becomes +0.0
         acc = _add(acc, _ZERO)
@@ -282,7 +288,7 @@ def _gemm_rest(A, B, out):
     if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
         _gemm_columns_kernel(A, B, out)
     else:
-        _gemm_kernel(A, np.ascontiguousarray(B.T), out)
+        _gemm_kernel(A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
 
 
 
@@ -302,12 +308,23 @@ def _reduce(a, b, n):
 
 
 
+_NO_PLAN = (np.empty((0, 8), np.int64), np.empty(0, np.int64), 0, 0)
+def _plan(n):
+    """The order needs no plan (note [plans])."""
+    return _NO_PLAN
+
+
+@_inline
+def _order(a, b, n, plan):
+    return _reduce(a, b, n)
+
+
 @_parallel
-def _gemm_kernel(A, BT, out):
+def _gemm_kernel(A, BT, out, plan):
     p = BT.shape[0]
     for t in prange(A.shape[0] * p):
         i, j = t // p, t % p
-        out[i, j] = _final(_reduce(A[i], BT[j], A.shape[1]))
+        out[i, j] = _final(_order(A[i], BT[j], A.shape[1], plan))
 
 
 
