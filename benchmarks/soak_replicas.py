@@ -52,11 +52,17 @@ def run_batch(seed: int, indices: list, backends: tuple, folder: str, options: d
     return R.fuzz(specs, backends, Path(folder), **options)
 
 
-def _completed(pending: list, deadline: float | None):
-    """Each finished batch's outcomes, until all are done or the deadline passes."""
+def _completed(pending: list, batches: list, backends: tuple, deadline: float | None):
+    """Each finished batch's outcomes, until all are done or the deadline passes (a batch
+    whose worker raised is every spec of it failed on every backend, with the error)."""
+    which = {id(f): b for f, b in zip(pending, batches)}
     try:
         for f in concurrent.futures.as_completed(pending, None if deadline is None else deadline - time.time()):
-            yield f.result()
+            try:
+                yield f.result()
+            except Exception as e:   # noqa: BLE001  (a finding, and the other batches go on)
+                why = f"the batch's worker raised {type(e).__name__}: {str(e)[:200]}"
+                yield [R.Outcome(i, b, "failed", why) for i in which[id(f)] for b in backends]
     except concurrent.futures.TimeoutError:
         return
 
@@ -98,7 +104,7 @@ def main(argv=None) -> int:
             pool = concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn"))
             pending = [pool.submit(run_batch, args.seed, b, backends, str(Path(tmp) / f"batch{b[0]}"), options)
                        for b in batches]
-            results = _completed(pending, None if args.deadline is None else t0 + args.deadline)
+            results = _completed(pending, batches, backends, None if args.deadline is None else t0 + args.deadline)
         else:
             pool = None
             results = (run_batch(args.seed, b, backends, str(Path(tmp) / f"batch{b[0]}"), options) for b in batches)

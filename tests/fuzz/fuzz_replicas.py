@@ -223,6 +223,9 @@ def prepare(index: int, spec, backends, folder: Path, *, ns_count: int = 1, call
             except _user_errors() as e:
                 # `check` accepted a spec whose reference evaluation refuses it: the spec has no meaning
                 return [], [Outcome(index, b, "invalid", f"reference: {_first_line(e)}") for b in backends]
+            except Exception as e:   # noqa: BLE001  (the expansion or the model crashed: a finding)
+                return [], [Outcome(index, b, "failed", f"reference: {type(e).__name__}: {_first_line(e)}")
+                            for b in backends]
         path = folder / f"replica{index}_{backend}.py"
         path.write_text(source)
         for t_i, tree in enumerate((trees if backend in tree_backends else []) or [None]):
