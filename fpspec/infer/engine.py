@@ -343,7 +343,9 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
     make = _target_maker(make_target, target_kwargs)
     limit = hi if exact else min(hi, full_limit)
     rng = np.random.default_rng(seed)
-    budget = Budget(work=fit_work, deadline=None if time_limit is None else time.monotonic() + time_limit,
+    # the last FALLBACK_RESERVE of the limit is the fallback's (note [fallback]): the run ends within it
+    budget = Budget(work=fit_work, deadline=None if time_limit is None
+                    else time.monotonic() + time_limit * (1 - FALLBACK_RESERVE),
                     limit=time_limit, fit_seconds=None if time_limit is None else time_limit * FIT_SHARE)
     src = _Reveal(make, seed, budget, trace)
     counter: list[Counterexample] = []
@@ -484,6 +486,7 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
 # (their trees are in the JSON and the --trace file).
 FALLBACK_SHARE = 1 / 6           # of the fit's budget, for the small fit over lo..H
 FALLBACK_MAX = 512                # at most this many n in the fallback's range (one lowering each)
+FALLBACK_RESERVE = 0.1           # of the time limit, kept for writing the fallback after the deadline
 
 
 def fallback_spec(trees: dict, lo: int, name: str, budget: Budget | None = None) -> A.Spec:
@@ -543,7 +546,14 @@ def _fallback(src: _Reveal, lo: int, hi: int, reason: str, arith, report, seed: 
         try:
             src.budget.check_time("checking the arithmetic")
             regional = _per_part(spec, src, src.view, report, seed)
-        except (FpspecError, Stopped) as e:
+        except Stopped as e:
+            if report is None or not report.consistent:
+                arith = None
+                unresolved += f"; no arithmetic written: {e}"
+            else:     # the probes' arithmetic, checked at the probed n only
+                unresolved += (f"; the arithmetic was probed and checked at one n only ({e} before the "
+                               "other n were checked)")
+        except FpspecError as e:
             arith, regional = None, None      # not established at the fallback's n: written without one
             unresolved += f"; no arithmetic written: {e}"
     if regional is not None:
