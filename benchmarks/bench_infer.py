@@ -18,7 +18,8 @@ Rows:
            --time-limit (default 60): wall and CPU seconds, the machine's load,
            and when each progress phase (reveal at sample n, fit, held-out
            check) started; each in a child process
-           (python benchmarks/bench_infer.py --rows bounded [--time-limit 60] [--only 0,2])
+           (python benchmarks/bench_infer.py --rows bounded [--time-limit 60] [--only 0,2]
+           [--spec-dir DIR: each spec or fallback written to DIR/NAME_4096.fps])
   infer    numpy.sum float32 over n = 1..65536: fpspec infers one spec (full
            revelation at designed and held-out n up to 8192, sampled checks
            above), against the published FPRev revealing n = 65536 once
@@ -303,7 +304,7 @@ _BOUNDED_CHILD = r"""
 import json, os, resource, sys, time
 sys.path[:0] = sys.argv[1].split(":")
 import numpy as np
-label, name, opts, limit = json.loads(sys.argv[2])
+label, name, opts, limit, spec_out, command = json.loads(sys.argv[2])
 from fpspec.progress import reporting
 from fpspec.reveal.targets import resolve_target
 t = resolve_target(name, n=4096, dtype="float32", **opts)
@@ -329,8 +330,11 @@ load = os.getloadavg()[0]
 cpu0 = time.process_time()
 with reporting(Lines()):
     r = infer(lambda n: resolve_target(name, n=n, dtype="float32", **opts), (1, 4096), time_limit=limit,
-              progress=True)
+              progress=True, command=command)
 wall = time.perf_counter() - start
+if spec_out:
+    from fpspec.io import write_atomic
+    write_atomic(spec_out, str(r.spec))
 fb = getattr(r, "fallback", "")
 sp = r.spec
 print(json.dumps({"label": label, "us_per_call": per_call, "wall": wall, "cpu": time.process_time() - cpu0,
@@ -350,9 +354,17 @@ def row_bounded(limit: float):
     only = _arg("--only", None)
     if only is not None:
         rows = [BOUNDED[int(i)] for i in only.split(",")]
+    spec_dir = _arg("--spec-dir", None)     # each row's spec (or fallback) written there as NAME.fps
     for label, name, opts in rows:
-        print(f"{label}: fpspec reveal {name} -n 1..4096 --time-limit {limit:g}", flush=True)
-        p = subprocess.run([sys.executable, "-c", _BOUNDED_CHILD, paths, json.dumps([label, name, opts, limit])],
+        shape = "".join(f" --{k} {v}" for k, v in opts.items())
+        command = f"fpspec reveal {name}{shape} -n 1..4096 --time-limit {limit:g}"
+        print(f"{label}: {command}", flush=True)
+        out = None
+        if spec_dir:
+            out = os.path.join(spec_dir, name.split(":")[-1].replace(".", "_") + "_4096.fps")
+            command += f" -o {out}"
+        p = subprocess.run([sys.executable, "-c", _BOUNDED_CHILD, paths,
+                            json.dumps([label, name, opts, limit, out, command])],
                            capture_output=True, text=True, env=env)
         lines = p.stdout.rstrip().splitlines()
         if p.returncode or not lines:
