@@ -486,7 +486,7 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
 # (their trees are in the JSON and the --trace file).
 FALLBACK_SHARE = 1 / 6           # of the fit's budget, for the small fit over lo..H
 FALLBACK_MAX = 512                # at most this many n in the fallback's range (one lowering each)
-FALLBACK_RESERVE = 0.1           # of the time limit, kept for writing the fallback after the deadline
+FALLBACK_RESERVE = 0.2           # of the time limit, kept for writing the fallback after the deadline (a loaded machine: 7 s)
 
 
 def fallback_spec(trees: dict, lo: int, name: str, budget: Budget | None = None) -> A.Spec:
@@ -778,9 +778,27 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
     arms = [[n for n in arm if n <= PER_PART_MAX_N] or arm[:1] for arm in _arm_ns(spec, ns)]
     check_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_CHECK)})
     probe_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_PROBE)})
-    out, _ = probe_spec_arithmetic(base, {n: make(n) for n in check_ns}, {n: src.trees[n] for n in check_ns},
+    targets = {n: _bounded(make(n), src.budget) for n in check_ns}
+    out, _ = probe_spec_arithmetic(base, targets, {n: src.trees[n] for n in check_ns},
                                    report, seed=seed, probe_ns=probe_ns)
     return (spec, out) if out.header.arithmetics else None
+
+
+def _bounded(target, budget: Budget):
+    """The target, each call of it first checking the budget's deadline (the probes per part
+    run thousands of calls at several n: the time limit must reach inside them)."""
+    if budget.deadline is None:
+        return target
+
+    def wrap(fn):
+        if fn is None:
+            return None
+
+        def call(*args):
+            budget.check_time("checking the arithmetic per part")
+            return fn(*args)
+        return call
+    return dataclasses.replace(target, fn=wrap(target.fn), call_rows=wrap(target.call_rows))
 
 
 def _arm_ns(spec: A.Spec, ns: list) -> list:
