@@ -71,7 +71,8 @@ class NumbaBackend(Backend):
         base = ["_fma"] if p.fma or any(rp.fma for _, rp in regions) else []
         base += ["_round_dir"]
         if program.uses_fused:
-            base += ["_decode", "_shift", "_leaf_index", "_round_odd_sum", "_fused_core"]
+            base += ["_decode", "_shift", "_leaf_index", "_round_odd_sum", "_product_term", "_shift_floor", "_amd_exact",
+                     "_fused_core"]
         if p.out_fmt is None:
             jitted.insert(jitted.index("_final"), "_round_out_native")
             rename["_round_out_native"] = "_round_out"
@@ -487,9 +488,6 @@ def fused_constants(kernel: Kernel) -> list[str]:
     from fpspec.arith.fused import _FORMATS, _ZERO_EXP
 
     f = kernel.arithmetic.fused
-    if not f.conventional:
-        raise CompileError("numba: fused nodes with MMA-Sim's zero and c conventions or AMD's combine are not "
-                           "supported; compile for numpy")
     _, out_emin, out_emax = _FORMATS[f.output]
     floor = _ZERO_EXP if f.exponent_floor is None else f.exponent_floor
     return [
@@ -505,6 +503,10 @@ def fused_constants(kernel: Kernel) -> list[str]:
         f"_FP_RES_P = {f.result_precision}",
         f"_FP_OUT_EMIN, _FP_OUT_EMAX = {out_emin}, {out_emax}",
         f"_FP_SUB_IN, _FP_SUB_OUT = {f.subnormal_inputs}, {f.subnormal_outputs}",
+        f"_FP_EMIN_IN_B = {_FORMATS[f.input_b or f.input][1]}",
+        f"_FP_ZEXP_ON, _FP_ZEXP = {f.zero_exponent is not None}, {f.zero_exponent or 0}  # zeros' exponent",
+        f"_FP_C_EMIN = {-126 if f.c_emin is None else f.c_emin}",
+        f"_FP_AMD, _FP_INTERLEAVE = {f.combine == 'amd'}, {f.interleave}  # {f.combine} combine",
     ]
 
 
