@@ -209,8 +209,8 @@ op, n, m, p, dtype = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.ar
 rng = np.random.default_rng(0)
 def arr(*shape):
     x = rng.standard_normal(shape).astype(dtype)
-    if sys.argv[7] == "bf16":    # bf16 values held in float32: the upper 16 bits
-        x = (x.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+    if sys.argv[7] in ("bf16", "tf32"):    # held in float32: its upper 16 (bf16) or 19 (tf32) bits
+        x = (x.view(np.uint32) & np.uint32(0xFFFF0000 if sys.argv[7] == "bf16" else 0xFFFFE000)).view(np.float32)
     return x
 args = {"sum": lambda: (arr(n),), "dot": lambda: (arr(n), arr(n)), "gemv": lambda: (arr(m, n), arr(n)),
         "gemm": lambda: (arr(m, n), arr(n, p))}[op]()
@@ -245,7 +245,7 @@ def first_calls():
     print(f"\ncompile + first call in a fresh process (seconds, wall / CPU; reference: a fresh interpreter "
           f"importing numpy and numba, {base:.2f} / {fresh.cpu:.2f} s; load average {os.getloadavg()[0]:.1f})")
     print(f"{'spec':<58}  {'compile':>8}  {'numba call (CPU)':>17}  {'ratio':>6}  {'numpy call':>10}")
-    dtypes = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "float32"}
+    dtypes = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "float32", "tf32": "float32"}
     slowest = (0.0, "")
     with tempfile.TemporaryDirectory() as folder:
         for path in sorted(glob.glob(os.path.join(ROOT, "examples", "**", "*.fps"), recursive=True)):
