@@ -166,7 +166,7 @@ def main() -> int:
     print(f"{'candidate':56} {'E4M3':>6} {'E5M2':>6}")
     for label, r in rows.items():
         print(f"{label:56} {r['E4M3']:6d} {r['E5M2']:6d}")
-    print(f"\n# families: the best member of each (fewest misses over both formats), of how many tried")
+    print("\n# families: the best member of each (fewest misses over both formats), of how many tried")
     print(f"{'family':50} {'best member':30} {'E4M3':>6} {'E5M2':>6}")
     for family, members in best.items():
         member, r = min(members.items(), key=lambda kv: kv[1]["E4M3"] + kv[1]["E5M2"])
