@@ -21,8 +21,17 @@ from fpspec.compile import binned
 from fpspec.compile.runtime import embed
 from fpspec.compile.runtime import numba_rt
 
-# small runtime functions inlined into their callers by numba (no compilation of their own: note
-# [compile time] in fpspec.compile.backends.numba)
+# Note [compile time]: a replica compiles at its first call in each process
+# (no cache directory), each compiled function on its own, so the first call
+# costs about a second of numba and LLVM per large function.  What keeps it
+# short: the small runtime functions below are inlined into their callers
+# (numba's inline="always": typed there, no compilation of their own); a
+# compiled function is compiled once per argument types, not once more for
+# each literal argument a caller passes (`_one_signature` in the template;
+# literal arguments of generated functions are np.int64 for the same
+# reason, fpspec.compile.loops `typed_ints`); copies between arrays are
+# loops (numba compiles a slice assignment for seconds); parallel kernels
+# compile only when their public function is first called.
 INLINE = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_final", "_round_out")
 
 # the compiled kernel behind each public function

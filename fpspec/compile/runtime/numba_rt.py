@@ -9,7 +9,6 @@ emin, emax) when the accumulator is emulated on float64), _OUT_FMT, _INIT_ZERO,
 _ZERO, and for fused nodes the _FP_* constants (see `_fused_core`).
 """
 import math
-from types import FunctionType as _FunctionType
 
 import numpy as np
 from numba.extending import intrinsic
@@ -686,6 +685,8 @@ def _record_plan(n):
     """Run the order's plain-Python functions at length n with every value a
     row number of the plan: each operation on values or leaves appends a row
     (op code, operands); a call of a compiled function appends one row."""
+    from types import FunctionType
+
     rows, side, pad = [], [], [0]
     g = dict(globals())
 
@@ -749,10 +750,10 @@ def _record_plan(n):
             g[name] = op(code) if kind == "zero" else recorder(code, kind)
         else:
             py = getattr(value, "py_func", value)
-            if isinstance(py, _FunctionType):
-                g[name] = _FunctionType(py.__code__, g, py.__name__, py.__defaults__, py.__closure__)
+            if isinstance(py, FunctionType):
+                g[name] = FunctionType(py.__code__, g, py.__name__, py.__defaults__, py.__closure__)
     whole = _PlanTerms(0, 0)
-    root = _FunctionType(_PLAN_ENTRY.__code__, g)(whole, whole, n)
+    root = FunctionType(_PLAN_ENTRY.__code__, g)(whole, whole, n)
     return np.array(rows, np.int64).reshape(-1, 8), np.array(side, np.int64), root, pad[0]
 
 
