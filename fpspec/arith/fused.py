@@ -164,8 +164,8 @@ class FusedParams:
 
     @property
     def conventional(self) -> bool:
-        """True for the FTTN form every backend compiles: one input format, zeros never
-        aligned, c at fp32's emin, one alignment (numpy replicas take any form)."""
+        """True for the FTTN form: one input format, zeros never aligned, c at fp32's
+        emin, one alignment (numpy and numba replicas take any form)."""
         return (self.input_b is None and self.zero_exponent is None and self.c_emin is None
                 and self.combine == "aligned" and self.interleave == 1)
 

@@ -126,14 +126,24 @@ def test_specs_carry_the_extended_parameters():
     assert "zero_exponent" not in keys and "combine" not in keys     # defaults are not written
 
 
-def test_fused_backends_refuse_what_they_cannot_compile():
+def test_numba_constants_carry_the_conventions_and_the_combine():
+    """The numba replica's fused core reads these (tests/compile/test_fused_numba_nodes.py runs it)."""
     from fpspec.compile.backends.numba import fused_constants
-    from fpspec.compile.ir import CompileError, Const, FusedChain, Kernel
+    from fpspec.compile.ir import Const, FusedChain, Kernel
 
-    p = PARAMS["mi300x-fp16"]
-    kernel = Kernel("gemm", Arithmetic("fp16", "exact", "fp32", output="fp32", fused=p), FusedChain(Const(8)))
-    with pytest.raises(CompileError, match="compile for numpy"):
-        fused_constants(kernel)
+    def constants(name, fmt):
+        p = PARAMS[name]
+        kernel = Kernel("gemm", Arithmetic(fmt, "exact", p.output, output=p.output, fused=p), FusedChain(Const(p.w)))
+        return fused_constants(kernel)[-4:]
+
+    assert constants("mi300x-fp16", "fp16") == [
+        "_FP_EMIN_IN_B = -14", "_FP_ZEXP_ON, _FP_ZEXP = True, -126  # zeros' exponent", "_FP_C_EMIN = -126",
+        "_FP_AMD, _FP_INTERLEAVE = True, 1  # amd combine"]
+    assert constants("t4-fp16-to-fp16", "fp16")[1:3] == [
+        "_FP_ZEXP_ON, _FP_ZEXP = True, -126  # zeros' exponent", "_FP_C_EMIN = -14"]
+    assert constants("h100-fp8e4m3xfp8e5m2", "fp8e4m3") == [
+        "_FP_EMIN_IN_B = -14", "_FP_ZEXP_ON, _FP_ZEXP = False, 0  # zeros' exponent", "_FP_C_EMIN = -126",
+        "_FP_AMD, _FP_INTERLEAVE = False, 1  # aligned combine"]
 
 
 H200 = np.load(DATA / "h200_wgmma_blocks.npz")

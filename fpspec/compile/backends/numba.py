@@ -12,7 +12,7 @@ import textwrap
 from fpspec.arith.model import FMA_PRODUCTS
 from fpspec.compile.backends import Backend, header, render_template
 from fpspec.compile.backends.numpy import PUBLIC, spec_literal
-from fpspec.compile.ir import Blocks, Call, CompileError, Const, Fold, Kernel, Lanes
+from fpspec.compile.ir import Blocks, Call, Const, Fold, Kernel, Lanes
 from fpspec.compile.loops import LONE_LEAF
 from fpspec.compile.loops import emit_program
 from fpspec.compile.numerics import (runtime_names, in_region, plan, region_runtime_names, region_plans,

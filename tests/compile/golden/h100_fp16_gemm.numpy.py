@@ -314,7 +314,8 @@ def _fused(a, b, ks, c):
     """One fused node over the leaves ks (and addend c), for every output at once."""
     ks = np.asarray(ks, np.int64)
     ak, bk = a[ks], b[ks]
-    if np.isfinite(ak).all() and np.isfinite(bk).all() and np.isfinite(c).all():
+    if (_FUSED.combine == "aligned" and np.isfinite(ak).all() and np.isfinite(bk).all()
+            and np.isfinite(c).all()):     # (AMD's combine has no fast form)
         return _fused_finite(ak, bk, c)
     shape = np.broadcast_shapes(a.shape[1:], b.shape[1:])
     av = np.moveaxis(np.broadcast_to(a[ks], (len(ks),) + shape), 0, -1)
