@@ -16,13 +16,12 @@ from fpspec.compile.ir import CompileError, Kernel
 from fpspec.compile.runtime import embed
 
 _STREAMS = 2         # pieces of a block each deposit walks side by side (block_loops)
-_LANE_TERMS = 4      # binned_numba._gemm_range's products per lane and pass (note there)
 PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("gemm",)}
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
 _MODEL_NAMES = ["BinnedFormat", "_or1", "special_sum", "convert", "row_index", "sum_rows", "row_slice_counts"]
 _NUMBA_JIT = ["_term", "_index_of_bits", "_block_flags", "_carry_in", "_shift_state", "_abs_max",
-              "_merge_into", "_finish", "_merged", "_deposit_at", "_abs_max_into"]
+              "_merge_into", "_finish", "_merged", "_deposit_at"]
 _NUMBA_NOGIL = ["_partial", "_rows_range", "_gemm_range"]     # run on threads of their own
 _NUMBA_HOST = ["_pool", "_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
 
@@ -88,8 +87,6 @@ def numba_settings(kernel: Kernel) -> list[str]:
         f"_PRODUCT = {kernel.op != 'sum'}",
         f"_ABS_MASK = {(1 << (bits - 1)) - 1:#x}",
         f"_BLOCK = {binned_numba._BLOCK}",
-        f"_LANES = {binned_numba._LANES}",
-        f"_LANE_TERMS = {_LANE_TERMS}",
     ]
 
 
@@ -175,28 +172,5 @@ def block_loops(fold: int, product: bool) -> str:
             '    """The largest bit pattern of |term| in the block (inf and nan the largest)."""',
             "    h = 0", "    for i in range(X.shape[0]):", f"        b = _bits({term}) & _ABS_MASK",
             "        h = b if b > h else h", "    return h"]
-    def lanes(terms: int) -> str:
-        # `terms` rows of Y per pass over the lanes: a lane's bins, counts and largest pattern are
-        # loaded and stored once for all of them
-        name = "_deposit_lane_terms" if terms > 1 else "_deposit_lane_term"
-        lines = [f"@_jit\ndef {name}(a, Y, k, j0, w, bins, counts, high):",
-                 f'    """counts[f, j] += the slices of a[k + t] * Y[k + t, j0 + j], t < {terms}, in slot f of'
-                 ' lane j (bins[f, j] its bin); high[j]: the largest |product| pattern so far."""']
-        lines += [f"    m{j} = bins[{j}]\n    k{j} = counts[{j}]" for j in range(fold)]
-        lines += [f"    a{t} = a[k + {t}]\n    y{t} = Y[k + {t}][j0:j0 + w]" for t in range(terms)]
-        lines += ["    for i in range(w):", "        h = high[i]"]
-        lines += [f"        b{j} = m{j}[i]\n        u{j} = _bits(b{j})\n        c{j} = k{j}[i]" for j in range(fold)]
-        for t in range(terms):
-            lines += [f"        r = a{t} * y{t}[i]" if product else f"        r = y{t}[i]",
-                      "        d = (_bits(r) & _ABS_MASK) - h",
-                      # no branch: a conditional store compiles to a masked store, slow on some CPUs
-                      "        h += d & ~(d >> 63)"]
-            for j in range(fold):
-                lines += [f"        s = b{j} + _or1(r)", f"        c{j} += _bits(s) - u{j}"]
-                if j < fold - 1:
-                    lines.append(f"        r = r + (b{j} - s)")
-        lines += ["        high[i] = h"] + [f"        k{j}[i] = c{j}" for j in range(fold)]
-        return "\n".join(lines)
-
-    blocks = [deposit("_deposit", False), deposit("_deposit_top", True), "\n".join(amax), lanes(1), lanes(_LANE_TERMS)]
+    blocks = [deposit("_deposit", False), deposit("_deposit_top", True), "\n".join(amax)]
     return "\n\n\n".join(blocks) + "\n"

@@ -36,8 +36,6 @@ _SINGLE = False
 _PRODUCT = False
 _ABS_MASK = 0x7FFFFFFFFFFFFFFF
 _BLOCK = 4096
-_LANES = 128
-_LANE_TERMS = 4
 _jit = njit(fastmath=False)
 _nogil = njit(fastmath=False, nogil=True)
 
@@ -220,66 +218,22 @@ def _rows_range(A, x, out, r0, r1):
         out[i] = _finish(state, fields)
 
 
-def _gemm_range(A, B, out, r0, r1):
-    """Rows r0..r1-1 of A @ B, every element a binned dot, _LANES outputs of a row at a time: the
-    loop over k deposits A[i, k] * B[k, j] for the lanes' j side by side (a contiguous piece of B's
-    row, every lane its own bins and counts), which LLVM vectorizes over j, with no per-output
-    reduction.  Each lane deposits at its hint: the index of max|A[i, :]| * max|B[:, j]|, rounded (at
-    least every |product|, so at most their index).  A lane whose largest |product| has another
-    index, an inf or a nan, or a hint of 0 or none (the bound overflows) is summed again by
-    _partial; the bits are those of _partial, whatever the path (the sum does not depend on it)."""
-    K, N = A.shape[1], B.shape[1]
-    bmax = np.zeros(N, _DT)
-    for k in range(K):
-        _abs_max_into(B[k], bmax)
-    lanes = min(_LANES, N)
-    bins = np.empty((_FOLD, lanes), _DT)
-    counts = np.empty((_FOLD, lanes), np.int64)
-    high = np.empty(lanes, np.int64)
-    hint = np.empty(lanes, np.int64)
-    states = np.zeros((lanes, _STATE), np.int64)
+def _gemm_range(A, Bt, out, r0, r1):
+    """Rows r0..r1-1 of A @ B (Bt = B transposed, contiguous), every element a binned dot.  Its
+    hint: the index of max|A[i, :]| * max|B[:, j]|, rounded (at least every |product|, so at most
+    their index; equal to it unless a bin boundary lies in between)."""
+    state = np.zeros(_STATE, np.int64)
     fields = np.empty(2 * _FOLD)
-    column = np.empty(K, _DT)
+    bmax = np.empty(Bt.shape[0], _DT)
+    for j in range(Bt.shape[0]):
+        bmax[j] = _abs_max(Bt[j])
     for i in range(r0, r1):
         amax = _abs_max(A[i])
-        for j0 in range(0, N, lanes):
-            w = min(lanes, N - j0)
-            for j in range(w):
-                bound = _bits(amax * bmax[j0 + j])
-                hint[j] = _index_of_bits(bound) if bound < _INF_BITS else -1
-                at = max(hint[j], 1)       # a lane of hint 0 or -1 is summed again below
-                for f in range(_FOLD):
-                    bins[f, j] = _BINS[at + f]
-                for f in range(2, 2 + 2 * _FOLD):
-                    states[j, f] = 0
-                high[j] = 0
-            for k0 in range(0, K, _BLOCK):
-                counts[:, :w] = 0
-                k1 = min(k0 + _BLOCK, K)
-                for k in range(k0, k1 - _LANE_TERMS + 1, _LANE_TERMS):
-                    _deposit_lane_terms(A[i], B, k, j0, w, bins, counts, high)
-                for k in range(k1 - (k1 - k0) % _LANE_TERMS, k1):
-                    _deposit_lane_term(A[i], B, k, j0, w, bins, counts, high)
-                for j in range(w):
-                    for f in range(_FOLD):
-                        _carry_in(states[j], f, counts[f, j])
-            for j in range(w):
-                if K > 0 and hint[j] >= 1 and high[j] < _INF_BITS and _index_of_bits(high[j]) == hint[j]:
-                    states[j, 0] = hint[j]
-                    states[j, 1] = 0
-                    out[i, j0 + j] = _finish(states[j], fields)
-                else:
-                    column[:] = B[:, j0 + j]
-                    _partial(A[i], column, 0, K, states[j])
-                    out[i, j0 + j] = _finish(states[j], fields)
-
-
-def _abs_max_into(v, h):
-    """h[k] = max(h[k], |v[k]|), inf for an inf or a nan."""
-    for k in range(v.shape[0]):
-        a = abs(v[k])
-        if not a <= h[k]:
-            h[k] = a if a == a else _DT(np.inf)
+        for j in range(Bt.shape[0]):
+            bound = _bits(amax * bmax[j])
+            hint = _index_of_bits(bound) if bound < _INF_BITS else -1
+            _partial(A[i], Bt[j], 0, A.shape[1], state, hint)
+            out[i, j] = _finish(state, fields)
 
 
 def _abs_max(v):
@@ -374,7 +328,7 @@ def api_gemm(A, B):
         raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
     out = np.empty((A.shape[0], B.shape[1]), np.float64)
     parts = max(1, min(get_num_threads(), A.shape[0]))
-    args = (np.ascontiguousarray(A), np.ascontiguousarray(B), out)
+    args = (np.ascontiguousarray(A), np.ascontiguousarray(B.T), out)
     _run(_gemm_range, [args + r for r in _split(A.shape[0], parts)])
     with np.errstate(over="ignore"):
         return out.astype(_DT)

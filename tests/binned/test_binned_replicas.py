@@ -200,9 +200,9 @@ def test_numba_gemm_hint_far_above_the_products():
 
 
 @pytest.mark.parametrize("scale", [1.0, 2.0 ** 1000])     # 2^1000: the top bin (index 0)
-def test_numba_streams_and_lanes_at_every_remainder(scale):
-    # a block deposit walks _STREAMS pieces side by side, the gemm _LANES outputs _LANE_TERMS
-    # products at a time: lengths that leave every remainder give the model's bits
+def test_numba_streams_at_every_remainder(scale):
+    # a block deposit walks _STREAMS pieces side by side: lengths that leave every remainder of the
+    # pieces and of the blocks give the model's bits, in dot and in gemm's rows
     rep = replica("dot", "fp64", "numba")
     rng = np.random.default_rng(7)
     block = rep._BLOCK
@@ -213,8 +213,7 @@ def test_numba_streams_and_lanes_at_every_remainder(scale):
         want = evaluate_binned(x[:, None], y, "fp64", 3)[0]
         assert bits(rep.dot(x, y)) == bits(np.float64(want)), n
     gemm = replica("gemm", "fp64", "numba")
-    lanes = gemm._LANES
-    for m, k, n in ((2, 0, 3), (3, 1, lanes + 2), (2, 9, lanes - 1), (2, 7, 5), (1, 4 * 3 + 2, 2 * lanes + 1)):
+    for m, k, n in ((2, 0, 3), (3, 1, 2), (2, 9, 3), (2, 7, 5), (1, block + 1, 2)):
         A = rng.standard_normal((m, k)) * 2.0 ** rng.integers(-40, 40, (m, k))
         B = rng.standard_normal((k, n))
         if k:
