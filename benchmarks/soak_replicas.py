@@ -16,7 +16,10 @@ for (TRITON_INTERPRET=0: its replicas then take CUDA tensors).
 compiles the batch's specs and runs their replicas in one more fresh
 interpreter, as with -j 1): the counts do not depend on N.  Two runs cover
 disjoint specs with --first (or --seed): spec I of seed S is the same spec
-in every run.
+in every run.  --deadline SECONDS stops waiting for batches after that
+long (the last line says how many specs ran); --shrink-seconds bounds the
+shrinking that follows.  A refusal counts as one only when the compiler
+refused in one line; the last line gives the refused fraction.
 """
 from __future__ import annotations
 
@@ -49,11 +52,17 @@ def run_batch(seed: int, indices: list, backends: tuple, folder: str, options: d
     return R.fuzz(specs, backends, Path(folder), **options)
 
 
-def _completed(pending: list, deadline: float | None):
-    """Each finished batch's outcomes, until all are done or the deadline passes."""
+def _completed(pending: list, batches: list, backends: tuple, deadline: float | None):
+    """Each finished batch's outcomes, until all are done or the deadline passes (a batch
+    whose worker raised is every spec of it failed on every backend, with the error)."""
+    which = {id(f): b for f, b in zip(pending, batches)}
     try:
         for f in concurrent.futures.as_completed(pending, None if deadline is None else deadline - time.time()):
-            yield f.result()
+            try:
+                yield f.result()
+            except Exception as e:   # noqa: BLE001  (a finding, and the other batches go on)
+                why = f"the batch's worker raised {type(e).__name__}: {str(e)[:200]}"
+                yield [R.Outcome(i, b, "failed", why) for i in which[id(f)] for b in backends]
     except concurrent.futures.TimeoutError:
         return
 
@@ -70,6 +79,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=25, help="specs per fresh interpreter")
     ap.add_argument("--shrink", type=int, default=3, help="failures shrunk per backend and error kind")
     ap.add_argument("--shrink-tries", type=int, default=150, help="candidates tried per shrink")
+    ap.add_argument("--shrink-seconds", type=float, default=600.0, help="time given to shrinking, in all")
     ap.add_argument("--ns", type=int, default=2, help="n values per spec (both ends of the range first)")
     ap.add_argument("-j", "--jobs", type=int, default=1, help="batches run at once, each in its own process")
     ap.add_argument("--deadline", type=float, default=None,
@@ -94,7 +104,7 @@ def main(argv=None) -> int:
             pool = concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn"))
             pending = [pool.submit(run_batch, args.seed, b, backends, str(Path(tmp) / f"batch{b[0]}"), options)
                        for b in batches]
-            results = _completed(pending, None if args.deadline is None else t0 + args.deadline)
+            results = _completed(pending, batches, backends, None if args.deadline is None else t0 + args.deadline)
         else:
             pool = None
             results = (run_batch(args.seed, b, backends, str(Path(tmp) / f"batch{b[0]}"), options) for b in batches)
@@ -130,8 +140,11 @@ def main(argv=None) -> int:
         ran = done
         failures.sort(key=lambda o: (o.index, o.backend))
         shrunk = collections.Counter()
+        shrink_until = time.time() + args.shrink_seconds
         for o in failures:
-            if args.deadline is not None and time.time() - t0 > args.deadline:
+            if time.time() > shrink_until:
+                print(f"(shrinking stopped after --shrink-seconds {args.shrink_seconds:g}: the other failures are "
+                      "listed by index above)", flush=True)
                 break
             sig = signature(o)
             if shrunk[sig] >= args.shrink:

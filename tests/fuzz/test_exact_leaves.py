@@ -164,3 +164,16 @@ order seq
     y = np.array([-1.0, (1 - 2.0 ** -27) * 2.0 ** -scale])
     assert same_bits(reference(spec, x, y), -2.0 ** -54)
     assert same_bits(replica(spec, tmp_path).dot(x, y), -2.0 ** -54)
+
+
+def test_a_lone_fp64_leaf_beside_phantoms_is_rounded_to_its_lane(tmp_path):
+    # pad(3, ...) at n = 4: leaf 0 meets only phantoms, x + (-0.0) in fp32 rounds it to 2^-24;
+    # then 1 + 2^-24 ties to 1.0 (the unrounded leaf would round the sum up to 1 + 2^-23)
+    spec = spec_of("""op sum
+n in 4
+arithmetic { input = fp64 product = none accumulator = fp32 init = none output = fp64 }
+order pad(3, pairwise)
+""")
+    x = np.array([2.0 ** -24 + 2.0 ** -60, 1.0, 0.0, 0.0])
+    assert same_bits(reference(spec, x), 1.0)
+    assert same_bits(replica(spec, tmp_path).sum(x), 1.0)
