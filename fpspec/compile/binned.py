@@ -15,6 +15,7 @@ from fpspec.compile import binned_numba, binned_rt
 from fpspec.compile.ir import CompileError, Kernel
 from fpspec.compile.runtime import embed
 
+_STREAMS = 2         # pieces of a block each deposit walks side by side (block_loops)
 PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("gemm",)}
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
@@ -123,7 +124,13 @@ def render_numba(backend, kernel: Kernel) -> str:
 def block_loops(fold: int, product: bool) -> str:
     """binned_numba's block loops for `fold` slots, written out, the term inline (x[k] * y[k] rounded
     when `product`): one pass over a block view from index 0, every slot's count an integer sum, so
-    that LLVM vectorizes the loop.  _deposit_top is index 0 (note [index 0]: slot 0 scaled)."""
+    that LLVM vectorizes the loop.  _deposit_top is index 0 (note [index 0]: slot 0 scaled).
+
+    The deposit walks _STREAMS pieces of the block side by side, each with its own counts and
+    largest pattern: their chains of dependent operations interleave, and the sum does not depend on
+    the split.  A count adds the primary's pattern after each deposit and takes the bin's pattern
+    off once per block (int64 sums wrap, so the difference is exact: the slices total far below
+    2^63, fpspec.arith.binned's slice_counts bounds each by 2^(W-1))."""
     term = "X[i] * Y[i]" if product else "X[i]"
 
     def deposit(name: str, top: bool) -> str:
@@ -131,23 +138,39 @@ def block_loops(fold: int, product: bool) -> str:
         base = "0" if top else "index"
         lines = [f"@_jit\ndef {name}({args}):",
                  '    """Count the slices of the block\'s terms in each slot\'s ulps; the largest |term| pattern."""']
-        lines += [f"    m{j} = _BINS[{base} + {j}]\n    c{j} = _bits(m{j})\n    k{j} = 0" for j in range(fold)]
-        lines += ["    h = 0", "    for i in range(X.shape[0]):", f"        r = {term}",
-                  "        b = _bits(r) & _ABS_MASK", "        h = b if b > h else h"]
-        first = 0
-        if top:
-            lines += ["        s = m0 + _or1(r * _DT(_COMPRESSION))", "        k0 += _bits(s) - c0",
-                      "        q = (m0 - s) * _DT(_HALF_EXPANSION)", "        r = (r + q) + q"]
-            first = 1
-        for j in range(first, fold):
-            lines += [f"        s = m{j} + _or1(r)", f"        k{j} += _bits(s) - c{j}"]
-            if j < fold - 1:
-                lines.append(f"        r = r + (m{j} - s)")
-        lines += [f"    counts[{j}] = k{j}" for j in range(fold)] + ["    return h"]
+        lines += [f"    m{j} = _BINS[{base} + {j}]" for j in range(fold)]
+        lines += ["    n = X.shape[0]", f"    piece = n // {_STREAMS}"]
+        lines += [f"    X{t}, Y{t} = X[{t} * piece:], Y[{t} * piece:]" for t in range(_STREAMS)]
+        lines += [f"    k{t}_{j} = 0" for t in range(_STREAMS) for j in range(fold)]
+        lines += [f"    h{t} = 0" for t in range(_STREAMS)]
+
+        def body(t: int, x: str, y: str) -> list[str]:
+            out = [f"        r = {x}[i] * {y}[i]" if product else f"        r = {x}[i]",
+                   "        b = _bits(r) & _ABS_MASK", f"        h{t} = b if b > h{t} else h{t}"]
+            first = 0
+            if top:
+                out += ["        s = m0 + _or1(r * _DT(_COMPRESSION))", f"        k{t}_0 += _bits(s)",
+                        "        q = (m0 - s) * _DT(_HALF_EXPANSION)", "        r = (r + q) + q"]
+                first = 1
+            for j in range(first, fold):
+                out += [f"        s = m{j} + _or1(r)", f"        k{t}_{j} += _bits(s)"]
+                if j < fold - 1:
+                    out.append(f"        r = r + (m{j} - s)")
+            return out
+
+        lines.append("    for i in range(piece):")
+        for t in range(_STREAMS):
+            lines += body(t, f"X{t}", f"Y{t}")
+        lines.append(f"    for i in range({_STREAMS} * piece, n):")
+        lines += body(0, "X", "Y")
+        lines += [f"    counts[{j}] = " + " + ".join(f"k{t}_{j}" for t in range(_STREAMS)) + f" - n * _bits(m{j})"
+                  for j in range(fold)]
+        lines.append("    return max(" + ", ".join(f"h{t}" for t in range(_STREAMS)) + ")")
         return "\n".join(lines)
 
     amax = ["@_jit\ndef _block_amax(X, Y):",
             '    """The largest bit pattern of |term| in the block (inf and nan the largest)."""',
             "    h = 0", "    for i in range(X.shape[0]):", f"        b = _bits({term}) & _ABS_MASK",
             "        h = b if b > h else h", "    return h"]
-    return "\n\n\n".join([deposit("_deposit", False), deposit("_deposit_top", True), "\n".join(amax)]) + "\n"
+    blocks = [deposit("_deposit", False), deposit("_deposit_top", True), "\n".join(amax)]
+    return "\n\n\n".join(blocks) + "\n"

@@ -35,7 +35,7 @@ _COMPRESSION, _HALF_EXPANSION, _EXPANSION = 2.0 ** -14, 2.0 ** 13, 2.0 ** 14
 _SINGLE = False
 _PRODUCT = False
 _ABS_MASK = 0x7FFFFFFFFFFFFFFF
-_BLOCK = 2048
+_BLOCK = 4096
 _jit = njit(fastmath=False)
 _nogil = njit(fastmath=False, nogil=True)
 
