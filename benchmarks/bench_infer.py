@@ -14,6 +14,12 @@ Rows:
            RSS), under the command line's default time limit.
            (python benchmarks/bench_infer.py --rows table [--quick] [--only 0,3,5]
            [--time-limit SECONDS: each range run's bound, default the command line's])
+  bounded  black boxes of a few microseconds a call over -n 1..4096 under
+           --time-limit (default 60): wall and CPU seconds, the machine's load,
+           and when each progress phase (reveal at sample n, fit, held-out
+           check) started; each in a child process
+           (python benchmarks/bench_infer.py --rows bounded [--time-limit 60] [--only 0,2]
+           [--spec-dir DIR: each spec or fallback written to DIR/NAME_4096.fps])
   infer    numpy.sum float32 over n = 1..65536: fpspec infers one spec (full
            revelation at designed and held-out n up to 8192, sampled checks
            above), against the published FPRev revealing n = 65536 once
@@ -285,10 +291,101 @@ def row_table():
                                                       if ours["fallback"] else ""), flush=True)
 
 
+BOUNDED = (   # (label, target, options): black boxes of a few microseconds a call, over 1..4096
+    ("numpy.sum", "numpy.sum", {}),
+    ("torch.sum", "torch.sum", {}),
+    ("np.einsum('i->')", "named_boxes:einsum_sum", {"op": "sum"}),
+    ("np.einsum('i,i->')", "named_boxes:einsum_dot", {"op": "dot"}),
+    ("OpenBLAS sdot (numpy.dot)", "numpy.dot", {}),
+    ("torch.mv m=8", "torch.mv", {"op": "gemv", "m": 8}),
+)
+
+_BOUNDED_CHILD = r"""
+import json, os, resource, sys, time
+sys.path[:0] = sys.argv[1].split(":")
+import numpy as np
+label, name, opts, limit, spec_out, command = json.loads(sys.argv[2])
+from fpspec.progress import reporting
+from fpspec.reveal.targets import resolve_target
+t = resolve_target(name, n=4096, dtype="float32", **opts)
+args = [t.native(np.ones(s)) for s in t.operand_shapes]
+t.fn(*args)
+t0 = time.perf_counter()
+for _ in range(200):
+    t.fn(*args)
+per_call = (time.perf_counter() - t0) / 200 * 1e6
+start = time.perf_counter()
+class Lines:
+    def start(self, phase, total):
+        print(f"    {time.perf_counter() - start:6.1f} s  {phase}" + (f" ({total})" if total else ""), flush=True)
+    def advance(self, phase, steps):
+        pass
+    def finish(self, phase):
+        pass
+if opts.get("op") in ("gemv", "gemm"):
+    from fpspec.infer.positions import infer_positions as infer
+else:
+    from fpspec.infer import infer_spec as infer
+load = os.getloadavg()[0]
+cpu0 = time.process_time()
+with reporting(Lines()):
+    r = infer(lambda n: resolve_target(name, n=n, dtype="float32", **opts), (1, 4096), time_limit=limit,
+              progress=True, command=command)
+wall = time.perf_counter() - start
+if spec_out:
+    from fpspec.io import write_atomic
+    write_atomic(spec_out, str(r.spec))
+fb = getattr(r, "fallback", "")
+sp = r.spec
+print(json.dumps({"label": label, "us_per_call": per_call, "wall": wall, "cpu": time.process_time() - cpu0,
+                  "load": [load, os.getloadavg()[0]], "fallback": fb,
+                  "order": str(sp.lets[0].order if sp.lets else sp.order)[:160],
+                  "held_out": len(getattr(r, "held_out", ())), "ok": bool(getattr(r, "ok", False))}))
+"""
+
+
+def row_bounded(limit: float):
+    """Each black box over -n 1..4096 under --time-limit LIMIT: wall and CPU seconds, the load
+    average (1 min) before and after, and when each progress phase started."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = ":".join([os.path.join(here, ".."), os.path.join(here, "..", "examples", "infer")])
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    rows = BOUNDED
+    only = _arg("--only", None)
+    if only is not None:
+        rows = [BOUNDED[int(i)] for i in only.split(",")]
+    spec_dir = _arg("--spec-dir", None)     # each row's spec (or fallback) written there as NAME.fps
+    for label, name, opts in rows:
+        shape = "".join(f" --{k} {v}" for k, v in opts.items())
+        command = f"fpspec reveal {name}{shape} -n 1..4096 --time-limit {limit:g}"
+        print(f"{label}: {command}", flush=True)
+        out = None
+        if spec_dir:
+            out = os.path.join(spec_dir, name.split(":")[-1].replace(".", "_") + "_4096.fps")
+            command += f" -o {out}"
+        p = subprocess.run([sys.executable, "-c", _BOUNDED_CHILD, paths,
+                            json.dumps([label, name, opts, limit, out, command])],
+                           capture_output=True, text=True, env=env)
+        lines = p.stdout.rstrip().splitlines()
+        if p.returncode or not lines:
+            print(f"  error: {p.stderr.strip().splitlines()[-1][:200] if p.stderr.strip() else '?'}")
+            continue
+        print("\n".join(lines[:-1]))
+        d = json.loads(lines[-1])
+        verdict = (f"fallback: {d['fallback'][:220]}" if d["fallback"]
+                   else f"spec, {d['held_out']} held-out n {'agree' if d['ok'] else 'DIFFER'}: {d['order']}")
+        print(f"  {d['us_per_call']:.1f} us a call at n = 4096; {d['wall']:.1f} s wall, {d['cpu']:.1f} s CPU; "
+              f"load {d['load'][0]:.1f} -> {d['load'][1]:.1f}; {'within' if d['wall'] <= limit else 'PAST'} "
+              f"the limit\n  {verdict}", flush=True)
+
+
 def main():
     rows = _arg("--rows", "infer,big,replica").split(",")
     if rows == ["table"]:
         row_table()
+        return
+    if rows == ["bounded"]:
+        row_bounded(float(_arg("--time-limit", 60)))
         return
     spec_text = None
     if "infer" in rows:

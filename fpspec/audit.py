@@ -214,16 +214,23 @@ def _replica_call(path: str, op: str):
 def _fast_native(tgt):
     """The target's float64 -> torch conversion through numpy bit patterns: torch's own
     float64 -> fp16/bf16 conversion runs at a few million values a second on some
-    hosts (35 ms for a 64 x 2048 operand), and the revelation converts an operand per call."""
+    hosts (35 ms for a 64 x 2048 operand), and the revelation converts an operand per call.
+    For a GPU target the float64 values travel and the GPU converts them (the values are
+    exact in the format, the engine's contract: any correct rounding keeps them)."""
     if tgt.library != "torch" or tgt.fmt not in ("fp16", "bf16", "fp32"):
         return tgt.native
     import torch
 
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[tgt.fmt]
     device = tgt.device
+    device_is_gpu = torch.device(device).type == "cuda"
 
     def native(x):
         x = np.ascontiguousarray(x, dtype=np.float64)
+        if device_is_gpu:
+            # on a GPU the conversion is torch's own (no host arithmetic: a 4096 x 256 operand a call
+            # cost the revelation most of its time on the host)
+            return torch.from_numpy(x).to(device).to(dtype)
         if tgt.fmt == "fp16":
             with np.errstate(over="ignore"):        # beyond fp16: inf, as torch rounds it
                 t = torch.from_numpy(x.astype(np.float16))

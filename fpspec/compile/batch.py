@@ -32,7 +32,7 @@ REFERENCE = (0, 0)
 # native-path tiles by batch size, ((max M, tiles), ...) ascending; larger batches take the
 # replica's own tiles.  Up to 64 rows: one 64-row MMA tile, narrow columns so that a single
 # row still spreads its B over every SM; up to 1024: square 128-tiles, twice the programs of
-# the large tiles (measured: benchmarks/bench_batch.py --small-configs)
+# the large tiles (H200: benchmarks/results/batch_h200_2026-11-27.txt)
 BATCH_TILES = ((64, dict(BM=64, BN=32, BK=128, GROUP=8, num_warps=4, num_stages=4)),
                (1024, dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=4)))
 

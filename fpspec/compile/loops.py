@@ -322,7 +322,7 @@ class LoopEmitter:
         """note [pairwise walk]: the halving of `pairwise_body` as a loop over an
         explicit stack of tasks and a stack of finished values."""
         tl, tm, vs, tp, vp = (self.fresh(x) for x in ("tl", "tm", "vs", "tp", "vp"))
-        cl, cm, h, i, grown, grown_tasks = (self.fresh(x) for x in ("cl", "cm", "h", "i", "grown", "grown"))
+        cl, cm, h, i = (self.fresh(x) for x in ("cl", "cm", "h", "i"))
         leaves = kind != "V"
         split = f"{cm} // 2" if r.split is None else py_int(r.split, m=cm)
         start = "lo" if leaves else "off"
@@ -351,22 +351,21 @@ class LoopEmitter:
                 with code.indent():
                     code(f"{vs}[{vp} - 1] = _add_leaf({vs}[{vp} - 1], a, b, {cl})")
                     code("continue")
-            # copies by loops: numba compiles a slice assignment for seconds
+            def grow(stack: str, bigger: str, used: str) -> None:
+                # a copy by a loop: numba compiles a slice assignment for seconds
+                grown = self.fresh("grown")
+                code(f"{grown} = {bigger}")
+                code(f"for {i} in range({used}):")
+                with code.indent():
+                    code(f"{grown}[{i}] = {stack}[{i}]")
+                code(f"{stack} = {grown}")
             code(f"if {vp} == {vs}.shape[0]:")
             with code.indent():
-                code(f"{grown} = {new_vals.format(f'2 * {vp}')}")
-                code(f"for {i} in range({vp}):")
-                with code.indent():
-                    code(f"{grown}[{i}] = {vs}[{i}]")
-                code(f"{vs} = {grown}")
+                grow(vs, new_vals.format(f"2 * {vp}"), vp)
             code(f"if {tp} + 3 > {tl}.shape[0]:")
             with code.indent():
                 for stack in (tl, tm):
-                    code(f"{grown_tasks} = np.empty(2 * {tp} + 3, np.int64)")
-                    code(f"for {i} in range({tp}):")
-                    with code.indent():
-                        code(f"{grown_tasks}[{i}] = {stack}[{i}]")
-                    code(f"{stack} = {grown_tasks}")
+                    grow(stack, f"np.empty(2 * {tp} + 3, np.int64)", tp)
             code(f"if {cm} == 1:")
             with code.indent():
                 code(f"{vs}[{vp}] = " + ("_term(a, b, " if leaves else "vals[") + cl + (")" if leaves else "]"))

@@ -343,7 +343,9 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
     make = _target_maker(make_target, target_kwargs)
     limit = hi if exact else min(hi, full_limit)
     rng = np.random.default_rng(seed)
-    budget = Budget(work=fit_work, deadline=None if time_limit is None else time.monotonic() + time_limit,
+    # the last FALLBACK_RESERVE of the limit is the fallback's (note [fallback]): the run ends within it
+    budget = Budget(work=fit_work, deadline=None if time_limit is None
+                    else time.monotonic() + time_limit * (1 - FALLBACK_RESERVE),
                     limit=time_limit, fit_seconds=None if time_limit is None else time_limit * FIT_SHARE)
     src = _Reveal(make, seed, budget, trace)
     counter: list[Counterexample] = []
@@ -484,6 +486,7 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
 # (their trees are in the JSON and the --trace file).
 FALLBACK_SHARE = 1 / 6           # of the fit's budget, for the small fit over lo..H
 FALLBACK_MAX = 512                # at most this many n in the fallback's range (one lowering each)
+FALLBACK_RESERVE = 0.2           # of the time limit, kept for writing the fallback after the deadline (a loaded machine: 7 s)
 
 
 def fallback_spec(trees: dict, lo: int, name: str, budget: Budget | None = None) -> A.Spec:
@@ -543,7 +546,14 @@ def _fallback(src: _Reveal, lo: int, hi: int, reason: str, arith, report, seed: 
         try:
             src.budget.check_time("checking the arithmetic")
             regional = _per_part(spec, src, src.view, report, seed)
-        except (FpspecError, Stopped) as e:
+        except Stopped as e:
+            if report is None or not report.consistent:
+                arith = None
+                unresolved += f"; no arithmetic written: {e}"
+            else:     # the probes' arithmetic, checked at the probed n only
+                unresolved += (f"; the arithmetic was probed and checked at one n only ({e} before the "
+                               "other n were checked)")
+        except FpspecError as e:
             arith, regional = None, None      # not established at the fallback's n: written without one
             unresolved += f"; no arithmetic written: {e}"
     if regional is not None:
@@ -768,9 +778,27 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
     arms = [[n for n in arm if n <= PER_PART_MAX_N] or arm[:1] for arm in _arm_ns(spec, ns)]
     check_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_CHECK)})
     probe_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_PROBE)})
-    out, _ = probe_spec_arithmetic(base, {n: make(n) for n in check_ns}, {n: src.trees[n] for n in check_ns},
+    targets = {n: _bounded(make(n), src.budget) for n in check_ns}
+    out, _ = probe_spec_arithmetic(base, targets, {n: src.trees[n] for n in check_ns},
                                    report, seed=seed, probe_ns=probe_ns)
     return (spec, out) if out.header.arithmetics else None
+
+
+def _bounded(target, budget: Budget):
+    """The target, each call of it first checking the budget's deadline (the probes per part
+    run thousands of calls at several n: the time limit must reach inside them)."""
+    if budget.deadline is None:
+        return target
+
+    def wrap(fn):
+        if fn is None:
+            return None
+
+        def call(*args):
+            budget.check_time("checking the arithmetic per part")
+            return fn(*args)
+        return call
+    return dataclasses.replace(target, fn=wrap(target.fn), call_rows=wrap(target.call_rows))
 
 
 def _arm_ns(spec: A.Spec, ns: list) -> list:

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from fpspec.errors import FpspecError
-from fpspec.infer.engine import Inference, infer_spec
+from fpspec.infer.engine import FALLBACK_RESERVE, Inference, infer_spec
 from fpspec.spec import ast as A
 
 CLASS_NS = 4        # n at which the output groups are found
@@ -124,7 +124,10 @@ def infer_positions(make_target, n_range, *, seed: int = 0, progress: bool = Tru
     specs = _distinct_lets([inf.spec for _, _, inf in groups])
     spec = merge(specs, group)
     spec = _with_shape(spec, make(lo if lo >= 2 else 2))
-    checked = _check(spec, make, group, lo, hi, rng, set().union(*(set(inf.revealed) for _, _, inf in groups)))
+    # the merged spec's own check stops at the limit's deadline (each group was checked at its held-out n)
+    deadline = None if limit is None else start + limit * (1 - FALLBACK_RESERVE)
+    checked = _check(spec, make, group, lo, hi, rng, set().union(*(set(inf.revealed) for _, _, inf in groups)),
+                     deadline)
     return PositionalInference(spec, tuple(groups), tuple(checked), time.perf_counter() - start, (lo, hi))
 
 
@@ -161,8 +164,9 @@ def _with_shape(spec: A.Spec, target) -> A.Spec:
     return dataclasses.replace(spec, header=dataclasses.replace(spec.header, sections=sections))
 
 
-def _check(spec, make, group, lo, hi, rng, used) -> list:
-    """Every output's order revealed again at CHECK_NS fresh n against the merged spec."""
+def _check(spec, make, group, lo, hi, rng, used, deadline: float | None = None) -> list:
+    """Every output's order revealed again at CHECK_NS fresh n against the merged spec
+    (those revealed before the time.perf_counter() deadline, when there is one)."""
     from fpspec.reveal.positions import labels, reveal_positions
     from fpspec.spec.expand import expand
     from fpspec.tree import diff, observable
@@ -172,6 +176,8 @@ def _check(spec, make, group, lo, hi, rng, used) -> list:
     ns = sorted(rng.choice(fresh, size=min(CHECK_NS, len(fresh)), replace=False).tolist()) if fresh else []
     out = []
     for n in ns:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
         t = make(n)
         orders = reveal_positions(t)
         lab = labels(orders, t.output_shape).reshape(group.shape)

@@ -66,8 +66,10 @@ def replica_target(spec: A.Spec, box: str = "numba", m: int = 3, ncols: int = 2)
 
 
 def recover(spec: A.Spec, n_range: tuple, *, box: str = "numba", seed: int = 0, held_out: int = 8,
-            fit_work: int | None = 2_000_000, time_limit: float | None = None, probe: bool = True) -> Recovery:
-    """Infer the spec back from its replica over n_range and compare at held-out n."""
+            fit_work: int | None = 2_000_000, time_limit: float | None = None, probe: bool = True,
+            holdout: int = 16) -> Recovery:
+    """Infer the spec back from its replica over n_range and compare at held-out n (holdout:
+    inference's own held-out n, the command line's default; held_out: fresh ones compared here)."""
     from fpspec.infer.engine import infer_spec
 
     start = time.perf_counter()
@@ -85,7 +87,7 @@ def recover(spec: A.Spec, n_range: tuple, *, box: str = "numba", seed: int = 0, 
         return dataclasses.replace(t, fn=call)
 
     try:
-        r = infer_spec(counted, (lo, hi), seed=seed, progress=False, holdout=4, replica=None, probe=probe,
+        r = infer_spec(counted, (lo, hi), seed=seed, progress=False, holdout=holdout, replica=None, probe=probe,
                        fit_work=fit_work, time_limit=time_limit)
     except FpspecError as e:
         return Recovery(spec, (lo, hi), "refused", str(e), None, (), 0, time.perf_counter() - start, calls[0])

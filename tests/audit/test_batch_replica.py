@@ -114,9 +114,12 @@ def test_gpu_decode_equals_prefill_equals_cublas(tmp_path):
     big = replica.gemm(A, B)
     assert replica.last_path() == "native"
     assert torch.equal(big.view(torch.int16), ref.view(torch.int16))
-    for M in (1, 8, 64):
-        row = replica.gemm(A[:M].contiguous(), B)
-        assert torch.equal(row.view(torch.int16), ref[:M].view(torch.int16)), M
+    for M in (1, 8, 64, 512):
+        a = A[:M].contiguous()
+        for _ in range(2):      # the second call launches the kept compiled kernel (Note [direct launch])
+            row = replica.gemm(a, B)
+            assert torch.equal(row.view(torch.int16), ref[:M].view(torch.int16)), M
+    assert sum(bool(v) for v in replica.REPLICA.launch.kept.values()) >= 4
     result = audit(audit_subject(str(path), op="gemm", m=(1, 70), n=4096, ncols=4096, dtype="float16",
                                  device="cuda"), probe=False)
     assert result.invariant and str(result.classes[0].sample.orders[0].spec.order) == "chain(16)"

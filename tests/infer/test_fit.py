@@ -135,7 +135,23 @@ def test_a_search_out_of_budget_keeps_the_runs_of_simple_orders():
     fitter = Fitter(budget=Budget(work=2_000))
     assert str(fitter.fit_root(obs)) == "if n <= 27: pairwise else: seq"
     assert [(r.lo, r.hi) for r in fitter.runs] == [(2, 27), (28, 48)]
-    # a tree no simple order gives: the budget's stop stands
-    odd = obs + [Obs(49, observable(expand(parse("n in 1..\norder lanes(4, seq, pairwise)\n"), 49)))]
+    # more n than MAX_EXCEPTIONS whose trees no simple order gives: the budget's stop stands
+    lanes = parse("n in 1..\norder lanes(4, seq, pairwise)\n")
+    odd = obs + [Obs(n, observable(expand(lanes, n))) for n in range(49, 54)]
     with pytest.raises(Stopped):
         Fitter(budget=Budget(work=2_000)).fit_root(odd)
+
+
+def test_simple_runs_keep_a_single_exception_as_its_tree():
+    """seq at every n but one: the stopped search still gives `if n == 28: TREE else: seq`."""
+    from fpspec.infer.fit import Budget, Fitter, Obs
+    from fpspec.spec import parse
+    from fpspec.spec.expand import expand
+    from fpspec.tree import format_tree, observable
+
+    spec = parse("n in 1..\norder if n == 28: blocks(5, pairwise, seq) else: seq\n")
+    obs = [Obs(n, observable(expand(spec, n))) for n in range(2, 41)]
+    got = Fitter(budget=Budget(work=2_000)).fit_root(obs)
+    assert isinstance(got, A.Guard) and len(got.cases) == 1 and str(got.otherwise) == "seq"
+    assert str(got.cases[0].cond) == "n == 28"
+    assert format_tree(got.cases[0].order.tree) == format_tree(obs[26].tree)

@@ -61,6 +61,13 @@ def test_a_cuda_block_sum_is_revealed(fmt):
     assert reveal(gpu_sum_target(tree, fmt)).tree == tree
 
 
+def test_a_bf16_sum_wider_than_its_counts_is_revealed_in_windows():
+    # bf16 counts 255 units exactly: 1024 leaves take windows (the modified algorithm)
+    tree = cuda_block_tree(1024, threads=64)
+    rev = reveal(gpu_sum_target(tree, "bf16"))
+    assert rev.tree == tree and rev.algorithm == "modified" and "window 255" in rev.plan
+
+
 def test_a_batched_call_in_another_order_is_not_trusted():
     # one row: 128 threads of one vector each; many rows: 32 threads per row, 4 vectors each
     one, many = cuda_block_tree(512), cuda_block_tree(512, threads=32)
@@ -95,3 +102,35 @@ def test_torch_mean_reads_back_its_sum():
         assert mean.tree == reveal(resolve_target("torch.sum", n=n, dtype="float32")).tree
     with pytest.raises(FpspecError, match="power of two"):
         resolve_target("torch.mean", n=1000, dtype="float16")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_torch_sum_on_cuda_is_revealed_and_replayed(dtype):
+    """torch.sum on CUDA: its tree, and the tree's evaluation in its arithmetic equals the GPU."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from fpspec.arith import Arithmetic, evaluate
+    from fpspec.reveal.targets import resolve_target
+
+    target = resolve_target("torch.sum", n=1000, dtype=dtype, device="cuda")
+    tree = reveal(target).tree
+    fmt = target.fmt
+    rng = np.random.default_rng(5)
+    X = round_to(get_format(fmt), rng.standard_normal((64, 1000)))
+    got = np.array([target.run_sum(x) for x in X])
+    ar = Arithmetic(input=fmt, product="none", accumulator="fp32", init="+0.0", output=fmt)
+    want = evaluate(tree, X.T, None, ar)
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.gpu
+def test_scaled_mm_e5m2_is_refused_in_one_line():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from fpspec.reveal.targets import resolve_target
+
+    with pytest.raises(FpspecError, match="e4m3 only"):
+        resolve_target("torch._scaled_mm", n=64, dtype="float8_e5m2", device="cuda", m=16, ncols=16)

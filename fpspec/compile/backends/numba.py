@@ -21,8 +21,17 @@ from fpspec.compile import binned
 from fpspec.compile.runtime import embed
 from fpspec.compile.runtime import numba_rt
 
-# small runtime functions inlined into their callers by numba (no compilation of their own: note
-# [compile time] in fpspec.compile.backends.numba)
+# Note [compile time]: a replica compiles at its first call in each process
+# (no cache directory), each compiled function on its own, so the first call
+# costs about a second of numba and LLVM per large function.  What keeps it
+# short: the small runtime functions below are inlined into their callers
+# (numba's inline="always": typed there, no compilation of their own); a
+# compiled function is compiled once per argument types, not once more for
+# each literal argument a caller passes (`_one_signature` in the template;
+# literal arguments of generated functions are np.int64 for the same
+# reason, fpspec.compile.loops `typed_ints`); copies between arrays are
+# loops (numba compiles a slice assignment for seconds); parallel kernels
+# compile only when their public function is first called.
 INLINE = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_final", "_round_out")
 
 # the compiled kernel behind each public function
@@ -62,7 +71,8 @@ class NumbaBackend(Backend):
         base = ["_fma"] if p.fma or any(rp.fma for _, rp in regions) else []
         base += ["_round_dir"]
         if program.uses_fused:
-            base += ["_decode", "_shift", "_leaf_index", "_round_odd_sum", "_fused_core"]
+            base += ["_decode", "_shift", "_leaf_index", "_round_odd_sum", "_product_term", "_shift_floor", "_amd_exact",
+                     "_fused_core"]
         if p.out_fmt is None:
             jitted.insert(jitted.index("_final"), "_round_out_native")
             rename["_round_out_native"] = "_round_out"
@@ -478,9 +488,6 @@ def fused_constants(kernel: Kernel) -> list[str]:
     from fpspec.arith.fused import _FORMATS, _ZERO_EXP
 
     f = kernel.arithmetic.fused
-    if not f.conventional:
-        raise CompileError("numba: fused nodes with MMA-Sim's zero and c conventions or AMD's combine are not "
-                           "supported; compile for numpy")
     _, out_emin, out_emax = _FORMATS[f.output]
     floor = _ZERO_EXP if f.exponent_floor is None else f.exponent_floor
     return [
@@ -496,6 +503,10 @@ def fused_constants(kernel: Kernel) -> list[str]:
         f"_FP_RES_P = {f.result_precision}",
         f"_FP_OUT_EMIN, _FP_OUT_EMAX = {out_emin}, {out_emax}",
         f"_FP_SUB_IN, _FP_SUB_OUT = {f.subnormal_inputs}, {f.subnormal_outputs}",
+        f"_FP_EMIN_IN_B = {_FORMATS[f.input_b or f.input][1]}",
+        f"_FP_ZEXP_ON, _FP_ZEXP = {f.zero_exponent is not None}, {f.zero_exponent or 0}  # zeros' exponent",
+        f"_FP_C_EMIN = {-126 if f.c_emin is None else f.c_emin}",
+        f"_FP_AMD, _FP_INTERLEAVE = {f.combine == 'amd'}, {f.interleave}  # {f.combine} combine",
     ]
 
 

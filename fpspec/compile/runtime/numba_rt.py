@@ -9,7 +9,6 @@ emin, emax) when the accumulator is emulated on float64), _OUT_FMT, _INIT_ZERO,
 _ZERO, and for fused nodes the _FP_* constants (see `_fused_core`).
 """
 import math
-from types import FunctionType as _FunctionType
 
 import numpy as np
 from numba.extending import intrinsic
@@ -27,6 +26,7 @@ _ZERO_EXP = -(1 << 20)
 _FP_W = 16
 _FP_F, _FP_EMIN_IN, _FP_FLOOR, _FP_ALIGNED, _FP_C_ALIGNED = 25, -14, -133, 0, True
 _FP_RZ, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_SUB_IN, _FP_SUB_OUT = True, 24, -126, 127, True, True
+_FP_EMIN_IN_B, _FP_ZEXP_ON, _FP_ZEXP, _FP_C_EMIN, _FP_AMD, _FP_INTERLEAVE = -14, False, -126, -126, False, 1
 
 
 @intrinsic
@@ -315,6 +315,30 @@ def _leaf_index(ks, lo, step, i):
     return ks[i] if ks.shape[0] > 0 else lo + i * step
 
 
+def _product_term(x, y):
+    """(negative, alignment exponent, significand with 46 fraction bits) of the exact
+    product x*y (arith.fused.products): flushed subnormal inputs are zeros, and a
+    zero operand aligns at _FP_ZEXP under MMA-Sim's convention."""
+    if not _FP_SUB_IN:
+        if abs(x) < 2.0 ** _FP_EMIN_IN:
+            x = 0.0
+        if abs(y) < 2.0 ** _FP_EMIN_IN_B:
+            y = 0.0
+    na, ea, ma = _decode(x, _FP_EMIN_IN)
+    nb, eb, mb = _decode(y, _FP_EMIN_IN_B)
+    sig = ma * mb
+    if _FP_ZEXP_ON:
+        exp = (_FP_ZEXP if ma == 0 else ea) + (_FP_ZEXP if mb == 0 else eb)
+    else:
+        exp = ea + eb if sig != 0 else _ZERO_EXP
+    return na != nb, exp, sig
+
+
+def _shift_floor(v, shift):
+    """Signed v * 2^-shift toward -inf (arith.fused._shift_floor, shifts clamped to 62)."""
+    return (v >> min(max(shift, 0), 62)) << min(max(-shift, 0), 62)
+
+
 def _fused_core(a, b, ks, lo, step, cnt, c):
     """One fused node: d = c + sum of the cnt products a[k]*b[k] (k = ks[i], or
     lo + i*step when ks is empty), exactly as fpspec.arith.fused.fused_node."""
@@ -322,57 +346,87 @@ def _fused_core(a, b, ks, lo, step, cnt, c):
     nan = cf != cf
     pinf = cf == math.inf
     ninf = cf == -math.inf
+    big_pos = False
+    big_neg = False
     for i in range(cnt):
         k = _leaf_index(ks, lo, step, i)
         p = np.float64(a[k]) * np.float64(b[k])
         nan = nan or p != p
         pinf = pinf or p == math.inf
         ninf = ninf or p == -math.inf
+        big_pos = big_pos or (p >= 2.0 ** 128 and p != math.inf)
+        big_neg = big_neg or (p <= -(2.0 ** 128) and p != -math.inf)
     if nan or (pinf and ninf):
         return math.nan
     if pinf:
         return math.inf
     if ninf:
         return -math.inf
-    tiny_in = 2.0 ** _FP_EMIN_IN
-    emax = _ZERO_EXP
-    nonzero = False
-    for i in range(cnt):
-        k = _leaf_index(ks, lo, step, i)
-        x, y = np.float64(a[k]), np.float64(b[k])
-        if not _FP_SUB_IN and (abs(x) < tiny_in or abs(y) < tiny_in):
-            continue
-        ea, ma = _decode(x, _FP_EMIN_IN)[1:]
-        eb, mb = _decode(y, _FP_EMIN_IN)[1:]
-        if ma * mb != 0:
-            nonzero = True
-            emax = max(emax, ea + eb)
+    if _FP_AMD and (big_pos or big_neg):     # note [amd combine]: a finite product past fp32
+        return math.nan if big_pos and big_neg else (math.inf if big_pos else -math.inf)
     if not _FP_SUB_OUT and abs(cf) < 2.0 ** _FP_OUT_EMIN:
         cf = 0.0
-    cneg, cexp, csig = _decode(cf, -126)
-    if csig != 0 and _FP_C_ALIGNED:
+    cneg, cexp, csig = _decode(cf, _FP_C_EMIN)
+    if csig == 0:
+        cexp = _FP_ZEXP if _FP_ZEXP_ON else _ZERO_EXP
+    if _FP_AMD:
+        exact = _amd_exact(a, b, ks, lo, step, cnt, cneg, cexp, csig)
+        return _round_dir(exact, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_RZ, _FP_SUB_OUT)
+    emax = _ZERO_EXP
+    for i in range(cnt):
+        k = _leaf_index(ks, lo, step, i)
+        emax = max(emax, _product_term(np.float64(a[k]), np.float64(b[k]))[1])
+    if _FP_C_ALIGNED:
         emax = max(emax, cexp)
-    if not nonzero and csig == 0:
-        return 0.0                      # the hardware writes +0.0
     emax = max(emax, _FP_FLOOR)
     grid = emax - _FP_F
     total = 0
     for i in range(cnt):
         k = _leaf_index(ks, lo, step, i)
-        x, y = np.float64(a[k]), np.float64(b[k])
-        if not _FP_SUB_IN and (abs(x) < tiny_in or abs(y) < tiny_in):
-            continue
-        na, ea, ma = _decode(x, _FP_EMIN_IN)
-        nb, eb, mb = _decode(y, _FP_EMIN_IN)
-        mag = _shift(ma * mb, grid - (ea + eb - 46), na != nb)
-        total += -mag if na != nb else mag
+        neg, exp, sig = _product_term(np.float64(a[k]), np.float64(b[k]))
+        mag = _shift(sig, grid - (exp - 46), neg)
+        total += -mag if neg else mag
     if _FP_C_ALIGNED:
         mag = _shift(csig, grid - (cexp - 23), cneg)
         total += -mag if cneg else mag
         exact = math.ldexp(np.float64(total), grid)
     else:
         exact = _round_odd_sum(math.ldexp(np.float64(total), grid), cf)
-    return _round_dir(exact, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_RZ, _FP_SUB_OUT)
+    r = _round_dir(exact, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_RZ, _FP_SUB_OUT)
+    return 0.0 if r == 0.0 else r       # the hardware writes +0.0 (note [zero result])
+
+
+def _amd_exact(a, b, ks, lo, step, cnt, cneg, cexp, csig):
+    """The exact value of an AMD CDNA node (arith.fused._amd_combine): _FP_INTERLEAVE
+    sub-blocks of strided products aligned apart, floored onto the largest one's grid,
+    then the product sum floored to 31 and c to 24 fraction bits below their common top."""
+    e_p = _ZERO_EXP
+    for j in range(_FP_INTERLEAVE):
+        e_j = _ZERO_EXP
+        for i in range(j, cnt, _FP_INTERLEAVE):
+            k = _leaf_index(ks, lo, step, i)
+            e_j = max(e_j, _product_term(np.float64(a[k]), np.float64(b[k]))[1])
+        e_p = max(e_p, max(e_j, _FP_FLOOR))
+    total = 0
+    for j in range(_FP_INTERLEAVE):
+        e_j = _ZERO_EXP
+        for i in range(j, cnt, _FP_INTERLEAVE):
+            k = _leaf_index(ks, lo, step, i)
+            e_j = max(e_j, _product_term(np.float64(a[k]), np.float64(b[k]))[1])
+        e_j = max(e_j, _FP_FLOOR)
+        s_j = 0
+        for i in range(j, cnt, _FP_INTERLEAVE):
+            k = _leaf_index(ks, lo, step, i)
+            neg, exp, sig = _product_term(np.float64(a[k]), np.float64(b[k]))
+            mag = _shift(sig, (e_j - _FP_F) - (exp - 46), neg)
+            s_j += -mag if neg else mag
+        total += _shift_floor(s_j, e_p - e_j)
+    e = max(e_p, cexp)
+    s31 = _shift_floor(total, (e - 31) - (e_p - _FP_F))
+    c24 = _shift_floor(-csig if cneg else csig, (e - 24) - (cexp - 23))
+    if _FP_INTERLEAVE > 1 and cexp < e - 25:   # the fp8 path drops a c far below
+        c24 = 0
+    return math.ldexp(np.float64(s31 + (c24 << 7)), e - 31)
 
 
 def _round_odd_sum(x, y):
@@ -631,6 +685,8 @@ def _record_plan(n):
     """Run the order's plain-Python functions at length n with every value a
     row number of the plan: each operation on values or leaves appends a row
     (op code, operands); a call of a compiled function appends one row."""
+    from types import FunctionType
+
     rows, side, pad = [], [], [0]
     g = dict(globals())
 
@@ -694,10 +750,10 @@ def _record_plan(n):
             g[name] = op(code) if kind == "zero" else recorder(code, kind)
         else:
             py = getattr(value, "py_func", value)
-            if isinstance(py, _FunctionType):
-                g[name] = _FunctionType(py.__code__, g, py.__name__, py.__defaults__, py.__closure__)
+            if isinstance(py, FunctionType):
+                g[name] = FunctionType(py.__code__, g, py.__name__, py.__defaults__, py.__closure__)
     whole = _PlanTerms(0, 0)
-    root = _FunctionType(_PLAN_ENTRY.__code__, g)(whole, whole, n)
+    root = FunctionType(_PLAN_ENTRY.__code__, g)(whole, whole, n)
     return np.array(rows, np.int64).reshape(-1, 8), np.array(side, np.int64), root, pad[0]
 
 

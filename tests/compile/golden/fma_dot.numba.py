@@ -8,7 +8,6 @@ per iteration of a parallel loop.  Public: dot, SPEC.
 """
 from __future__ import annotations
 import math
-from types import FunctionType as _FunctionType
 
 import numpy as np
 from numba import njit, prange
@@ -32,13 +31,12 @@ _IN_CARRY = np.float32
 _OUT_CARRY = np.float32
 
 # Compiled on first use in each process from this file alone: no cache
-# directory (numba's cache cannot reload recursive functions).  A function
-# whose __module__ is None has its recursive calls resolved through its own
-# globals, so the module works however it is imported (importlib without
-# sys.modules, runpy, any module name).
+# directory, and no compiled function calls itself (recursive orders run as
+# loops over explicit stacks or from a plan), so the module works however it
+# is imported (importlib without sys.modules, runpy, any module name).
 def _jit(f):
     f.__module__ = None
-    return njit(fastmath=False)(f)
+    return _one_signature(njit(fastmath=False)(f))
 
 
 def _inline(f):
@@ -49,6 +47,22 @@ def _inline(f):
 def _parallel(f):
     f.__module__ = None
     return njit(fastmath=False, parallel=True)(f)
+
+
+def _one_signature(dispatcher):
+    """Compile `dispatcher` once per argument types, not again for every
+    literal argument a caller passes (`_fused_range(a, b, 0, 1, ...)` and
+    `_fused_range(a, b, s, 1, ...)` would be two compilations of seconds)."""
+    from numba.core import types
+
+    typed = getattr(dispatcher, "get_call_template", None)
+    if typed is None:      # a numba without this hook: every literal compiles, nothing else changes
+        return dispatcher
+
+    def get_call_template(args, kws):
+        return typed(tuple(types.unliteral(a) for a in args), kws)
+    dispatcher.get_call_template = get_call_template
+    return dispatcher
 
 
 @intrinsic
@@ -124,8 +138,7 @@ def _final(acc):
 
 
 def _input(x, what):
-    """x as an array of the spec's input dtype (no silent conversion), widened
-    exactly to the dtype the kernels read (float16 -> float32)."""
+    """x as an array of the spec's input dtype (no silent conversion)."""
     if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
         raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
                         f"(pass {what}.filled(0) or {what}.compressed() to say which)")
@@ -141,10 +154,9 @@ def _input(x, what):
                         f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
     if _IN_GRID is not None:
         finite = x[np.isfinite(x)].astype(np.float64)
-        rounded = np.array([_round_dir(v, _IN_GRID[0], _IN_GRID[1], _IN_GRID[2], False, True) for v in finite])
-        if not np.array_equal(rounded, finite):
+        if not np.array_equal(round_value(finite, *_IN_GRID, "rne"), finite):
             raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
-    return np.asarray(x, dtype=_IN_CARRY, order="C")   # C order; a 0-d array stays 0-d (the caller refuses it)
+    return x
 
 
 def _length(n, what):
@@ -157,6 +169,12 @@ def _length(n, what):
 def _shape(what, arr, ndim):
     if arr.ndim != ndim:
         raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
+
+
+def _carried(x):
+    """A checked input widened exactly to the dtype the kernels read (float16 -> float32), in C order;
+    a 0-d array stays 0-d (the caller refuses it)."""
+    return np.asarray(x, dtype=_IN_CARRY, order="C")
 
 
 
@@ -192,10 +210,10 @@ def _pairwise0_L1(a, b, lo, m):
             for i18 in range(tp13):
                 grown20[i18] = tl10[i18]
             tl10 = grown20
-            grown20 = np.empty(2 * tp13 + 3, np.int64)
+            grown21 = np.empty(2 * tp13 + 3, np.int64)
             for i18 in range(tp13):
-                grown20[i18] = tm11[i18]
-            tm11 = grown20
+                grown21[i18] = tm11[i18]
+            tm11 = grown21
         if cm16 == 1:
             vs12[vp14] = _term(a, b, cl15)
             vp14 += 1
@@ -232,187 +250,187 @@ def _pairwise0_L1(a, b, lo, m):
         tl10[tp13] = cl15
         tm11[tp13] = h17
         tp13 += 1
-    r21 = vs12[0]
-    return r21
+    r22 = vs12[0]
+    return r22
 
 
 @_jit
 def _pairwise1_L(a, b, lo, step, m):
     """pairwise1: reduce the leaves lo, lo + step, ... (m of them)."""
-    tl29 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
-    tm30 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
-    vs31 = _vals(160)
-    tl29[0] = lo
-    tm30[0] = m
-    tp32 = 1
-    vp33 = 0
-    while tp32 > 0:
-        tp32 -= 1
-        cl34 = tl29[tp32]
-        cm35 = tm30[tp32]
-        if cm35 == -1:
-            vp33 -= 1
-            vs31[vp33 - 1] = _add(vs31[vp33 - 1], vs31[vp33])
+    tl30 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm31 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs32 = _vals(160)
+    tl30[0] = lo
+    tm31[0] = m
+    tp33 = 1
+    vp34 = 0
+    while tp33 > 0:
+        tp33 -= 1
+        cl35 = tl30[tp33]
+        cm36 = tm31[tp33]
+        if cm36 == -1:
+            vp34 -= 1
+            vs32[vp34 - 1] = _add(vs32[vp34 - 1], vs32[vp34])
             continue
-        if cm35 == -2:
-            vs31[vp33 - 1] = _add_leaf(vs31[vp33 - 1], a, b, cl34)
+        if cm36 == -2:
+            vs32[vp34 - 1] = _add_leaf(vs32[vp34 - 1], a, b, cl35)
             continue
-        if vp33 == vs31.shape[0]:
-            grown38 = _vals(2 * vp33)
-            for i37 in range(vp33):
-                grown38[i37] = vs31[i37]
-            vs31 = grown38
-        if tp32 + 3 > tl29.shape[0]:
-            grown39 = np.empty(2 * tp32 + 3, np.int64)
-            for i37 in range(tp32):
-                grown39[i37] = tl29[i37]
-            tl29 = grown39
-            grown39 = np.empty(2 * tp32 + 3, np.int64)
-            for i37 in range(tp32):
-                grown39[i37] = tm30[i37]
-            tm30 = grown39
-        if cm35 == 1:
-            vs31[vp33] = _term(a, b, cl34)
-            vp33 += 1
+        if vp34 == vs32.shape[0]:
+            grown39 = _vals(2 * vp34)
+            for i38 in range(vp34):
+                grown39[i38] = vs32[i38]
+            vs32 = grown39
+        if tp33 + 3 > tl30.shape[0]:
+            grown40 = np.empty(2 * tp33 + 3, np.int64)
+            for i38 in range(tp33):
+                grown40[i38] = tl30[i38]
+            tl30 = grown40
+            grown41 = np.empty(2 * tp33 + 3, np.int64)
+            for i38 in range(tp33):
+                grown41[i38] = tm31[i38]
+            tm31 = grown41
+        if cm36 == 1:
+            vs32[vp34] = _term(a, b, cl35)
+            vp34 += 1
             continue
-        h36 = cm35 // 2
-        if h36 < 1 or h36 > cm35 - 1:
+        h37 = cm36 // 2
+        if h37 < 1 or h37 > cm36 - 1:
             raise ValueError('a pairwise split falls outside the list')
-        if cm35 == 2:
-            vs31[vp33] = _add_leaves(a, b, cl34, cl34 + step)
-            vp33 += 1
+        if cm36 == 2:
+            vs32[vp34] = _add_leaves(a, b, cl35, cl35 + step)
+            vp34 += 1
             continue
-        if h36 == 1:
-            tl29[tp32] = cl34
-            tm30[tp32] = -2
-            tp32 += 1
-            tl29[tp32] = cl34 + step
-            tm30[tp32] = cm35 - 1
-            tp32 += 1
+        if h37 == 1:
+            tl30[tp33] = cl35
+            tm31[tp33] = -2
+            tp33 += 1
+            tl30[tp33] = cl35 + step
+            tm31[tp33] = cm36 - 1
+            tp33 += 1
             continue
-        if h36 == cm35 - 1:
-            tl29[tp32] = cl34 + h36 * step
-            tm30[tp32] = -2
-            tp32 += 1
-            tl29[tp32] = cl34
-            tm30[tp32] = h36
-            tp32 += 1
+        if h37 == cm36 - 1:
+            tl30[tp33] = cl35 + h37 * step
+            tm31[tp33] = -2
+            tp33 += 1
+            tl30[tp33] = cl35
+            tm31[tp33] = h37
+            tp33 += 1
             continue
-        tl29[tp32] = 0
-        tm30[tp32] = -1
-        tp32 += 1
-        tl29[tp32] = cl34 + h36 * step
-        tm30[tp32] = cm35 - h36
-        tp32 += 1
-        tl29[tp32] = cl34
-        tm30[tp32] = h36
-        tp32 += 1
-    r40 = vs31[0]
-    return r40
+        tl30[tp33] = 0
+        tm31[tp33] = -1
+        tp33 += 1
+        tl30[tp33] = cl35 + h37 * step
+        tm31[tp33] = cm36 - h37
+        tp33 += 1
+        tl30[tp33] = cl35
+        tm31[tp33] = h37
+        tp33 += 1
+    r42 = vs32[0]
+    return r42
 
 
 @_jit
 def _pairwise1_V(vals, off, step, m):
     """pairwise1: reduce vals[off], vals[off + step], ... (m of them)."""
-    tl48 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
-    tm49 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
-    vs50 = _vals(160)
-    tl48[0] = off
-    tm49[0] = m
-    tp51 = 1
-    vp52 = 0
-    while tp51 > 0:
-        tp51 -= 1
-        cl53 = tl48[tp51]
-        cm54 = tm49[tp51]
-        if cm54 == -1:
-            vp52 -= 1
-            vs50[vp52 - 1] = _add(vs50[vp52 - 1], vs50[vp52])
+    tl50 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm51 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs52 = np.empty(160, vals.dtype)
+    tl50[0] = off
+    tm51[0] = m
+    tp53 = 1
+    vp54 = 0
+    while tp53 > 0:
+        tp53 -= 1
+        cl55 = tl50[tp53]
+        cm56 = tm51[tp53]
+        if cm56 == -1:
+            vp54 -= 1
+            vs52[vp54 - 1] = _add(vs52[vp54 - 1], vs52[vp54])
             continue
-        if vp52 == vs50.shape[0]:
-            grown57 = _vals(2 * vp52)
-            for i56 in range(vp52):
-                grown57[i56] = vs50[i56]
-            vs50 = grown57
-        if tp51 + 3 > tl48.shape[0]:
-            grown58 = np.empty(2 * tp51 + 3, np.int64)
-            for i56 in range(tp51):
-                grown58[i56] = tl48[i56]
-            tl48 = grown58
-            grown58 = np.empty(2 * tp51 + 3, np.int64)
-            for i56 in range(tp51):
-                grown58[i56] = tm49[i56]
-            tm49 = grown58
-        if cm54 == 1:
-            vs50[vp52] = vals[cl53]
-            vp52 += 1
+        if vp54 == vs52.shape[0]:
+            grown59 = np.empty(2 * vp54, vals.dtype)
+            for i58 in range(vp54):
+                grown59[i58] = vs52[i58]
+            vs52 = grown59
+        if tp53 + 3 > tl50.shape[0]:
+            grown60 = np.empty(2 * tp53 + 3, np.int64)
+            for i58 in range(tp53):
+                grown60[i58] = tl50[i58]
+            tl50 = grown60
+            grown61 = np.empty(2 * tp53 + 3, np.int64)
+            for i58 in range(tp53):
+                grown61[i58] = tm51[i58]
+            tm51 = grown61
+        if cm56 == 1:
+            vs52[vp54] = vals[cl55]
+            vp54 += 1
             continue
-        h55 = cm54 // 2
-        if h55 < 1 or h55 > cm54 - 1:
+        h57 = cm56 // 2
+        if h57 < 1 or h57 > cm56 - 1:
             raise ValueError('a pairwise split falls outside the list')
-        tl48[tp51] = 0
-        tm49[tp51] = -1
-        tp51 += 1
-        tl48[tp51] = cl53 + h55 * step
-        tm49[tp51] = cm54 - h55
-        tp51 += 1
-        tl48[tp51] = cl53
-        tm49[tp51] = h55
-        tp51 += 1
-    r59 = vs50[0]
-    return r59
+        tl50[tp53] = 0
+        tm51[tp53] = -1
+        tp53 += 1
+        tl50[tp53] = cl55 + h57 * step
+        tm51[tp53] = cm56 - h57
+        tp53 += 1
+        tl50[tp53] = cl55
+        tm51[tp53] = h57
+        tp53 += 1
+    r62 = vs52[0]
+    return r62
 
 
 @_jit
 def _pairwise0_V(vals, off, step, m):
     """pairwise0: reduce vals[off], vals[off + step], ... (m of them)."""
-    tl61 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
-    tm62 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
-    vs63 = _vals(160)
-    tl61[0] = off
-    tm62[0] = m
-    tp64 = 1
-    vp65 = 0
-    while tp64 > 0:
-        tp64 -= 1
-        cl66 = tl61[tp64]
-        cm67 = tm62[tp64]
-        if cm67 == -1:
-            vp65 -= 1
-            vs63[vp65 - 1] = _add(vs63[vp65 - 1], vs63[vp65])
+    tl64 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm65 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs66 = np.empty(160, vals.dtype)
+    tl64[0] = off
+    tm65[0] = m
+    tp67 = 1
+    vp68 = 0
+    while tp67 > 0:
+        tp67 -= 1
+        cl69 = tl64[tp67]
+        cm70 = tm65[tp67]
+        if cm70 == -1:
+            vp68 -= 1
+            vs66[vp68 - 1] = _add(vs66[vp68 - 1], vs66[vp68])
             continue
-        if vp65 == vs63.shape[0]:
-            grown70 = _vals(2 * vp65)
-            for i69 in range(vp65):
-                grown70[i69] = vs63[i69]
-            vs63 = grown70
-        if tp64 + 3 > tl61.shape[0]:
-            grown71 = np.empty(2 * tp64 + 3, np.int64)
-            for i69 in range(tp64):
-                grown71[i69] = tl61[i69]
-            tl61 = grown71
-            grown71 = np.empty(2 * tp64 + 3, np.int64)
-            for i69 in range(tp64):
-                grown71[i69] = tm62[i69]
-            tm62 = grown71
-        if cm67 == 1:
-            vs63[vp65] = vals[cl66]
-            vp65 += 1
+        if vp68 == vs66.shape[0]:
+            grown73 = np.empty(2 * vp68, vals.dtype)
+            for i72 in range(vp68):
+                grown73[i72] = vs66[i72]
+            vs66 = grown73
+        if tp67 + 3 > tl64.shape[0]:
+            grown74 = np.empty(2 * tp67 + 3, np.int64)
+            for i72 in range(tp67):
+                grown74[i72] = tl64[i72]
+            tl64 = grown74
+            grown75 = np.empty(2 * tp67 + 3, np.int64)
+            for i72 in range(tp67):
+                grown75[i72] = tm65[i72]
+            tm65 = grown75
+        if cm70 == 1:
+            vs66[vp68] = vals[cl69]
+            vp68 += 1
             continue
-        h68 = cm67 // 2
-        if h68 < 1 or h68 > cm67 - 1:
+        h71 = cm70 // 2
+        if h71 < 1 or h71 > cm70 - 1:
             raise ValueError('a pairwise split falls outside the list')
-        tl61[tp64] = 0
-        tm62[tp64] = -1
-        tp64 += 1
-        tl61[tp64] = cl66 + h68 * step
-        tm62[tp64] = cm67 - h68
-        tp64 += 1
-        tl61[tp64] = cl66
-        tm62[tp64] = h68
-        tp64 += 1
-    r72 = vs63[0]
-    return r72
+        tl64[tp67] = 0
+        tm65[tp67] = -1
+        tp67 += 1
+        tl64[tp67] = cl69 + h71 * step
+        tm65[tp67] = cm70 - h71
+        tp67 += 1
+        tl64[tp67] = cl69
+        tm65[tp67] = h71
+        tp67 += 1
+    r76 = vs66[0]
+    return r76
 
 
 @_jit
@@ -439,36 +457,36 @@ def _reduce(a, b, n):
     elif p1 > 0:
         k8 = 4
         if p1 <= k8:
-            r22 = _pairwise0_L1(a, b, np.int64(0), p1)
-            r9 = r22
+            r23 = _pairwise0_L1(a, b, np.int64(0), p1)
+            r9 = r23
         elif p1 < 2 * k8:
             raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
         else:
-            nl23 = min(k8, p1)
-            lanes24 = _vals(nl23)
-            for j25 in range(nl23):
-                lm26 = (p1 - j25 + k8 - 1) // k8
-                k27 = 8
-                if lm26 <= k27:
-                    r41 = _pairwise1_L(a, b, j25, k8, lm26)
-                    r28 = r41
-                elif lm26 < 2 * k27:
+            nl24 = min(k8, p1)
+            lanes25 = _vals(nl24)
+            for j26 in range(nl24):
+                lm27 = (p1 - j26 + k8 - 1) // k8
+                k28 = 8
+                if lm27 <= k28:
+                    r43 = _pairwise1_L(a, b, j26, k8, lm27)
+                    r29 = r43
+                elif lm27 < 2 * k28:
                     raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
                 else:
-                    nl42 = min(k27, lm26)
-                    lanes43 = _vals(nl42)
-                    for j44 in range(nl42):
-                        lanes43[j44] = _term(a, b, (j25 + j44 * k8))
-                    rows45 = lm26 // k27
-                    for row46 in range(1, rows45 + (1 if lm26 % k27 > 0 else 0)):
-                        base47 = (j25 + row46 * k27 * k8)
-                        for j44 in range(min(k27, lm26 - row46 * k27)):
-                            lanes43[j44] = _add_leaf(lanes43[j44], a, b, (base47 + j44 * k8))
-                    r60 = _pairwise1_V(lanes43, np.int64(0), np.int64(1), nl42)
-                    r28 = r60
-                lanes24[j25] = r28
-            r73 = _pairwise0_V(lanes24, np.int64(0), np.int64(1), nl23)
-            r9 = r73
+                    nl44 = min(k28, lm27)
+                    lanes45 = _vals(nl44)
+                    for j46 in range(nl44):
+                        lanes45[j46] = _term(a, b, (j26 + j46 * k8))
+                    rows47 = lm27 // k28
+                    for row48 in range(1, rows47 + (1 if lm27 % k28 > 0 else 0)):
+                        base49 = (j26 + row48 * k28 * k8)
+                        for j46 in range(min(k28, lm27 - row48 * k28)):
+                            lanes45[j46] = _add_leaf(lanes45[j46], a, b, (base49 + j46 * k8))
+                    r63 = _pairwise1_V(lanes45, np.int64(0), np.int64(1), nl44)
+                    r29 = r63
+                lanes25[j26] = r29
+            r77 = _pairwise0_V(lanes25, np.int64(0), np.int64(1), nl24)
+            r9 = r77
         if pend7 >= 0:
             acc5 = _add_leaf(r9, a, b, pend7)
             pend7 = -1
@@ -485,14 +503,14 @@ def _reduce(a, b, n):
         else:
             pend7 = at2
     elif p3 > 0:
-        acc74 = _term(a, b, at2)
-        for i75 in range(1, p3):
-            acc74 = _add_leaf(acc74, a, b, (at2 + i75))
+        acc78 = _term(a, b, at2)
+        for i79 in range(1, p3):
+            acc78 = _add_leaf(acc78, a, b, (at2 + i79))
         if pend7 >= 0:
-            acc5 = _add_leaf(acc74, a, b, pend7)
+            acc5 = _add_leaf(acc78, a, b, pend7)
             pend7 = -1
         else:
-            acc5 = _add(acc5, acc74) if have6 else acc74
+            acc5 = _add(acc5, acc78) if have6 else acc78
         have6 = True
     if pend7 >= 0:
         acc5 = _term(a, b, pend7)
@@ -519,7 +537,7 @@ def _one_kernel(x, y, plan):
 
 def dot(x, y):
     """The spec's dot product of the 1-D arrays x and y."""
-    x, y = _input(x, "x"), _input(y, "y")
+    x, y = _carried(_input(x, "x")), _carried(_input(y, "y"))
     _shape("x", x, 1)
     _shape("y", y, 1)
     if x.shape != y.shape:

@@ -8,7 +8,6 @@ per iteration of a parallel loop.  Public: sum, sums, SPEC.
 """
 from __future__ import annotations
 import math
-from types import FunctionType as _FunctionType
 
 import numpy as np
 from numba import njit, prange
@@ -32,13 +31,12 @@ _IN_CARRY = np.float32
 _OUT_CARRY = np.float32
 
 # Compiled on first use in each process from this file alone: no cache
-# directory (numba's cache cannot reload recursive functions).  A function
-# whose __module__ is None has its recursive calls resolved through its own
-# globals, so the module works however it is imported (importlib without
-# sys.modules, runpy, any module name).
+# directory, and no compiled function calls itself (recursive orders run as
+# loops over explicit stacks or from a plan), so the module works however it
+# is imported (importlib without sys.modules, runpy, any module name).
 def _jit(f):
     f.__module__ = None
-    return njit(fastmath=False)(f)
+    return _one_signature(njit(fastmath=False)(f))
 
 
 def _inline(f):
@@ -49,6 +47,22 @@ def _inline(f):
 def _parallel(f):
     f.__module__ = None
     return njit(fastmath=False, parallel=True)(f)
+
+
+def _one_signature(dispatcher):
+    """Compile `dispatcher` once per argument types, not again for every
+    literal argument a caller passes (`_fused_range(a, b, 0, 1, ...)` and
+    `_fused_range(a, b, s, 1, ...)` would be two compilations of seconds)."""
+    from numba.core import types
+
+    typed = getattr(dispatcher, "get_call_template", None)
+    if typed is None:      # a numba without this hook: every literal compiles, nothing else changes
+        return dispatcher
+
+    def get_call_template(args, kws):
+        return typed(tuple(types.unliteral(a) for a in args), kws)
+    dispatcher.get_call_template = get_call_template
+    return dispatcher
 
 
 @_jit
@@ -115,8 +129,7 @@ def _final(acc):
 
 
 def _input(x, what):
-    """x as an array of the spec's input dtype (no silent conversion), widened
-    exactly to the dtype the kernels read (float16 -> float32)."""
+    """x as an array of the spec's input dtype (no silent conversion)."""
     if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
         raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
                         f"(pass {what}.filled(0) or {what}.compressed() to say which)")
@@ -132,10 +145,9 @@ def _input(x, what):
                         f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
     if _IN_GRID is not None:
         finite = x[np.isfinite(x)].astype(np.float64)
-        rounded = np.array([_round_dir(v, _IN_GRID[0], _IN_GRID[1], _IN_GRID[2], False, True) for v in finite])
-        if not np.array_equal(rounded, finite):
+        if not np.array_equal(round_value(finite, *_IN_GRID, "rne"), finite):
             raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
-    return np.asarray(x, dtype=_IN_CARRY, order="C")   # C order; a 0-d array stays 0-d (the caller refuses it)
+    return x
 
 
 def _length(n, what):
@@ -148,6 +160,12 @@ def _length(n, what):
 def _shape(what, arr, ndim):
     if arr.ndim != ndim:
         raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
+
+
+def _carried(x):
+    """A checked input widened exactly to the dtype the kernels read (float16 -> float32), in C order;
+    a 0-d array stays 0-d (the caller refuses it)."""
+    return np.asarray(x, dtype=_IN_CARRY, order="C")
 
 
 @intrinsic
@@ -195,52 +213,52 @@ def _lane_folds(typingctx, a, lo, rows, k):
 def _order_pairwise_sum_L1(a, b, lo, m):
     """order_pairwise_sum: reduce the leaves lo, lo + step, ... (m of them)."""
     step = 1
-    lo58, m59 = lo, m
-    r51 = _ZERO
-    cap57 = 64
+    lo59, m60 = lo, m
+    r52 = _ZERO
+    cap58 = 64
     while True:   # a walk deeper than the stacks starts again with deeper stacks
-        los54 = np.empty(cap57, np.int64)   # start of each pending right part
-        ms55 = np.empty(cap57, np.int64)    # its length; 0 once its left sibling is done
-        vals56 = _vals(cap57)               # the finished left sibling
-        sp53 = 0
-        full60 = False
-        lo, m = lo58, m59
+        los55 = np.empty(cap58, np.int64)   # start of each pending right part
+        ms56 = np.empty(cap58, np.int64)    # its length; 0 once its left sibling is done
+        vals57 = _vals(cap58)               # the finished left sibling
+        sp54 = 0
+        full61 = False
+        lo, m = lo59, m60
         while True:
             while True:
                 if (m < 8):
-                    h50 = -1
+                    h51 = -1
                 elif (m <= 128):
-                    h50 = -1
+                    h51 = -1
                 else:
-                    h50 = ((m // 2) - ((m // 2) % 8))
-                if h50 < 0:
+                    h51 = ((m // 2) - ((m // 2) % 8))
+                if h51 < 0:
                     break
-                if h50 < 1 or h50 > m - 1 or h50 + (m - ((m // 2) - ((m // 2) % 8))) != m:
+                if h51 < 1 or h51 > m - 1 or h51 + (m - ((m // 2) - ((m // 2) % 8))) != m:
                     raise ValueError('a recursive split must cut its list into two non-empty parts that add up to it')
-                if sp53 == cap57:
-                    full60 = True
+                if sp54 == cap58:
+                    full61 = True
                     break
-                los54[sp53] = (lo + h50)
-                ms55[sp53] = m - h50
-                sp53 += 1
-                m = h50
-            if full60:
+                los55[sp54] = (lo + h51)
+                ms56[sp54] = m - h51
+                sp54 += 1
+                m = h51
+            if full61:
                 break
-            v52 = _order_pairwise_sum_leaf_L1(a, b, lo, m)
-            while sp53 > 0 and ms55[sp53 - 1] == 0:
-                sp53 -= 1
-                v52 = _add(vals56[sp53], v52)
-            if sp53 == 0:
-                r51 = v52
+            v53 = _order_pairwise_sum_leaf_L1(a, b, lo, m)
+            while sp54 > 0 and ms56[sp54 - 1] == 0:
+                sp54 -= 1
+                v53 = _add(vals57[sp54], v53)
+            if sp54 == 0:
+                r52 = v53
                 break
-            vals56[sp53 - 1] = v52
-            lo = los54[sp53 - 1]
-            m = ms55[sp53 - 1]
-            ms55[sp53 - 1] = 0
-        if not full60:
+            vals57[sp54 - 1] = v53
+            lo = los55[sp54 - 1]
+            m = ms56[sp54 - 1]
+            ms56[sp54 - 1] = 0
+        if not full61:
             break
-        cap57 *= 4
-    return r51
+        cap58 *= 4
+    return r52
 
 
 @_jit
@@ -299,15 +317,15 @@ def _order_pairwise_sum_leaf_L1(a, b, lo, m):
                     base35 = (lo + row34 * k10)
                     for j32 in range(min(k10, p4 - row34 * k10)):
                         lanes31[j32] = _add_leaf(lanes31[j32], a, b, (base35 + j32))
-                r48 = _pairwise0_V(lanes31, np.int64(0), np.int64(1), nl30)
-                r11 = r48
+                r49 = _pairwise0_V(lanes31, np.int64(0), np.int64(1), nl30)
+                r11 = r49
             acc8 = _add(acc8, r11) if have9 else r11
             have9 = True
-        for i49 in range(p6):
+        for i50 in range(p6):
             if have9:
-                acc8 = _add_leaf(acc8, a, b, ((lo + at5) + i49))
+                acc8 = _add_leaf(acc8, a, b, ((lo + at5) + i50))
             else:
-                acc8 = _term(a, b, ((lo + at5) + i49))
+                acc8 = _term(a, b, ((lo + at5) + i50))
                 have9 = True
         r1 = acc8
     else:
@@ -320,7 +338,7 @@ def _pairwise0_V(vals, off, step, m):
     """pairwise0: reduce vals[off], vals[off + step], ... (m of them)."""
     tl36 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
     tm37 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
-    vs38 = _vals(160)
+    vs38 = np.empty(160, vals.dtype)
     tl36[0] = off
     tm37[0] = m
     tp39 = 1
@@ -334,7 +352,7 @@ def _pairwise0_V(vals, off, step, m):
             vs38[vp40 - 1] = _add(vs38[vp40 - 1], vs38[vp40])
             continue
         if vp40 == vs38.shape[0]:
-            grown45 = _vals(2 * vp40)
+            grown45 = np.empty(2 * vp40, vals.dtype)
             for i44 in range(vp40):
                 grown45[i44] = vs38[i44]
             vs38 = grown45
@@ -343,10 +361,10 @@ def _pairwise0_V(vals, off, step, m):
             for i44 in range(tp39):
                 grown46[i44] = tl36[i44]
             tl36 = grown46
-            grown46 = np.empty(2 * tp39 + 3, np.int64)
+            grown47 = np.empty(2 * tp39 + 3, np.int64)
             for i44 in range(tp39):
-                grown46[i44] = tm37[i44]
-            tm37 = grown46
+                grown47[i44] = tm37[i44]
+            tm37 = grown47
         if cm42 == 1:
             vs38[vp40] = vals[cl41]
             vp40 += 1
@@ -363,15 +381,15 @@ def _pairwise0_V(vals, off, step, m):
         tl36[tp39] = cl41
         tm37[tp39] = h43
         tp39 += 1
-    r47 = vs38[0]
-    return r47
+    r48 = vs38[0]
+    return r48
 
 
 @_jit
 def _reduce(a, b, n):
     """The spec's order over the n terms (a[k], b[k]) of each output element."""
-    r61 = _order_pairwise_sum_L1(a, b, np.int64(0), n)
-    return r61
+    r62 = _order_pairwise_sum_L1(a, b, np.int64(0), n)
+    return r62
 
 
 
@@ -400,7 +418,7 @@ def _columns_kernel(XT, ones, out, plan):
 
 def sum(x):
     """The spec's sum of the 1-D array x."""
-    x = _input(x, "x")
+    x = _carried(_input(x, "x"))
     _shape("x", x, 1)
     _length(x.shape[0], "x")
     return _OUT_DTYPE(_one_kernel(x, np.ones_like(x) if _SUM_FUSED else x, _plan(x.shape[0])))
@@ -408,7 +426,7 @@ def sum(x):
 
 def sums(X):
     """The spec's sum of every column of X (each its own accumulation)."""
-    X = _input(X, "X")
+    X = _carried(_input(X, "X"))
     _shape("X", X, 2)
     _length(X.shape[0], "X")
     out = np.empty(X.shape[1], _OUT_CARRY)
