@@ -12,6 +12,7 @@ anything the replica prints goes to its stderr, kept in a file next to it.
 """
 from __future__ import annotations
 
+import os
 import pickle
 import struct
 import subprocess
@@ -101,10 +102,14 @@ class ReplicaProcess:
         """Import `path` in a new interpreter; CompileError (naming `label`) when it does not import."""
         path = Path(path)
         stderr_path = path.with_suffix(".stderr")
+        # the child imports nothing of fpspec itself; a hand-written replica that does finds
+        # this fpspec (the one running verify), as it would where the user runs it
+        root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         with open(stderr_path, "wb") as err:
             proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(path), ",".join(PUBLIC)],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                    cwd=str(path.parent))
+                                    cwd=str(path.parent), env=env)
         rp = cls(proc, label, stderr_path)
         try:
             answer = rp._receive()
