@@ -1,13 +1,15 @@
 """Binned (order-independent) replicas against the library ops, side by side in one run.
 
-    python benchmarks/bench_binned.py [--cpu] [--gpu] [--n N] [--gpu-n N] [--out FILE]
+    python benchmarks/bench_binned.py [--cpu] [--gpu] [--bits] [--n N] [--gpu-n N] [--out FILE]
     REPROBLAS_PATH=/work/ext/ReproBLAS python benchmarks/bench_binned.py --cpu    # + ReproBLAS columns
 
 CPU (Numba replicas, fp64): sum and dot at n = 10^7 on 1 and 2 threads against numpy.sum / numpy.dot
 (time ratio, lower is better), gemm 512^3 against numpy.matmul (GFLOP/s, and ReproBLAS's rdgemm when
 REPROBLAS_PATH is set).  GPU (Triton replicas): sum at n = 10^8 in fp32 and fp64 against torch.sum
-(GB/s of input read).  Every binned result is also checked to be the same bits on every thread count
-and on the GPU as on the CPU.  Best of --repeat runs each.
+(GB/s of input read, CUDA events over 10 calls) for several tilings.  Every binned result is also
+checked to be the same bits on every thread count and on the GPU as on the CPU; --bits checks the
+GPU against the NumPy and Numba replicas on adversarial inputs, permuted and split.  Best of --repeat
+runs each.
 """
 from __future__ import annotations
 
@@ -78,6 +80,8 @@ def cpu_rows(n: int, repeat: int, mm: int) -> list[str]:
             same = np.float64(call()).tobytes() == ((rb.sum(x) if op == "sum" else rb.dot(x, y)).tobytes())
             rows.append(f"{f'{op}: ReproBLAS rd{op} (1 thread)':36} {t_lib * 1e3:>11.2f} ms "
                         f"{t_rb * 1e3:>11.2f} ms {t_rb / t_lib:>7.2f}x  {'same as fpspec' if same else 'DIFFER'}")
+    if not mm:
+        return rows
     A = rng.standard_normal((mm, mm))
     B = rng.standard_normal((mm, mm))
     flops = 2.0 * mm ** 3
@@ -102,96 +106,191 @@ def _device():
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _sync():
+def gpu_time(fn, repeat: int, calls: int = 10) -> float:
+    """Seconds a call, best of `repeat` timings of `calls` back-to-back calls (CUDA events on a GPU)."""
     import torch
 
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+    fn()
+    if not torch.cuda.is_available():
+        return best(fn, repeat)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / calls)
+    return min(times)
 
 
-def gpu_rows(n: int, repeat: int, configs=((4096, 8),)) -> list[str]:
+# (LANES, BLOCK, WARPS, PROGRAMS_PER_SM), after the replica's default; the bits do not depend on them
+GPU_CONFIGS = ((True, 1024, 4, 8), (True, 2048, 4, 8), (True, 1024, 4, 16), (True, 2048, 8, 8),
+               (True, 4096, 8, 8), (True, 2048, 4, 4), (True, 512, 1, 32), (True, 1024, 1, 32),
+               (True, 1024, 2, 16), (True, 2048, 2, 16), (False, 1024, 4, 8))
+
+
+def _configure(rep, config):
+    r = rep.REPLICA
+    r.LANES, r.BLOCK, r.WARPS, r.PROGRAMS_PER_SM = config
+
+
+def gpu_rows(n: int, repeat: int, configs=GPU_CONFIGS) -> list[str]:
     import torch
 
     name = torch.cuda.get_device_name() if torch.cuda.is_available() else "none: interpreter"
-    rows = [f"{'GPU (' + name + ')':36} {'torch.sum':>14} {'fpspec binned':>14} {'share':>8}  bits"]
+    rows = [f"{'GPU (' + name + ')':44} {'torch.sum':>10} {'binned':>10} {'share':>7}  bits (vs Numba on the CPU)"]
     for fmt, dtype in (("fp32", torch.float32), ("fp64", torch.float64)):
         rep = replica("sum", fmt, "triton")
-        x = torch.randn(n, dtype=torch.float64, device=_device()).mul_(2.0 ** 20).to(dtype)
-        t_lib = best(lambda: torch.sum(x), repeat, _sync)
-        gbs = x.numel() * x.element_size() / 1e9
-        # the same bits as the CPU replica (numba) on the same values
-        cpu = np.asarray(replica("sum", fmt, "numba").sum(x.cpu().numpy())).tobytes()
-        default = (rep.REPLICA.BLOCK, rep.REPLICA.WARPS)
-        for block, warps in dict.fromkeys([default] + list(configs)):
-            rep.REPLICA.BLOCK, rep.REPLICA.WARPS = block, warps
-            t_bin = best(lambda: rep.sum(x), repeat, _sync)
-            same = rep.sum(x).cpu().numpy().tobytes() == cpu
-            rows.append(f"{f'sum {fmt} n={n:.0e} tile {block}/{warps}w (GB/s)':36} {gbs / t_lib:>14.1f} "
-                        f"{gbs / t_bin:>14.1f} {t_lib / t_bin:>7.1%}  {'same as CPU' if same else 'DIFFER from CPU'}")
-        rep.REPLICA.BLOCK, rep.REPLICA.WARPS = default
-    rows.append(gpu_bits(40 if torch.cuda.is_available() else 2))
+        cpu_rep = replica("sum", fmt, "numba")
+        default = (rep.REPLICA.LANES, rep.REPLICA.BLOCK, rep.REPLICA.WARPS, rep.REPLICA.PROGRAMS_PER_SM)
+        # randn: signs cancel; rand: all positive, the slot totals pass 2^63 ulps at n = 10^8
+        for kind, x in (("randn", torch.randn(n, dtype=torch.float64, device=_device()).mul_(2.0 ** 20).to(dtype)),
+                        ("rand", torch.rand(n, dtype=torch.float64, device=_device()).to(dtype))):
+            t_lib = gpu_time(lambda: torch.sum(x), repeat)
+            gbs = x.numel() * x.element_size() / 1e9
+            cpu = np.asarray(cpu_rep.sum(x.cpu().numpy())).tobytes()
+            for config in (dict.fromkeys((default,) + tuple(configs)) if kind == "randn" else (default,)):
+                _configure(rep, config)
+                t_bin = gpu_time(lambda: rep.sum(x), repeat)
+                same = rep.sum(x).cpu().numpy().tobytes() == cpu
+                what = f"{'lanes' if config[0] else 'tile sums'} {config[1]}/{config[2]}w/{config[3]}per SM"
+                rows.append(f"{f'sum {fmt} {kind} n={n:.0e} {what} GB/s':44} {gbs / t_lib:>10.1f} "
+                            f"{gbs / t_bin:>10.1f} {t_lib / t_bin:>7.1%}  {'same' if same else 'DIFFER'}")
+            _configure(rep, default)
+            del x
     return rows
 
 
-def gpu_bits(cases: int) -> str:
-    """GPU (Triton) = CPU (NumPy replica) bit for bit on adversarial inputs: sum, dot, gemm, fp32 and fp64."""
+def adversarial(rng, n: int, dtype) -> dict:
+    """Inputs that reach every path of the kernels: wide ranges, cancellation, the top bin (index 0),
+    subnormals, the largest value last (the index moves up), inf and nan, zeros, random bits."""
+    fi = np.finfo(dtype)
+    ramp = rng.standard_normal(n) * 2.0 ** np.linspace(-30, 30, n)
+    wide = rng.standard_normal(n) * 2.0 ** rng.integers(-100, 100, n)
+    itype = np.int64 if dtype == np.float64 else np.int32
+    raw = rng.integers(np.iinfo(itype).min, np.iinfo(itype).max, n, dtype=itype, endpoint=True).view(dtype)
+    cases = {"randn": rng.standard_normal(n), "ramp up": ramp, "wide": wide,
+             "cancel": np.concatenate([wide[: n // 2], -wide[: n // 2], [1.0]])[:n],
+             "top bin": np.concatenate([np.full(3, fi.max), np.full(2, -fi.max), rng.standard_normal(n)])[:n],
+             "subnormal": rng.standard_normal(n) * float(fi.smallest_subnormal) * 64,
+             "near subnormal": rng.standard_normal(n) * float(fi.smallest_subnormal) * 2.0 ** 40,
+             "inf": np.concatenate([rng.standard_normal(n - 1), [np.inf]]),
+             "inf - inf": np.concatenate([[np.inf], rng.standard_normal(max(n - 2, 0)), [-np.inf]])[:n],
+             "nan": np.concatenate([[np.nan], rng.standard_normal(n - 1)]),
+             "-0": np.full(n, -0.0),
+             "random bits": np.where(np.isfinite(raw), raw, 1.0),
+             "overflow": np.full(n, float(fi.max) / 2)}
+    with np.errstate(over="ignore"):
+        return {k: np.asarray(v, dtype=dtype) for k, v in cases.items() if len(v) == n}
+
+
+# splits: the GPU replica's tiles, programs and kernels (LANES, BLOCK, WARPS, PROGRAMS_PER_SM)
+SPLITS = ((True, 64, 2, 1), (True, 4096, 8, 16), (False, 256, 4, 2), (True, 2048, 8, 4))
+
+
+def gpu_bits(sizes=(1, 7, 1000, 4099, 1000003), perms: int = 3, mk=(48, 16)) -> list[str]:
+    """The Triton replica on the GPU = the NumPy and Numba replicas on the CPU, bit for bit: sum, dot,
+    gemv, gemm in fp32 and fp64, on random and adversarial inputs, each also permuted and (sum, dot)
+    split differently on the GPU (tile size, program count, kernel)."""
     import torch
 
+    dev = _device()
+    rows = []
     rng = np.random.default_rng(1)
-    equal = total = 0
     for fmt, dtype in (("fp32", np.float32), ("fp64", np.float64)):
-        gpu = {op: replica(op, fmt, "triton") for op in ("sum", "dot", "gemm")}
-        cpu = {op: replica(op, fmt, "numpy") for op in ("sum", "dot", "gemm")}
-        big = float(np.finfo(dtype).max)
-        for k in range(cases):
-            n = int(rng.integers(1, 200000 if _device() == "cuda" else 3000))
-            with np.errstate(all="ignore"):
-                x = rng.standard_normal(n) * 2.0 ** rng.integers(-60, 60, n).astype(float)
-                if k % 4 == 1:
-                    x = np.concatenate([x, -x, [1.0]])
-                if k % 4 == 2:
-                    x[: 3] = big
-                if k % 8 == 3:
-                    x[rng.integers(0, x.size)] = rng.choice([np.inf, -np.inf, np.nan])
-                x = x.astype(dtype)
-                y = rng.standard_normal(x.size).astype(dtype)
-            tx, ty = torch.from_numpy(x).to(_device()), torch.from_numpy(y).to(_device())
-            pairs = [(gpu["sum"].sum(tx), cpu["sum"].sum(x)), (gpu["dot"].dot(tx, ty), cpu["dot"].dot(x, y))]
-            for g, c in pairs:
-                total += 1
-                equal += np.asarray(g.cpu().numpy()).tobytes() == np.asarray(c).tobytes()
-        rows_a = 64 if _device() == "cuda" else 2
-        A = (rng.standard_normal((rows_a, 777)) * 2.0 ** rng.integers(-40, 40, (rows_a, 777))).astype(dtype)
-        B = rng.standard_normal((777, 48 if _device() == "cuda" else 2)).astype(dtype)
-        g = gpu["gemm"].gemm(torch.from_numpy(A).to(_device()), torch.from_numpy(B).to(_device())).cpu().numpy()
-        c = cpu["gemm"].gemm(A, B)
-        total += c.size
-        equal += int(np.sum(np.all(g.view(np.uint8).reshape(c.size, -1) == c.view(np.uint8).reshape(c.size, -1),
-                                   axis=1)))
-    return f"GPU = CPU (NumPy replica) bit for bit on adversarial sum/dot/gemm outputs: {equal} of {total}"
+        for op in ("sum", "dot"):
+            gpu, ref_np, ref_nb = (replica(op, fmt, t) for t in ("triton", "numpy", "numba"))
+            default = (gpu.REPLICA.LANES, gpu.REPLICA.BLOCK, gpu.REPLICA.WARPS, gpu.REPLICA.PROGRAMS_PER_SM)
+            equal = total = inputs = 0
+            bad = []
+            for n in sizes:
+                for kind, x in adversarial(rng, n, dtype).items():
+                    y = (rng.standard_normal(n) * 2.0 ** rng.integers(-20, 20, n)).astype(dtype)
+                    inputs += 1
+                    with np.errstate(all="ignore"):
+                        want = [(ref_np.sum(x) if op == "sum" else ref_np.dot(x, y)),
+                                (ref_nb.sum(x) if op == "sum" else ref_nb.dot(x, y))]
+                    tx, ty = torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)
+                    got = []
+                    for p in range(perms + 1):
+                        perm = torch.randperm(n, device=dev) if p else torch.arange(n, device=dev)
+                        for config in (default,) + (SPLITS if p < 2 else ()):
+                            _configure(gpu, config)
+                            g = gpu.sum(tx[perm]) if op == "sum" else gpu.dot(tx[perm], ty[perm])
+                            got.append((f"perm {p} split {config}", g.cpu().numpy()))
+                    _configure(gpu, default)
+                    ok_cpu = np.asarray(want[0]).tobytes() == np.asarray(want[1]).tobytes()
+                    for how, g in got:
+                        total += 1
+                        if ok_cpu and g.tobytes() == np.asarray(want[0]).tobytes():
+                            equal += 1
+                        elif len(bad) < 5:
+                            bad.append(f"{kind} n={n} {how}: GPU {g!r}, numpy {want[0]!r}, numba {want[1]!r}")
+            rows.append(f"{op} {fmt}: {equal} of {total} GPU results = NumPy = Numba ({inputs} inputs: "
+                        f"{len(adversarial(rng, 8, dtype))} kinds x n in {list(sizes)}; {perms} permutations, "
+                        f"{len(SPLITS)} splits)")
+            rows += [f"  DIFFER {b}" for b in bad]
+        m, cols = mk
+        for op in ("gemv", "gemm"):
+            gpu, ref_np, ref_nb = (replica(op, fmt, t) for t in ("triton", "numpy", "numba"))
+            equal = total = 0
+            bad = []
+            for K in (1, 777, 5000):
+                kinds = list(adversarial(rng, K, dtype).values())
+                A = np.stack([kinds[i % len(kinds)] for i in range(m)])
+                B = (rng.standard_normal((K, cols)) * 2.0 ** rng.integers(-30, 30, (K, cols))).astype(dtype)
+                if op == "gemv":
+                    B = B[:, 0]
+                with np.errstate(all="ignore"):
+                    want = [getattr(r, op)(A, B) for r in (ref_np, ref_nb)]
+                tA, tB = torch.from_numpy(A).to(dev), torch.from_numpy(B).to(dev)
+                for p in range(perms + 1):
+                    perm = torch.randperm(K, device=dev) if p else torch.arange(K, device=dev)
+                    g = getattr(gpu, op)(tA[:, perm].contiguous(), tB[perm].contiguous()).cpu().numpy()
+                    cells = [c.view(np.uint8).reshape(c.size, -1) for c in (g, *want)]
+                    same = np.all(cells[0] == cells[1], axis=1) & np.all(cells[1] == cells[2], axis=1)
+                    total += same.size
+                    equal += int(same.sum())
+                    if not same.all() and len(bad) < 5:
+                        bad.append(f"K={K} perm {p}: {int((~same).sum())} outputs differ")
+            rows.append(f"{op} {fmt}: {equal} of {total} GPU outputs = NumPy = Numba ({m}x{cols} outputs, K in "
+                        f"[1, 777, 5000], rows of every input kind; {perms} permutations of K)")
+            rows += [f"  DIFFER {b}" for b in bad]
+    return rows
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cpu", action="store_true")
-    ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--gpu", action="store_true", help="Triton sum against torch.sum (GB/s)")
+    ap.add_argument("--bits", action="store_true", help="GPU = CPU bit for bit (sum, dot, gemv, gemm)")
     ap.add_argument("--n", type=int, default=10 ** 7)
     ap.add_argument("--gpu-n", type=int, default=10 ** 8)
-    ap.add_argument("--mm", type=int, default=512)
+    ap.add_argument("--mm", type=int, default=512, help="gemm size (0: no gemm)")
+    ap.add_argument("--tilings", help="GPU tilings to time besides the default, BLOCK/WARPS/PER_SM,... "
+                                      "(default: GPU_CONFIGS)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    if not (args.cpu or args.gpu):
+    if not (args.cpu or args.gpu or args.bits):
         args.cpu = True
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=HERE).stdout.strip() or os.environ.get("FPSPEC_COMMIT", "(no git)")
+    # FPSPEC_COMMIT first: a copy of the tree run elsewhere may sit inside another checkout
+    commit = os.environ.get("FPSPEC_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip() or "(no git)"
     lines = [f"# {' '.join(['python', *sys.argv])}", f"# commit {commit}, {time.strftime('%Y-%m-%d')}, "
              f"{platform.processor() or platform.machine()}, numpy {np.__version__}"]
     if args.cpu:
         lines.append(f"# CPU: {os.cpu_count()} cores")
         lines += cpu_rows(args.n, args.repeat, args.mm)
     if args.gpu:
-        lines += gpu_rows(args.gpu_n, args.repeat)
+        configs = GPU_CONFIGS if not args.tilings else tuple(
+            (True, *map(int, t.split("/"))) for t in args.tilings.split(","))
+        lines += gpu_rows(args.gpu_n, args.repeat, configs)
+    if args.bits:
+        lines += gpu_bits() if _device() == "cuda" else gpu_bits(sizes=(1, 7, 300), perms=1, mk=(3, 2))
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if args.out:

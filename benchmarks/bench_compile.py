@@ -25,6 +25,7 @@ two-thread numbers swing with load: OPENBLAS_NUM_THREADS=1
 NUMBA_NUM_THREADS=1 compares one core with one core.
 """
 import os
+import resource
 import sys
 import time
 
@@ -207,7 +208,10 @@ spec.loader.exec_module(module)
 op, n, m, p, dtype = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 rng = np.random.default_rng(0)
 def arr(*shape):
-    return rng.standard_normal(shape).astype(dtype)
+    x = rng.standard_normal(shape).astype(dtype)
+    if sys.argv[7] == "bf16":    # bf16 values held in float32: the upper 16 bits
+        x = (x.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+    return x
 args = {"sum": lambda: (arr(n),), "dot": lambda: (arr(n), arr(n)), "gemv": lambda: (arr(m, n), arr(n)),
         "gemm": lambda: (arr(m, n), arr(n, p))}[op]()
 getattr(module, op)(*args)
@@ -225,14 +229,22 @@ def first_calls():
     from fpspec.verify import load_spec, spec_format
 
     def fresh(argv):
+        # wall seconds and the child's CPU seconds (user + system): on a loaded machine the wall
+        # time counts other jobs too; numba compiles on one thread, so the CPU time is what a quiet
+        # machine's wall time would be
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         done = subprocess.run([sys.executable, *argv], capture_output=True, text=True)
-        return time.perf_counter() - t, done
+        wall = time.perf_counter() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        fresh.cpu = cpu
+        return wall, done
 
     base, _ = fresh(["-c", "import numpy, numba"])
-    print(f"\ncompile + first call in a fresh process (seconds; reference: a fresh interpreter importing "
-          f"numpy and numba, {base:.2f} s)")
-    print(f"{'spec':<58}  {'compile':>8}  {'numba call':>10}  {'ratio':>6}  {'numpy call':>10}")
+    print(f"\ncompile + first call in a fresh process (seconds, wall / CPU; reference: a fresh interpreter "
+          f"importing numpy and numba, {base:.2f} / {fresh.cpu:.2f} s; load average {os.getloadavg()[0]:.1f})")
+    print(f"{'spec':<58}  {'compile':>8}  {'numba call (CPU)':>17}  {'ratio':>6}  {'numpy call':>10}")
     dtypes = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "float32"}
     slowest = (0.0, "")
     with tempfile.TemporaryDirectory() as folder:
@@ -262,20 +274,23 @@ def first_calls():
                 file = os.path.join(folder, f"r_{target}.py")
                 with open(file, "w") as f:
                     f.write(source)
-                call_s, done = fresh(["-c", FIRST_CALL_SCRIPT, file, op, str(n), str(m or 4), str(p or 4), dtype])
+                call_s, done = fresh(["-c", FIRST_CALL_SCRIPT, file, op, str(n), str(m or 4), str(p or 4), dtype,
+                                      spec_format(spec)[0]])
                 if done.returncode != 0:
                     cells.append(("failed", done.stderr.strip().splitlines()[-1][:60]))
                     continue
-                cells.append((compile_s, call_s))
-                if target == "numba" and compile_s + call_s > slowest[0]:
-                    slowest = (compile_s + call_s, name)
+                cells.append((compile_s, call_s, fresh.cpu))
+                if target == "numba" and compile_s + fresh.cpu > slowest[0]:
+                    slowest = (compile_s + fresh.cpu, name)
             nb, npy = cells
             if isinstance(nb[0], str):
                 print(f"{name:<58}  numba {nb[0]}: {nb[1]}")
                 continue
             numpy_cell = f"{npy[1]:10.2f}" if not isinstance(npy[0], str) else f"{npy[0]:>10}"
-            print(f"{name:<58}  {nb[0]:8.2f}  {nb[1]:10.2f}  {(nb[0] + nb[1]) / base:5.1f}x  {numpy_cell}")
-    print(f"slowest numba compile + first call: {slowest[1]} ({slowest[0]:.2f} s)")
+            print(f"{name:<58}  {nb[0]:8.2f}  {nb[1]:8.2f} ({nb[2]:5.2f})  {(nb[0] + nb[1]) / base:5.1f}x  "
+                  f"{numpy_cell}")
+    print(f"slowest numba compile + first call (compile + CPU of the call): {slowest[1]} ({slowest[0]:.2f} s); "
+          f"load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -3,19 +3,31 @@ run in a fresh interpreter and compared bit for bit with the spec's reference
 evaluation (and, for small n, the replica's revealed tree with the spec's).
 
     python benchmarks/soak_replicas.py COUNT [--seed S] [--backends numpy,numba,triton]
-                                       [--batch 25] [--first 0] [--shrink 3] [--trees numpy,numba]
+                                       [--batch 25] [--first 0] [--shrink 3] [--trees numpy,numba] [-j 1]
 
 Every failure is printed as a minimal spec (fpspec.spec.generate.shrink, at
 most --shrink failures per backend and error kind; the others are listed by
 index: spec I of seed S is `random_spec(default_rng([S, I]))`); the last line
 is the count: specs, per backend ok / refused / failed.  Exit code 1 when
 anything failed.  Triton runs under TRITON_INTERPRET=1 unless a GPU is asked
-for (TRITON_INTERPRET=0).
+for (TRITON_INTERPRET=0: its replicas then take CUDA tensors).
+
+-j N runs N batches at once, each in a worker process of its own (which
+compiles the batch's specs and runs their replicas in one more fresh
+interpreter, as with -j 1): the counts do not depend on N.  Two runs cover
+disjoint specs with --first (or --seed): spec I of seed S is the same spec
+in every run.  --deadline SECONDS stops waiting for batches after that
+long (the last line says how many specs ran); --shrink-seconds bounds the
+shrinking that follows.  A refusal counts as one only when the compiler
+refused in one line; the last line gives the refused fraction.
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
+import multiprocessing
+import os
 import re
 import sys
 import tempfile
@@ -34,6 +46,27 @@ def signature(o) -> str:
     return f"{o.backend}: " + re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "#", text)[:120]
 
 
+def run_batch(seed: int, indices: list, backends: tuple, folder: str, options: dict) -> list:
+    """The outcomes of one batch (in a worker process: compiling is CPU work)."""
+    specs = [(i, R.spec_at(seed, i)) for i in indices]
+    return R.fuzz(specs, backends, Path(folder), **options)
+
+
+def _completed(pending: list, batches: list, backends: tuple, deadline: float | None):
+    """Each finished batch's outcomes, until all are done or the deadline passes (a batch
+    whose worker raised is every spec of it failed on every backend, with the error)."""
+    which = {id(f): b for f, b in zip(pending, batches)}
+    try:
+        for f in concurrent.futures.as_completed(pending, None if deadline is None else deadline - time.time()):
+            try:
+                yield f.result()
+            except Exception as e:   # noqa: BLE001  (a finding, and the other batches go on)
+                why = f"the batch's worker raised {type(e).__name__}: {str(e)[:200]}"
+                yield [R.Outcome(i, b, "failed", why) for i in which[id(f)] for b in backends]
+    except concurrent.futures.TimeoutError:
+        return
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("count", type=int)
@@ -46,7 +79,11 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=25, help="specs per fresh interpreter")
     ap.add_argument("--shrink", type=int, default=3, help="failures shrunk per backend and error kind")
     ap.add_argument("--shrink-tries", type=int, default=150, help="candidates tried per shrink")
+    ap.add_argument("--shrink-seconds", type=float, default=600.0, help="time given to shrinking, in all")
     ap.add_argument("--ns", type=int, default=2, help="n values per spec (both ends of the range first)")
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="batches run at once, each in its own process")
+    ap.add_argument("--deadline", type=float, default=None,
+                    help="seconds after which no more batches are waited for (the count says how many ran)")
     args = ap.parse_args(argv)
     backends = tuple(b for b in args.backends.split(",") if b)
     trees = tuple(b for b in args.trees.split(",") if b)
@@ -59,11 +96,21 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="fpspec-soak-") as tmp:
         indices = ([int(i) for i in args.indices.split(",") if i] if args.indices
                    else list(range(args.first, args.first + args.count)))
-        for start in range(0, len(indices), args.batch):
-            stop = min(start + args.batch, len(indices))
-            specs = [(i, R.spec_at(args.seed, i)) for i in indices[start:stop]]
-            folder = Path(tmp) / f"batch{start}"
-            for o in R.fuzz(specs, backends, folder, **options):
+        batches = [indices[start:start + args.batch] for start in range(0, len(indices), args.batch)]
+        if args.jobs > 1:
+            if os.environ.get("TRITON_INTERPRET", "1") == "0":
+                os.environ.setdefault("FPSPEC_FUZZ_DEVICE", "cuda")
+            # fresh workers (spawn): nothing of this process (a CUDA context, numba state) is inherited
+            pool = concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn"))
+            pending = [pool.submit(run_batch, args.seed, b, backends, str(Path(tmp) / f"batch{b[0]}"), options)
+                       for b in batches]
+            results = _completed(pending, batches, backends, None if args.deadline is None else t0 + args.deadline)
+        else:
+            pool = None
+            results = (run_batch(args.seed, b, backends, str(Path(tmp) / f"batch{b[0]}"), options) for b in batches)
+        done = 0
+        for outcomes in results:
+            for o in outcomes:
                 counts[o.backend][o.status] += 1
                 if o.tree:
                     tree_counts[o.tree.split(":")[0]] += 1
@@ -75,12 +122,30 @@ def main(argv=None) -> int:
                 if o.status == "failed":
                     failures.append(o)
                     print(f"FAILED spec {o.index} ({o.backend}): {o.detail}", flush=True)
-            done = stop
+            done += len({o.index for o in outcomes})
             line = "  ".join(f"{b} {c['ok']}/{c['refused']}/{c['failed']}/{c['invalid']}" for b, c in counts.items())
             print(f"[{done}/{len(indices)} specs, {time.time() - t0:.0f} s] ok/refused/failed/invalid: {line}",
                   flush=True)
+            if pool is None and args.deadline is not None and time.time() - t0 > args.deadline:
+                print(f"deadline: {len(indices) - done} specs not run", flush=True)
+                break
+        if pool is not None:
+            late = [f for f in pending if not f.done()]
+            if late:
+                print(f"deadline: {sum(len(b) for b, f in zip(batches, pending) if not f.done())} specs not run",
+                      flush=True)
+                for proc in list(getattr(pool, "_processes", {}).values()):   # the workers this run started
+                    proc.terminate()
+            pool.shutdown(wait=not late, cancel_futures=True)
+        ran = done
+        failures.sort(key=lambda o: (o.index, o.backend))
         shrunk = collections.Counter()
+        shrink_until = time.time() + args.shrink_seconds
         for o in failures:
+            if time.time() > shrink_until:
+                print(f"(shrinking stopped after --shrink-seconds {args.shrink_seconds:g}: the other failures are "
+                      "listed by index above)", flush=True)
+                break
             sig = signature(o)
             if shrunk[sig] >= args.shrink:
                 continue
@@ -100,8 +165,11 @@ def main(argv=None) -> int:
                      for b, c in counts.items())
     trees = ", ".join(f"{v} {k}" for k, v in sorted(tree_counts.items())) or "none"
     what = f"indices {args.indices}" if args.indices else f"first {args.first}"
-    print(f"{len(indices)} random specs (seed {args.seed}, {what}), {time.time() - t0:.0f} s; {line}; "
-          f"trees revealed: {trees}; {len(failures)} failures")
+    total = sum(sum(c.values()) for c in counts.values())
+    refused = sum(c["refused"] for c in counts.values())
+    print(f"{ran} of {len(indices)} random specs run (seed {args.seed}, {what}, -j {args.jobs}), "
+          f"{time.time() - t0:.0f} s; {line}; refused up front: {refused} of {total} "
+          f"({100 * refused / max(total, 1):.0f}%); trees revealed: {trees}; {len(failures)} failures")
     return 1 if failures else 0
 
 

@@ -2,7 +2,7 @@
 """fpspec's matrix-unit model vs MMA-Sim, bit for bit, for every MMA-Sim instruction family.
 
     MMASIM_PATH=/path/to/MMA-Sim python benchmarks/validate_mmasim.py [--blocks N] [--seed S]
-        [--only SUBSTRING] [--jobs J] [--all-shapes] [--table-out FILE]
+        [--only SUBSTRING] [--jobs J] [--split S] [--all-shapes] [--table-out FILE]
 
 MMA-Sim (microsoft/MMA-Sim, arXiv 2511.10909) is a bit-accurate per-instruction
 reference; its checkout lives outside this project (MMASIM_PATH) and none of
@@ -14,7 +14,8 @@ zeros against large operands, scale factors at their extremes; MMA-Sim
 evaluates each block through its own instruction class (m = n = 1), fpspec
 through fpspec.arith.units.unit_dot on all blocks at once.  It prints one row
 per family: cases, mismatches (NaN equals NaN), fpspec's time and MMA-Sim's.
-Exit code 1 on any mismatch.
+Exit code 1 on any mismatch.  --split S deals each family's blocks to S jobs
+(seeds of their own) so that a slow family spreads over the --jobs workers.
 
 --table-out FILE writes a small fixed table of MMA-Sim outputs (a few blocks
 per family) for tests/arith/data/ (the command and MMA-Sim commit in its header).
@@ -383,6 +384,7 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--all-shapes", action="store_true",
                     help="every shape of an instruction, not only the largest k")
+    ap.add_argument("--split", type=int, default=1, help="jobs per family (its blocks dealt among them)")
     ap.add_argument("--table-out", default="")
     ap.add_argument("--table-rows", type=int, default=6)
     args = ap.parse_args(argv)
@@ -409,9 +411,11 @@ def main(argv=None):
           f"{'MMA-Sim s':>10} {'ratio':>7}")
     total_bad = 0
     table = []
-    jobs = [(f, args.blocks, args.seed + i) for i, f in enumerate(fams)]
+    split = max(1, args.split)
+    jobs = [(f, args.blocks // split + (j < args.blocks % split), args.seed + i + 100003 * j)
+            for i, f in enumerate(fams) for j in range(split)]
     with ProcessPoolExecutor(max_workers=args.jobs, initializer=_init_worker, initargs=(path,)) as ex:
-        for label, unit, n, bad, t_fp, t_sim, first, data, departs in ex.map(run_family, jobs):
+        for label, unit, n, bad, t_fp, t_sim, first, data, departs in _merged(ex.map(run_family, jobs), split):
             if bad < 0:
                 print(f"{label:58} {unit:34} {first}", flush=True)
                 continue
@@ -428,6 +432,24 @@ def main(argv=None):
     if args.table_out:
         write_table(args.table_out, table, args.table_rows, path, argv)
     return 1 if total_bad else 0
+
+
+def _merged(results, split: int):
+    """One row per family from its `split` jobs (in order): counts and times added, the first
+    mismatch and the table blocks of its first job."""
+    group = []
+    for r in results:
+        group.append(r)
+        if len(group) < split:
+            continue
+        label, unit = group[0][:2]
+        if any(g[3] < 0 for g in group):
+            yield next(g for g in group if g[3] < 0)
+        else:
+            yield (label, unit, sum(g[2] for g in group), sum(g[3] for g in group), sum(g[4] for g in group),
+                   sum(g[5] for g in group), next((g[6] for g in group if g[6]), None), group[0][7],
+                   sum(g[8] for g in group))
+        group = []
 
 
 def _init_worker(path):

@@ -760,15 +760,43 @@ def _walk(node):
             stack.extend(x)
 
 
-def spec_n_values(spec, *, max_n: int = 4096, random_count: int = 4, seed: int = 0) -> tuple[int, ...]:
-    rng_ = spec.header.n
-    lo = max(2, rng_.lo if rng_ is not None else 2)
-    hi = rng_.hi if rng_ is not None and rng_.hi is not None else max_n
-    return default_n_values(lo, hi, spec_boundaries(spec), random_count=random_count, max_n=max_n, seed=seed)
-
-
-# n above max_n are checked by samples up to this n (a reference evaluation walks the whole tree)
+# Note [cost of an n]: revealing a replica's tree at n costs about n·log2(n) calls of
+# length n (n²·log2(n) element operations through a pipe: tens of seconds at 2^12 on
+# one core), a sampled check one reference evaluation of a tree of n leaves per input
+# (its expansion is n Python objects: seconds per input at 2^16 on a busy core).  Whatever
+# --max-n asks, trees are revealed up to REVEAL_MAX_N, outputs sampled up to
+# SAMPLED_LIMIT, and the verdict names the rest (never a run that cannot end).
+REVEAL_MAX_N = 1 << 12
+# n above the revealed ones are checked by samples up to this n by default ...
 SAMPLED_MAX_N = 1 << 15
+# ... and up to this n at most, however large --max-n is
+SAMPLED_LIMIT = 1 << 16
+
+
+def reveal_cost(n: int) -> int:
+    """Element operations of revealing a tree at n (note [cost of an n])."""
+    return n * n * max(1, (n - 1).bit_length())
+
+
+def spec_n_values(spec, *, max_n: int = 4096, random_count: int = 4, seed: int = 0) -> tuple[int, ...]:
+    """n whose trees are revealed: guards, range ends, random n, at most min(max_n, REVEAL_MAX_N)."""
+    rng_ = spec.header.n
+    top = min(max_n, REVEAL_MAX_N)
+    lo = max(2, rng_.lo if rng_ is not None else 2)
+    hi = rng_.hi if rng_ is not None and rng_.hi is not None else top
+    return default_n_values(lo, hi, spec_boundaries(spec), random_count=random_count, max_n=top, seed=seed)
+
+
+def split_asked_n(spec, n_values, *, max_n: int = 4096) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """n given with -n, as (n to reveal, n to check by samples); an n beyond any
+    bounded check is refused in one line before anything runs."""
+    revealed = min(max(max_n, 2), REVEAL_MAX_N)
+    cap = min(max(SAMPLED_MAX_N, max_n), SAMPLED_LIMIT)
+    too_big = [n for n in n_values if n > cap]
+    if too_big:
+        raise FpspecError(f"-n {too_big[0]}: too large to check (a tree of {too_big[0]} leaves); verify reveals "
+                          f"trees up to n = {revealed} and samples outputs up to n = {cap}")
+    return (tuple(n for n in n_values if n <= revealed), tuple(n for n in n_values if n > revealed))
 
 
 def spec_sampled_n(spec, *, max_n: int = 4096) -> tuple[tuple[int, ...], str]:
@@ -778,15 +806,17 @@ def spec_sampled_n(spec, *, max_n: int = 4096) -> tuple[tuple[int, ...], str]:
     rng_ = spec.header.n
     lo = max(2, rng_.lo if rng_ is not None else 2)
     hi = rng_.hi if rng_ is not None else None
-    cap = max(SAMPLED_MAX_N, max_n)
+    cap = min(max(SAMPLED_MAX_N, max_n), SAMPLED_LIMIT)
+    max_n = min(max_n, REVEAL_MAX_N)
     want: set[int] = set()
     boundaries = [b for b in spec_boundaries(spec) if b > max_n]
     for b in boundaries:
         want.update((b - 1, b, b + 1))
+    want.update((max_n + 1, 2 * max_n + 1))    # just past the revealed n
     if hi is not None:
-        want.update((hi - 1, hi))
+        want.update((hi - 1, hi, min(hi, cap) - 1, min(hi, cap)))
     else:
-        want.update((max_n + 1, 2 * max_n + 1, cap))
+        want.add(cap)
     top = cap if hi is None else min(hi, cap)
     sampled = tuple(sorted(v for v in want if max(lo, max_n + 1) <= v <= top))
     if hi is not None and hi <= cap:
@@ -1037,11 +1067,13 @@ def verify_spec(spec, *, spec_name: str = "spec", backend: str = "numpy", replic
 
         for n in n_values:
             check_n(spec, n)
-        sampled, uncovered = (), ""
+        n_values, sampled = split_asked_n(spec, n_values, max_n=max_n)
+        uncovered = ""
     else:
         n_values = spec_n_values(spec, max_n=max_n, seed=seed)
         sampled, uncovered = spec_sampled_n(spec, max_n=max_n)
-        notes.append(f"n values chosen from the spec's guards and range (at most {max_n}; -n to add more)")
+        notes.append(f"n values chosen from the spec's guards and range (trees at most {min(max_n, REVEAL_MAX_N)}, "
+                     f"samples at most {min(max(SAMPLED_MAX_N, max_n), SAMPLED_LIMIT)}; -n to add more)")
     if replica_fn is not None:
         rep = make_replica_side(replica_fn, replica_label or "replica", ref.op, ref.fmt, out_fmt=ref.out_fmt,
                                 m=ref.m, ncols=ref.ncols)
@@ -1167,8 +1199,10 @@ def binned_sides(ref: Side, rep: Side, fold: int, seed: int) -> tuple[Side, Side
                 "gemm": (vec[None, :], ones[:, None])}[ref.op]
         return float(np.asarray(rep.outputs(n, [fpinputs.Sample("masks", 0, 0, args)])[0]).ravel()[0])
 
+    proven: set = set()      # the pair test runs once per n for both sides
+
     def tree_at(n: int, pos: tuple = (0, 0)) -> Tree:
-        pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+        pairs = [] if n in proven else [(i, j) for i in range(n) for j in range(i + 1, n)]
         if len(pairs) > 64:
             pairs = [pairs[k] for k in rng.choice(len(pairs), 64, replace=False)] + [(0, n - 1)]
         for i, j in pairs:
@@ -1178,18 +1212,30 @@ def binned_sides(ref: Side, rep: Side, fold: int, seed: int) -> tuple[Side, Side
             if got != n - 2:
                 raise SideFailure(f"masks +-2^{int(math.log2(big))} at leaves {i}, {j} give {got!r}, not {n - 2}: "
                                   "the replica's result depends on the order")
+        proven.add(n)
         return ref.tree_at(n, **({} if pos == (0, 0) else {"pos": pos}))
 
     def permuted(n: int, samples) -> list:
+        # a fresh permutation, and 1..n zero terms (which add nothing) at random places: the
+        # replica's blocks, threads and programs split the terms elsewhere
         perm = rng.permutation(n)
+        zeros = int(rng.integers(1, n + 1))
+        slots = np.sort(rng.choice(n + zeros, n, replace=False))
         axis = {"sum": (0,), "dot": (0, 0), "gemv": (1, 0), "gemm": (1, 0)}[ref.op]
-        moved = [replace(s, args=tuple(np.take(a, perm, axis=k) for a, k in zip(s.args, axis))) for s in samples]
-        return rep.outputs(n, moved)
 
-    shuffled = replace(rep, name=f"{rep.name}, terms permuted", outputs=permuted, tree_at=tree_at)
+        def spread(a, k):
+            a = np.take(a, perm, axis=k)
+            out = np.zeros(a.shape[:k] + (n + zeros,) + a.shape[k + 1:], a.dtype)
+            out[(slice(None),) * k + (slots,)] = a
+            return out
+
+        moved = [replace(s, args=tuple(spread(a, k) for a, k in zip(s.args, axis))) for s in samples]
+        return rep.outputs(n + zeros, moved)
+
+    shuffled = replace(rep, name=f"{rep.name}, terms permuted and split", outputs=permuted, tree_at=tree_at)
     note = (f"binned(fold = {fold}): order-independent; the replica's order checked by FPRev's pair test with "
             f"masks +-2^{int(math.log2(big))} and unit 1 (every pair cancels first, as in math.fsum), its bits on "
-            "permuted terms too")
+            "permuted terms split by zeros too")
     return replace(rep, tree_at=tree_at), shuffled, note
 
 

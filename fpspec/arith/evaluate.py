@@ -85,7 +85,10 @@ def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None, regions: dic
         if isinstance(s, int):
             rounded = regions.get((s, 0)) if regions else None
             if rounded is not None:   # fpspec.spec.expand note [lone products]: added to a zero lane
-                results.append(_leaf_value(s, rounded, X, Y))
+                value = _leaf_value(s, rounded, X, Y)
+                if rounded.product == "none":    # x + (-0.0) rounds x (an input wider than the lane)
+                    value = round_to(get_format(rounded.accumulator), value)
+                results.append(value)
                 widths.append(get_format(rounded.accumulator).precision)
                 continue
             results.append(s)         # leaves stay symbolic until their parent decides
@@ -123,10 +126,9 @@ def _product(k, X, Y):
 def _leaf_value(k, ar, X, Y):
     """A leaf used as an ordinary addend: rounded to the accumulator."""
     if ar.product == "none":
-        # a term wider than the accumulator (fp64 terms in an fp32 part) is converted to it
-        # first, as the compiled replicas do; a term the accumulator holds is exact
-        acc = get_format(ar.accumulator)
-        return X[k] if get_format(ar.input).precision <= acc.precision else round_to(acc, X[k])
+        # a sum's term enters exactly, wider than the accumulator or not: the node that takes
+        # it rounds the exact sum once (note [regions]; fpspec.compile.numerics note [exact leaves])
+        return X[k]
     acc = get_format(ar.accumulator)
     if acc.precision == 53 and get_format(ar.input).precision == 53:
         return X[k] * Y[k]      # native fp64 product, rounded once
@@ -157,6 +159,10 @@ def _binary(a, b, ar, acc, X, Y):
     if ar.product in ("none", "rounded"):
         va = leaf_value(a) if _is_leaf(a) else a
         vb = leaf_value(b) if _is_leaf(b) else b
+        if acc.precision < 53 and get_format(ar.input).precision > 26:
+            # fp64 leaves in a narrower node: the exact sum rounded once (a float64 sum
+            # first would round twice; fpspec.formats note [double rounding])
+            return round_to(acc, round_to_odd_sum(va, vb))
         return add(acc, va, vb)
     if ar.product == "fma_first" and _is_leaf(a) and _is_leaf(b):    # the first leaf fused, the second rounded
         return _fma(acc, ar, X[a], Y[a], leaf_value(b))

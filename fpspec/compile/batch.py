@@ -13,7 +13,7 @@ the batch, and `batch_invariant` removes both:
   that output takes at every n (conditions that also test n keep testing n);
 - Triton's native path picks its tiles from M (small batches run smaller tiles).
   Note [tiles and bits]: the tiles only decide which outputs a program computes,
-  never the order along K; both tile sets keep BM a multiple of 64, so on
+  never the order along K; every tile set keeps BM a multiple of 64, so on
   Hopper every tile shape is issued as the same warpgroup MMA (wgmma, k = 16
   per instruction, chained along K) and the fused node is the same at every M.
 
@@ -29,10 +29,12 @@ from fpspec.spec.positions import position_guard, uses_position
 
 REFERENCE = (0, 0)
 
-# native-path tiles for batches up to SMALL_M rows: one 64-row MMA tile, narrow columns
-# so that a single row still spreads its B over every SM (measured: benchmarks/bench_batch.py)
-SMALL_M = 64
-SMALL_TILES = dict(BM=64, BN=32, BK=128, GROUP=8, num_warps=4, num_stages=4)
+# native-path tiles by batch size, ((max M, tiles), ...) ascending; larger batches take the
+# replica's own tiles.  Up to 64 rows: one 64-row MMA tile, narrow columns so that a single
+# row still spreads its B over every SM; up to 1024: square 128-tiles, twice the programs of
+# the large tiles (H200: benchmarks/results/batch_h200_2026-11-27.txt)
+BATCH_TILES = ((64, dict(BM=64, BN=32, BK=128, GROUP=8, num_warps=4, num_stages=4)),
+               (1024, dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=4)))
 
 
 def batch_invariant(spec: A.Spec, at: tuple[int, int] = REFERENCE) -> tuple[A.Spec, str]:
@@ -82,10 +84,10 @@ def _mentions_n(c) -> bool:
 
 def mark(source: str, target: str, note: str) -> str:
     """The replica's source with the note in its header (and, for triton, the
-    small-batch tiles of Note [tiles and bits])."""
+    tiles by batch size of Note [tiles and bits])."""
     first, _, rest = source.partition("\n")
     source = f"{first}\n# {note}\n{rest}"       # after the @generated line
     if target == "triton":
-        source += (f"\n\n# batch-invariant tiles: batches up to {SMALL_M} rows (the order along K is the same)\n"
-                   f"REPLICA.small_m = {SMALL_M}\nREPLICA.small_config = {SMALL_TILES!r}\n")
+        source += ("\n\n# batch-invariant tiles by batch size (the order along K is the same)\n"
+                   f"REPLICA.batch_tiles = {BATCH_TILES!r}\n")
     return source

@@ -19,10 +19,10 @@ PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
 _MODEL_NAMES = ["BinnedFormat", "_or1", "special_sum", "convert", "row_index", "sum_rows", "row_slice_counts"]
-_NUMBA_JIT = ["_term", "_index_of_bits", "_block_flags", "_carry_in", "_shift_state",
+_NUMBA_JIT = ["_term", "_index_of_bits", "_block_flags", "_carry_in", "_shift_state", "_abs_max",
               "_merge_into", "_finish", "_merged", "_deposit_at"]
 _NUMBA_NOGIL = ["_partial", "_rows_range", "_gemm_range"]     # run on threads of their own
-_NUMBA_HOST = ["_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
+_NUMBA_HOST = ["_pool", "_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
 
 
 def is_binned(kernel: Kernel) -> bool:

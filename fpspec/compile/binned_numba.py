@@ -113,8 +113,10 @@ def _shift_state(state, by):
         state[2 + _FOLD + j] = state[2 + _FOLD + src] if src >= 0 else 0
 
 
-def _partial(X, Y, lo, hi, state):
-    """The binned state of terms lo..hi-1, written into `state` (zeroed here)."""
+def _partial(X, Y, lo, hi, state, hint=-1):
+    """The binned state of terms lo..hi-1, written into `state` (zeroed here).  `hint` (>= 0): an
+    index at most the one of the largest |term| (from a bound on it), deposited at in one pass
+    with no max pass first; passed again at the true index when that is higher.  Same bits."""
     for k in range(2 + 2 * _FOLD):
         state[k] = 0
     state[0] = -1
@@ -123,7 +125,14 @@ def _partial(X, Y, lo, hi, state):
         b1 = min(b0 + _BLOCK, hi)
         # views from 0: the block loops index from 0 up, which LLVM vectorizes
         Xb, Yb = X[b0:b1], Y[b0:b1]
-        if state[0] < 0:
+        if state[0] < 0 and hint >= 0:
+            m = _deposit_at(Xb, Yb, hint, counts)
+            if m < _INF_BITS and _index_of_bits(m) == hint:
+                state[0] = hint
+                for k in range(_FOLD):
+                    _carry_in(state, k, counts[k])
+                continue
+        elif state[0] < 0:
             m = _block_amax(Xb, Yb)
         else:
             # the block's largest |term| comes out of the deposit; deposited again only when it
@@ -210,23 +219,48 @@ def _rows_range(A, x, out, r0, r1):
 
 
 def _gemm_range(A, Bt, out, r0, r1):
-    """Rows r0..r1-1 of A @ B (Bt = B transposed, contiguous), every element a binned dot."""
+    """Rows r0..r1-1 of A @ B (Bt = B transposed, contiguous), every element a binned dot.  Its
+    hint: the index of max|A[i, :]| * max|B[:, j]|, rounded (at least every |product|, so at most
+    their index; equal to it unless a bin boundary lies in between)."""
     state = np.zeros(_STATE, np.int64)
     fields = np.empty(2 * _FOLD)
+    bmax = np.empty(Bt.shape[0], _DT)
+    for j in range(Bt.shape[0]):
+        bmax[j] = _abs_max(Bt[j])
     for i in range(r0, r1):
+        amax = _abs_max(A[i])
         for j in range(Bt.shape[0]):
-            _partial(A[i], Bt[j], 0, A.shape[1], state)
+            bound = _bits(amax * bmax[j])
+            hint = _index_of_bits(bound) if bound < _INF_BITS else -1
+            _partial(A[i], Bt[j], 0, A.shape[1], state, hint)
             out[i, j] = _finish(state, fields)
 
 
+def _abs_max(v):
+    """The largest |v[k]| (0 when empty, inf when an inf or a nan is there)."""
+    h = _DT(0)
+    for k in range(v.shape[0]):
+        a = abs(v[k])
+        if not a <= h:
+            h = a if a == a else _DT(np.inf)
+    return h
+
+
+def _pool(workers, cache={}):
+    """A pool of `workers` threads, made once: starting threads on every call costs a few percent
+    of a sum of 10^7 terms."""
+    if workers not in cache:
+        cache[workers] = ThreadPoolExecutor(workers)
+    return cache[workers]
+
+
 def _run(fn, tasks):
-    """Run fn(*task) for every task, one thread each (the kernels release the GIL)."""
-    if len(tasks) == 1:
-        fn(*tasks[0])
-        return
-    with ThreadPoolExecutor(len(tasks)) as pool:
-        for f in [pool.submit(fn, *t) for t in tasks]:
-            f.result()
+    """Run fn(*task) for every task, one thread each, the first on this one (the kernels release
+    the GIL)."""
+    futures = [_pool(len(tasks) - 1).submit(fn, *t) for t in tasks[1:]]
+    fn(*tasks[0])
+    for f in futures:
+        f.result()
 
 
 def _split(n, parts):

@@ -115,12 +115,14 @@ class _Code:
 class LoopEmitter:
     """Builds the loop program of one kernel (see `emit_program`)."""
 
-    def __init__(self, kernel: Kernel, vector_lanes: bool = False, iterative_splits: bool = False):
+    def __init__(self, kernel: Kernel, vector_lanes: bool = False, iterative_splits: bool = False,
+                 typed_ints: bool = False):
         self.kernel = kernel
         # note [vector lanes]: the backend provides `_lane_folds` and `_term` is the identity
         self.vector_lanes = vector_lanes
         # note [iterative splits]
         self.iterative_splits = iterative_splits
+        self.typed_ints = typed_ints
         self.counter = 0
         self.functions: dict[str, Function] = {}
         self.pending: list[tuple[str, Reducer, str]] = []
@@ -180,14 +182,20 @@ class LoopEmitter:
         return name
 
     def call(self, r: Reducer, lst, code: _Code, label: str) -> str:
+        t = self.typed
         if isinstance(lst, Values):
             fn = self.function_for(r, "V", label)
-            return self.let(code, "r", f"{fn}({lst.vals}, {lst.off}, {lst.step}, {lst.m})")
+            return self.let(code, "r", f"{fn}({lst.vals}, {t(lst.off)}, {t(lst.step)}, {t(lst.m)})")
         if lst.step == "1":
             fn = self.function_for(r, "L1", label)
-            return self.let(code, "r", f"{fn}(a, b, {lst.lo}, {lst.m})")
+            return self.let(code, "r", f"{fn}(a, b, {t(lst.lo)}, {t(lst.m)})")
         fn = self.function_for(r, "L", label)
-        return self.let(code, "r", f"{fn}(a, b, {lst.lo}, {lst.step}, {lst.m})")
+        return self.let(code, "r", f"{fn}(a, b, {t(lst.lo)}, {t(lst.step)}, {t(lst.m)})")
+
+    def typed(self, arg: str) -> str:
+        """A call argument; with `typed_ints` a literal as np.int64 (numba compiles
+        a function once more for each literal argument it meets)."""
+        return f"np.int64({arg})" if self.typed_ints and arg.isdigit() else arg
 
     # ------------------------------------------------------------ reducers
 
@@ -281,6 +289,8 @@ class LoopEmitter:
         return self.call(r, lst, code, f"pairwise{self.node_id(r)}")
 
     def pairwise_body(self, r: Pairwise, lst, code: _Code, name: str, kind: str) -> str:
+        if self.iterative_splits:
+            return self.pairwise_walk(r, lst, code, kind)
         h = self.fresh("h")
         split = "m // 2" if r.split is None else py_int(r.split, m="m")
         if isinstance(lst, Values):
@@ -307,6 +317,89 @@ class LoopEmitter:
         with code.indent():
             code(f"return _add_leaf({rec('lo', h)}, a, b, lo + {h} * step)")
         return self.let(code, "r", f"_add({rec('lo', h)}, {rec(f'lo + {h} * step', f'm - {h}')})")
+
+    def pairwise_walk(self, r: Pairwise, lst, code: _Code, kind: str) -> str:
+        """note [pairwise walk]: the halving of `pairwise_body` as a loop over an
+        explicit stack of tasks and a stack of finished values."""
+        tl, tm, vs, tp, vp = (self.fresh(x) for x in ("tl", "tm", "vs", "tp", "vp"))
+        cl, cm, h, i = (self.fresh(x) for x in ("cl", "cm", "h", "i"))
+        leaves = kind != "V"
+        split = f"{cm} // 2" if r.split is None else py_int(r.split, m=cm)
+        start = "lo" if leaves else "off"
+        code(f"{tl} = np.empty({PAIRWISE_STACK}, np.int64)   # tasks: a start (or a leaf)")
+        code(f"{tm} = np.empty({PAIRWISE_STACK}, np.int64)   # and its length, or {ADD_TASK}: add the top two "
+             f"values, {LEAF_TASK}: add the leaf")
+        # values of the list's own dtype: a wider operand is added unrounded, as by `pairwise_body`
+        new_vals = "_vals({})" if leaves else "np.empty({}, vals.dtype)"
+        code(f"{vs} = {new_vals.format(PAIRWISE_STACK)}")
+        code(f"{tl}[0] = {start}")
+        code(f"{tm}[0] = m")
+        code(f"{tp} = 1")
+        code(f"{vp} = 0")
+        code(f"while {tp} > 0:")
+        with code.indent():
+            code(f"{tp} -= 1")
+            code(f"{cl} = {tl}[{tp}]")
+            code(f"{cm} = {tm}[{tp}]")
+            code(f"if {cm} == {ADD_TASK}:")
+            with code.indent():
+                code(f"{vp} -= 1")
+                code(f"{vs}[{vp} - 1] = _add({vs}[{vp} - 1], {vs}[{vp}])")
+                code("continue")
+            if leaves:
+                code(f"if {cm} == {LEAF_TASK}:")
+                with code.indent():
+                    code(f"{vs}[{vp} - 1] = _add_leaf({vs}[{vp} - 1], a, b, {cl})")
+                    code("continue")
+            def grow(stack: str, bigger: str, used: str) -> None:
+                # a copy by a loop: numba compiles a slice assignment for seconds
+                grown = self.fresh("grown")
+                code(f"{grown} = {bigger}")
+                code(f"for {i} in range({used}):")
+                with code.indent():
+                    code(f"{grown}[{i}] = {stack}[{i}]")
+                code(f"{stack} = {grown}")
+            code(f"if {vp} == {vs}.shape[0]:")
+            with code.indent():
+                grow(vs, new_vals.format(f"2 * {vp}"), vp)
+            code(f"if {tp} + 3 > {tl}.shape[0]:")
+            with code.indent():
+                for stack in (tl, tm):
+                    grow(stack, f"np.empty(2 * {tp} + 3, np.int64)", tp)
+            code(f"if {cm} == 1:")
+            with code.indent():
+                code(f"{vs}[{vp}] = " + ("_term(a, b, " if leaves else "vals[") + cl + (")" if leaves else "]"))
+                code(f"{vp} += 1")
+                code("continue")
+            code(f"{h} = {split}")
+            code(f"if {h} < 1 or {h} > {cm} - 1:")
+            with code.indent():
+                code("raise ValueError('a pairwise split falls outside the list')")
+
+            def push(at: str, length: str) -> None:
+                code(f"{tl}[{tp}] = {at}")
+                code(f"{tm}[{tp}] = {length}")
+                code(f"{tp} += 1")
+            if leaves:
+                code(f"if {cm} == 2:")
+                with code.indent():
+                    code(f"{vs}[{vp}] = _add_leaves(a, b, {cl}, {cl} + step)")
+                    code(f"{vp} += 1")
+                    code("continue")
+                code(f"if {h} == 1:")          # the first leaf joins the sum of the rest
+                with code.indent():
+                    push(cl, str(LEAF_TASK))
+                    push(f"{cl} + step", f"{cm} - 1")
+                    code("continue")
+                code(f"if {h} == {cm} - 1:")   # the last leaf joins the sum of the others
+                with code.indent():
+                    push(f"{cl} + {h} * step", str(LEAF_TASK))
+                    push(cl, h)
+                    code("continue")
+            push("0", str(ADD_TASK))
+            push(f"{cl} + {h} * step", f"{cm} - {h}")
+            push(cl, h)
+        return self.let(code, "r", f"{vs}[0]")
 
     def materialize(self, lst: Leaves, code: _Code) -> Values:
         """Leaves as values (each term rounded into the accumulator)."""
@@ -818,57 +911,68 @@ class LoopEmitter:
         leaf = self.function_for(rest, kind, f"{label}_leaf") if rest is not None else None
         h, res, v, sp = self.fresh("h"), self.fresh("r"), self.fresh("v"), self.fresh("sp")
         los, ms, vals = self.fresh("los"), self.fresh("ms"), self.fresh("vals")
-        code(f"{los} = np.empty({SPLIT_STACK}, np.int64)   # start of each pending right part")
-        code(f"{ms} = np.empty({SPLIT_STACK}, np.int64)    # its length; 0 once its left sibling is done")
-        code(f"{vals} = _vals({SPLIT_STACK})               # the finished left sibling")
-        code(f"{sp} = 0")
-        code("while True:")
+        cap, lo0, m0, full = self.fresh("cap"), self.fresh("lo"), self.fresh("m"), self.fresh("full")
+        code(f"{lo0}, {m0} = lo, m")
+        code(f"{res} = _ZERO")
+        code(f"{cap} = {SPLIT_STACK}")
+        code("while True:   # a walk deeper than the stacks starts again with deeper stacks")
         with code.indent():
+            code(f"{los} = np.empty({cap}, np.int64)   # start of each pending right part")
+            code(f"{ms} = np.empty({cap}, np.int64)    # its length; 0 once its left sibling is done")
+            code(f"{vals} = _vals({cap})               # the finished left sibling")
+            code(f"{sp} = 0")
+            code(f"{full} = False")
+            code(f"lo, m = {lo0}, {m0}")
             code("while True:")
             with code.indent():
-                # h: the left part's length where the split branch applies, else -1
-                split_at, first_case = py_int(seg.parts[0].length, m="m"), r.cases[:at + 1]
-                for i, case in enumerate(first_case):
-                    code(f"{'if' if i == 0 else 'elif'} {py_cond(case.cond, m='m')}:")
+                code("while True:")
+                with code.indent():
+                    # h: the left part's length where the split branch applies, else -1
+                    split_at, first_case = py_int(seg.parts[0].length, m="m"), r.cases[:at + 1]
+                    for i, case in enumerate(first_case):
+                        code(f"{'if' if i == 0 else 'elif'} {py_cond(case.cond, m='m')}:")
+                        with code.indent():
+                            code(f"{h} = {split_at if i == at else '-1'}")
+                    if first_case:
+                        code("else:")
+                    with code.indent() if first_case else nullcontext():
+                        code(f"{h} = {split_at if at == len(r.cases) else '-1'}")
+                    code(f"if {h} < 0:")
                     with code.indent():
-                        code(f"{h} = {split_at if i == at else '-1'}")
-                if first_case:
-                    code("else:")
-                with code.indent() if first_case else nullcontext():
-                    code(f"{h} = {split_at if at == len(r.cases) else '-1'}")
-                code(f"if {h} < 0:")
+                        code("break")
+                    code(f"if {h} < 1 or {h} > m - 1 or {h} + {py_int(seg.parts[1].length, m='m')} != m:")
+                    with code.indent():
+                        code(f"raise ValueError({SPLIT_PARTS!r})")
+                    code(f"if {sp} == {cap}:")
+                    with code.indent():
+                        code(f"{full} = True")
+                        code("break")
+                    code(f"{los}[{sp}] = {_plus('lo', _times(h, lst.step))}")
+                    code(f"{ms}[{sp}] = m - {h}")
+                    code(f"{sp} += 1")
+                    code(f"m = {h}")
+                code(f"if {full}:")
                 with code.indent():
                     code("break")
-                code(f"if {h} < 1 or {h} > m - 1 or {h} + {py_int(seg.parts[1].length, m='m')} != m:")
-                with code.indent():
-                    code(f"raise ValueError({SPLIT_PARTS!r})")
-                code(f"if {sp} == {SPLIT_STACK}:")
-                with code.indent():
-                    code("break")
-                code(f"{los}[{sp}] = {_plus('lo', _times(h, lst.step))}")
-                code(f"{ms}[{sp}] = m - {h}")
-                code(f"{sp} += 1")
-                code(f"m = {h}")
-            args = "a, b, lo, m" if kind == "L1" else "a, b, lo, step, m"
-            code(f"if {h} < 0:")
-            with code.indent():
+                args = "a, b, lo, m" if kind == "L1" else "a, b, lo, step, m"
                 code(f"{v} = {leaf}({args})" if leaf is not None else
                      "raise ValueError('no case of the spec applies to this length')")
-            code("else:   # the stacks are full: this part by a walk of its own")
+                code(f"while {sp} > 0 and {ms}[{sp} - 1] == 0:")
+                with code.indent():
+                    code(f"{sp} -= 1")
+                    code(f"{v} = _add({vals}[{sp}], {v})")
+                code(f"if {sp} == 0:")
+                with code.indent():
+                    code(f"{res} = {v}")
+                    code("break")
+                code(f"{vals}[{sp} - 1] = {v}")
+                code(f"lo = {los}[{sp} - 1]")
+                code(f"m = {ms}[{sp} - 1]")
+                code(f"{ms}[{sp} - 1] = 0")
+            code(f"if not {full}:")
             with code.indent():
-                code(f"{v} = _{label}_{kind}({args})")
-            code(f"while {sp} > 0 and {ms}[{sp} - 1] == 0:")
-            with code.indent():
-                code(f"{sp} -= 1")
-                code(f"{v} = _add({vals}[{sp}], {v})")
-            code(f"if {sp} == 0:")
-            with code.indent():
-                code(f"{res} = {v}")
                 code("break")
-            code(f"{vals}[{sp} - 1] = {v}")
-            code(f"lo = {los}[{sp} - 1]")
-            code(f"m = {ms}[{sp} - 1]")
-            code(f"{ms}[{sp} - 1] = 0")
+            code(f"{cap} *= 4")
         return res
 
     # ------------------------------------------------------------ checks
@@ -945,9 +1049,21 @@ class LoopEmitter:
 # it to every finished left sibling above it and moves to the next pending
 # right part.  Same nodes, same operands, same order of operands per node.
 # The stacks have a fixed size (growing them made numba keep their arrays in
-# loop-carried variables: twice the time); a part deeper than that is walked
-# by a call of the function on it (recursion only every SPLIT_STACK levels).
+# loop-carried variables: twice the time); a walk deeper than that starts
+# again with stacks four times as deep (no recursion at all).
 SPLIT_STACK = 64
+
+# Note [pairwise walk]: with `iterative_splits` a pairwise reduction is a
+# loop, not a recursive function: a task is a sublist (start, length) to
+# reduce, or "add the top two finished values" (ADD_TASK), or "add leaf
+# start to the top value" (LEAF_TASK); a sublist that splits pushes its
+# combining task, then its right part, then its left part, so the left part
+# is reduced first and every node adds its operands in the order of
+# `pairwise_body`.  The stacks start at PAIRWISE_STACK (the halving split
+# of any length needs fewer) and double when a split expression goes deeper.
+PAIRWISE_STACK = 160
+ADD_TASK = -1
+LEAF_TASK = -2
 SPLIT_PARTS = "a recursive split must cut its list into two non-empty parts that add up to it"
 
 LONE_LEAF = ("this length puts a lone product leaf among partial sums, which the replica cannot "
@@ -985,10 +1101,12 @@ def _check_fused_table(r: Table) -> None:
                 raise CompileError("a literal fused node with more than one partial-sum child cannot be expressed")
 
 
-def emit_program(kernel: Kernel, vector_lanes: bool = False, iterative_splits: bool = False) -> LoopProgram:
+def emit_program(kernel: Kernel, vector_lanes: bool = False, iterative_splits: bool = False,
+                 typed_ints: bool = False) -> LoopProgram:
     """The loop program of `kernel`: runtime functions, then `_reduce(a, b, n)`.
-    `vector_lanes`, `iterative_splits`: notes [vector lanes], [iterative splits]."""
-    em = LoopEmitter(kernel, vector_lanes, iterative_splits)
+    `vector_lanes`, `iterative_splits`: notes [vector lanes], [iterative splits] (with
+    [pairwise walk]); `typed_ints`: literal arguments of generated functions as np.int64."""
+    em = LoopEmitter(kernel, vector_lanes, iterative_splits, typed_ints)
     code = _Code()
     res = em.emit(kernel.root, Leaves("0", "1", "n"), code)
     code(f"return {res}")

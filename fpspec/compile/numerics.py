@@ -38,6 +38,37 @@ class Plan:
     fma: bool                      # a leaf joins a partial sum by one FMA
     init_zero: bool
     fma_first: bool = False        # a node of two leaves fuses the first (product = fma_first)
+    exact_sum: bool = False        # note [exact leaves]: a sum's leaves wider than the accumulator
+    exact_products: bool = False   # note [exact leaves]: exact products that may leave the accumulator's range
+
+
+# Note [exact leaves]: a node forms the leaves it takes (fpspec.arith.evaluate
+# note [regions]) and rounds once.  For a sum a leaf is the input itself: where
+# the input is wider than the accumulator (fp64 inputs in an fp32 part, fp32 or
+# bf16 in fp16) rounding each leaf first and then their sum gives other bits (a wide
+# exponent, inf beside a huge finite value), so such a plan (`exact_sum`) keeps
+# leaves as float64 and rounds every node's exact sum once (round to odd, then
+# to the accumulator, emulated on a float64 carrier so that the loops' casts of
+# a value into the carrier, a lone leaf's included, round nothing).  With product = exact a product of two bf16 (or tf32)
+# values can overflow fp32 or fall below its subnormals although its
+# significand fits: `exact_products` keeps products in float64 and rounds once
+# per node (a leaf and a partial sum: one FMA; two leaves: their exact sum; a
+# leaf that the loops hold as a value stays exact until the node that takes it,
+# or the end, which rounds it to the accumulator first: the NumPy runtime's
+# `_ROUND_FIRST`).
+# A backend that lacks these functions refuses such a kernel in one line.
+
+
+def _fits(inp, acc) -> bool:
+    """Every `inp` value is an `acc` value: significand, largest and smallest."""
+    return (inp.precision <= acc.precision and inp.emax <= acc.emax
+            and inp.emin - inp.precision >= acc.emin - acc.precision)
+
+
+def _products_fit(inp, acc) -> bool:
+    """Every product of two `inp` values is exact in `acc`: significand, largest and smallest."""
+    smallest = 2 * (inp.emin - inp.precision + 1)
+    return 2 * inp.precision <= acc.precision and 2 * inp.emax + 2 <= acc.emax and smallest >= acc.emin - acc.precision + 1
 
 
 def _grid(name: str) -> tuple:
@@ -68,13 +99,21 @@ def plan(kernel: Kernel) -> Plan:
     if term == "product" and a.product == "exact" and 2 * p_in > p_acc and a.fused is None:
         raise CompileError(f"product = exact: a product of two {a.input} values is not representable in "
                            f"{a.accumulator}; say product = fma or rounded")
+    if term == "product" and p_in > 26 and a.product in FMA_PRODUCTS and a.accumulator != a.input:
+        raise CompileError(f"product = {a.product} of {a.input} inputs in a {a.accumulator} accumulator "
+                           "cannot be expressed (one rounding of an fp64 fma into a narrower format)")
     if a.fused is not None and get_format(a.fused.output).precision < p_acc:
         raise CompileError(f"fused nodes write {a.fused.output}, narrower than the {a.accumulator} accumulator")
-    native_acc = a.accumulator in NATIVE
+    exact_sum = term == "sum" and not _fits(get_format(a.input), get_format(a.accumulator))
+    # (fused kernels: products go to fused nodes exactly, and their other nodes add partial sums)
+    exact_products = (term == "product" and a.product == "exact" and a.fused is None
+                      and not _products_fit(get_format(a.input), get_format(a.accumulator)))
+    # note [exact leaves]: values wait unrounded in a float64 carrier (every cast of one exact)
+    native_acc = a.accumulator in NATIVE and not (exact_sum or exact_products)
     native_out = a.output in NATIVE
     out_dtype = {"fp16": "float16", "fp64": "float64"}.get(a.output, "float32")
     return Plan(
-        acc_dtype=NATIVE.get(a.accumulator, "float64"),
+        acc_dtype=NATIVE.get(a.accumulator, "float64") if native_acc else "float64",
         acc_fmt=None if native_acc else _grid(a.accumulator),
         out_dtype=out_dtype,
         out_fmt=None if native_out else _grid(a.output),
@@ -87,6 +126,8 @@ def plan(kernel: Kernel) -> Plan:
         fma=term == "product" and a.product in FMA_PRODUCTS,
         init_zero=a.init == "+0.0",
         fma_first=term == "product" and a.product == "fma_first",
+        exact_sum=exact_sum,
+        exact_products=exact_products,
     )
 
 
@@ -118,23 +159,35 @@ def settings(kernel: Kernel, p: Plan) -> list[str]:
     ] + ([f"_PROD = np.{p.prod_dtype}  # product_format {a.product_format}"] if p.prod_dtype else [])
 
 
-def _chosen(p: Plan, fma: str) -> dict[str, str]:
-    """The function name the loop code calls -> the runtime variant for this plan."""
-    return {
+def _chosen(p: Plan, fma: str, exact: bool) -> dict[str, str]:
+    """The function name the loop code calls -> the runtime variant for this plan.
+    `exact`: the backend has the variants of note [exact leaves]."""
+    if (p.exact_sum or p.exact_products) and not exact:
+        what = ("a sum whose inputs are wider than its accumulator" if p.exact_sum else
+                "product = exact where a product can overflow the accumulator or fall below its subnormals")
+        raise CompileError(f"{what} cannot be compiled for this target yet (use --target numpy)")
+    chosen = {
         "_round_acc": "_round_native" if p.acc_fmt is None else "_round_emulated",
         "_term": {"sum": "_term_sum", "product": "_term_product", "product_twice": "_term_product_twice"}[p.term],
         "_add": "_add_plain",
         "_add_leaf": fma if p.fma else "_add_leaf_plain",
         "_add_leaves": "_add_leaves_first" if p.fma_first else "_add_leaves",
     }
+    if p.exact_sum:
+        chosen.update(_term="_term_exact", _add="_add_exact")
+    if p.exact_products:
+        chosen.update(_term="_term_exact_product", _add="_add_exact", _add_leaf=fma,
+                      _add_leaves="_add_leaves_exact")
+    return chosen
 
 
-def runtime_names(p: Plan, program, fma: str) -> tuple[list[str], dict[str, str]]:
+def runtime_names(p: Plan, program, fma: str, exact: bool = False) -> tuple[list[str], dict[str, str]]:
     """Runtime functions a replica embeds, in order, and the variant -> name renames.
 
-    `fma` names the backend's FMA variant of _add_leaf.
+    `fma` names the backend's FMA variant of _add_leaf; `exact`: whether the
+    backend has the variants of note [exact leaves] (else such a plan is refused).
     """
-    chosen = _chosen(p, fma)
+    chosen = _chosen(p, fma, exact)
     names = list(chosen.values()) + ["_vals"]
     if program.uses_pad:
         names.append("_padded")
@@ -175,10 +228,12 @@ def region_settings(kernel: Kernel, name: str, p: Plan) -> list[str]:
     return lines
 
 
-def region_runtime_names(p: Plan, fma: str, table: str | None = None) -> tuple[list[str], dict[str, str]]:
+def region_runtime_names(p: Plan, fma: str, table: str | None = None,
+                         exact: bool = False) -> tuple[list[str], dict[str, str]]:
     """The functions a region embeds (renamed by `in_region` afterwards) and the variant renames;
-    `table`: the backend's table step without fused nodes, when the program has literal trees."""
-    chosen = _chosen(p, fma)
+    `table`: the backend's table step without fused nodes, when the program has literal trees;
+    `exact` as for runtime_names."""
+    chosen = _chosen(p, fma, exact)
     if table is not None:
         chosen["_table_step"] = table
         chosen["_table_step_values"] = "_table_step_values"

@@ -1,12 +1,15 @@
 """Triton kernels of binned replicas (fpspec.compile.triton_binned copies this file into each one).
 
-The replica's constants come from fpspec.compile.triton_binned.render.  Sum and dot: `_partials` gives every program a contiguous piece of the terms,
-one tile at a time: the tile's largest |term| (an integer max over bit patterns; inf and nan show
-as the largest), the program's index moved up when needed (its slot counts shifted toward the
-lesser bins), every term's slices counted in ulps of their bin (the difference of the primary's
-bit patterns after and before: exact integer sums, which may run in any order); `_merge` aligns
-the programs' states on the least index, adds them exactly and converts, operation for operation
-as ReproBLAS's binned_ddmconv / binned_ssmconv (`_convert`).  Gemv and gemm: `_rows`, one program
+The replica's constants come from fpspec.compile.triton_binned.render.  Sum and dot: `_lanes`
+(fold <= 4) gives every program a contiguous piece of the terms, one tile at a time: the tile's
+largest |term| (an integer max over bit patterns; inf and nan show as the largest), the program's
+index moved up when needed (its slot counts shifted toward the lesser bins), every term's slices
+counted in ulps of their bin (the difference of the primary's bit patterns after and before) and
+added into int64 counts kept per lane, one per slot: exact integer sums, so the only reduction of
+a tile is its max; the lanes are reduced once, at the end, as (low, carry) pairs.  `_partials` is
+the same for any fold, its counts reduced every tile.  `_merge` aligns the programs' states on the
+least index, adds them exactly and converts, operation for operation as ReproBLAS's
+binned_ddmconv / binned_ssmconv (`_convert`).  Gemv and gemm: `_rows`, one program
 per output element, the same loop over its K products.  No contraction (launched with
 enable_fp_fusion=False), no clz (the interpreter lacks it: the subnormal index goes through a
 conversion to float), no shift amounts out of range.
@@ -141,11 +144,11 @@ def _convert(I, low, car, jv, bins_ptr, ulps_ptr, EXPANSION, FOLD: tl.constexpr,
 
 
 @triton.jit
-def _finish(I, V, flags, jv, bins_ptr, ulps_ptr, EXPANSION, FOLD: tl.constexpr, P: tl.constexpr,
-            W: tl.constexpr, Q: tl.constexpr, SINGLE: tl.constexpr):
-    """The value of a state (V: raw slot counts), as float64; canonical nan for nan."""
-    low = V & ((1 << Q) - 1)
-    car = V >> Q
+def _finish(I, low, car, flags, jv, bins_ptr, ulps_ptr, EXPANSION, FOLD: tl.constexpr, P: tl.constexpr,
+             W: tl.constexpr, Q: tl.constexpr, SINGLE: tl.constexpr):
+    """The value of a state (slot counts as low + carry * 2^Q, any low), as float64; canonical nan for nan."""
+    car = car + (low >> Q)
+    low = low & ((1 << Q) - 1)
     y = _convert(tl.maximum(I, 0), low, car, jv, bins_ptr, ulps_ptr, EXPANSION, FOLD, P, W, SINGLE)
     y = tl.where(I < 0, 0.0, y)
     special = tl.where(((flags & 1) != 0) | ((flags & 6) == 6), float("nan"),
@@ -159,7 +162,7 @@ def _partials(X, Y, states, n, tiles, bins_ptr, COMP, HALF, DT: tl.constexpr, IT
               MAXI: tl.constexpr, Q: tl.constexpr, INF_BITS: tl.constexpr, ABS_MASK: tl.constexpr,
               PRODUCT: tl.constexpr, BLOCK: tl.constexpr):
     """Program p: terms [p * tiles * BLOCK, (p + 1) * tiles * BLOCK) into its state row:
-    index, flags, then F2 lows and F2 carries (low in [0, 2^Q))."""
+    index, flags, then F2 lows and F2 carries (low in [0, 2^Q)); any fold."""
     pid = tl.program_id(0)
     jv = tl.arange(0, F2)
     offs = tl.arange(0, BLOCK)
@@ -180,6 +183,107 @@ def _partials(X, Y, states, n, tiles, bins_ptr, COMP, HALF, DT: tl.constexpr, IT
     tl.store(row + 1, flags.to(tl.int64))
     tl.store(row + 2 + jv, V & ((1 << Q) - 1))
     tl.store(row + 2 + F2 + jv, V >> Q)
+
+
+@triton.jit
+def _lane_sums(A, Q: tl.constexpr):
+    # a slot's lanes as (low, carry): lows < 2^Q, at most 4096 lanes, so their sum fits in int64
+    A = A.to(tl.int64)
+    return tl.sum(A & ((1 << Q) - 1), axis=0), tl.sum(A >> Q, axis=0)
+
+
+@triton.jit
+def _lanes(X, Y, states, n, tiles, bins_ptr, COMP, HALF, DT: tl.constexpr, IT: tl.constexpr,
+           FOLD: tl.constexpr, F2: tl.constexpr, P: tl.constexpr, EMAX: tl.constexpr, W: tl.constexpr,
+           MAXI: tl.constexpr, Q: tl.constexpr, INF_BITS: tl.constexpr, ABS_MASK: tl.constexpr,
+           PRODUCT: tl.constexpr, BLOCK: tl.constexpr, AT: tl.constexpr):
+    """`_partials` for fold <= 4: every slot's counts kept per lane (A0 .. A3, one AT integer per
+    term position of the tile), reduced once at the end; a tile's only reduction is its largest
+    |term|.  A lane holds at most `tiles` counts of at most 2^(W-1) (the host picks AT: int32 for
+    fp32 up to 2^18 tiles, else int64).  The next tile is loaded before this one is counted, so
+    that a program keeps a load in flight."""
+    pid = tl.program_id(0)
+    jv = tl.arange(0, F2)
+    offs = tl.arange(0, BLOCK)
+    I = tl.full([], -1, tl.int64)
+    flags = tl.full([], 0, tl.int32)
+    A0 = tl.zeros([BLOCK], AT)
+    A1 = tl.zeros([BLOCK], AT)
+    A2 = tl.zeros([BLOCK], AT)
+    A3 = tl.zeros([BLOCK], AT)
+    m0 = tl.load(bins_ptr)
+    m1 = m0
+    m2 = m0
+    m3 = m0
+    start = pid.to(tl.int64) * tiles * BLOCK
+    end = tl.minimum(start + tiles * BLOCK, n)
+    idx = start + offs
+    xn = tl.load(X + idx, mask=idx < end, other=0.0)
+    yn = xn
+    if PRODUCT:
+        yn = tl.load(Y + idx, mask=idx < end, other=0.0)
+    for k in range(tiles):
+        t = xn
+        if PRODUCT:
+            t = t * yn
+        idx = start + (k + 1) * BLOCK + offs
+        xn = tl.load(X + idx, mask=idx < end, other=0.0)
+        if PRODUCT:
+            yn = tl.load(Y + idx, mask=idx < end, other=0.0)
+        m = tl.max(t.to(IT, bitcast=True) & ABS_MASK, axis=0).to(tl.int64)
+        if m >= INF_BITS:
+            f = tl.max(tl.where(t != t, 1, 0), axis=0) | tl.max(tl.where(t == float("inf"), 2, 0), axis=0) \
+                | tl.max(tl.where(t == float("-inf"), 4, 0), axis=0)
+            flags = flags | f
+        else:
+            J = _index(m, P, EMAX, W, MAXI).to(tl.int64)
+            if (I < 0) | (J < I):
+                # a higher bin came: slot j takes slot j - by (zeros when the state was empty)
+                by = I - J
+                A3 = tl.where(by == 0, A3, tl.where(by == 1, A2, tl.where(by == 2, A1, tl.where(by == 3, A0, 0))))
+                A2 = tl.where(by == 0, A2, tl.where(by == 1, A1, tl.where(by == 2, A0, 0)))
+                A1 = tl.where(by == 0, A1, tl.where(by == 1, A0, 0))
+                A0 = tl.where(by == 0, A0, 0)
+                I = J
+                m0 = tl.load(bins_ptr + I)
+                m1 = tl.load(bins_ptr + I + 1)
+                if FOLD > 2:
+                    m2 = tl.load(bins_ptr + I + 2)
+                if FOLD > 3:
+                    m3 = tl.load(bins_ptr + I + 3)
+            if I == 0:
+                # note [index 0] of fpspec.arith.binned: slot 0 scaled
+                s = m0 + _or1(t * COMP, DT, IT)
+                A0 += (s.to(IT, bitcast=True) - m0.to(IT, bitcast=True)).to(AT)
+                q = (m0 - s) * HALF
+                r = (t + q) + q
+            else:
+                s = m0 + _or1(t, DT, IT)
+                A0 += (s.to(IT, bitcast=True) - m0.to(IT, bitcast=True)).to(AT)
+                r = t + (m0 - s)
+            s = m1 + _or1(r, DT, IT)
+            A1 += (s.to(IT, bitcast=True) - m1.to(IT, bitcast=True)).to(AT)
+            if FOLD > 2:
+                r = r + (m1 - s)
+                s = m2 + _or1(r, DT, IT)
+                A2 += (s.to(IT, bitcast=True) - m2.to(IT, bitcast=True)).to(AT)
+            if FOLD > 3:
+                r = r + (m2 - s)
+                s = m3 + _or1(r, DT, IT)
+                A3 += (s.to(IT, bitcast=True) - m3.to(IT, bitcast=True)).to(AT)
+    l0, c0 = _lane_sums(A0, Q)
+    l1, c1 = _lane_sums(A1, Q)
+    l2, c2 = _lane_sums(A2, Q)
+    l3, c3 = _lane_sums(A3, Q)
+    low = tl.where(jv == 0, l0, tl.where(jv == 1, l1, tl.where(jv == 2, l2, l3)))
+    car = tl.where(jv == 0, c0, tl.where(jv == 1, c1, tl.where(jv == 2, c2, c3)))
+    low = tl.where(jv < FOLD, low, 0)
+    car = tl.where(jv < FOLD, car, 0)
+    row = states + pid * (2 + 2 * F2)
+    tl.store(row, I)
+    tl.store(row + 1, flags.to(tl.int64))
+    tl.store(row + 2 + jv, low & ((1 << Q) - 1))
+    tl.store(row + 2 + F2 + jv, car + (low >> Q))
 
 
 @triton.jit
@@ -209,9 +313,8 @@ def _merge(states, out, programs, bins_ptr, ulps_ptr, EXPANSION, FOLD: tl.conste
         cars = tl.load(states + rows[:, None] * ROW + 2 + F2 + src, mask=live, other=0)
         low += tl.sum(lows, axis=0)
         car += tl.sum(cars, axis=0)
-    V = (car << Q) + low
     empty = I == (1 << 30)
-    y = _finish(tl.where(empty, -1, I), V, flags.to(tl.int32), jv, bins_ptr, ulps_ptr, EXPANSION, FOLD, P, W,
+    y = _finish(tl.where(empty, -1, I), low, car, flags.to(tl.int32), jv, bins_ptr, ulps_ptr, EXPANSION, FOLD, P, W,
                 Q, SINGLE)
     tl.store(out, y.to(out.dtype.element_ty))
 
@@ -237,20 +340,25 @@ def _rows(A, B, out, N, K, sam, sak, sbk, sbn, bins_ptr, ulps_ptr, COMP, HALF, E
                                                                           other=0.0)
         I, V, flags = _tile(t, I, V, flags, jv, bins_ptr, COMP, HALF, DT, IT, FOLD, P, EMAX, W, MAXI,
                             INF_BITS, ABS_MASK)
-    y = _finish(I, V, flags, jv, bins_ptr, ulps_ptr, EXPANSION, FOLD, P, W, Q, SINGLE)
+    y = _finish(I, V & ((1 << Q) - 1), V >> Q, flags, jv, bins_ptr, ulps_ptr, EXPANSION, FOLD, P, W, Q, SINGLE)
     tl.store(out + pid, y.to(out.dtype.element_ty))
 
 
 class BinnedReplica:
     """The host side: constants on the device, launches, argument checks."""
 
-    BLOCK = 1024              # terms a tile (any size gives the same bits)
-    WARPS = 4
     MAX_PROGRAMS = 4096       # lows of at most 2^12 programs add in int64 without overflow
+    LANES = True              # fold <= 4: `_lanes` (counts per lane), else `_partials`
+
+    # per format (BLOCK: terms a tile, up to 4096; WARPS; PROGRAMS_PER_SM: on a GPU, enough programs
+    # to fill it, few states to merge): the tiling that read fastest at n = 10^8 on an H200
+    # (benchmarks/bench_binned.py --gpu); any tiling gives the same bits
+    TILING = {"fp32": (2048, 8, 8), "fp64": (2048, 4, 4)}
 
     def __init__(self, fmt, fold, torch_dtype, bins, ulps, consts):
         self.fmt, self.fold, self.dtype = fmt, fold, torch_dtype
         self.bins, self.ulps, self.c = bins, ulps, consts
+        self.BLOCK, self.WARPS, self.PROGRAMS_PER_SM = self.TILING[fmt]
         self._tables = {}
 
     def tables(self, device):
@@ -268,21 +376,33 @@ class BinnedReplica:
             raise ValueError(f"{what} must have {ndim} dimension(s), got shape {tuple(x.shape)}")
         return x.contiguous()
 
+    def programs(self, device):
+        """The most programs a reduction launches (the bits do not depend on it)."""
+        if device.type == "cuda":
+            sms = torch.cuda.get_device_properties(device).multi_processor_count
+            return min(self.MAX_PROGRAMS, sms * self.PROGRAMS_PER_SM)
+        return self.MAX_PROGRAMS
+
     def reduce(self, x, y):
+        if not 16 <= self.BLOCK <= 4096:
+            raise ValueError(f"binned replica: BLOCK = {self.BLOCK}; expected 16 .. 4096 terms a tile")
         n = x.shape[0]
         bins, ulps = self.tables(x.device)
         c = self.c
-        tiles = max(1, triton.cdiv(triton.cdiv(n, self.BLOCK), self.MAX_PROGRAMS))
+        tiles = max(1, triton.cdiv(triton.cdiv(n, self.BLOCK), self.programs(x.device)))
         programs = max(1, triton.cdiv(n, self.BLOCK * tiles))
         states = torch.empty((programs, 2 + 2 * c["F2"]), dtype=torch.int64, device=x.device)
         out = torch.empty((), dtype=self.dtype, device=x.device)
-        _partials[(programs,)](x, y if y is not None else x, states, n, tiles, bins, c["COMP"], c["HALF"],
-                                    DT=c["DT"], IT=c["IT"], FOLD=self.fold, F2=c["F2"], P=c["P"], EMAX=c["EMAX"],
-                                    W=c["W"], MAXI=c["MAXI"], Q=c["Q"], INF_BITS=c["INF_BITS"],
-                                    ABS_MASK=c["ABS_MASK"], PRODUCT=y is not None, BLOCK=self.BLOCK,
-                                    num_warps=self.WARPS, enable_fp_fusion=False)
+        lanes = self.LANES and self.fold <= 4
+        kernel = _lanes if lanes else _partials
+        extra = {"AT": tl.int32 if c["SINGLE"] and tiles <= 1 << 18 else tl.int64} if lanes else {}
+        kernel[(programs,)](x, y if y is not None else x, states, n, tiles, bins, c["COMP"], c["HALF"],
+                            DT=c["DT"], IT=c["IT"], FOLD=self.fold, F2=c["F2"], P=c["P"], EMAX=c["EMAX"],
+                            W=c["W"], MAXI=c["MAXI"], Q=c["Q"], INF_BITS=c["INF_BITS"],
+                            ABS_MASK=c["ABS_MASK"], PRODUCT=y is not None, BLOCK=self.BLOCK,
+                            num_warps=self.WARPS, enable_fp_fusion=False, **extra)
         _merge[(1,)](states, out, programs, bins, ulps, c["EXPANSION"], FOLD=self.fold, F2=c["F2"], P=c["P"],
-                          W=c["W"], Q=c["Q"], SINGLE=c["SINGLE"], PB=64, enable_fp_fusion=False)
+                     W=c["W"], Q=c["Q"], SINGLE=c["SINGLE"], PB=256, num_warps=8, enable_fp_fusion=False)
         return out
 
     def matmul(self, A, B):

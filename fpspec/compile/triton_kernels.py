@@ -111,20 +111,35 @@ def fp_round_pack(neg, m, scale, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr,
 def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
                   MAN_P: tl.constexpr, C_EXP: tl.constexpr, C_MAN: tl.constexpr,
                   FRAC: tl.constexpr, FLOOR: tl.constexpr, TO_ZERO: tl.constexpr,
-                  RES_MAN: tl.constexpr = 0):
+                  RES_MAN: tl.constexpr = 0, ZEXP: tl.constexpr = 0, C_EMIN: tl.constexpr = 0,
+                  AMD: tl.constexpr = False):
     """One fused node over axis AXIS of the product parts, with c; see Note [fused node].
 
     Products: value = (-1)^pneg * psig * 2^(pexp - MAN_P) (psig exact, int64).
     c: bit patterns of the output format (C_EXP, C_MAN); the result comes back
     as bits of the same format.  FRAC = fraction bits kept below the block's
     largest exponent (23 + extra bits).  RES_MAN > 0: the result keeps RES_MAN
-    fraction bits only (fp8 units: 13; fpspec.arith.fused note [result rounding])."""
+    fraction bits only (fp8 units: 13; fpspec.arith.fused note [result rounding]).
+    ZEXP != 0 (MMA-Sim's conventions, fpspec.arith.fused note [zero exponent]): zero
+    products align at the exponent fp_product gave them (ZEXP from its zero operands)
+    and a zero c at ZEXP; C_EMIN != 0: c's exponent is at least C_EMIN (an fp16 c).
+    AMD: AMD CDNA3's combine (fpspec.arith.fused note [amd combine], one sub-block)."""
     cneg, cexp, csig, cinf, cnan = fp_decode(c_bits, C_EXP, C_MAN)
     # c's exponent is that of its fp32 view (an fp16 subnormal c is normal in
     # fp32); its significand keeps its own scale, so only the alignment moves
     c_top = tl.maximum(cexp + fp_msb(csig) - C_MAN, -126)
-    pe = tl.where(psig != 0, pexp, NEG_EXP)
-    e_max = tl.maximum(tl.max(pe, axis=AXIS), tl.where(csig != 0, c_top, NEG_EXP))
+    if C_EMIN != 0:
+        c_top = tl.maximum(c_top, C_EMIN)
+    if ZEXP != 0:
+        pe = tl.where(pinf | pnan, NEG_EXP, pexp)    # (a special result replaces the sum anyway)
+        c_e = tl.where(csig != 0, c_top, ZEXP)
+    else:
+        pe = tl.where(psig != 0, pexp, NEG_EXP)
+        c_e = tl.where(csig != 0, c_top, NEG_EXP)
+    if AMD:
+        return fp_amd_node(pneg, pexp, psig, pinf, pnan, pe, cneg, cexp, csig, cinf, cnan, c_e, AXIS,
+                           MAN_P, C_EXP, C_MAN, FRAC, FLOOR)
+    e_max = tl.maximum(tl.max(pe, axis=AXIS), c_e)
     e_max = tl.maximum(e_max, FLOOR)
     unit = e_max - FRAC
     pa = fp_shift(psig, pexp - MAN_P - tl.expand_dims(unit, AXIS))
@@ -136,6 +151,9 @@ def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
         bits = fp_round_pack(total < 0, tl.abs(total), unit, C_EXP, RES_MAN, TO_ZERO) << (C_MAN - RES_MAN)
     else:
         bits = fp_round_pack(total < 0, tl.abs(total), unit, C_EXP, C_MAN, TO_ZERO)
+    # a negative sum that rounds to zero is +0 too: the datapath's magnitude has no sign
+    # (fpspec.arith.fused note [zero result])
+    bits = tl.where((bits & ((1 << (C_EXP + C_MAN)) - 1)) == 0, 0, bits)
     # specials: nan if any nan or inf - inf, else the inf
     pos_inf = (tl.max(tl.where(pinf & ~pneg, 1, 0), axis=AXIS) == 1) | (cinf & ~cneg)
     neg_inf = (tl.max(tl.where(pinf & pneg, 1, 0), axis=AXIS) == 1) | (cinf & cneg)
@@ -148,10 +166,53 @@ def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
 
 
 @triton.jit
-def fp_product(a_bits, b_bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.constexpr = False):
+def fp_amd_node(pneg, pexp, psig, pinf, pnan, pe, cneg, cexp, csig, cinf, cnan, c_e, AXIS: tl.constexpr,
+                MAN_P: tl.constexpr, C_EXP: tl.constexpr, C_MAN: tl.constexpr, FRAC: tl.constexpr,
+                FLOOR: tl.constexpr):
+    """fp_fused_node's AMD form (fpspec.arith.fused note [amd combine], interleave 1): the
+    products aligned among themselves (truncated toward zero, FRAC bits below their largest
+    exponent e_p), then the product sum floored onto 2^(e - 31) and c onto 2^(e - 24) at
+    e = max(e_p, e_c), one rounding to nearest even; a nonzero result keeps its sign even when
+    it rounds to zero.  A finite product at or above 2^128 gives inf (nan for both signs)."""
+    e_p = tl.maximum(tl.max(pe, axis=AXIS), FLOOR)
+    unit = e_p - FRAC
+    pa = fp_shift(psig, pexp - MAN_P - tl.expand_dims(unit, AXIS))
+    total = tl.sum(tl.where(pneg, -pa, pa), axis=AXIS)
+    e = tl.maximum(e_p, c_e)
+    sh = (e - 31) - unit                      # floor: arithmetic shifts of signed integers
+    s31 = tl.where(sh >= 0, total >> tl.minimum(tl.maximum(sh, 0), 62), total << tl.minimum(tl.maximum(-sh, 0), 62))
+    cs = tl.where(cneg, -csig, csig)
+    shc = (e - 24) - (cexp - C_MAN)
+    c24 = tl.where(shc >= 0, cs >> tl.minimum(tl.maximum(shc, 0), 62), cs << tl.minimum(tl.maximum(-shc, 0), 62))
+    exact = s31 + (c24 << 7)
+    bits = fp_round_pack(exact < 0, tl.abs(exact), e - 31, C_EXP, C_MAN, False)
+    bits = tl.where(exact == 0, 0, bits)
+    INF: tl.constexpr = ((1 << C_EXP) - 1) << C_MAN
+    SIGN: tl.constexpr = 1 << (C_EXP + C_MAN)
+    big = (psig != 0) & (pexp + fp_msb(psig) - MAN_P >= 128)
+    over_pos = tl.max(tl.where(big & ~pneg, 1, 0), axis=AXIS) == 1
+    over_neg = tl.max(tl.where(big & pneg, 1, 0), axis=AXIS) == 1
+    bits = tl.where(over_pos, INF, bits)
+    bits = tl.where(over_neg, INF | SIGN, bits)
+    bits = tl.where(over_pos & over_neg, INF | (1 << (C_MAN - 1)), bits)
+    # the inputs' own specials win (fp_fused_node's rules)
+    pos_inf = (tl.max(tl.where(pinf & ~pneg, 1, 0), axis=AXIS) == 1) | (cinf & ~cneg)
+    neg_inf = (tl.max(tl.where(pinf & pneg, 1, 0), axis=AXIS) == 1) | (cinf & cneg)
+    nan = (tl.max(tl.where(pnan, 1, 0), axis=AXIS) == 1) | cnan | (pos_inf & neg_inf)
+    bits = tl.where(pos_inf | neg_inf | nan, 0, bits)
+    bits = tl.where(pos_inf, INF, bits)
+    bits = tl.where(neg_inf, INF | SIGN, bits)
+    bits = tl.where(nan, INF | (1 << (C_MAN - 1)), bits)
+    return bits
+
+
+@triton.jit
+def fp_product(a_bits, b_bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.constexpr = False,
+               ZEXP: tl.constexpr = 0):
     """Exact products of broadcast-compatible a and b bit patterns, as parts for fp_fused_node.
 
-    Returns (neg, exp, sig, inf, nan); value = (-1)^neg * sig * 2^(exp - 2*MAN_BITS)."""
+    Returns (neg, exp, sig, inf, nan); value = (-1)^neg * sig * 2^(exp - 2*MAN_BITS).
+    ZEXP != 0: a zero operand's exponent is ZEXP (fpspec.arith.fused note [zero exponent])."""
     an, ae, asg, ainf, anan = fp_decode(a_bits, EXP_BITS, MAN_BITS, FN)
     bn, be, bsg, binf, bnan = fp_decode(b_bits, EXP_BITS, MAN_BITS, FN)
     azero = (asg == 0) & ~ainf & ~anan
@@ -159,6 +220,8 @@ def fp_product(a_bits, b_bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, F
     nan = anan | bnan | (ainf & bzero) | (azero & binf)
     inf = (ainf | binf) & ~nan
     sig = tl.where(ainf | anan | binf | bnan, 0, asg * bsg)
+    if ZEXP != 0:
+        return an != bn, tl.where(azero, ZEXP, ae) + tl.where(bzero, ZEXP, be), sig, inf, nan
     return an != bn, ae + be, sig, inf, nan
 
 
@@ -166,7 +229,8 @@ def fp_product(a_bits, b_bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, F
 def fp_fused_rows(a_ptr, b_ptr, c_ptr, d_ptr, R, K: tl.constexpr, BLOCK_R: tl.constexpr,
                   IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, C_EXP: tl.constexpr,
                   C_MAN: tl.constexpr, FRAC: tl.constexpr, FLOOR: tl.constexpr,
-                  TO_ZERO: tl.constexpr):
+                  TO_ZERO: tl.constexpr, ZEXP: tl.constexpr = 0, C_EMIN: tl.constexpr = 0,
+                  AMD: tl.constexpr = False):
     """d[r] = fused(c[r] + sum_k a[r, k] * b[r, k]) for R independent rows (bits in, bits out)."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     ks = tl.arange(0, K)
@@ -175,8 +239,9 @@ def fp_fused_rows(a_ptr, b_ptr, c_ptr, d_ptr, R, K: tl.constexpr, BLOCK_R: tl.co
     a = tl.load(a_ptr + offs, mask=live[:, None], other=0)
     b = tl.load(b_ptr + offs, mask=live[:, None], other=0)
     c = tl.load(c_ptr + rows, mask=live, other=0)
-    pn, pe, ps, pi, pq = fp_product(a, b, IN_EXP, IN_MAN)
-    d = fp_fused_node(pn, pe, ps, pi, pq, c, 1, 2 * IN_MAN, C_EXP, C_MAN, FRAC, FLOOR, TO_ZERO)
+    pn, pe, ps, pi, pq = fp_product(a, b, IN_EXP, IN_MAN, False, ZEXP)
+    d = fp_fused_node(pn, pe, ps, pi, pq, c, 1, 2 * IN_MAN, C_EXP, C_MAN, FRAC, FLOOR, TO_ZERO, 0, ZEXP, C_EMIN,
+                      AMD)
     tl.store(d_ptr + rows, d.to(tl.int32), mask=live)
 
 
@@ -738,12 +803,15 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
                       INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
                       STORE_EXP: tl.constexpr = 0, STORE_MAN: tl.constexpr = 0,
-                      IN_FN: tl.constexpr = False, RES_MAN: tl.constexpr = 0):
+                      IN_FN: tl.constexpr = False, RES_MAN: tl.constexpr = 0,
+                      ZEXP: tl.constexpr = 0, C_EMIN: tl.constexpr = 0, AMD: tl.constexpr = False):
     """mm_chain_emulated with each node as one BM x BN x W tensor through fp_fused_node (int64).
 
     Few, wide operations: the fast form for the interpreter (TRITON_INTERPRET=1
     pays per operation); on a GPU its registers overflow.  W: WIDTH rounded up
-    to a power of two; the extra lanes load zeros, which a fused node ignores."""
+    to a power of two; the extra lanes load zeros, which a fused node ignores (with
+    ZEXP, MMA-Sim's conventions, they align at 2 ZEXP, below c's ZEXP).  The only
+    form with ZEXP, C_EMIN and AMD (fp_fused_node)."""
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
     start = tl.load(segs_ptr + sid * 6)
     count = tl.load(segs_ptr + sid * 6 + 1)
@@ -760,8 +828,9 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         kk = start + ks.to(tl.int64) * stride
         a = tl.load(a_ptr + rm[:, None] * s_am + kk[None, :] * s_ak, mask=mm[:, None] & live[None, :], other=0)
         b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
-        pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN, IN_FN)
-        acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO, RES_MAN)
+        pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN, IN_FN, ZEXP)
+        acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO, RES_MAN,
+                            ZEXP, C_EMIN, AMD)
         acc = fp_stored_bits(acc, STORE_EXP, STORE_MAN)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)

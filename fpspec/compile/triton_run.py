@@ -49,8 +49,11 @@ class Numerics:
 
 
 class Fused:
-    def __init__(self, width, extra_bits, floor, to_zero):
+    def __init__(self, width, extra_bits, floor, to_zero, zero_exponent=None, c_emin=None, amd=False):
         self.width, self.extra_bits, self.floor, self.to_zero = width, extra_bits, floor, to_zero
+        # MMA-Sim's conventions (fpspec.arith.fused note [zero exponent]) and AMD's combine
+        # (note [amd combine]): the wide form only
+        self.zero_exponent, self.c_emin, self.amd = zero_exponent, c_emin, amd
 
 
 class Replica:
@@ -64,9 +67,12 @@ class Replica:
         self.columns = None     # api_sums' GEMV twin (made on first use)
         # tile shapes (tuning only: the order along K does not depend on them)
         self.native_config = dict(BM=128, BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
-        # batches up to small_m rows run small_config (None: native_config at every M);
-        # fpspec/compile/batch.py, Note [tiles and bits]
-        self.small_m, self.small_config = 0, None
+        # ((max M, tiles), ...) ascending: a batch of M rows runs the first whose max M >= M
+        # (none: native_config at every M); fpspec/compile/batch.py, Note [tiles and bits]
+        self.batch_tiles = ()
+        self.launch = Launch()
+        self.native_why = {}    # (device, plan) -> native_reason: asked once, not per call
+        self.native_groups = {}     # (device, plan, BK) -> the chain launches of the native path
         # GPU_NODE: each node's c and result through fp64 fma/conversion rounding toward zero
         # (fp_node_result): 56.6 against 59.8 ms at fp16 4096^3 on an H100
         # (benchmarks/results/triton_replica_h100_h200_2026-11-26/bench_h100_gpu_node.txt)
@@ -139,7 +145,8 @@ class Replica:
         # no floor is the H100's for fp16: its products (>= 2^-48) and results never reach 2^-133;
         # bf16 through a bf16 or fp16 output: the probes cannot observe the floor (it is recorded as none)
         floor = hw["floor"] if f.floor is None and (nm.input == "fp16" or nm.output != "fp32") else f.floor
-        if (f.extra_bits, floor, f.to_zero) != (hw["extra_bits"], hw["floor"], hw["to_zero"]) or f.width > 16:
+        if ((f.extra_bits, floor, f.to_zero) != (hw["extra_bits"], hw["floor"], hw["to_zero"]) or f.width > 16
+                or f.zero_exponent is not None or f.c_emin is not None or f.amd):
             return "the spec's fused nodes are not the H100's"
         segs = p.segs
         kinds = segs[:, 3]
@@ -157,7 +164,10 @@ class Replica:
             raise ValueError(f"path must be auto, native or emulated, got {path!r}")
         if path == "emulated":
             return "emulated"
-        why = self.native_reason(device, p)
+        key = (device, id(p))     # plans live in self.plans: their ids are not reused
+        why = self.native_why.get(key, 0)
+        if why == 0:
+            why = self.native_why[key] = self.native_reason(device, p)
         if why is None:
             return "native"
         if path == "native":
@@ -282,20 +292,19 @@ class Replica:
             dst, s_slot, s_m, s_n = vals, M * N, N, 1
         init = nm.init == "+0.0"
         if chosen == "native":
-            cfg = self.small_config if self.small_config is not None and M <= self.small_m else self.native_config
-            aligned = p.aligned16
-            even_k = bool(((p.segs[:, 1] % cfg["BK"] == 0) & (p.segs[:, 5] == 0)).all())
-            # one launch per kind: plain chains, chains stored into a narrower format
-            groups = {}
-            for (_, kind), ids in dev.chain_ids.items():
-                groups[kind] = torch.cat([groups[kind], ids]) if kind in groups else ids
-            for kind, ids in groups.items():
-                store_exp, store_man = _stored_format(kind)
-                grid = (triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"]), 1, ids.numel())
-                mm_chain_native[grid](A, B, dst, segs, ids, M, N, A.stride(0), A.stride(1), B.stride(0),
-                                      B.stride(1), s_slot, s_m, s_n, DIRECT=direct, INIT=init,
-                                      OUT_EXP=exp_out, OUT_MAN=man_out, ALIGNED=aligned, EVEN_K=even_k,
-                                      STORE_EXP=store_exp, STORE_MAN=store_man, **cfg)
+            cfg = next((c for top, c in self.batch_tiles if M <= top), self.native_config)
+            key = (A.device, id(p), cfg["BK"])
+            groups = self.native_groups.get(key)
+            if groups is None:
+                groups = self.native_groups[key] = self._native_groups(p, dev, cfg["BK"])
+            BM, BN = cfg["BM"], cfg["BN"]
+            options = {k: v for k, v in cfg.items() if k not in NATIVE_TILES}
+            for ids, even_k, store_exp, store_man in groups:
+                grid = (-(-M // BM) * -(-N // BN), 1, ids.numel())    # (triton.cdiv is a slow call on the host)
+                self.launch(mm_chain_native, grid, NATIVE_ARGS, 5, (
+                    A, B, dst, segs, ids, M, N, A.stride(0), A.stride(1), B.stride(0), B.stride(1), s_slot, s_m,
+                    s_n, BM, BN, cfg["BK"], direct, init, exp_out, man_out, cfg["GROUP"], p.aligned16, even_k,
+                    store_exp, store_man), options)
         else:
             Ab, Bb = A.view(it_in), B.view(it_in)
             common = (M, N, Ab.stride(0), Ab.stride(1), Bb.stride(0), Bb.stride(1), s_slot, s_m, s_n)
@@ -309,6 +318,9 @@ class Replica:
                 if width > f.width:
                     raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
                 form = self.emulated_kernel
+                conventions = f.zero_exponent is not None or f.c_emin is not None or f.amd
+                if conventions:
+                    form = "wide"   # MMA-Sim's conventions, AMD: fp_fused_node's ZEXP / C_EMIN / AMD
                 if form == "auto":
                     # the interpreter pays per operation, not per element: there the
                     # wide form (same arithmetic, few large operations) is the fast one.
@@ -328,6 +340,8 @@ class Replica:
                     cfg = {key: cfg[key] for key in ("BM", "BN", "num_warps") if key in cfg}
                     # e4m3 has no inf; fp8 units keep 13 fraction bits (23 + extra_bits < 23)
                     cfg.update(IN_FN=nm.input == "fp8e4m3", RES_MAN=min(23, 23 + f.extra_bits) % 23)
+                    if conventions:
+                        cfg.update(ZEXP=f.zero_exponent or 0, C_EMIN=f.c_emin or 0, AMD=f.amd)
                 if form == "tile":
                     arith = self._arith(A.device)
                     if specials is None and self.emulated_specials == "tile":
@@ -363,6 +377,16 @@ class Replica:
             finish[(triton.cdiv(M * N, 1024),)](vals, out.view(it_out), p.root, M * N, BO=1024, INIT=init,
                                                 OUT_EXP=exp_out, OUT_MAN=man_out)
         return out
+
+    @staticmethod
+    def _native_groups(p, dev, BK):
+        """(segment ids, EVEN_K, STORE_EXP, STORE_MAN) per launch of the native path: one launch per
+        kind (plain chains, chains stored into a narrower format)."""
+        even_k = bool(((p.segs[:, 1] % BK == 0) & (p.segs[:, 5] == 0)).all())
+        groups = {}
+        for (_, kind), ids in dev.chain_ids.items():
+            groups[kind] = torch.cat([groups[kind], ids]) if kind in groups else ids
+        return [(ids, even_k, *_stored_format(kind)) for kind, ids in groups.items()]
 
     def _arith(self, device):
         """mm_chain_emulated's ARITH: floating point where it is exact (fp16/bf16 inputs)."""
@@ -461,6 +485,54 @@ class Replica:
                                          TAIL=g.tail, LOG_K=g.k.bit_length() - 1, TREE=g.kind,
                                          GROUP_H=group_h, ALIGNED=g.aligned, **fmt, DIRECT=direct, **res,
                                          num_warps=self.sum_config["num_warps"], enable_fp_fusion=False)
+
+
+# mm_chain_native's arguments in its order, and the tile sizes among them (Note [direct launch])
+NATIVE_ARGS = ("a_ptr", "b_ptr", "dst_ptr", "segs_ptr", "ids_ptr", "M", "N", "s_am", "s_ak", "s_bk", "s_bn",
+               "s_dslot", "s_dm", "s_dn", "BM", "BN", "BK", "DIRECT", "INIT", "OUT_EXP", "OUT_MAN", "GROUP",
+               "ALIGNED", "EVEN_K", "STORE_EXP", "STORE_MAN")
+NATIVE_TILES = ("BM", "BN", "BK", "GROUP")
+
+
+class Launch:
+    """launch(kernel, grid, names, tensors, values, options): kernel[grid](**dict(zip(names, values)),
+    **options) (the first `tensors` values are tensors, the others plain values), through the
+    compiled kernel itself after the first launch of the same key.
+
+    Note [direct launch]: at a small batch the GPU time of a matmul is a few microseconds, less
+    than Triton's launch path in Python (binding the arguments, computing the specialization
+    key, looking the kernel up).  The first launch of a key goes through kernel[grid] and keeps
+    the compiled kernel it returns; later launches of the same key call its launcher directly,
+    as kernel[grid] itself does at its end (Triton >= 3.3).  The key holds every integer
+    argument's value, the option values and every tensor's device and 16-byte alignment
+    (their dtypes are the replica's, fixed by the values): everything Triton specializes a
+    kernel on, so the kept kernel is the one kernel[grid] would pick.  `names` must be the
+    kernel's own arguments in order (checked at the first launch; otherwise kernel[grid]
+    always).  The interpreter (TRITON_INTERPRET=1) returns no compiled kernel: kernel[grid]."""
+
+    def __init__(self):
+        self.kept = {}
+
+    def __call__(self, kernel, grid, names, tensors, values, options):
+        key = (kernel, names, values[0].device, *[t.data_ptr() & 15 for t in values[:tensors]], *values[tensors:],
+               *options.items())
+        got = self.kept.get(key)
+        if got is None:
+            compiled = kernel[grid](**dict(zip(names, values)), **options)
+            knobs = getattr(triton, "knobs", None)
+            ok = (knobs is not None and tuple(getattr(kernel, "arg_names", ())) == names
+                  and all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata", "launch_metadata")))
+            self.kept[key] = (compiled, knobs.runtime) if ok else False
+            return
+        if got is False:
+            kernel[grid](**dict(zip(names, values)), **options)
+            return
+        compiled, runtime = got
+        driver = triton.runtime.driver.active
+        stream = driver.get_current_stream(driver.get_current_device())
+        compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
+                     compiled.launch_metadata(grid, stream, *values), runtime.launch_enter_hook,
+                     runtime.launch_exit_hook, *values)
 
 
 def _from_numpy(v, name, fmt, dt):

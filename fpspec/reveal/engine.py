@@ -227,6 +227,8 @@ def _reveal(target, algorithm, seed, progress, pivot, split, check, guess, withi
         oracle.set_channels(keep)
         notes.append(f"an output that answered queries failed a check; asked again at {int(keep.sum())} "
                      "outputs")
+    if isinstance(tree, Node) and tree.fused and len(tree.children) == n > 2:
+        _refuse_if_exact(target, rng)
     if (tree.size if isinstance(tree, Node) else 1) != n:   # every construction partitions 0..n-1
         raise RevealRefused(f"the revealed tree has {tree.size} leaves, not n = {n}")
     checked = bad.size if matrix and check else 0
@@ -871,6 +873,35 @@ def _settle_repeat(target, oracle: LcaOracle) -> None:
     if oracle.repeat_same is False:
         raise RevealRefused("value-dependent: outputs changed with the values in other rows of A; "
                             "their order cannot be revealed one query per row")
+
+
+# Note [exact windows]: the masks of _refuse_if_exact sit in the top binade of a ReproBLAS bin
+# (fp64: bins of 40 binades, one tops at 2^64; fp32: bins of 13, one at 2^37), so a binned sum
+# (fpspec.arith.binned) keeps units of 1 in its lesser bins exactly (fp64 for fold >= 2, fp32
+# for fold >= 3), where a fused node of a few extra bits (p + 3 in seed 000) swamps them.
+EXACT_MASKS = {"fp64": 2.0 ** 63, "fp32": 2.0 ** 36}
+
+
+def _refuse_if_exact(target, rng, pairs: int = 16) -> None:
+    """One fused node of every leaf: the masks swamped all units.  A sum exact over a window much
+    wider than the format (exact, compensated, binned) also gives that; if every pair of masks of
+    note [exact windows] cancels first, it is order-independent, as math.fsum."""
+    big = EXACT_MASKS.get(target.fmt)
+    if big is None:
+        return
+    n = target.n
+    chosen = {(0, n - 1)} | {tuple(sorted(rng.choice(n, 2, replace=False).tolist())) for _ in range(pairs)}
+    for i, j in sorted(chosen):
+        vec = np.ones(n)
+        vec[i], vec[j] = big, -big
+        ops = {"sum": (vec,), "dot": (vec, np.ones(n)),
+               "gemv": (np.tile(vec, (target.m, 1)), np.ones(n)),
+               "gemm": (np.tile(vec, (target.m, 1)), np.ones((n, target.ncols)))}[target.op]
+        if not np.all(target.run(*ops) == n - 2):
+            return
+    raise RevealRefused("order-independent: every pair of masks cancels first (an exact, compensated or "
+                        f"binned sum: one node of all leaves, and exact at masks +-2^{int(np.log2(big))}); "
+                        "there is no order to reveal")
 
 
 def _check_deterministic(target, oracle: LcaOracle, rng) -> None:

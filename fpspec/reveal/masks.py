@@ -14,6 +14,14 @@ the masks, so three facts must hold in the formats involved:
    M = a*b and u = a'*b' with a, b, a', b' in the input format, which is the
    "split" of seed 000 section 8.1 that widens the range for fp16/fp8).
 
+4. no overflow where masks meet: rows that pack several queries (oracle.py,
+   Note [packing]) hold several +M; a partial sum of 2^h of them must stay
+   finite in the input format (the narrowest accumulator a library may use),
+   so M keeps up to MASK_HEADROOM_BITS bits of headroom below the format's
+   largest power of two where that costs no window (fp32 and bf16; fp16 and
+   fp8 have no range to spare, and a packed row that overflows anyway is
+   asked again one query per row).
+
 W ("window") is the most units one query may carry.  When n - 2 > W the
 modified algorithm counts in windows of at most W units (seed 000 section
 8.1.2, generalized: zeros outside the window).
@@ -27,6 +35,7 @@ from fpspec.errors import RevealRefused
 from fpspec.formats import Format, get_format
 
 SWAMP_MARGIN_BITS = 4
+MASK_HEADROOM_BITS = 7      # 128 masks of one sign may meet in a partial sum without overflow
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,7 @@ class MaskPlan:
     b_unit: float
     split: bool
     window: int         # most units one query may carry with an exact count
+    stack: int = 1      # masks of one sign that may meet in one partial sum without overflow
 
     def __str__(self) -> str:
         how = f"split {self.a_mask:g}*{self.b_mask:g}" if self.split else "unsplit"
@@ -62,23 +72,25 @@ def _smallest_pow2(f: Format) -> int:
 
 
 def _plan(fin: Format, acc: Format, out: Format, need: int, split: bool,
-          within: Format | None = None) -> tuple[float, float, float, float, int] | None:
+          within: Format | None = None, headroom: int = 0, count_bits: int = 0,
+          out_shift: int = 0) -> tuple[float, float, float, float, int] | None:
     """(a_mask, b_mask, a_unit, b_unit, window) or None when no unit works; within: a
-    narrower format some part of the target adds in (note [masks within a narrower part])."""
-    count_limit = min(2 ** out.precision, 2 ** acc.precision) - 1
+    narrower format some part of the target adds in (note [masks within a narrower part]);
+    the mask `headroom` bits below the largest it could be, counts below 2^count_bits when given."""
+    count_limit = min(2 ** out.precision, 2 ** acc.precision, 2 ** (count_bits or out.precision)) - 1
     if within is not None:
         count_limit = min(count_limit, 2 ** within.precision - 1)
     if split:
         # the product of the two masks must be finite where the kernel forms it: in fp32 at least
         # (fp32 products of fp32 inputs; exact fp16/bf16 products on Tensor Cores), else fp64
         prod = fin if fin.precision > 24 else get_format("fp32")
-        e = min(_largest_pow2(fin), _largest_pow2(prod) // 2, _largest_pow2(acc) // 2)
+        e = min(_largest_pow2(fin), _largest_pow2(prod) // 2, _largest_pow2(acc) // 2) - (headroom + 1) // 2
         a_mask = b_mask = 2.0 ** e
-        u_lo_exp = max(2 * _smallest_pow2(fin), _smallest_pow2(out), _smallest_pow2(acc))
+        u_lo_exp = max(2 * _smallest_pow2(fin), _smallest_pow2(out) + out_shift, _smallest_pow2(acc))
     else:
-        e = min(_largest_pow2(fin), _largest_pow2(acc))
+        e = min(_largest_pow2(fin), _largest_pow2(acc)) - headroom
         a_mask, b_mask = 2.0 ** e, 1.0
-        u_lo_exp = max(_smallest_pow2(fin), _smallest_pow2(out), _smallest_pow2(acc))
+        u_lo_exp = max(_smallest_pow2(fin), _smallest_pow2(out) + out_shift, _smallest_pow2(acc))
     if within is not None:
         # a mask and its units stay finite and exact in the narrower part (one bit of headroom)
         top = _largest_pow2(within) - 1
@@ -130,16 +142,24 @@ def plan_masks(target, *, split: bool | None = None, within: str | None = None) 
     if product and split is not False:
         options.append(True)
     best = None
+    bits = getattr(target, "count_bits", 0)
+    shift = getattr(target, "out_shift", 0)   # a mean: the output is the sum / 2^shift
     for s in options:
-        got = _plan(fin, acc, out, need, s, narrow)
+        got = _plan(fin, acc, out, need, s, narrow, count_bits=bits, out_shift=shift)
         if got is not None and (best is None or got[4] > best[1][4]):
-            best = (s, got)
+            best = (s, got, 0)
         if got is not None and got[4] >= need:
             break  # prefer unsplit: it batches one query per row
     if best is None or best[1][4] < 1:
         raise RevealRefused(
             f"{fin.name} has too little range for masks that swamp a {acc.name} accumulator "
             f"(no M, u with M + n*u == M); n = {target.n} is too large for the format")
-    s, (a_mask, b_mask, a_unit, b_unit, window) = best
+    s, got, h = best
+    for room in range(MASK_HEADROOM_BITS if not s else 0, 0, -1):   # most headroom keeping the window
+        roomy = _plan(fin, acc, out, need, s, narrow, room, bits, shift)
+        if roomy is not None and roomy[4] >= got[4] and roomy[2:4] == got[2:4]:   # same window and unit
+            got, h = roomy, room
+            break
+    a_mask, b_mask, a_unit, b_unit, window = got
     return MaskPlan(fin.name, acc.name, out.name, a_mask * b_mask, a_unit * b_unit,
-                    a_mask, b_mask, a_unit, b_unit, s, window)
+                    a_mask, b_mask, a_unit, b_unit, s, window, 2 ** h)

@@ -57,6 +57,8 @@ class Target:
     native: Callable = field(default=None, compare=False, repr=False)      # float64 ndarray -> library array
     to_float64: Callable = field(default=None, compare=False, repr=False)  # library output -> float64 ndarray
     call_rows: Callable | None = field(default=None, compare=False, repr=False)  # (b, n) -> (b,) in one call
+    count_bits: int = 0         # counts read back exactly below 2^count_bits (0: the output format's precision)
+    out_shift: int = 0          # the output is the sum / 2^out_shift (a mean at n = 2^out_shift)
     versions: tuple = field(default=(), compare=False)  # ((package, version), ...)
 
     def __post_init__(self):
@@ -250,10 +252,20 @@ def _torch_target(name, func, op, n, fmt, m, ncols, device) -> Target:
     torch = _torch()
     native, to64 = _torch_adapters(fmt, device)
     call_rows = None
-    if func == "sum":
+    extra = {}
+    if func in ("sum", "mean"):
         _check_op(name, op, ("sum",))
-        fn = torch.sum
-        call_rows = lambda X: torch.sum(X, dim=-1)  # noqa: E731
+        fn = getattr(torch, func)
+        if device.startswith("cuda"):
+            # torch picks a CUDA reduction's launch (threads per row, vector loads) from the number
+            # of rows too: a (b, n) call sums each row in another order than one (n,) call, so the
+            # rows of a batch are summed by one call each (the same kernel as a user's call)
+            call_rows = lambda X, _f=fn: torch.stack([_f(x) for x in X])  # noqa: E731
+        else:
+            call_rows = lambda X, _f=fn: _f(X, dim=-1)  # noqa: E731
+        if func == "mean":
+            extra = _mean_readback(fmt, n, to64)
+            to64 = extra.pop("to_float64")
     elif func == "dot":
         _check_op(name, op, ("dot",))
         fn = torch.dot
@@ -273,11 +285,14 @@ def _torch_target(name, func, op, n, fmt, m, ncols, device) -> Target:
         _check_op(name, op, ("gemm",))
         if not fmt.startswith("fp8"):
             raise FpspecError(f"{name} takes fp8 inputs (--dtype float8_e4m3fn or float8_e5m2), not {fmt}")
+        if fmt == "fp8e5m2" and device.startswith("cuda"):   # measured on an H200, torch 2.11: "Multiplication of two Float8_e5m2 matrices"
+            raise FpspecError(f"{name} has no e5m2 x e5m2 kernel (cuBLASLt pairs e5m2 with e4m3 only); "
+                              "reveal it with --dtype float8_e4m3fn")
         one = torch.ones((), device=device)
         fn = lambda A, B: torch._scaled_mm(A, B.t().contiguous().t(), scale_a=one, scale_b=one,  # noqa: E731
                                            out_dtype=torch.float32)
     else:
-        raise FpspecError(f"unknown torch target {name!r}; expected torch.sum, torch.dot, torch.mv, "
+        raise FpspecError(f"unknown torch target {name!r}; expected torch.sum, torch.mean, torch.dot, torch.mv, "
                           "torch.matmul, torch.bmm or torch._scaled_mm")
     if device.startswith("cuda"):
         inner = fn
@@ -289,7 +304,29 @@ def _torch_target(name, func, op, n, fmt, m, ncols, device) -> Target:
     m, ncols = _shape_args(op, m, ncols)
     return Target(name, op, n, fmt, device, m, ncols, "torch", fn=fn, native=native, to_float64=to64,
                   call_rows=call_rows, versions=_versions("numpy", "torch"),
-                  **({"out_fmt": "fp32"} if func == "_scaled_mm" else {}))
+                  **({"out_fmt": "fp32"} if func == "_scaled_mm" else {}), **extra)
+
+
+def _mean_readback(fmt: str, n: int, to64) -> dict:
+    """torch.mean = torch.sum's reduction, then S * fl(1/n) (CUDA) or S / n (CPU), rounded to the
+    output format: read the sum S back from the mean.
+
+    n a power of two: mean * n is S exactly (out_shift makes the masks keep S/n on the output
+    format's grid).  Other n (fp32 only): mean * n is within 2^-23 of S relative (two roundings),
+    so rounded to 21 significant bits it is S whenever S has at most 21 of them: every count of
+    fewer than 2^21 units of one power of two (count_bits = 21 caps the window there).  fp16 /
+    bf16 means at other n lose the count in the final rounding to 11 / 8 bits: refused."""
+    if n & (n - 1) == 0:
+        return {"to_float64": lambda out, _t=to64, _n=n: _t(out) * _n, "out_shift": n.bit_length() - 1}
+    if fmt != "fp32":
+        raise FpspecError(f"torch.mean on {fmt} at n = {n}: the mean rounds the sum to the output format "
+                          "after dividing by n, which reads no count back unless n is a power of two; "
+                          "reveal torch.sum (the same reduction) or torch.mean at a power-of-two n")
+
+    def to_float64(out, _t=to64):
+        m, e = np.frexp(np.asarray(_t(out), np.float64) * n)
+        return np.ldexp(np.round(m * 2.0 ** 21), e - 21)
+    return {"to_float64": to_float64, "count_bits": 21}
 
 
 def _jax_target(name, func, op, n, fmt, m, ncols, device) -> Target:
@@ -349,10 +386,10 @@ _ALIASES = {
     "np.sum": "numpy.sum", "np.dot": "numpy.dot", "np.matmul": "numpy.matmul",
     "jnp.sum": "jax.numpy.sum", "jnp.dot": "jax.numpy.dot", "jnp.matmul": "jax.numpy.matmul",
 }
-_DEFAULT_OPS = {"sum": "sum", "dot": "dot", "mv": "gemv", "matmul": "gemm", "bmm": "gemm", "_scaled_mm": "gemm"}
+_DEFAULT_OPS = {"sum": "sum", "mean": "sum", "dot": "dot", "mv": "gemv", "matmul": "gemm", "bmm": "gemm", "_scaled_mm": "gemm"}
 # library functions with their own adapters (named in messages); any other numpy.X / torch.X is a
 # user callable.  numpy.dot_matrix: numpy.matmul under another name, adapted too
-_KNOWN = {"numpy": ("sum", "dot", "matmul"), "torch": ("sum", "dot", "mv", "matmul", "bmm", "_scaled_mm"),
+_KNOWN = {"numpy": ("sum", "dot", "matmul"), "torch": ("sum", "mean", "dot", "mv", "matmul", "bmm", "_scaled_mm"),
           "jax": ("sum", "dot", "matmul")}
 _ADAPTED = {**_KNOWN, "numpy": _KNOWN["numpy"] + ("dot_matrix",)}
 _LIBRARIES = (("numpy.", "numpy"), ("torch.", "torch"), ("jax.numpy.", "jax"))

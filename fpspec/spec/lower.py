@@ -467,9 +467,9 @@ class _Lowerer:
                 continue
             outer = self.best(_contract(t, parts))
             out.append(_candidate(A.Lanes(A.Num(k), inner.order, outer.order), _merge_lets(inner, outer)))
-        return out + self._lanes_left(t, m, path, index)
+        return out + self._lanes_left(t, m, path, maxes, index)
 
-    def _lanes_left(self, t, m: int, path, index) -> list:
+    def _lanes_left(self, t, m: int, path, maxes, index) -> list:
         """lanes(k, inner, outer, left): lane 0 over 0, k, .., p - k (p = m - m % k),
         inside the node that also holds the leftovers p..m-1 (torch.sum's tail)."""
         out = []
@@ -479,6 +479,11 @@ class _Lowerer:
                 k = above[1] if len(above) > 1 else 0
                 ls = [0]
             else:
+                # leaves 0, k, .., p - k (k >= 2) have the largest leaf (size - 1) k: the prefixes of
+                # a chain (k = 1) fail this without sorting their leaves (O(n^2) along a long chain)
+                top, below = maxes[lane0], _size(lane0) - 1
+                if top < 2 * below or top % below:
+                    continue
                 ls = _leaves_sorted(lane0)
                 k = ls[1]
             p = len(ls) * k

@@ -44,6 +44,17 @@ def test_gemm_boundaries_at_37_and_1000():
     assert {36, 37, 999, 1000} <= set(r.revealed) and len(r.revealed) == len(designed_sizes(1, 4096)) + 4
 
 
+def test_wide_fingerprints_class_designed_sizes_unrevealed():
+    # 16 outputs a fingerprint: a designed size with its predecessor's bits takes its orders
+    s = audit_subject("audit_boxes:switching_gemm", op="gemm", m=(1, 4096), n=16, ncols=16, dtype="float32")
+    r = audit(s, probe=False)
+    assert r.boundaries == (37, 1000) and _trees(r) == [SEQ16, BLOCKS16, LANES16]
+    # revealed: each class's first designed size and both sides of each boundary
+    assert r.revealed == (1, 36, 37, 63, 999, 1000, 1023)
+    assert set(r.matched) == set(designed_sizes(1, 4096)) - {1, 63, 1023}
+    assert "7 sizes revealed, 31 matched by fingerprint" in r.report()
+
+
 def test_row_sums_with_probed_arithmetic():
     s = audit_subject("audit_boxes:switching_sum_rows", op="sum", m=(30, 40), n=16, dtype="float32")
     r = audit(s)

@@ -70,7 +70,31 @@ def test_triton_rows_equal_across_batch_sizes(tmp_path):
     for M in (1, 5):
         part = replica.gemm(A[:M].contiguous(), B, path="emulated").view(torch.int16)
         assert torch.equal(part, full[:M]), M
-    assert (replica.REPLICA.small_m, replica.REPLICA.small_config["BM"]) == (64, 64)
+    # tiles by batch size: every BM a multiple of 64 (one warpgroup MMA: Note [tiles and bits])
+    tiles = replica.REPLICA.batch_tiles
+    assert [top for top, _ in tiles] == [64, 1024] and all(cfg["BM"] % 64 == 0 for _, cfg in tiles)
+
+
+def test_numba_rows_equal_across_batch_sizes_and_positions(tmp_path):
+    pytest.importorskip("numba")
+    from fpspec.cli import main
+
+    out = tmp_path / "replica_numba.py"
+    assert main(["compile", str(GEMV_M7), "--target", "numba", "--batch-invariant", "-o", str(out)]) == 0
+    replica = load_replica(out.read_text(), "gemv-m7-numba")
+    rng = np.random.default_rng(2)
+    A = (rng.standard_normal((9, 40)) * np.ldexp(1.0, rng.integers(-6, 7, (9, 40)))).astype(np.float32)
+    x = rng.standard_normal(40).astype(np.float32)
+    full = replica.gemv(A, x).view(np.uint32)
+    for M in range(1, 9):
+        assert np.array_equal(replica.gemv(A[:M], x).view(np.uint32), full[:M]), M
+    # one order whatever the row's position: OpenBLAS's leftover rows 4..6 alone give the bits of row 0's order
+    for r in (4, 5, 6):
+        assert replica.gemv(A[r:r + 1], x).view(np.uint32)[0] == full[r], r
+    # and that order is the reference row's (the spec's arm for i = 0), as the NumPy replica computes it
+    ref = tmp_path / "replica_numpy.py"
+    assert main(["compile", str(GEMV_M7), "--target", "numpy", "--batch-invariant", "-o", str(ref)]) == 0
+    assert np.array_equal(load_replica(ref.read_text(), "gemv-m7-numpy").gemv(A, x).view(np.uint32), full)
 
 
 @pytest.mark.gpu
@@ -90,9 +114,12 @@ def test_gpu_decode_equals_prefill_equals_cublas(tmp_path):
     big = replica.gemm(A, B)
     assert replica.last_path() == "native"
     assert torch.equal(big.view(torch.int16), ref.view(torch.int16))
-    for M in (1, 8, 64):
-        row = replica.gemm(A[:M].contiguous(), B)
-        assert torch.equal(row.view(torch.int16), ref[:M].view(torch.int16)), M
+    for M in (1, 8, 64, 512):
+        a = A[:M].contiguous()
+        for _ in range(2):      # the second call launches the kept compiled kernel (Note [direct launch])
+            row = replica.gemm(a, B)
+            assert torch.equal(row.view(torch.int16), ref[:M].view(torch.int16)), M
+    assert sum(bool(v) for v in replica.REPLICA.launch.kept.values()) >= 4
     result = audit(audit_subject(str(path), op="gemm", m=(1, 70), n=4096, ncols=4096, dtype="float16",
                                  device="cuda"), probe=False)
     assert result.invariant and str(result.classes[0].sample.orders[0].spec.order) == "chain(16)"

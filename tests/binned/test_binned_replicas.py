@@ -171,7 +171,8 @@ def test_verify_says_equivalent_and_order_independent():
     report = verify_spec(parse(spec_text("dot", "fp32")), backend="numpy", n_values=[2, 9, 300], samples=60)
     assert report.equivalent, report.text()
     assert any("order-independent" in note for note in report.notes)
-    assert {c.side for c in report.trees} == {"replica (numpy)", "replica (numpy), terms permuted"}
+    assert {c.side for c in report.trees} == {"replica (numpy)", "replica (numpy), terms permuted and split"}
+    assert "permuted terms split by zeros" in report.text()
 
 
 def test_verify_catches_a_replica_that_has_an_order():
@@ -186,3 +187,13 @@ def test_verify_catches_a_replica_that_has_an_order():
     report = verify_spec(parse(spec_text("sum", "fp64")), replica_fn=plain, n_values=[6], samples=20)
     assert not report.equivalent
     assert "depends on the order" in report.text()
+
+
+def test_numba_gemm_hint_far_above_the_products():
+    # max|A[i, :]| * max|B[:, j]| = 2^60 bounds products of at most 3: the hint's index is far
+    # too low, the deposit passes again at the true one; the bound is inf or nan in other cells
+    A = np.array([[2.0 ** 60, 1.0, 3.0], [1e300, 1.0, -1.0], [np.nan, 1.0, 2.0]])
+    B = np.array([[2.0 ** -60, 1e300], [1.0, 2.0], [1.0, 0.5]])
+    got = replica("gemm", "fp64", "numba").gemm(A, B)
+    want = np.stack([evaluate_binned(A.T, B[:, j], "fp64", 3) for j in range(2)], axis=1)
+    assert bits(got) == bits(want)

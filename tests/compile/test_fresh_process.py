@@ -110,3 +110,87 @@ def test_replicas_run_in_fresh_processes(tmp_path, target):
     assert _run(again) == {module: want[module] for _, module, _, _ in again}
     leftovers = [p.name for p in tmp_path.rglob("*") if p.suffix in (".nbi", ".nbc")]
     assert leftovers == []
+
+
+# (name, spec text, n, shape of the call): recursive orders behind dot, gemv and gemm, one
+# through a plan (fpspec.compile.backends.numba note [plans]), imported as a user would
+PRODUCTS = """
+arithmetic {
+    input = fp32
+    product = %s
+    accumulator = fp32
+    init = none
+    output = fp32
+}
+"""
+OPS = [
+    ("dot", "op dot\nn in 1..\n" + PRODUCTS % "rounded"
+     + "let f = if n <= 5: seq else: tail(3, lanes(2, f, f), pairwise)\norder f\n", 83, ()),
+    ("gemv", "op gemv\nn in 1..\n" + PRODUCTS % "fma" + "order pairwise(n // 3 + 1)\n", 167, (5,)),
+    ("gemm", "op gemm\nn in 4..16\n" + PRODUCTS % "fma_first" + "order pairwise\n", 13, (4, 3)),
+]
+
+OP_RUNNER = textwrap.dedent("""
+    import importlib.util, json, runpy, sys
+    import numpy as np
+
+    def by_importlib(path, name):       # not registered in sys.modules
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return vars(module)
+
+    def by_runpy(path, name):
+        return runpy.run_path(path)
+
+    def by_import(path, name):          # a plain import under a name of the user's choosing
+        sys.path.insert(0, str(__import__("pathlib").Path(path).parent))
+        return vars(importlib.import_module(name))
+
+    out = {}
+    for path, name, how, op, args in json.loads(sys.argv[1]):
+        fn = globals()["by_" + how](path, name)[op]
+        got = fn(*[np.array(a, np.float32) for a in args])
+        out[name] = np.asarray(got, np.float32).view(np.uint32).ravel().tolist()
+    print(json.dumps(out))
+""")
+
+
+def _op_inputs(op: str, n: int, shape: tuple) -> list:
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * 2.0 ** rng.integers(-8, 8, n)).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    if op == "dot":
+        return [x, y]
+    A = (rng.standard_normal((shape[0], n)) * 2.0 ** rng.integers(-8, 8, (shape[0], n))).astype(np.float32)
+    return [A, y] if op == "gemv" else [A, rng.standard_normal((n, shape[1])).astype(np.float32)]
+
+
+def _op_reference(text: str, op: str, args: list, n: int) -> list:
+    from fpspec.spec.expand import expand_arith
+
+    tree, main, regions = expand_arith(parse(text), n)
+    a = [np.asarray(v, np.float64) for v in args]
+    if op == "dot":
+        want = evaluate(tree, a[0], a[1], main, regions)
+    else:
+        B = a[1][:, None] if op == "gemv" else a[1]
+        X = np.repeat(a[0].T[:, :, None], B.shape[1], axis=2).reshape(n, -1)
+        Y = np.repeat(B[:, None, :], a[0].shape[0], axis=1).reshape(n, -1)
+        want = evaluate(tree, X, Y, main, regions)
+    return np.asarray(want, np.float32).view(np.uint32).ravel().tolist()
+
+
+def test_numba_replicas_of_recursive_orders_run_in_fresh_processes(tmp_path):
+    jobs, want = [], {}
+    for (op, text, n, shape), how in zip(OPS, ["importlib", "runpy", "import"]):
+        module = f"user_{op}_numba"
+        path = tmp_path / f"{module}.py"
+        path.write_text(compile_spec(parse(text), target="numba"))
+        args = _op_inputs(op, n, shape)
+        jobs.append([str(path), module, how, op, [a.tolist() for a in args]])
+        want[module] = _op_reference(text, op, args, n)
+    done = subprocess.run([sys.executable, "-c", OP_RUNNER, json.dumps(jobs)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == want

@@ -37,11 +37,11 @@ def test_columns_kernel_matches_per_output_kernel(order, arith):
     for n in sorted({ORDERS[order][0], 7, 13, 29, 30}):   # 29, 30: whole unrolled passes and a remainder
         for s in samples("gemm", n, fmt, 6, seed=n, m=3, ncols=5):
             A, B = s.args
-            A, B = nb._input(A, "A"), nb._input(B, "B")
+            A, B = nb._carried(nb._input(A, "A")), nb._carried(nb._input(B, "B"))
             cols = np.empty((A.shape[0], B.shape[1]), nb._OUT_CARRY)
             nb._gemm_columns_kernel(A, B, cols)
             each = np.empty_like(cols)
-            nb._gemm_kernel(A, np.ascontiguousarray(B.T), each)
+            nb._gemm_kernel(A, np.ascontiguousarray(B.T), each, nb._plan(A.shape[1]))
             assert_same_bits(cols, each, f"{order} {arith} n={n} {s.describe()}")
             assert_same_bits(nb.gemm(*s.args), ref.gemm(*s.args), f"{order} {arith} n={n} {s.describe()} vs numpy")
 
@@ -53,7 +53,7 @@ def test_wide_gemm_crosses_column_tiles():
     A = rng.standard_normal((3, 9)).astype(np.float32)
     B = rng.standard_normal((9, 300)).astype(np.float32)
     each = np.empty((3, 300), np.float32)
-    nb._gemm_kernel(A, np.ascontiguousarray(B.T), each)
+    nb._gemm_kernel(A, np.ascontiguousarray(B.T), each, nb._plan(A.shape[1]))
     assert_same_bits(nb.gemm(A, B), each, "300 columns")
 
 

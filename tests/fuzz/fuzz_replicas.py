@@ -13,7 +13,7 @@ subprocess that imports it by path.  Outcomes:
 
     ok       every call gave the reference bits (and the tree matched)
     refused  the compiler refused the spec for that backend in one line
-             (a CompileError or SpecError): allowed, counted
+             (a CompileError or SpecError of one line): allowed, counted
     invalid  `check` accepted the spec but its reference evaluation refuses it
              (a spec without meaning: the generator should not draw it)
     failed   anything else: a crash at compile time, a replica that raises,
@@ -194,7 +194,7 @@ def prepare(index: int, spec, backends, folder: Path, *, ns_count: int = 1, call
     try:
         kernel = build_kernel(spec, name=f"fuzz{index}.fps", source=text)
     except _user_errors() as e:
-        return [], [Outcome(index, b, "refused", _first_line(e)) for b in backends]
+        return [], [_refusal(index, b, e) for b in backends]
     except Exception as e:   # noqa: BLE001  (an internal error is a finding)
         return [], [Outcome(index, b, "failed", f"compile: {type(e).__name__}: {_first_line(e)}") for b in backends]
     rng = np.random.default_rng([seed, index, 1])
@@ -208,7 +208,7 @@ def prepare(index: int, spec, backends, folder: Path, *, ns_count: int = 1, call
         try:
             source = compile_kernel(kernel, backend)
         except _user_errors() as e:
-            outcomes.append(Outcome(index, backend, "refused", _first_line(e)))
+            outcomes.append(_refusal(index, backend, e))
             continue
         except Exception as e:   # noqa: BLE001
             outcomes.append(Outcome(index, backend, "failed", f"compile: {type(e).__name__}: {_first_line(e)}"))
@@ -223,6 +223,9 @@ def prepare(index: int, spec, backends, folder: Path, *, ns_count: int = 1, call
             except _user_errors() as e:
                 # `check` accepted a spec whose reference evaluation refuses it: the spec has no meaning
                 return [], [Outcome(index, b, "invalid", f"reference: {_first_line(e)}") for b in backends]
+            except Exception as e:   # noqa: BLE001  (the expansion or the model crashed: a finding)
+                return [], [Outcome(index, b, "failed", f"reference: {type(e).__name__}: {_first_line(e)}")
+                            for b in backends]
         path = folder / f"replica{index}_{backend}.py"
         path.write_text(source)
         for t_i, tree in enumerate((trees if backend in tree_backends else []) or [None]):
@@ -231,6 +234,14 @@ def prepare(index: int, spec, backends, folder: Path, *, ns_count: int = 1, call
                          "data": str(data), "op": spec.header.op, "fmt": fmt, "m": m, "ncols": ncols,
                          "calls": calls if t_i == 0 else [], "tree": tree})
     return jobs, outcomes
+
+
+def _refusal(index: int, backend: str, e: BaseException) -> Outcome:
+    """A compiler's refusal: counted as such only when it is one line (what `fpspec compile` prints)."""
+    text = str(e).strip()
+    if not text or "\n" in text:
+        return Outcome(index, backend, "failed", f"refusal not in one line: {type(e).__name__}: {text[:300]!r}")
+    return Outcome(index, backend, "refused", _first_line(e))
 
 
 def _first_line(e: BaseException) -> str:

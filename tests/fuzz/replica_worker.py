@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 import time
 import traceback
@@ -44,13 +45,16 @@ def same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 
 def arguments(job: dict, arrays: list):
-    """The call's arrays in the form the backend takes (Triton: torch tensors on the CPU)."""
+    """The call's arrays in the form the backend takes (Triton: torch tensors, on the CPU
+    under TRITON_INTERPRET=1, else on $FPSPEC_FUZZ_DEVICE)."""
     fmt = job["fmt"]
     if job["backend"] == "triton":
         import torch
 
         dtype = getattr(torch, _TORCH[fmt])
-        return [torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).to(dtype) for a in arrays]
+        device = os.environ.get("FPSPEC_FUZZ_DEVICE", "cpu")
+        return [torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).to(device=device, dtype=dtype)
+                for a in arrays]
     return [np.ascontiguousarray(a, dtype=_NUMPY[fmt]) for a in arrays]
 
 

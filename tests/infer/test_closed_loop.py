@@ -98,7 +98,7 @@ def test_fused_chain_whose_last_group_is_short_is_probed_at_its_full_width():
 
 def test_fp64_terms_in_an_fp32_part_are_converted_before_they_are_added():
     """The model of a part narrower than the input agrees with the compiled replica (each
-    fp64 term rounded to fp32, then added), so the probes can find that part."""
+    node rounds the exact sum of its fp64 terms to fp32 once), so the probes can find that part."""
     from fpspec.arith.evaluate import evaluate
     from fpspec.infer.roundtrip import replica_target
     from fpspec.spec.expand import expand_arith

@@ -360,3 +360,49 @@ def test_lanes_whose_leftovers_join_lane_0(load_replica, count):
     x = values(np.random.default_rng(count), "fp32", count, 12)
     want = evaluate(tree_of(kernel, count), as_f64(x), arithmetic=kernel.arithmetic)
     assert bits_equal(rep.sum(x).reshape(1), np.asarray([want]))
+
+
+def _mmasim(name, output):
+    from fpspec.arith.units import get_unit, mmasim_conventions
+
+    node = mmasim_conventions(get_unit(name)).node
+    return Arithmetic(input=node.input, product="exact", accumulator="fp32", init="+0.0", output=output, fused=node)
+
+
+@pytest.mark.parametrize("name,output,width", [("h100-bf16", "fp32", 16), ("a100-bf16", "fp32", 8)])
+def test_mmasim_conventions_chain(load_replica, name, output, width):
+    """MMA-Sim's zero convention (zeros align at 2^-126; fpspec.arith.fused note [zero exponent]):
+    the wide form matches the model, also where zeros against large bf16 operands (fp16 ones
+    reach 2^15 only) make it differ from FTTN's."""
+    ar = _mmasim(name, output)
+    kernel = Kernel("gemm", ar, FusedChain(c(width)), source=f"# {name} mmasim", name=name, n_min=40, n_max=40)
+    rep = load_replica(kernel)
+    rng = np.random.default_rng(width)
+    # products near 2^-40, and zeros of A against entries of B near 2^100: MMA-Sim aligns
+    # those zero products at 2^(100 - 126), which truncates the others (FTTN ignores them)
+    A = torch.from_numpy((rng.standard_normal((6, 40)) * 2.0 ** -20).astype(np.float32)).to(TORCH[ar.input])
+    B = torch.from_numpy((rng.standard_normal((40, 5)) * 2.0 ** -20).astype(np.float32)).to(TORCH[ar.input])
+    A[:, ::5] = 0
+    B[::5, :] = torch.from_numpy((rng.standard_normal((8, 5)) * 2.0 ** 100).astype(np.float32)).to(B.dtype)
+    got = rep.gemm(A, B)
+    want = reference_matmul(kernel, A, B)
+    assert rep.last_path() == "emulated" and bits_equal(got, want)
+    fttn = Kernel("gemm", Arithmetic(input=ar.input, product="exact", accumulator="fp32", init="+0.0",
+                                     output=output, fused=get_params(name)), FusedChain(c(width)), n_min=40, n_max=40)
+    assert not np.array_equal(reference_matmul(fttn, A, B), want, equal_nan=True)   # the inputs tell them apart
+
+
+@pytest.mark.parametrize("name", ["mi300x-fp16", "mi300x-bf16"])
+def test_amd_combine_chain(load_replica, name):
+    """AMD CDNA3's fused nodes (fpspec.arith.fused note [amd combine]) chained along K: the
+    wide form against the model, random values with cancellations and zeros."""
+    node = get_params(name)
+    ar = Arithmetic(input=node.input, product="exact", accumulator="fp32", init="+0.0", output="fp32", fused=node)
+    kernel = Kernel("gemm", ar, FusedChain(c(node.w)), source=f"# {name}", name=name, n_min=29, n_max=29)
+    rep = load_replica(kernel)
+    rng = np.random.default_rng(node.w + len(name))
+    A, B = values(rng, ar.input, (7, 29), 8), values(rng, ar.input, (29, 6), 8)
+    A[:, 3::5] = -A[:, 2::5][:, :A[:, 3::5].shape[1]]
+    A[torch.from_numpy(rng.random((7, 29)) < 0.15)] = 0
+    got = rep.gemm(A, B)
+    assert rep.last_path() == "emulated" and bits_equal(got, reference_matmul(kernel, A, B))

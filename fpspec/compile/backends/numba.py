@@ -7,6 +7,8 @@ embedded so the replica imports only numpy and numba.
 """
 from __future__ import annotations
 
+import textwrap
+
 from fpspec.arith.model import FMA_PRODUCTS
 from fpspec.compile.backends import Backend, header, render_template
 from fpspec.compile.backends.numpy import PUBLIC, spec_literal
@@ -18,6 +20,19 @@ from fpspec.compile.numerics import (runtime_names, in_region, plan, region_runt
 from fpspec.compile import binned
 from fpspec.compile.runtime import embed
 from fpspec.compile.runtime import numba_rt
+
+# Note [compile time]: a replica compiles at its first call in each process
+# (no cache directory), each compiled function on its own, so the first call
+# costs about a second of numba and LLVM per large function.  What keeps it
+# short: the small runtime functions below are inlined into their callers
+# (numba's inline="always": typed there, no compilation of their own); a
+# compiled function is compiled once per argument types, not once more for
+# each literal argument a caller passes (`_one_signature` in the template;
+# literal arguments of generated functions are np.int64 for the same
+# reason, fpspec.compile.loops `typed_ints`); copies between arrays are
+# loops (numba compiles a slice assignment for seconds); parallel kernels
+# compile only when their public function is first called.
+INLINE = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_final", "_round_out")
 
 # the compiled kernel behind each public function
 KERNELS = {"sum": "_one_kernel", "sums": "_columns_kernel", "dot": "_one_kernel",
@@ -38,7 +53,8 @@ class NumbaBackend(Backend):
         if binned.is_binned(kernel):   # order-independent: no loops (fpspec.compile.binned)
             return binned.render_numba(self, kernel)
         p = plan(kernel)
-        program = emit_program(kernel, vector_lanes=vector_lanes(kernel, p), iterative_splits=True)
+        program = emit_program(kernel, vector_lanes=vector_lanes(kernel, p), iterative_splits=True,
+                               typed_ints=True)
         names, rename = runtime_names(p, program, fma=_numba_fma(p))
         if "_table_step" in names:
             # without fused nodes the table step must not mention the fused model
@@ -47,13 +63,16 @@ class NumbaBackend(Backend):
                 names.remove("_table_step")
                 rename["_table_step_binary"] = "_table_step"
         jitted = [n for n in names if n not in ("_input", "_length", "_shape")]
-        plain = [n for n in names if n in ("_input", "_length", "_shape")]
+        plain = [n for n in names if n in ("_input", "_length", "_shape")] + ["_carried"]
+        if p.in_grid is not None:      # the input check of a format without a numpy dtype
+            plain.insert(0, "round_value")
         regions = region_plans(kernel, program)
         table = "_table_step_binary" if program.uses_tables else None
         base = ["_fma"] if p.fma or any(rp.fma for _, rp in regions) else []
         base += ["_round_dir"]
         if program.uses_fused:
-            base += ["_decode", "_shift", "_leaf_index", "_round_odd_sum", "_fused_core"]
+            base += ["_decode", "_shift", "_leaf_index", "_round_odd_sum", "_product_term", "_shift_floor", "_amd_exact",
+                     "_fused_core"]
         if p.out_fmt is None:
             jitted.insert(jitted.index("_final"), "_round_out_native")
             rename["_round_out_native"] = "_round_out"
@@ -70,7 +89,8 @@ class NumbaBackend(Backend):
         runtime = "\n\n".join(filter(None, [
             embed(numba_rt, ["_fma"]) if "_fma" in base else "",
             embed(numba_rt, [n for n in base if n != "_fma"], decorator="@_jit"),
-            embed(numba_rt, jitted, rename, decorator="@_jit"),
+            embed(numba_rt, [n for n in jitted if rename.get(n, n) not in INLINE], rename, decorator="@_jit"),
+            embed(numba_rt, [n for n in jitted if rename.get(n, n) in INLINE], rename, decorator="@_inline"),
             embed(numba_rt, plain),
         ] + [in_region(embed(numba_rt, *region_runtime_names(rp, _numba_fma(rp), table), decorator="@_jit"), name)
              for name, rp in regions]))
@@ -96,6 +116,10 @@ class NumbaBackend(Backend):
         if tiles:
             runtime += "\n\n" + embed(numba_rt, ["_gemm_tile"]) + "\n\n" + embed(numba_rt, ["_gemm_tiled"])
             parallel.append(tiles[1])
+        entry, planned = plan_lowering(program, runtime)
+        kernels_text = "\n\n".join(filter(None, [embed(numba_rt, serial, decorator="@_jit"),
+                                                 embed(numba_rt, parallel[:1], decorator="@_parallel")]
+                                          + parallel[1:]))
         return render_template(
             self.template,
             header=header(kernel, self.name),
@@ -107,12 +131,148 @@ class NumbaBackend(Backend):
             + [line for name, rp in regions for line in region_settings(kernel, name, rp)],
             runtime=runtime,
             constants=[c.source() for c in program.constants],
-            functions=[f.source() for f in program.functions],
-            kernels="\n\n".join(filter(None, [embed(numba_rt, serial, decorator="@_jit"),
-                                                embed(numba_rt, parallel[:1], decorator="@_parallel")]
-                                         + parallel[1:])),
+            functions=[f.source() if f.name in planned else "@_jit\n" + f.source() for f in program.functions],
+            kernels=entry + "\n\n" + kernels_text,
             api=embed(numba_rt, [f"api_{n}" for n in public], {f"api_{n}": n for n in public}),
         )
+
+
+# Note [plans]: numba compiles a recursive function through a symbol that
+# a module imported without a sys.modules entry cannot always resolve, so
+# no compiled function of a replica calls itself, directly or through
+# others.  `pairwise` and a named order that splits itself in two are loops
+# over explicit stacks (fpspec.compile.loops notes [pairwise walk] and
+# [iterative splits]).  Any other recursion (mutual recursion, an order
+# that calls itself inside lanes, blocks, tail, ...) is lowered to a plan:
+# the functions that take part in a cycle of calls, and those that call
+# them, stay plain Python; at the first call with length n `_record_plan`
+# runs them once with every value replaced by the number of a plan row, so
+# each operation they would do on values or leaves appends a row (op code,
+# operands) and each call of a compiled function (one that reaches no
+# cycle) appends one row.  `_run_plan`, compiled, executes the rows in
+# order for every output element: the same operations on the same operands
+# in the same order, values held exactly in float64 between them (every
+# carrier is float32 or float64).  The plan depends on n only (an order
+# that depends on the output position is split into one replica per arm by
+# fpspec.compile.positions), so it is recorded once per n.
+NO_PLAN = "_NO_PLAN = (np.empty((0, 8), np.int64), np.empty(0, np.int64), 0, 0)\n"
+
+
+def plan_lowering(program, runtime: str) -> tuple[str, set[str]]:
+    """(source of `_order` and, where the order recurses, of `_run_plan` and the
+    plan tables; the generated functions that stay plain Python): note [plans]."""
+    import re
+
+    names = [f.name for f in program.functions]
+    calls = {f.name: {g for g in names if re.search(rf"\b{g}\(", "\n".join(f.body))} for f in program.functions}
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), list(calls[start])
+        while todo:
+            g = todo.pop()
+            if g not in seen:
+                seen.add(g)
+                todo += calls[g]
+        return seen
+    reached = {f: reach(f) for f in names}
+    cyclic = {f for f in names if f in reached[f]}
+    if not cyclic:
+        return (NO_PLAN + 'def _plan(n):\n    """The order needs no plan (note [plans])."""\n    return _NO_PLAN\n\n\n'
+                "@_inline\ndef _order(a, b, n, plan):\n    return _reduce(a, b, n)\n"), set()
+    planned = {f for f in names if f in cyclic or reached[f] & cyclic}
+    text = runtime + "\n" + "\n".join(line for f in program.functions for line in f.body)
+
+    def defined(name: str) -> bool:
+        return re.search(rf"^(def {name}\(|{name} = )", runtime, re.M) is not None
+
+    table: list[tuple[str, str, str]] = []      # (object, op code, kind)
+    branches: list[str] = []
+
+    def leafy(expr: str) -> str:
+        """`expr` (reading arrays A and B) for the inputs, or the pad buffer where column 1 says."""
+        if not program.uses_pad:
+            return f"vs[t] = {expr.replace('A, B', 'a, b')}"
+        return (f"if ops[t, 1] == 0:\n    vs[t] = {expr.replace('A, B', 'a, b')}\n"
+                f"else:\n    vs[t] = {expr.replace('A, B', 'pa, pb')}")
+
+    def add(obj: str, kind: str, body: str | None) -> int:
+        code = len(table)
+        table.append((obj, str(code), kind))
+        if body is not None:
+            branches.append(f"elif c == {code}:   # {obj}\n" + textwrap.indent(body, "    "))
+        return code
+
+    col = "ops[t, {}]".format
+    carriers: list[int] = []     # the op code of each arithmetic's `_vals`: a value list's carrier
+    suffixes = [""] + [f"__{r}" for r in program.regions]
+    for s in suffixes:
+        acc = f"_ACC{s}"
+        add(f"_ZERO{s}", "zero", f"vs[t] = _ZERO{s}")
+        term = add(f"_term{s}", "term", leafy(f"_term{s}(A, B, {col(2)})"))
+        # operands as they are: a wider one (a value list of an enclosing arithmetic) is added unrounded
+        add(f"_add{s}", "add", f"vs[t] = _add{s}(vs[{col(1)}], vs[{col(2)}])")
+        leaf = add(f"_add_leaf{s}", "add_leaf", leafy(f"_add_leaf{s}({acc}(vs[{col(2)}]), A, B, {col(3)})"))
+        add(f"_add_leaves{s}", "add_leaves", leafy(f"_add_leaves{s}(A, B, {col(2)}, {col(3)})"))
+        add(f"_round_acc{s}", "value", f"vs[t] = _round_acc{s}(vs[{col(1)}])")
+        add(acc, "value", f"vs[t] = {acc}(vs[{col(1)}])")
+        carriers.append(add(f"_vals{s}", "vals", None))
+        if not s and "_lane_folds(" in text:
+            table.append(("_lane_folds", f"({term}, {leaf})", "lane_folds"))
+    if defined("_fused_range"):
+        add("_fused_range", "fused_range",
+            leafy(f"_fused_range(A, B, {col(2)}, {col(3)}, {col(4)}, _ACC(vs[{col(5)}]))"))
+    if defined("_fused_core"):
+        add("_fused_core", "fused_core",
+            leafy(f"_fused_core(A, B, side[{col(2)}:{col(2)} + {col(3)}], 0, 1, {col(3)}, vs[{col(4)}])"))
+    if program.uses_pad:
+        add("_padded", "padded", f"qa, qb = _padded(a if {col(1)} == 0 else pa, b if {col(1)} == 0 else pb, "
+                                 f"{col(2)}, {col(3)}, {col(4)}, {col(5)}, {col(6)})\n"
+                                 f"pa[{col(7)}:{col(7)} + qa.shape[0]] = qa\n"
+                                 f"pb[{col(7)}:{col(7)} + qb.shape[0]] = qb\n"
+                                 "vs[t] = 0.0")
+    for f in program.functions:
+        if f.name in planned:
+            continue
+        s = "__" + f.name.rsplit("__", 1)[1] if "__" in f.name[1:] else ""
+        if f.params[0] == "vals":
+            # the list in the carrier it was made in (column 3), as the caller passed it
+            gather = "\n".join(f"{'if' if k == 0 else 'elif'} {col(3)} == {code}:\n"
+                                f"    buf = _vals{suffix}({col(2)})\n"
+                                f"    for i in range({col(2)}):\n        buf[i] = vs[side[{col(1)} + i]]\n"
+                                f"    vs[t] = {f.name}(buf, 0, 1, {col(2)})"
+                                for k, (code, suffix) in enumerate(zip(carriers, suffixes)))
+            add(f.name, "call_V", gather)
+        elif "step" in f.params:
+            add(f.name, "call_L", leafy(f"{f.name}(A, B, {col(2)}, {col(3)}, {col(4)})"))
+        else:
+            add(f.name, "call_L1", leafy(f"{f.name}(A, B, {col(2)}, {col(3)})"))
+    chain = "\n".join(branches)[2:]   # the first `elif` becomes `if`
+    pad = ("    pa = np.empty(npad, a.dtype)   # the phantom-padded copies of note [phantoms]\n"
+           "    pb = np.empty(npad, b.dtype)\n") if program.uses_pad else ""
+    rows = "".join(f"    ({obj}, {code}, {kind!r}),\n" for obj, code, kind in table)
+    body = textwrap.indent(chain, " " * 8)
+    source = f'''{NO_PLAN}_PLANS = {{}}   # n -> its plan
+_PLAN_ENTRY = _reduce
+_PLAN_OPS = (
+{rows})
+
+
+@_jit
+def _run_plan(a, b, plan):
+    """The order over the terms (a[k], b[k]) by the rows of `plan` (note [plans])."""
+    ops, side, root, npad = plan
+    vs = np.empty(ops.shape[0], np.float64)
+{pad}    for t in range(ops.shape[0]):
+        c = ops[t, 0]
+{body}
+    return _ACC(vs[root])
+
+
+@_inline
+def _order(a, b, n, plan):
+    return _run_plan(a, b, plan)
+'''
+    return embed(numba_rt, ["_PlanTerms", "_PlanValues", "_plan", "_record_plan"]) + "\n\n" + source, planned
 
 
 def _numba_fma(p) -> str:
@@ -328,9 +488,6 @@ def fused_constants(kernel: Kernel) -> list[str]:
     from fpspec.arith.fused import _FORMATS, _ZERO_EXP
 
     f = kernel.arithmetic.fused
-    if not f.conventional:
-        raise CompileError("numba: fused nodes with MMA-Sim's zero and c conventions or AMD's combine are not "
-                           "supported; compile for numpy")
     _, out_emin, out_emax = _FORMATS[f.output]
     floor = _ZERO_EXP if f.exponent_floor is None else f.exponent_floor
     return [
@@ -346,6 +503,10 @@ def fused_constants(kernel: Kernel) -> list[str]:
         f"_FP_RES_P = {f.result_precision}",
         f"_FP_OUT_EMIN, _FP_OUT_EMAX = {out_emin}, {out_emax}",
         f"_FP_SUB_IN, _FP_SUB_OUT = {f.subnormal_inputs}, {f.subnormal_outputs}",
+        f"_FP_EMIN_IN_B = {_FORMATS[f.input_b or f.input][1]}",
+        f"_FP_ZEXP_ON, _FP_ZEXP = {f.zero_exponent is not None}, {f.zero_exponent or 0}  # zeros' exponent",
+        f"_FP_C_EMIN = {-126 if f.c_emin is None else f.c_emin}",
+        f"_FP_AMD, _FP_INTERLEAVE = {f.combine == 'amd'}, {f.interleave}  # {f.combine} combine",
     ]
 
 

@@ -75,9 +75,13 @@ class TritonBackend(Backend):
                                    "(write product = fma or rounded)")
         f = ar.fused
         if f is not None:
-            if not f.conventional:
-                raise CompileError("triton: fused nodes with MMA-Sim's zero and c conventions or AMD's combine "
-                                   "are not supported; compile for numpy")
+            if f.input_b is not None or f.interleave != 1:
+                raise CompileError("triton: fused nodes of two input formats or of interleaved sub-blocks (AMD "
+                                   "fp8) are not supported; compile for numpy")
+            if f.combine == "amd" and f.result != "rne":
+                raise CompileError("triton: AMD's combine rounds to nearest (result = rne)")
+            if f.zero_exponent == 0 or f.c_emin == 0:
+                raise CompileError("triton: zero_exponent = 0 and c_emin = 0 are not supported")
             if f.aligned != "truncate" or not f.c_aligned:
                 raise CompileError("triton: fused nodes must truncate aligned terms with c in the alignment")
             if not (f.subnormal_inputs and f.subnormal_outputs):
@@ -128,7 +132,8 @@ def _numerics(kernel: Kernel) -> str:
     f = ar.fused
     fused = ("None" if f is None else
              f"Fused(width={f.w}, extra_bits={f.extra_bits}, floor={f.exponent_floor}, "
-             f"to_zero={f.result == 'rz'})")
+             f"to_zero={f.result == 'rz'}, zero_exponent={f.zero_exponent}, c_emin={f.c_emin}, "
+             f"amd={f.combine == 'amd'})")
     return (f"Numerics(input={ar.input!r}, accumulator={ar.accumulator!r}, output={ar.output!r}, "
             f"product={ar.product!r}, init={ar.init!r}, fused={fused})")
 

@@ -13,6 +13,9 @@ import math
 import numpy as np
 from numba.extending import intrinsic
 
+from fpspec.arith.fused import round_value  # noqa: F401 (embedded)
+from fpspec.compile.runtime.inputs_rt import _input, _length, _shape  # noqa: F401 (embedded)
+
 _ACC = np.float32
 _ACC_FMT = (24, -126, 127)
 _OUT_FMT = (24, -126, 127)
@@ -23,6 +26,7 @@ _ZERO_EXP = -(1 << 20)
 _FP_W = 16
 _FP_F, _FP_EMIN_IN, _FP_FLOOR, _FP_ALIGNED, _FP_C_ALIGNED = 25, -14, -133, 0, True
 _FP_RZ, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_SUB_IN, _FP_SUB_OUT = True, 24, -126, 127, True, True
+_FP_EMIN_IN_B, _FP_ZEXP_ON, _FP_ZEXP, _FP_C_EMIN, _FP_AMD, _FP_INTERLEAVE = -14, False, -126, -126, False, 1
 
 
 @intrinsic
@@ -311,6 +315,30 @@ def _leaf_index(ks, lo, step, i):
     return ks[i] if ks.shape[0] > 0 else lo + i * step
 
 
+def _product_term(x, y):
+    """(negative, alignment exponent, significand with 46 fraction bits) of the exact
+    product x*y (arith.fused.products): flushed subnormal inputs are zeros, and a
+    zero operand aligns at _FP_ZEXP under MMA-Sim's convention."""
+    if not _FP_SUB_IN:
+        if abs(x) < 2.0 ** _FP_EMIN_IN:
+            x = 0.0
+        if abs(y) < 2.0 ** _FP_EMIN_IN_B:
+            y = 0.0
+    na, ea, ma = _decode(x, _FP_EMIN_IN)
+    nb, eb, mb = _decode(y, _FP_EMIN_IN_B)
+    sig = ma * mb
+    if _FP_ZEXP_ON:
+        exp = (_FP_ZEXP if ma == 0 else ea) + (_FP_ZEXP if mb == 0 else eb)
+    else:
+        exp = ea + eb if sig != 0 else _ZERO_EXP
+    return na != nb, exp, sig
+
+
+def _shift_floor(v, shift):
+    """Signed v * 2^-shift toward -inf (arith.fused._shift_floor, shifts clamped to 62)."""
+    return (v >> min(max(shift, 0), 62)) << min(max(-shift, 0), 62)
+
+
 def _fused_core(a, b, ks, lo, step, cnt, c):
     """One fused node: d = c + sum of the cnt products a[k]*b[k] (k = ks[i], or
     lo + i*step when ks is empty), exactly as fpspec.arith.fused.fused_node."""
@@ -318,57 +346,87 @@ def _fused_core(a, b, ks, lo, step, cnt, c):
     nan = cf != cf
     pinf = cf == math.inf
     ninf = cf == -math.inf
+    big_pos = False
+    big_neg = False
     for i in range(cnt):
         k = _leaf_index(ks, lo, step, i)
         p = np.float64(a[k]) * np.float64(b[k])
         nan = nan or p != p
         pinf = pinf or p == math.inf
         ninf = ninf or p == -math.inf
+        big_pos = big_pos or (p >= 2.0 ** 128 and p != math.inf)
+        big_neg = big_neg or (p <= -(2.0 ** 128) and p != -math.inf)
     if nan or (pinf and ninf):
         return math.nan
     if pinf:
         return math.inf
     if ninf:
         return -math.inf
-    tiny_in = 2.0 ** _FP_EMIN_IN
-    emax = _ZERO_EXP
-    nonzero = False
-    for i in range(cnt):
-        k = _leaf_index(ks, lo, step, i)
-        x, y = np.float64(a[k]), np.float64(b[k])
-        if not _FP_SUB_IN and (abs(x) < tiny_in or abs(y) < tiny_in):
-            continue
-        ea, ma = _decode(x, _FP_EMIN_IN)[1:]
-        eb, mb = _decode(y, _FP_EMIN_IN)[1:]
-        if ma * mb != 0:
-            nonzero = True
-            emax = max(emax, ea + eb)
+    if _FP_AMD and (big_pos or big_neg):     # note [amd combine]: a finite product past fp32
+        return math.nan if big_pos and big_neg else (math.inf if big_pos else -math.inf)
     if not _FP_SUB_OUT and abs(cf) < 2.0 ** _FP_OUT_EMIN:
         cf = 0.0
-    cneg, cexp, csig = _decode(cf, -126)
-    if csig != 0 and _FP_C_ALIGNED:
+    cneg, cexp, csig = _decode(cf, _FP_C_EMIN)
+    if csig == 0:
+        cexp = _FP_ZEXP if _FP_ZEXP_ON else _ZERO_EXP
+    if _FP_AMD:
+        exact = _amd_exact(a, b, ks, lo, step, cnt, cneg, cexp, csig)
+        return _round_dir(exact, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_RZ, _FP_SUB_OUT)
+    emax = _ZERO_EXP
+    for i in range(cnt):
+        k = _leaf_index(ks, lo, step, i)
+        emax = max(emax, _product_term(np.float64(a[k]), np.float64(b[k]))[1])
+    if _FP_C_ALIGNED:
         emax = max(emax, cexp)
-    if not nonzero and csig == 0:
-        return 0.0                      # the hardware writes +0.0
     emax = max(emax, _FP_FLOOR)
     grid = emax - _FP_F
     total = 0
     for i in range(cnt):
         k = _leaf_index(ks, lo, step, i)
-        x, y = np.float64(a[k]), np.float64(b[k])
-        if not _FP_SUB_IN and (abs(x) < tiny_in or abs(y) < tiny_in):
-            continue
-        na, ea, ma = _decode(x, _FP_EMIN_IN)
-        nb, eb, mb = _decode(y, _FP_EMIN_IN)
-        mag = _shift(ma * mb, grid - (ea + eb - 46), na != nb)
-        total += -mag if na != nb else mag
+        neg, exp, sig = _product_term(np.float64(a[k]), np.float64(b[k]))
+        mag = _shift(sig, grid - (exp - 46), neg)
+        total += -mag if neg else mag
     if _FP_C_ALIGNED:
         mag = _shift(csig, grid - (cexp - 23), cneg)
         total += -mag if cneg else mag
         exact = math.ldexp(np.float64(total), grid)
     else:
         exact = _round_odd_sum(math.ldexp(np.float64(total), grid), cf)
-    return _round_dir(exact, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_RZ, _FP_SUB_OUT)
+    r = _round_dir(exact, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_RZ, _FP_SUB_OUT)
+    return 0.0 if r == 0.0 else r       # the hardware writes +0.0 (note [zero result])
+
+
+def _amd_exact(a, b, ks, lo, step, cnt, cneg, cexp, csig):
+    """The exact value of an AMD CDNA node (arith.fused._amd_combine): _FP_INTERLEAVE
+    sub-blocks of strided products aligned apart, floored onto the largest one's grid,
+    then the product sum floored to 31 and c to 24 fraction bits below their common top."""
+    e_p = _ZERO_EXP
+    for j in range(_FP_INTERLEAVE):
+        e_j = _ZERO_EXP
+        for i in range(j, cnt, _FP_INTERLEAVE):
+            k = _leaf_index(ks, lo, step, i)
+            e_j = max(e_j, _product_term(np.float64(a[k]), np.float64(b[k]))[1])
+        e_p = max(e_p, max(e_j, _FP_FLOOR))
+    total = 0
+    for j in range(_FP_INTERLEAVE):
+        e_j = _ZERO_EXP
+        for i in range(j, cnt, _FP_INTERLEAVE):
+            k = _leaf_index(ks, lo, step, i)
+            e_j = max(e_j, _product_term(np.float64(a[k]), np.float64(b[k]))[1])
+        e_j = max(e_j, _FP_FLOOR)
+        s_j = 0
+        for i in range(j, cnt, _FP_INTERLEAVE):
+            k = _leaf_index(ks, lo, step, i)
+            neg, exp, sig = _product_term(np.float64(a[k]), np.float64(b[k]))
+            mag = _shift(sig, (e_j - _FP_F) - (exp - 46), neg)
+            s_j += -mag if neg else mag
+        total += _shift_floor(s_j, e_p - e_j)
+    e = max(e_p, cexp)
+    s31 = _shift_floor(total, (e - 31) - (e_p - _FP_F))
+    c24 = _shift_floor(-csig if cneg else csig, (e - 24) - (cexp - 23))
+    if _FP_INTERLEAVE > 1 and cexp < e - 25:   # the fp8 path drops a c far below
+        c24 = 0
+    return math.ldexp(np.float64(s31 + (c24 << 7)), e - 31)
 
 
 def _round_odd_sum(x, y):
@@ -496,111 +554,81 @@ def _gemm_rest(A, B, out):
     if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
         _gemm_columns_kernel(A, B, out)
     else:
-        _gemm_kernel(A, np.ascontiguousarray(B.T), out)
+        _gemm_kernel(A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
 
 
-def _input(x, what):
-    """x as an array of the spec's input dtype (no silent conversion), widened
-    exactly to the dtype the kernels read (float16 -> float32)."""
-    if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
-        raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
-                        f"(pass {what}.filled(0) or {what}.compressed() to say which)")
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{what} is a {type(x).__name__}, but this replica of {_NAME} takes NumPy arrays of "
-                        f"dtype {np.dtype(_IN_DTYPE).name} (input format {_IN_NAME}): convert it with "
-                        f"np.asarray({what}, np.{np.dtype(_IN_DTYPE).name}) if rounding it is what you mean")
-    if not x.dtype.isnative:                 # '>f4' is a float32 in the other byte order
-        x = x.astype(x.dtype.newbyteorder("="))
-    # formats without a numpy dtype (bf16, tf32, fp8) travel in float32 or float64
-    if x.dtype != _IN_DTYPE and not (_IN_GRID is not None and x.dtype == np.float64):
-        raise TypeError(f"{what} has dtype {x.dtype}, but this replica of {_NAME} takes "
-                        f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
-    if _IN_GRID is not None:
-        finite = x[np.isfinite(x)].astype(np.float64)
-        rounded = np.array([_round_dir(v, _IN_GRID[0], _IN_GRID[1], _IN_GRID[2], False, True) for v in finite])
-        if not np.array_equal(rounded, finite):
-            raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
-    return np.asarray(x, dtype=_IN_CARRY, order="C")   # C order; a 0-d array stays 0-d (the caller refuses it)
+def _carried(x):
+    """A checked input widened exactly to the dtype the kernels read (float16 -> float32), in C order;
+    a 0-d array stays 0-d (the caller refuses it)."""
+    return np.asarray(x, dtype=_IN_CARRY, order="C")
 
 
-def _length(n, what):
-    if n < N_MIN or (N_MAX is not None and n > N_MAX):
-        raise ValueError(f"{what} has length {n}, outside the range n in {N_MIN}..{'' if N_MAX is None else N_MAX} "
-                         f"this replica of {_NAME} is valid for")
-    return n
+def _one_kernel(x, y, plan):
+    return _final(_order(x, y, x.shape[0], plan))
 
 
-def _shape(what, arr, ndim):
-    if arr.ndim != ndim:
-        raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
-
-
-def _one_kernel(x, y):
-    return _final(_reduce(x, y, x.shape[0]))
-
-
-def _rows_kernel(A, x, out):
+def _rows_kernel(A, x, out, plan):
     for i in prange(A.shape[0]):
-        out[i] = _final(_reduce(A[i], x, x.shape[0]))
+        out[i] = _final(_order(A[i], x, x.shape[0], plan))
 
 
-def _columns_kernel(XT, ones, out):
+def _columns_kernel(XT, ones, out, plan):
     for i in prange(XT.shape[0]):
-        out[i] = _final(_reduce(XT[i], ones if _SUM_FUSED else XT[i], XT.shape[1]))
+        out[i] = _final(_order(XT[i], ones if _SUM_FUSED else XT[i], XT.shape[1], plan))
 
 
-def _gemm_kernel(A, BT, out):
+def _gemm_kernel(A, BT, out, plan):
     p = BT.shape[0]
     for t in prange(A.shape[0] * p):
         i, j = t // p, t % p
-        out[i, j] = _final(_reduce(A[i], BT[j], A.shape[1]))
+        out[i, j] = _final(_order(A[i], BT[j], A.shape[1], plan))
 
 
 def api_sum(x):
     """The spec's sum of the 1-D array x."""
-    x = _input(x, "x")
+    x = _carried(_input(x, "x"))
     _shape("x", x, 1)
     _length(x.shape[0], "x")
-    return _OUT_DTYPE(_one_kernel(x, np.ones_like(x) if _SUM_FUSED else x))
+    return _OUT_DTYPE(_one_kernel(x, np.ones_like(x) if _SUM_FUSED else x, _plan(x.shape[0])))
 
 
 def api_sums(X):
     """The spec's sum of every column of X (each its own accumulation)."""
-    X = _input(X, "X")
+    X = _carried(_input(X, "X"))
     _shape("X", X, 2)
     _length(X.shape[0], "X")
     out = np.empty(X.shape[1], _OUT_CARRY)
-    _columns_kernel(np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out)
+    _columns_kernel(np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out, _plan(X.shape[0]))
     return out.astype(_OUT_DTYPE)
 
 
 def api_dot(x, y):
     """The spec's dot product of the 1-D arrays x and y."""
-    x, y = _input(x, "x"), _input(y, "y")
+    x, y = _carried(_input(x, "x")), _carried(_input(y, "y"))
     _shape("x", x, 1)
     _shape("y", y, 1)
     if x.shape != y.shape:
         raise ValueError(f"dot: x has {x.shape[0]} elements, y has {y.shape[0]}")
     _length(x.shape[0], "x")
-    return _OUT_DTYPE(_one_kernel(x, y))
+    return _OUT_DTYPE(_one_kernel(x, y, _plan(x.shape[0])))
 
 
 def api_gemv(A, x):
     """A @ x, each output element in the spec's order over the columns of A."""
-    A, x = _input(A, "A"), _input(x, "x")
+    A, x = _carried(_input(A, "A")), _carried(_input(x, "x"))
     _shape("A", A, 2)
     _shape("x", x, 1)
     if A.shape[1] != x.shape[0]:
         raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
     _length(x.shape[0], "x")
     out = np.empty(A.shape[0], _OUT_CARRY)
-    _rows_kernel(A, x, out)
+    _rows_kernel(A, x, out, _plan(x.shape[0]))
     return out.astype(_OUT_DTYPE)
 
 
 def api_gemm(A, B):
     """A @ B, each output element in the spec's order over the inner dimension."""
-    A, B = _input(A, "A"), _input(B, "B")
+    A, B = _carried(_input(A, "A")), _carried(_input(B, "B"))
     _shape("A", A, 2)
     _shape("B", B, 2)
     if A.shape[1] != B.shape[0]:
@@ -612,6 +640,121 @@ def api_gemm(A, B):
     else:
         _gemm_rest(A, B, out)
     return out.astype(_OUT_DTYPE)
+
+
+# ---------------------------------------------------------------- plans (note [plans] in fpspec.compile.backends.numba)
+
+_NO_PLAN = (np.empty((0, 8), np.int64), np.empty(0, np.int64), 0, 0)
+_PLANS = {}
+_PLAN_OPS = ()       # (object the generated code calls, op code, kind) for every recorded operation
+_PLAN_ENTRY = None   # the entry function of the order (plain Python) where the order has a plan
+
+
+class _PlanTerms:
+    """A term array while a plan is recorded: sel 0 the replica's inputs,
+    sel 1 the pad buffer, whose element base + k is this array's element k."""
+    __slots__ = ("sel", "base")
+
+    def __init__(self, sel, base):
+        self.sel = sel
+        self.base = base
+
+
+class _PlanValues(list):
+    """A list of values while a plan is recorded: plan row numbers, and the op
+    code of the `_vals` that made it (its carrier)."""
+
+    def __init__(self, carrier, m):
+        super().__init__([0] * m)
+        self.carrier = carrier
+
+
+def _plan(n):
+    """The plan `_run_plan` executes for length n (recorded once per n), or
+    `_NO_PLAN` where the order needs none."""
+    if _PLAN_ENTRY is None:
+        return _NO_PLAN
+    if n not in _PLANS:
+        if len(_PLANS) >= 64:
+            _PLANS.clear()
+        _PLANS[n] = _record_plan(n)
+    return _PLANS[n]
+
+
+def _record_plan(n):
+    """Run the order's plain-Python functions at length n with every value a
+    row number of the plan: each operation on values or leaves appends a row
+    (op code, operands); a call of a compiled function appends one row."""
+    from types import FunctionType
+
+    rows, side, pad = [], [], [0]
+    g = dict(globals())
+
+    def op(*row):
+        rows.append(row + (0,) * (8 - len(row)))
+        return len(rows) - 1
+
+    def recorder(code, kind):
+        if kind == "term":
+            return lambda a, b, k: op(code, a.sel, a.base + k)
+        if kind == "add":
+            return lambda u, v: op(code, u, v)
+        if kind == "add_leaf":
+            return lambda acc, a, b, k: op(code, a.sel, acc, a.base + k)
+        if kind == "add_leaves":
+            return lambda a, b, i, j: op(code, a.sel, a.base + i, a.base + j)
+        if kind == "value":
+            return lambda v: op(code, v)
+        if kind == "vals":
+            return lambda m: _PlanValues(code, m)
+        if kind == "fused_range":
+            return lambda a, b, lo, step, cnt, c: op(code, a.sel, a.base + lo, step, cnt, c)
+        if kind == "fused_core":
+            def fused_core(a, b, ks, lo, step, cnt, c):
+                at = len(side)
+                side.extend(a.base + (ks[i] if ks.shape[0] > 0 else lo + i * step) for i in range(cnt))
+                return op(code, a.sel, at, cnt, c)
+            return fused_core
+        if kind == "padded":
+            def padded(a, b, lo, step, m, r, c):
+                at = pad[0]
+                pad[0] += m + c
+                op(code, a.sel, a.base + lo, step, m, r, c, at)
+                return _PlanTerms(1, at), _PlanTerms(1, at)
+            return padded
+        if kind == "lane_folds":    # note [vector lanes] in fpspec.compile.loops, row by row
+            term, add_leaf = recorder(code[0], "term"), recorder(code[1], "add_leaf")
+
+            def lane_folds(a, lo, rows, k):
+                lanes = [term(a, None, lo + j) for j in range(k)]
+                for r in range(1, rows):
+                    lanes = [add_leaf(lanes[j], a, None, lo + r * k + j) for j in range(k)]
+                return tuple(lanes)
+            return lane_folds
+        if kind == "call_L":
+            return lambda a, b, lo, step, m: op(code, a.sel, a.base + lo, step, m)
+        if kind == "call_L1":
+            return lambda a, b, lo, m: op(code, a.sel, a.base + lo, m)
+        if kind == "call_V":
+            def call_values(vals, off, step, m):
+                at = len(side)
+                side.extend(vals[off + i * step] for i in range(m))
+                return op(code, at, m, vals.carrier)
+            return call_values
+        raise AssertionError(kind)
+
+    by_object = {id(obj): (code, kind) for obj, code, kind in _PLAN_OPS}
+    for name, value in globals().items():
+        if id(value) in by_object:
+            code, kind = by_object[id(value)]
+            g[name] = op(code) if kind == "zero" else recorder(code, kind)
+        else:
+            py = getattr(value, "py_func", value)
+            if isinstance(py, FunctionType):
+                g[name] = FunctionType(py.__code__, g, py.__name__, py.__defaults__, py.__closure__)
+    whole = _PlanTerms(0, 0)
+    root = FunctionType(_PLAN_ENTRY.__code__, g)(whole, whole, n)
+    return np.array(rows, np.int64).reshape(-1, 8), np.array(side, np.int64), root, pad[0]
 
 
 prange = range   # the template imports numba's prange

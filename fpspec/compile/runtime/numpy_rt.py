@@ -10,12 +10,15 @@ a[k] * b[k] is exact for inputs of <= 26 bits (note [leaf products]).
 import numpy as np
 
 from fpspec.arith.fused import _FORMATS, _sum_round_to_odd, addend, align, largest_exponent, products, round_value
+from fpspec.compile.runtime.inputs_rt import _input, _length, _shape  # noqa: F401 (embedded)
+from fpspec.formats import _fma64, _fma64_exact
 
 _ACC = np.float32
 _ACC_FMT = None
 _OUT_DTYPE = np.float32
 _OUT_FMT = None
 _INIT_ZERO = False
+_ROUND_FIRST = False
 _FUSED = None
 _ZERO = np.float32(0.0)
 _PROD = np.float32
@@ -53,6 +56,37 @@ def _add_leaf_plain(acc, a, b, k):
 def _add_leaf_fma(acc, a, b, k):
     # note [leaf products]: one rounding of the exact a*b + acc
     return _round_acc(_round_odd_sum(a[k] * b[k], np.asarray(acc, np.float64)))
+
+
+def _term_exact(a, b, k):
+    # numerics note [exact leaves]: a sum's leaf wider than the accumulator enters exactly
+    return a[k]
+
+
+def _term_exact_product(a, b, k):
+    # numerics note [exact leaves]: an exact product (<= 26-bit inputs), rounded by the node that takes it
+    return a[k] * b[k]
+
+
+def _add_exact(u, v):
+    # numerics note [exact leaves]: the exact sum of (possibly wider) operands, rounded once
+    return _round_acc(_round_odd_sum(np.asarray(u, np.float64), np.asarray(v, np.float64)))
+
+
+def _add_leaves_exact(a, b, i, j):
+    # numerics note [exact leaves]: two exact products, their exact sum rounded once
+    return _round_acc(_round_odd_sum(a[i] * b[i], a[j] * b[j]))
+
+
+def _add_leaf_fma64(acc, a, b, k):
+    # an fp64 FMA, one rounding of a*b + acc (fpspec.formats note [fp64 fma]: Boldo and
+    # Melquiond's sum, exact rationals for the elements it does not cover)
+    x, y, c = np.broadcast_arrays(a[k], b[k], np.asarray(acc, np.float64))
+    out, safe = _fma64(x, y, c)
+    if not safe.all():
+        out = np.array(out)
+        out[~safe] = _fma64_exact(x[~safe], y[~safe], c[~safe])
+    return out
 
 
 def _add_leaves(a, b, i, j):
@@ -154,6 +188,8 @@ def _table_step_values(slots, kids, offs, s):
 
 
 def _final(acc):
+    if _ROUND_FIRST:   # numerics note [exact leaves]: a lone leaf's exact product
+        acc = _round_acc(acc)
     if _INIT_ZERO:     # note [init +0.0]: -0.0 becomes +0.0
         acc = _add(acc, _ZERO)
     if _OUT_FMT is not None:
@@ -177,40 +213,6 @@ _IN_DTYPE = np.float32
 _IN_NAME = "fp32"
 _IN_GRID = None
 _SUM_FUSED = False   # a sum through fused nodes: each x_k enters as the product x_k * 1
-
-
-def _input(x, what):
-    """x as an array of the spec's input dtype (no silent conversion)."""
-    if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
-        raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
-                        f"(pass {what}.filled(0) or {what}.compressed() to say which)")
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{what} is a {type(x).__name__}, but this replica of {_NAME} takes NumPy arrays of "
-                        f"dtype {np.dtype(_IN_DTYPE).name} (input format {_IN_NAME}): convert it with "
-                        f"np.asarray({what}, np.{np.dtype(_IN_DTYPE).name}) if rounding it is what you mean")
-    if not x.dtype.isnative:                 # '>f4' is a float32 in the other byte order
-        x = x.astype(x.dtype.newbyteorder("="))
-    # formats without a numpy dtype (bf16, tf32, fp8) travel in float32 or float64
-    if x.dtype != _IN_DTYPE and not (_IN_GRID is not None and x.dtype == np.float64):
-        raise TypeError(f"{what} has dtype {x.dtype}, but this replica of {_NAME} takes "
-                        f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
-    if _IN_GRID is not None:
-        finite = x[np.isfinite(x)].astype(np.float64)
-        if not np.array_equal(round_value(finite, *_IN_GRID, "rne"), finite):
-            raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
-    return x
-
-
-def _length(n, what):
-    if n < N_MIN or (N_MAX is not None and n > N_MAX):
-        raise ValueError(f"{what} has length {n}, outside the range n in {N_MIN}..{'' if N_MAX is None else N_MAX} "
-                         f"this replica of {_NAME} is valid for")
-    return n
-
-
-def _shape(what, arr, ndim):
-    if arr.ndim != ndim:
-        raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
 
 
 def api_sum(x):

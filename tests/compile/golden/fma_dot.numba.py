@@ -31,18 +31,38 @@ _IN_CARRY = np.float32
 _OUT_CARRY = np.float32
 
 # Compiled on first use in each process from this file alone: no cache
-# directory (numba's cache cannot reload recursive functions).  A function
-# whose __module__ is None has its recursive calls resolved through its own
-# globals, so the module works however it is imported (importlib without
-# sys.modules, runpy, any module name).
+# directory, and no compiled function calls itself (recursive orders run as
+# loops over explicit stacks or from a plan), so the module works however it
+# is imported (importlib without sys.modules, runpy, any module name).
 def _jit(f):
     f.__module__ = None
-    return njit(fastmath=False)(f)
+    return _one_signature(njit(fastmath=False)(f))
+
+
+def _inline(f):
+    f.__module__ = None
+    return njit(fastmath=False, inline="always")(f)
 
 
 def _parallel(f):
     f.__module__ = None
     return njit(fastmath=False, parallel=True)(f)
+
+
+def _one_signature(dispatcher):
+    """Compile `dispatcher` once per argument types, not again for every
+    literal argument a caller passes (`_fused_range(a, b, 0, 1, ...)` and
+    `_fused_range(a, b, s, 1, ...)` would be two compilations of seconds)."""
+    from numba.core import types
+
+    typed = getattr(dispatcher, "get_call_template", None)
+    if typed is None:      # a numba without this hook: every literal compiles, nothing else changes
+        return dispatcher
+
+    def get_call_template(args, kws):
+        return typed(tuple(types.unliteral(a) for a in args), kws)
+    dispatcher.get_call_template = get_call_template
+    return dispatcher
 
 
 @intrinsic
@@ -74,43 +94,43 @@ def _round_dir(v, precision, emin, emax, rz, subnormals):
     return r
 
 
-@_jit
+@_inline
 def _round_acc(v):
     return _ACC(v)
 
 
-@_jit
+@_inline
 def _term(a, b, k):
     # inputs of <= 26 bits: the float64 product is exact, rounded once here
     return _round_acc(np.float64(a[k]) * np.float64(b[k]))
 
 
-@_jit
+@_inline
 def _add(u, v):
     return _round_acc(u + v)
 
 
-@_jit
+@_inline
 def _add_leaf(acc, a, b, k):
     return _fma(_ACC(a[k]), _ACC(b[k]), acc)
 
 
-@_jit
+@_inline
 def _add_leaves(a, b, i, j):
     return _add_leaf(_term(a, b, i), a, b, j)
 
 
-@_jit
+@_inline
 def _vals(m):
     return np.empty(m, _ACC)
 
 
-@_jit
+@_inline
 def _round_out(v):
     return _OUT_CARRY(v)
 
 
-@_jit
+@_inline
 def _final(acc):
     if _INIT_ZERO:     # note [init +0.0]: -0.0 becomes +0.0
         acc = _add(acc, _ZERO)
@@ -118,8 +138,7 @@ def _final(acc):
 
 
 def _input(x, what):
-    """x as an array of the spec's input dtype (no silent conversion), widened
-    exactly to the dtype the kernels read (float16 -> float32)."""
+    """x as an array of the spec's input dtype (no silent conversion)."""
     if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
         raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
                         f"(pass {what}.filled(0) or {what}.compressed() to say which)")
@@ -135,10 +154,9 @@ def _input(x, what):
                         f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
     if _IN_GRID is not None:
         finite = x[np.isfinite(x)].astype(np.float64)
-        rounded = np.array([_round_dir(v, _IN_GRID[0], _IN_GRID[1], _IN_GRID[2], False, True) for v in finite])
-        if not np.array_equal(rounded, finite):
+        if not np.array_equal(round_value(finite, *_IN_GRID, "rne"), finite):
             raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
-    return np.asarray(x, dtype=_IN_CARRY, order="C")   # C order; a 0-d array stays 0-d (the caller refuses it)
+    return x
 
 
 def _length(n, what):
@@ -153,66 +171,266 @@ def _shape(what, arr, ndim):
         raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
 
 
+def _carried(x):
+    """A checked input widened exactly to the dtype the kernels read (float16 -> float32), in C order;
+    a 0-d array stays 0-d (the caller refuses it)."""
+    return np.asarray(x, dtype=_IN_CARRY, order="C")
+
+
 
 @_jit
 def _pairwise0_L1(a, b, lo, m):
     """pairwise0: reduce the leaves lo, lo + step, ... (m of them)."""
     step = 1
-    if m == 1:
-        return _term(a, b, lo)
-    h10 = m // 2
-    if h10 < 1 or h10 > m - 1:
-        raise ValueError('a pairwise split falls outside the list')
-    if m == 2:
-        return _add_leaves(a, b, lo, lo + step)
-    if h10 == 1:
-        return _add_leaf(_pairwise0_L1(a, b, lo + step, m - 1), a, b, lo)
-    if h10 == m - 1:
-        return _add_leaf(_pairwise0_L1(a, b, lo, h10), a, b, lo + h10 * step)
-    r11 = _add(_pairwise0_L1(a, b, lo, h10), _pairwise0_L1(a, b, lo + h10 * step, m - h10))
-    return r11
+    tl10 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm11 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs12 = _vals(160)
+    tl10[0] = lo
+    tm11[0] = m
+    tp13 = 1
+    vp14 = 0
+    while tp13 > 0:
+        tp13 -= 1
+        cl15 = tl10[tp13]
+        cm16 = tm11[tp13]
+        if cm16 == -1:
+            vp14 -= 1
+            vs12[vp14 - 1] = _add(vs12[vp14 - 1], vs12[vp14])
+            continue
+        if cm16 == -2:
+            vs12[vp14 - 1] = _add_leaf(vs12[vp14 - 1], a, b, cl15)
+            continue
+        if vp14 == vs12.shape[0]:
+            grown19 = _vals(2 * vp14)
+            for i18 in range(vp14):
+                grown19[i18] = vs12[i18]
+            vs12 = grown19
+        if tp13 + 3 > tl10.shape[0]:
+            grown20 = np.empty(2 * tp13 + 3, np.int64)
+            for i18 in range(tp13):
+                grown20[i18] = tl10[i18]
+            tl10 = grown20
+            grown21 = np.empty(2 * tp13 + 3, np.int64)
+            for i18 in range(tp13):
+                grown21[i18] = tm11[i18]
+            tm11 = grown21
+        if cm16 == 1:
+            vs12[vp14] = _term(a, b, cl15)
+            vp14 += 1
+            continue
+        h17 = cm16 // 2
+        if h17 < 1 or h17 > cm16 - 1:
+            raise ValueError('a pairwise split falls outside the list')
+        if cm16 == 2:
+            vs12[vp14] = _add_leaves(a, b, cl15, cl15 + step)
+            vp14 += 1
+            continue
+        if h17 == 1:
+            tl10[tp13] = cl15
+            tm11[tp13] = -2
+            tp13 += 1
+            tl10[tp13] = cl15 + step
+            tm11[tp13] = cm16 - 1
+            tp13 += 1
+            continue
+        if h17 == cm16 - 1:
+            tl10[tp13] = cl15 + h17 * step
+            tm11[tp13] = -2
+            tp13 += 1
+            tl10[tp13] = cl15
+            tm11[tp13] = h17
+            tp13 += 1
+            continue
+        tl10[tp13] = 0
+        tm11[tp13] = -1
+        tp13 += 1
+        tl10[tp13] = cl15 + h17 * step
+        tm11[tp13] = cm16 - h17
+        tp13 += 1
+        tl10[tp13] = cl15
+        tm11[tp13] = h17
+        tp13 += 1
+    r22 = vs12[0]
+    return r22
 
 
 @_jit
 def _pairwise1_L(a, b, lo, step, m):
     """pairwise1: reduce the leaves lo, lo + step, ... (m of them)."""
-    if m == 1:
-        return _term(a, b, lo)
-    h19 = m // 2
-    if h19 < 1 or h19 > m - 1:
-        raise ValueError('a pairwise split falls outside the list')
-    if m == 2:
-        return _add_leaves(a, b, lo, lo + step)
-    if h19 == 1:
-        return _add_leaf(_pairwise1_L(a, b, lo + step, step, m - 1), a, b, lo)
-    if h19 == m - 1:
-        return _add_leaf(_pairwise1_L(a, b, lo, step, h19), a, b, lo + h19 * step)
-    r20 = _add(_pairwise1_L(a, b, lo, step, h19), _pairwise1_L(a, b, lo + h19 * step, step, m - h19))
-    return r20
+    tl30 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm31 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs32 = _vals(160)
+    tl30[0] = lo
+    tm31[0] = m
+    tp33 = 1
+    vp34 = 0
+    while tp33 > 0:
+        tp33 -= 1
+        cl35 = tl30[tp33]
+        cm36 = tm31[tp33]
+        if cm36 == -1:
+            vp34 -= 1
+            vs32[vp34 - 1] = _add(vs32[vp34 - 1], vs32[vp34])
+            continue
+        if cm36 == -2:
+            vs32[vp34 - 1] = _add_leaf(vs32[vp34 - 1], a, b, cl35)
+            continue
+        if vp34 == vs32.shape[0]:
+            grown39 = _vals(2 * vp34)
+            for i38 in range(vp34):
+                grown39[i38] = vs32[i38]
+            vs32 = grown39
+        if tp33 + 3 > tl30.shape[0]:
+            grown40 = np.empty(2 * tp33 + 3, np.int64)
+            for i38 in range(tp33):
+                grown40[i38] = tl30[i38]
+            tl30 = grown40
+            grown41 = np.empty(2 * tp33 + 3, np.int64)
+            for i38 in range(tp33):
+                grown41[i38] = tm31[i38]
+            tm31 = grown41
+        if cm36 == 1:
+            vs32[vp34] = _term(a, b, cl35)
+            vp34 += 1
+            continue
+        h37 = cm36 // 2
+        if h37 < 1 or h37 > cm36 - 1:
+            raise ValueError('a pairwise split falls outside the list')
+        if cm36 == 2:
+            vs32[vp34] = _add_leaves(a, b, cl35, cl35 + step)
+            vp34 += 1
+            continue
+        if h37 == 1:
+            tl30[tp33] = cl35
+            tm31[tp33] = -2
+            tp33 += 1
+            tl30[tp33] = cl35 + step
+            tm31[tp33] = cm36 - 1
+            tp33 += 1
+            continue
+        if h37 == cm36 - 1:
+            tl30[tp33] = cl35 + h37 * step
+            tm31[tp33] = -2
+            tp33 += 1
+            tl30[tp33] = cl35
+            tm31[tp33] = h37
+            tp33 += 1
+            continue
+        tl30[tp33] = 0
+        tm31[tp33] = -1
+        tp33 += 1
+        tl30[tp33] = cl35 + h37 * step
+        tm31[tp33] = cm36 - h37
+        tp33 += 1
+        tl30[tp33] = cl35
+        tm31[tp33] = h37
+        tp33 += 1
+    r42 = vs32[0]
+    return r42
 
 
 @_jit
 def _pairwise1_V(vals, off, step, m):
     """pairwise1: reduce vals[off], vals[off + step], ... (m of them)."""
-    if m == 1:
-        return vals[off]
-    h28 = m // 2
-    if h28 < 1 or h28 > m - 1:
-        raise ValueError('a pairwise split falls outside the list')
-    r29 = _add(_pairwise1_V(vals, off, step, h28), _pairwise1_V(vals, off + h28 * step, step, m - h28))
-    return r29
+    tl50 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm51 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs52 = np.empty(160, vals.dtype)
+    tl50[0] = off
+    tm51[0] = m
+    tp53 = 1
+    vp54 = 0
+    while tp53 > 0:
+        tp53 -= 1
+        cl55 = tl50[tp53]
+        cm56 = tm51[tp53]
+        if cm56 == -1:
+            vp54 -= 1
+            vs52[vp54 - 1] = _add(vs52[vp54 - 1], vs52[vp54])
+            continue
+        if vp54 == vs52.shape[0]:
+            grown59 = np.empty(2 * vp54, vals.dtype)
+            for i58 in range(vp54):
+                grown59[i58] = vs52[i58]
+            vs52 = grown59
+        if tp53 + 3 > tl50.shape[0]:
+            grown60 = np.empty(2 * tp53 + 3, np.int64)
+            for i58 in range(tp53):
+                grown60[i58] = tl50[i58]
+            tl50 = grown60
+            grown61 = np.empty(2 * tp53 + 3, np.int64)
+            for i58 in range(tp53):
+                grown61[i58] = tm51[i58]
+            tm51 = grown61
+        if cm56 == 1:
+            vs52[vp54] = vals[cl55]
+            vp54 += 1
+            continue
+        h57 = cm56 // 2
+        if h57 < 1 or h57 > cm56 - 1:
+            raise ValueError('a pairwise split falls outside the list')
+        tl50[tp53] = 0
+        tm51[tp53] = -1
+        tp53 += 1
+        tl50[tp53] = cl55 + h57 * step
+        tm51[tp53] = cm56 - h57
+        tp53 += 1
+        tl50[tp53] = cl55
+        tm51[tp53] = h57
+        tp53 += 1
+    r62 = vs52[0]
+    return r62
 
 
 @_jit
 def _pairwise0_V(vals, off, step, m):
     """pairwise0: reduce vals[off], vals[off + step], ... (m of them)."""
-    if m == 1:
-        return vals[off]
-    h31 = m // 2
-    if h31 < 1 or h31 > m - 1:
-        raise ValueError('a pairwise split falls outside the list')
-    r32 = _add(_pairwise0_V(vals, off, step, h31), _pairwise0_V(vals, off + h31 * step, step, m - h31))
-    return r32
+    tl64 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm65 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs66 = np.empty(160, vals.dtype)
+    tl64[0] = off
+    tm65[0] = m
+    tp67 = 1
+    vp68 = 0
+    while tp67 > 0:
+        tp67 -= 1
+        cl69 = tl64[tp67]
+        cm70 = tm65[tp67]
+        if cm70 == -1:
+            vp68 -= 1
+            vs66[vp68 - 1] = _add(vs66[vp68 - 1], vs66[vp68])
+            continue
+        if vp68 == vs66.shape[0]:
+            grown73 = np.empty(2 * vp68, vals.dtype)
+            for i72 in range(vp68):
+                grown73[i72] = vs66[i72]
+            vs66 = grown73
+        if tp67 + 3 > tl64.shape[0]:
+            grown74 = np.empty(2 * tp67 + 3, np.int64)
+            for i72 in range(tp67):
+                grown74[i72] = tl64[i72]
+            tl64 = grown74
+            grown75 = np.empty(2 * tp67 + 3, np.int64)
+            for i72 in range(tp67):
+                grown75[i72] = tm65[i72]
+            tm65 = grown75
+        if cm70 == 1:
+            vs66[vp68] = vals[cl69]
+            vp68 += 1
+            continue
+        h71 = cm70 // 2
+        if h71 < 1 or h71 > cm70 - 1:
+            raise ValueError('a pairwise split falls outside the list')
+        tl64[tp67] = 0
+        tm65[tp67] = -1
+        tp67 += 1
+        tl64[tp67] = cl69 + h71 * step
+        tm65[tp67] = cm70 - h71
+        tp67 += 1
+        tl64[tp67] = cl69
+        tm65[tp67] = h71
+        tp67 += 1
+    r76 = vs66[0]
+    return r76
 
 
 @_jit
@@ -239,36 +457,36 @@ def _reduce(a, b, n):
     elif p1 > 0:
         k8 = 4
         if p1 <= k8:
-            r12 = _pairwise0_L1(a, b, 0, p1)
-            r9 = r12
+            r23 = _pairwise0_L1(a, b, np.int64(0), p1)
+            r9 = r23
         elif p1 < 2 * k8:
             raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
         else:
-            nl13 = min(k8, p1)
-            lanes14 = _vals(nl13)
-            for j15 in range(nl13):
-                lm16 = (p1 - j15 + k8 - 1) // k8
-                k17 = 8
-                if lm16 <= k17:
-                    r21 = _pairwise1_L(a, b, j15, k8, lm16)
-                    r18 = r21
-                elif lm16 < 2 * k17:
+            nl24 = min(k8, p1)
+            lanes25 = _vals(nl24)
+            for j26 in range(nl24):
+                lm27 = (p1 - j26 + k8 - 1) // k8
+                k28 = 8
+                if lm27 <= k28:
+                    r43 = _pairwise1_L(a, b, j26, k8, lm27)
+                    r29 = r43
+                elif lm27 < 2 * k28:
                     raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
                 else:
-                    nl22 = min(k17, lm16)
-                    lanes23 = _vals(nl22)
-                    for j24 in range(nl22):
-                        lanes23[j24] = _term(a, b, (j15 + j24 * k8))
-                    rows25 = lm16 // k17
-                    for row26 in range(1, rows25 + (1 if lm16 % k17 > 0 else 0)):
-                        base27 = (j15 + row26 * k17 * k8)
-                        for j24 in range(min(k17, lm16 - row26 * k17)):
-                            lanes23[j24] = _add_leaf(lanes23[j24], a, b, (base27 + j24 * k8))
-                    r30 = _pairwise1_V(lanes23, 0, 1, nl22)
-                    r18 = r30
-                lanes14[j15] = r18
-            r33 = _pairwise0_V(lanes14, 0, 1, nl13)
-            r9 = r33
+                    nl44 = min(k28, lm27)
+                    lanes45 = _vals(nl44)
+                    for j46 in range(nl44):
+                        lanes45[j46] = _term(a, b, (j26 + j46 * k8))
+                    rows47 = lm27 // k28
+                    for row48 in range(1, rows47 + (1 if lm27 % k28 > 0 else 0)):
+                        base49 = (j26 + row48 * k28 * k8)
+                        for j46 in range(min(k28, lm27 - row48 * k28)):
+                            lanes45[j46] = _add_leaf(lanes45[j46], a, b, (base49 + j46 * k8))
+                    r63 = _pairwise1_V(lanes45, np.int64(0), np.int64(1), nl44)
+                    r29 = r63
+                lanes25[j26] = r29
+            r77 = _pairwise0_V(lanes25, np.int64(0), np.int64(1), nl24)
+            r9 = r77
         if pend7 >= 0:
             acc5 = _add_leaf(r9, a, b, pend7)
             pend7 = -1
@@ -285,14 +503,14 @@ def _reduce(a, b, n):
         else:
             pend7 = at2
     elif p3 > 0:
-        acc34 = _term(a, b, at2)
-        for i35 in range(1, p3):
-            acc34 = _add_leaf(acc34, a, b, (at2 + i35))
+        acc78 = _term(a, b, at2)
+        for i79 in range(1, p3):
+            acc78 = _add_leaf(acc78, a, b, (at2 + i79))
         if pend7 >= 0:
-            acc5 = _add_leaf(acc34, a, b, pend7)
+            acc5 = _add_leaf(acc78, a, b, pend7)
             pend7 = -1
         else:
-            acc5 = _add(acc5, acc34) if have6 else acc34
+            acc5 = _add(acc5, acc78) if have6 else acc78
         have6 = True
     if pend7 >= 0:
         acc5 = _term(a, b, pend7)
@@ -300,19 +518,30 @@ def _reduce(a, b, n):
 
 
 
+_NO_PLAN = (np.empty((0, 8), np.int64), np.empty(0, np.int64), 0, 0)
+def _plan(n):
+    """The order needs no plan (note [plans])."""
+    return _NO_PLAN
+
+
+@_inline
+def _order(a, b, n, plan):
+    return _reduce(a, b, n)
+
+
 @_jit
-def _one_kernel(x, y):
-    return _final(_reduce(x, y, x.shape[0]))
+def _one_kernel(x, y, plan):
+    return _final(_order(x, y, x.shape[0], plan))
 
 
 
 def dot(x, y):
     """The spec's dot product of the 1-D arrays x and y."""
-    x, y = _input(x, "x"), _input(y, "y")
+    x, y = _carried(_input(x, "x")), _carried(_input(y, "y"))
     _shape("x", x, 1)
     _shape("y", y, 1)
     if x.shape != y.shape:
         raise ValueError(f"dot: x has {x.shape[0]} elements, y has {y.shape[0]}")
     _length(x.shape[0], "x")
-    return _OUT_DTYPE(_one_kernel(x, y))
+    return _OUT_DTYPE(_one_kernel(x, y, _plan(x.shape[0])))
 

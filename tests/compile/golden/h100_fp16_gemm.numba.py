@@ -45,18 +45,38 @@ _GEMM_COLUMNS_MIN = None  # note [gemm by columns]
 _GEMM_TILE = None  # note [gemm tiles]
 
 # Compiled on first use in each process from this file alone: no cache
-# directory (numba's cache cannot reload recursive functions).  A function
-# whose __module__ is None has its recursive calls resolved through its own
-# globals, so the module works however it is imported (importlib without
-# sys.modules, runpy, any module name).
+# directory, and no compiled function calls itself (recursive orders run as
+# loops over explicit stacks or from a plan), so the module works however it
+# is imported (importlib without sys.modules, runpy, any module name).
 def _jit(f):
     f.__module__ = None
-    return njit(fastmath=False)(f)
+    return _one_signature(njit(fastmath=False)(f))
+
+
+def _inline(f):
+    f.__module__ = None
+    return njit(fastmath=False, inline="always")(f)
 
 
 def _parallel(f):
     f.__module__ = None
     return njit(fastmath=False, parallel=True)(f)
+
+
+def _one_signature(dispatcher):
+    """Compile `dispatcher` once per argument types, not again for every
+    literal argument a caller passes (`_fused_range(a, b, 0, 1, ...)` and
+    `_fused_range(a, b, s, 1, ...)` would be two compilations of seconds)."""
+    from numba.core import types
+
+    typed = getattr(dispatcher, "get_call_template", None)
+    if typed is None:      # a numba without this hook: every literal compiles, nothing else changes
+        return dispatcher
+
+    def get_call_template(args, kws):
+        return typed(tuple(types.unliteral(a) for a in args), kws)
+    dispatcher.get_call_template = get_call_template
+    return dispatcher
 
 
 @_jit
@@ -190,47 +210,47 @@ def _fused_core(a, b, ks, lo, step, cnt, c):
 
 
 @_jit
+def _fused_range(a, b, lo, step, cnt, c):
+    return _ACC(_fused_core(a, b, _NO_KS, lo, step, cnt, c))
+
+
+@_inline
 def _round_acc(v):
     return _ACC(v)
 
 
-@_jit
+@_inline
 def _term(a, b, k):
     # inputs of <= 26 bits: the float64 product is exact, rounded once here
     return _round_acc(np.float64(a[k]) * np.float64(b[k]))
 
 
-@_jit
+@_inline
 def _add(u, v):
     return _round_acc(u + v)
 
 
-@_jit
+@_inline
 def _add_leaf(acc, a, b, k):
     return _add(acc, _term(a, b, k))
 
 
-@_jit
+@_inline
 def _add_leaves(a, b, i, j):
     return _add_leaf(_term(a, b, i), a, b, j)
 
 
-@_jit
+@_inline
 def _vals(m):
     return np.empty(m, _ACC)
 
 
-@_jit
-def _fused_range(a, b, lo, step, cnt, c):
-    return _ACC(_fused_core(a, b, _NO_KS, lo, step, cnt, c))
-
-
-@_jit
+@_inline
 def _round_out(v):
     return _OUT_CARRY(v)
 
 
-@_jit
+@_inline
 def _final(acc):
     if _INIT_ZERO:     # note [init +0.0]: -0.0 becomes +0.0
         acc = _add(acc, _ZERO)
@@ -238,8 +258,7 @@ def _final(acc):
 
 
 def _input(x, what):
-    """x as an array of the spec's input dtype (no silent conversion), widened
-    exactly to the dtype the kernels read (float16 -> float32)."""
+    """x as an array of the spec's input dtype (no silent conversion)."""
     if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
         raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
                         f"(pass {what}.filled(0) or {what}.compressed() to say which)")
@@ -255,10 +274,9 @@ def _input(x, what):
                         f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
     if _IN_GRID is not None:
         finite = x[np.isfinite(x)].astype(np.float64)
-        rounded = np.array([_round_dir(v, _IN_GRID[0], _IN_GRID[1], _IN_GRID[2], False, True) for v in finite])
-        if not np.array_equal(rounded, finite):
+        if not np.array_equal(round_value(finite, *_IN_GRID, "rne"), finite):
             raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
-    return np.asarray(x, dtype=_IN_CARRY, order="C")   # C order; a 0-d array stays 0-d (the caller refuses it)
+    return x
 
 
 def _length(n, what):
@@ -273,6 +291,12 @@ def _shape(what, arr, ndim):
         raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
 
 
+def _carried(x):
+    """A checked input widened exactly to the dtype the kernels read (float16 -> float32), in C order;
+    a 0-d array stays 0-d (the caller refuses it)."""
+    return np.asarray(x, dtype=_IN_CARRY, order="C")
+
+
 _NO_KS = np.empty(0, np.int64)
 
 
@@ -282,7 +306,7 @@ def _gemm_rest(A, B, out):
     if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
         _gemm_columns_kernel(A, B, out)
     else:
-        _gemm_kernel(A, np.ascontiguousarray(B.T), out)
+        _gemm_kernel(A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
 
 
 
@@ -302,18 +326,29 @@ def _reduce(a, b, n):
 
 
 
+_NO_PLAN = (np.empty((0, 8), np.int64), np.empty(0, np.int64), 0, 0)
+def _plan(n):
+    """The order needs no plan (note [plans])."""
+    return _NO_PLAN
+
+
+@_inline
+def _order(a, b, n, plan):
+    return _reduce(a, b, n)
+
+
 @_parallel
-def _gemm_kernel(A, BT, out):
+def _gemm_kernel(A, BT, out, plan):
     p = BT.shape[0]
     for t in prange(A.shape[0] * p):
         i, j = t // p, t % p
-        out[i, j] = _final(_reduce(A[i], BT[j], A.shape[1]))
+        out[i, j] = _final(_order(A[i], BT[j], A.shape[1], plan))
 
 
 
 def gemm(A, B):
     """A @ B, each output element in the spec's order over the inner dimension."""
-    A, B = _input(A, "A"), _input(B, "B")
+    A, B = _carried(_input(A, "A")), _carried(_input(B, "B"))
     _shape("A", A, 2)
     _shape("B", B, 2)
     if A.shape[1] != B.shape[0]:

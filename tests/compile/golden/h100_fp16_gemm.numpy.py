@@ -22,6 +22,7 @@ _OUT_DTYPE = np.float32  # output format fp32
 _OUT_FMT = None
 _INIT_ZERO = False  # init none
 _ZERO = _ACC(0.0)
+_ROUND_FIRST = False  # the result may be an exact product (numerics note [exact leaves])
 
 
 class _FusedParams:
@@ -353,6 +354,8 @@ def _fused_range(a, b, lo, step, cnt, c):
 
 
 def _final(acc):
+    if _ROUND_FIRST:   # numerics note [exact leaves]: a lone leaf's exact product
+        acc = _round_acc(acc)
     if _INIT_ZERO:     # note [init +0.0]: -0.0 becomes +0.0
         acc = _add(acc, _ZERO)
     if _OUT_FMT is not None:

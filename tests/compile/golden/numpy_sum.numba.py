@@ -31,18 +31,38 @@ _IN_CARRY = np.float32
 _OUT_CARRY = np.float32
 
 # Compiled on first use in each process from this file alone: no cache
-# directory (numba's cache cannot reload recursive functions).  A function
-# whose __module__ is None has its recursive calls resolved through its own
-# globals, so the module works however it is imported (importlib without
-# sys.modules, runpy, any module name).
+# directory, and no compiled function calls itself (recursive orders run as
+# loops over explicit stacks or from a plan), so the module works however it
+# is imported (importlib without sys.modules, runpy, any module name).
 def _jit(f):
     f.__module__ = None
-    return njit(fastmath=False)(f)
+    return _one_signature(njit(fastmath=False)(f))
+
+
+def _inline(f):
+    f.__module__ = None
+    return njit(fastmath=False, inline="always")(f)
 
 
 def _parallel(f):
     f.__module__ = None
     return njit(fastmath=False, parallel=True)(f)
+
+
+def _one_signature(dispatcher):
+    """Compile `dispatcher` once per argument types, not again for every
+    literal argument a caller passes (`_fused_range(a, b, 0, 1, ...)` and
+    `_fused_range(a, b, s, 1, ...)` would be two compilations of seconds)."""
+    from numba.core import types
+
+    typed = getattr(dispatcher, "get_call_template", None)
+    if typed is None:      # a numba without this hook: every literal compiles, nothing else changes
+        return dispatcher
+
+    def get_call_template(args, kws):
+        return typed(tuple(types.unliteral(a) for a in args), kws)
+    dispatcher.get_call_template = get_call_template
+    return dispatcher
 
 
 @_jit
@@ -66,42 +86,42 @@ def _round_dir(v, precision, emin, emax, rz, subnormals):
     return r
 
 
-@_jit
+@_inline
 def _round_acc(v):
     return _ACC(v)
 
 
-@_jit
+@_inline
 def _term(a, b, k):
     return _round_acc(a[k])
 
 
-@_jit
+@_inline
 def _add(u, v):
     return _round_acc(u + v)
 
 
-@_jit
+@_inline
 def _add_leaf(acc, a, b, k):
     return _add(acc, _term(a, b, k))
 
 
-@_jit
+@_inline
 def _add_leaves(a, b, i, j):
     return _add_leaf(_term(a, b, i), a, b, j)
 
 
-@_jit
+@_inline
 def _vals(m):
     return np.empty(m, _ACC)
 
 
-@_jit
+@_inline
 def _round_out(v):
     return _OUT_CARRY(v)
 
 
-@_jit
+@_inline
 def _final(acc):
     if _INIT_ZERO:     # note [init +0.0]: -0.0 becomes +0.0
         acc = _add(acc, _ZERO)
@@ -109,8 +129,7 @@ def _final(acc):
 
 
 def _input(x, what):
-    """x as an array of the spec's input dtype (no silent conversion), widened
-    exactly to the dtype the kernels read (float16 -> float32)."""
+    """x as an array of the spec's input dtype (no silent conversion)."""
     if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
         raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
                         f"(pass {what}.filled(0) or {what}.compressed() to say which)")
@@ -126,10 +145,9 @@ def _input(x, what):
                         f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
     if _IN_GRID is not None:
         finite = x[np.isfinite(x)].astype(np.float64)
-        rounded = np.array([_round_dir(v, _IN_GRID[0], _IN_GRID[1], _IN_GRID[2], False, True) for v in finite])
-        if not np.array_equal(rounded, finite):
+        if not np.array_equal(round_value(finite, *_IN_GRID, "rne"), finite):
             raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
-    return np.asarray(x, dtype=_IN_CARRY, order="C")   # C order; a 0-d array stays 0-d (the caller refuses it)
+    return x
 
 
 def _length(n, what):
@@ -142,6 +160,12 @@ def _length(n, what):
 def _shape(what, arr, ndim):
     if arr.ndim != ndim:
         raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
+
+
+def _carried(x):
+    """A checked input widened exactly to the dtype the kernels read (float16 -> float32), in C order;
+    a 0-d array stays 0-d (the caller refuses it)."""
+    return np.asarray(x, dtype=_IN_CARRY, order="C")
 
 
 @intrinsic
@@ -189,43 +213,52 @@ def _lane_folds(typingctx, a, lo, rows, k):
 def _order_pairwise_sum_L1(a, b, lo, m):
     """order_pairwise_sum: reduce the leaves lo, lo + step, ... (m of them)."""
     step = 1
-    los44 = np.empty(64, np.int64)   # start of each pending right part
-    ms45 = np.empty(64, np.int64)    # its length; 0 once its left sibling is done
-    vals46 = _vals(64)               # the finished left sibling
-    sp43 = 0
-    while True:
+    lo59, m60 = lo, m
+    r52 = _ZERO
+    cap58 = 64
+    while True:   # a walk deeper than the stacks starts again with deeper stacks
+        los55 = np.empty(cap58, np.int64)   # start of each pending right part
+        ms56 = np.empty(cap58, np.int64)    # its length; 0 once its left sibling is done
+        vals57 = _vals(cap58)               # the finished left sibling
+        sp54 = 0
+        full61 = False
+        lo, m = lo59, m60
         while True:
-            if (m < 8):
-                h40 = -1
-            elif (m <= 128):
-                h40 = -1
-            else:
-                h40 = ((m // 2) - ((m // 2) % 8))
-            if h40 < 0:
+            while True:
+                if (m < 8):
+                    h51 = -1
+                elif (m <= 128):
+                    h51 = -1
+                else:
+                    h51 = ((m // 2) - ((m // 2) % 8))
+                if h51 < 0:
+                    break
+                if h51 < 1 or h51 > m - 1 or h51 + (m - ((m // 2) - ((m // 2) % 8))) != m:
+                    raise ValueError('a recursive split must cut its list into two non-empty parts that add up to it')
+                if sp54 == cap58:
+                    full61 = True
+                    break
+                los55[sp54] = (lo + h51)
+                ms56[sp54] = m - h51
+                sp54 += 1
+                m = h51
+            if full61:
                 break
-            if h40 < 1 or h40 > m - 1 or h40 + (m - ((m // 2) - ((m // 2) % 8))) != m:
-                raise ValueError('a recursive split must cut its list into two non-empty parts that add up to it')
-            if sp43 == 64:
+            v53 = _order_pairwise_sum_leaf_L1(a, b, lo, m)
+            while sp54 > 0 and ms56[sp54 - 1] == 0:
+                sp54 -= 1
+                v53 = _add(vals57[sp54], v53)
+            if sp54 == 0:
+                r52 = v53
                 break
-            los44[sp43] = (lo + h40)
-            ms45[sp43] = m - h40
-            sp43 += 1
-            m = h40
-        if h40 < 0:
-            v42 = _order_pairwise_sum_leaf_L1(a, b, lo, m)
-        else:   # the stacks are full: this part by a walk of its own
-            v42 = _order_pairwise_sum_L1(a, b, lo, m)
-        while sp43 > 0 and ms45[sp43 - 1] == 0:
-            sp43 -= 1
-            v42 = _add(vals46[sp43], v42)
-        if sp43 == 0:
-            r41 = v42
+            vals57[sp54 - 1] = v53
+            lo = los55[sp54 - 1]
+            m = ms56[sp54 - 1]
+            ms56[sp54 - 1] = 0
+        if not full61:
             break
-        vals46[sp43 - 1] = v42
-        lo = los44[sp43 - 1]
-        m = ms45[sp43 - 1]
-        ms45[sp43 - 1] = 0
-    return r41
+        cap58 *= 4
+    return r52
 
 
 @_jit
@@ -284,15 +317,15 @@ def _order_pairwise_sum_leaf_L1(a, b, lo, m):
                     base35 = (lo + row34 * k10)
                     for j32 in range(min(k10, p4 - row34 * k10)):
                         lanes31[j32] = _add_leaf(lanes31[j32], a, b, (base35 + j32))
-                r38 = _pairwise0_V(lanes31, 0, 1, nl30)
-                r11 = r38
+                r49 = _pairwise0_V(lanes31, np.int64(0), np.int64(1), nl30)
+                r11 = r49
             acc8 = _add(acc8, r11) if have9 else r11
             have9 = True
-        for i39 in range(p6):
+        for i50 in range(p6):
             if have9:
-                acc8 = _add_leaf(acc8, a, b, ((lo + at5) + i39))
+                acc8 = _add_leaf(acc8, a, b, ((lo + at5) + i50))
             else:
-                acc8 = _term(a, b, ((lo + at5) + i39))
+                acc8 = _term(a, b, ((lo + at5) + i50))
                 have9 = True
         r1 = acc8
     else:
@@ -303,49 +336,100 @@ def _order_pairwise_sum_leaf_L1(a, b, lo, m):
 @_jit
 def _pairwise0_V(vals, off, step, m):
     """pairwise0: reduce vals[off], vals[off + step], ... (m of them)."""
-    if m == 1:
-        return vals[off]
-    h36 = m // 2
-    if h36 < 1 or h36 > m - 1:
-        raise ValueError('a pairwise split falls outside the list')
-    r37 = _add(_pairwise0_V(vals, off, step, h36), _pairwise0_V(vals, off + h36 * step, step, m - h36))
-    return r37
+    tl36 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm37 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs38 = np.empty(160, vals.dtype)
+    tl36[0] = off
+    tm37[0] = m
+    tp39 = 1
+    vp40 = 0
+    while tp39 > 0:
+        tp39 -= 1
+        cl41 = tl36[tp39]
+        cm42 = tm37[tp39]
+        if cm42 == -1:
+            vp40 -= 1
+            vs38[vp40 - 1] = _add(vs38[vp40 - 1], vs38[vp40])
+            continue
+        if vp40 == vs38.shape[0]:
+            grown45 = np.empty(2 * vp40, vals.dtype)
+            for i44 in range(vp40):
+                grown45[i44] = vs38[i44]
+            vs38 = grown45
+        if tp39 + 3 > tl36.shape[0]:
+            grown46 = np.empty(2 * tp39 + 3, np.int64)
+            for i44 in range(tp39):
+                grown46[i44] = tl36[i44]
+            tl36 = grown46
+            grown47 = np.empty(2 * tp39 + 3, np.int64)
+            for i44 in range(tp39):
+                grown47[i44] = tm37[i44]
+            tm37 = grown47
+        if cm42 == 1:
+            vs38[vp40] = vals[cl41]
+            vp40 += 1
+            continue
+        h43 = cm42 // 2
+        if h43 < 1 or h43 > cm42 - 1:
+            raise ValueError('a pairwise split falls outside the list')
+        tl36[tp39] = 0
+        tm37[tp39] = -1
+        tp39 += 1
+        tl36[tp39] = cl41 + h43 * step
+        tm37[tp39] = cm42 - h43
+        tp39 += 1
+        tl36[tp39] = cl41
+        tm37[tp39] = h43
+        tp39 += 1
+    r48 = vs38[0]
+    return r48
 
 
 @_jit
 def _reduce(a, b, n):
     """The spec's order over the n terms (a[k], b[k]) of each output element."""
-    r47 = _order_pairwise_sum_L1(a, b, 0, n)
-    return r47
+    r62 = _order_pairwise_sum_L1(a, b, np.int64(0), n)
+    return r62
 
+
+
+_NO_PLAN = (np.empty((0, 8), np.int64), np.empty(0, np.int64), 0, 0)
+def _plan(n):
+    """The order needs no plan (note [plans])."""
+    return _NO_PLAN
+
+
+@_inline
+def _order(a, b, n, plan):
+    return _reduce(a, b, n)
 
 
 @_jit
-def _one_kernel(x, y):
-    return _final(_reduce(x, y, x.shape[0]))
+def _one_kernel(x, y, plan):
+    return _final(_order(x, y, x.shape[0], plan))
 
 
 @_parallel
-def _columns_kernel(XT, ones, out):
+def _columns_kernel(XT, ones, out, plan):
     for i in prange(XT.shape[0]):
-        out[i] = _final(_reduce(XT[i], ones if _SUM_FUSED else XT[i], XT.shape[1]))
+        out[i] = _final(_order(XT[i], ones if _SUM_FUSED else XT[i], XT.shape[1], plan))
 
 
 
 def sum(x):
     """The spec's sum of the 1-D array x."""
-    x = _input(x, "x")
+    x = _carried(_input(x, "x"))
     _shape("x", x, 1)
     _length(x.shape[0], "x")
-    return _OUT_DTYPE(_one_kernel(x, np.ones_like(x) if _SUM_FUSED else x))
+    return _OUT_DTYPE(_one_kernel(x, np.ones_like(x) if _SUM_FUSED else x, _plan(x.shape[0])))
 
 
 def sums(X):
     """The spec's sum of every column of X (each its own accumulation)."""
-    X = _input(X, "X")
+    X = _carried(_input(X, "X"))
     _shape("X", X, 2)
     _length(X.shape[0], "X")
     out = np.empty(X.shape[1], _OUT_CARRY)
-    _columns_kernel(np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out)
+    _columns_kernel(np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out, _plan(X.shape[0]))
     return out.astype(_OUT_DTYPE)
 

@@ -1,0 +1,51 @@
+"""The argument checks of every NumPy and Numba replica's public functions
+(embedded like the rest of fpspec.compile.runtime).
+
+Globals the template defines: _NAME (the spec's name), N_MIN, N_MAX (its
+range of n), _IN_DTYPE and _IN_NAME (the input dtype and format), _IN_GRID
+((precision, emin, emax) of an input format without a NumPy dtype, else
+None; the replica embeds `round_value` then).
+"""
+import numpy as np
+
+from fpspec.arith.fused import round_value
+
+_NAME = "spec"
+N_MIN, N_MAX = 1, None
+_IN_DTYPE = np.float32
+_IN_NAME = "fp32"
+_IN_GRID = None
+
+
+def _input(x, what):
+    """x as an array of the spec's input dtype (no silent conversion)."""
+    if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
+        raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
+                        f"(pass {what}.filled(0) or {what}.compressed() to say which)")
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{what} is a {type(x).__name__}, but this replica of {_NAME} takes NumPy arrays of "
+                        f"dtype {np.dtype(_IN_DTYPE).name} (input format {_IN_NAME}): convert it with "
+                        f"np.asarray({what}, np.{np.dtype(_IN_DTYPE).name}) if rounding it is what you mean")
+    if not x.dtype.isnative:                 # '>f4' is a float32 in the other byte order
+        x = x.astype(x.dtype.newbyteorder("="))
+    # formats without a numpy dtype (bf16, tf32, fp8) travel in float32 or float64
+    if x.dtype != _IN_DTYPE and not (_IN_GRID is not None and x.dtype == np.float64):
+        raise TypeError(f"{what} has dtype {x.dtype}, but this replica of {_NAME} takes "
+                        f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
+    if _IN_GRID is not None:
+        finite = x[np.isfinite(x)].astype(np.float64)
+        if not np.array_equal(round_value(finite, *_IN_GRID, "rne"), finite):
+            raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
+    return x
+
+
+def _length(n, what):
+    if n < N_MIN or (N_MAX is not None and n > N_MAX):
+        raise ValueError(f"{what} has length {n}, outside the range n in {N_MIN}..{'' if N_MAX is None else N_MAX} "
+                         f"this replica of {_NAME} is valid for")
+    return n
+
+
+def _shape(what, arr, ndim):
+    if arr.ndim != ndim:
+        raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")

@@ -1,0 +1,136 @@
+"""Sums shaped like a GPU reduction (torch.sum on CUDA): fp16 / bf16 inputs summed in fp32, a
+batched call that sums its rows in another order, rows of packed queries that overflow, and
+torch.mean read back as its sum."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from fpspec.errors import FpspecError
+from fpspec.formats import get_format, round_to
+from fpspec.reveal import synthetic as S
+from fpspec.reveal.engine import reveal
+from fpspec.reveal.masks import plan_masks
+from fpspec.reveal.oracle import LcaOracle
+from fpspec.reveal.targets import Target
+from fpspec.tree import Node, sequential
+
+
+def cuda_block_tree(n: int, vec: int = 4, threads: int | None = None):
+    """One CUDA block's sum: thread t loads vectors of `vec` at t, t + threads, ... into `vec`
+    accumulators (combined in order), then a shared-memory halving down to 32 threads and a
+    warp's shuffles at offsets 1, 2, 4, ... (torch's reduce kernel for one output row)."""
+    threads = threads or n // vec
+    acc = {}
+    for t in range(threads):
+        lanes = [sequential([vec * (t + threads * s) + a for s in range(n // (vec * threads))])
+                 for a in range(vec)]
+        node = lanes[0]
+        for lane in lanes[1:]:
+            node = Node((node, lane))
+        acc[t] = node
+    off = threads // 2
+    while off >= 32:
+        for t in range(off):
+            acc[t] = Node((acc[t], acc[t + off]))
+        off //= 2
+    lanes = [acc[t] for t in range(min(32, threads))]
+    step = 1
+    while step < len(lanes):
+        for t in range(0, len(lanes), 2 * step):
+            lanes[t] = Node((lanes[t], lanes[t + step]))
+        step *= 2
+    return lanes[0]
+
+
+def gpu_sum_target(tree, fmt: str, rows_tree=None) -> Target:
+    """Inputs in `fmt`, partial sums in fp32, the result rounded to `fmt` (torch's CUDA sum of
+    fp16 / bf16); `rows_tree`: the order a batched call sums each of its rows in."""
+    prog, rows = S.TreeProgram(tree, "fp32"), S.TreeProgram(rows_tree or tree, "fp32")
+    f = get_format(fmt)
+    ident = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
+    return Target("gpu.sum", "sum", prog.n, f.name, fn=lambda x: round_to(f, prog(x)), native=ident,
+                  to_float64=ident, call_rows=lambda X: round_to(f, rows(X)))
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp32"])
+def test_a_cuda_block_sum_is_revealed(fmt):
+    tree = cuda_block_tree(512)
+    assert reveal(gpu_sum_target(tree, fmt)).tree == tree
+
+
+def test_a_bf16_sum_wider_than_its_counts_is_revealed_in_windows():
+    # bf16 counts 255 units exactly: 1024 leaves take windows (the modified algorithm)
+    tree = cuda_block_tree(1024, threads=64)
+    rev = reveal(gpu_sum_target(tree, "bf16"))
+    assert rev.tree == tree and rev.algorithm == "modified" and "window 255" in rev.plan
+
+
+def test_a_batched_call_in_another_order_is_not_trusted():
+    # one row: 128 threads of one vector each; many rows: 32 threads per row, 4 vectors each
+    one, many = cuda_block_tree(512), cuda_block_tree(512, threads=32)
+    assert one != many
+    assert reveal(gpu_sum_target(one, "fp32", rows_tree=many)).tree == one
+
+
+def test_fp32_masks_leave_room_for_packed_rows():
+    plan = plan_masks(S.sum_target(sequential(range(1024)), "fp32"))
+    assert plan.stack == 128 and plan.M * plan.stack <= get_format("fp32").largest
+    assert plan.window == 2 ** 24 - 1 and plan.u == 1.0
+
+
+def test_a_packed_row_that_overflows_is_asked_again_alone():
+    # +M at 0 and at 2 meet first: 2 * 2^127 overflows fp32, the row reads nan
+    tree = Node((Node((0, 2)), Node((1, 3))))
+    target = S.sum_target(tree, "fp32")
+    plan = plan_masks(target)
+    big = dataclasses.replace(plan, M=2.0 ** 127, a_mask=2.0 ** 127, u=1.0, a_unit=1.0)
+    oracle = LcaOracle(target, big)
+    got = oracle.l_frames([0, 2], [np.array([1]), np.array([3])], [np.array([0, 1]), np.array([2, 3])])
+    # each pair's lca is the root, which holds both leaves of its unit set
+    assert [g.tolist() for g in got] == [[2], [2]]
+
+
+def test_torch_mean_reads_back_its_sum():
+    from fpspec.reveal.targets import resolve_target
+
+    pytest.importorskip("torch")
+    for n in (1000, 64):
+        mean = reveal(resolve_target("torch.mean", n=n, dtype="float32"))
+        assert mean.tree == reveal(resolve_target("torch.sum", n=n, dtype="float32")).tree
+    with pytest.raises(FpspecError, match="power of two"):
+        resolve_target("torch.mean", n=1000, dtype="float16")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_torch_sum_on_cuda_is_revealed_and_replayed(dtype):
+    """torch.sum on CUDA: its tree, and the tree's evaluation in its arithmetic equals the GPU."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from fpspec.arith import Arithmetic, evaluate
+    from fpspec.reveal.targets import resolve_target
+
+    target = resolve_target("torch.sum", n=1000, dtype=dtype, device="cuda")
+    tree = reveal(target).tree
+    fmt = target.fmt
+    rng = np.random.default_rng(5)
+    X = round_to(get_format(fmt), rng.standard_normal((64, 1000)))
+    got = np.array([target.run_sum(x) for x in X])
+    ar = Arithmetic(input=fmt, product="none", accumulator="fp32", init="+0.0", output=fmt)
+    want = evaluate(tree, X.T, None, ar)
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.gpu
+def test_scaled_mm_e5m2_is_refused_in_one_line():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from fpspec.reveal.targets import resolve_target
+
+    with pytest.raises(FpspecError, match="e4m3 only"):
+        resolve_target("torch._scaled_mm", n=64, dtype="float8_e5m2", device="cuda", m=16, ncols=16)
