@@ -248,19 +248,23 @@ class Fitter:
         """An order for every observation, with guards on n where needed:
         ranges of n, or residue classes (`n % c == r`) when a library picks its
         kernel by n's alignment (cuBLAS: odd K, K % 8 == 0, the rest)."""
-        if residues and depth <= RESIDUE_DEPTH:
-            classed = self._class_guard(obs, depth, root, residues)
+        ns = sorted({o.n for o in obs})
+        classes = self._class_proposals(_dedupe(obs) or []) if residues and depth <= RESIDUE_DEPTH else []
+        # note [residue classes]: moduli a kernel's vector width gives (2, 4, 8) are
+        # also what lanes and pad cut by, so those go after the unguarded search
+        for first in (True, False):
+            classed = self._class_guard(obs, depth, root, residues,
+                                        [(m, r) for m, r in classes if (m & (m - 1) != 0) == first])
             if classed is not None:
                 if root:
-                    ns = sorted({o.n for o in obs})
                     self.runs = [Run(ns[0], ns[-1], classed)]
                 return classed
-        got = self.fit(obs, depth, root)
-        if got is not None:
-            if root:
-                ns = sorted({o.n for o in obs})
-                self.runs = [Run(ns[0], ns[-1], got)] if ns else []
-            return got
+            if first:
+                got = self.fit(obs, depth, root)
+                if got is not None:
+                    if root:
+                        self.runs = [Run(ns[0], ns[-1], got)] if ns else []
+                    return got
         by_n: dict[int, list[Obs]] = {}
         for o in obs:
             by_n.setdefault(o.n, []).append(o)
@@ -326,10 +330,10 @@ class Fitter:
                         break
         return out
 
-    def _class_guard(self, obs: list[Obs], depth: int, root: bool, residues: int):
+    def _class_guard(self, obs: list[Obs], depth: int, root: bool, residues: int, classes: list[tuple[int, int]]):
         """Note [residue classes]: `if n % m == r: A else: (the rest, guarded)` for the
-        classes the trees propose, before any search over all n."""
-        for m, r in self._class_proposals(_dedupe(obs) or []):
+        classes the trees propose (m, r), the first whose arms fit."""
+        for m, r in classes:
             cls = [o for o in obs if o.n % m == r]
             rest = [o for o in obs if o.n % m != r]
             a = self.fit(cls, depth, root)
