@@ -44,6 +44,7 @@ MAX_EXCEPTIONS = 4  # note [simple runs]: single n given as their trees, at most
 RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
 RESIDUE_DEPTH = 1  # residue guards this many levels below the root at most (each is a search per class)
+CLASS_MODULI = tuple(range(2, 9))  # note [residue classes]: moduli whose classes are read off the trees
 PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to (pad)
 PAD_DEPTH = 3                # pad is tried this many levels below the root at most
 OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocking is at least this
@@ -247,12 +248,23 @@ class Fitter:
         """An order for every observation, with guards on n where needed:
         ranges of n, or residue classes (`n % c == r`) when a library picks its
         kernel by n's alignment (cuBLAS: odd K, K % 8 == 0, the rest)."""
-        got = self.fit(obs, depth, root)
-        if got is not None:
-            if root:
-                ns = sorted({o.n for o in obs})
-                self.runs = [Run(ns[0], ns[-1], got)] if ns else []
-            return got
+        ns = sorted({o.n for o in obs})
+        classes = self._class_proposals(_dedupe(obs) or []) if residues and depth <= RESIDUE_DEPTH else []
+        # note [residue classes]: moduli a kernel's vector width gives (2, 4, 8) are
+        # also what lanes and pad cut by, so those go after the unguarded search
+        for first in (True, False):
+            classed = self._class_guard(obs, depth, root, residues,
+                                        [(m, r) for m, r in classes if (m & (m - 1) != 0) == first])
+            if classed is not None:
+                if root:
+                    self.runs = [Run(ns[0], ns[-1], classed)]
+                return classed
+            if first:
+                got = self.fit(obs, depth, root)
+                if got is not None:
+                    if root:
+                        self.runs = [Run(ns[0], ns[-1], got)] if ns else []
+                    return got
         by_n: dict[int, list[Obs]] = {}
         for o in obs:
             by_n.setdefault(o.n, []).append(o)
@@ -279,6 +291,60 @@ class Fitter:
         if root and options:
             self.runs = runs
         return ranged
+
+    # Note [residue classes]: a guard `if n % 5 == 1: A else: B` makes the
+    # whole search fail at the root (no one order explains both classes),
+    # then cuts n into runs of one n each, and the fit budget runs out before
+    # the residue guards after it are tried.  But such a guard shows in the
+    # trees themselves: one class of n has a root cut at a fixed place (split
+    # of 5 terms, a tail of 2) or one parameter-free order, and the other
+    # class never has it.  So before any search, each n's root is described by
+    # features that one order keeps fixed across n (left part's size, right
+    # part's size, the parameter-free orders that give it), and a residue
+    # class `n % m == r` (m in CLASS_MODULI) is proposed when on it a feature
+    # takes one value that no n outside it takes.  Small n (below 2m + 2) are
+    # left out of the test: there the orders' min(k, n - 1) clamps agree.
+    # Each proposal is only a guess: its arms are fitted and checked like
+    # any other order, and the smallest modulus whose arms fit wins.
+    def _class_proposals(self, obs: list[Obs]) -> list[tuple[int, int]]:
+        by_n = {o.n: o for o in obs}
+        feats: dict[int, tuple] = {}
+        for n, o in by_n.items():
+            h = split_point(o) if n > 2 else None
+            simple = tuple(type(order).__name__ for order in SIMPLE[:4] if self._same(order, o))
+            feats[n] = (h, None if h is None else n - h, simple)
+        out = []
+        for m in CLASS_MODULI:
+            ns = [n for n in sorted(by_n) if n >= 2 * m + 2]
+            for r in range(m):
+                inside = [n for n in ns if n % m == r]
+                outside = [n for n in ns if n % m != r]
+                if len(inside) < 3 or len(outside) < 3:
+                    continue
+                for k in range(3):
+                    vin = {feats[n][k] for n in inside}
+                    vout = {feats[n][k] for n in outside}
+                    one = vin if len(vin) == 1 else vout if len(vout) == 1 else None
+                    if one is not None and None not in one and () not in one and not (vin & vout):
+                        out.append((m, r))
+                        break
+        return out
+
+    def _class_guard(self, obs: list[Obs], depth: int, root: bool, residues: int, classes: list[tuple[int, int]]):
+        """Note [residue classes]: `if n % m == r: A else: (the rest, guarded)` for the
+        classes the trees propose (m, r), the first whose arms fit."""
+        for m, r in classes:
+            cls = [o for o in obs if o.n % m == r]
+            rest = [o for o in obs if o.n % m != r]
+            a = self.fit(cls, depth, root)
+            if a is None:
+                continue
+            b = self.fit_guarded(rest, depth, root, residues - 1)
+            if b is None:
+                continue
+            case = A.Case(A.Compare("==", A.BinOp("%", N, A.Num(m)), A.Num(r)), a)
+            return A.Guard((case,) + b.cases, b.otherwise) if isinstance(b, A.Guard) else A.Guard((case,), b)
+        return None
 
     def _residue_guard(self, obs: list[Obs], depth: int, root: bool, residues: int):
         """`if n % c == r: A else: (the rest, guarded)`, the cheapest over c and r."""
