@@ -11,7 +11,7 @@ import textwrap
 
 from fpspec.arith.model import FMA_PRODUCTS
 from fpspec.compile.backends import Backend, header, render_template
-from fpspec.compile.backends.numpy import PUBLIC, spec_literal
+from fpspec.compile.backends.numpy import BACKEND as NUMPY_BACKEND, PUBLIC, refuse_lone_leaves, spec_literal
 from fpspec.compile.ir import Blocks, Call, Const, Fold, Kernel, Lanes
 from fpspec.compile.loops import LONE_LEAF
 from fpspec.compile.loops import emit_program
@@ -63,7 +63,7 @@ class NumbaBackend(Backend):
                 names.remove("_table_step")
                 rename["_table_step_binary"] = "_table_step"
         jitted = [n for n in names if n not in ("_input", "_length", "_shape")]
-        plain = [n for n in names if n in ("_input", "_length", "_shape")] + ["_carried"]
+        plain = [n for n in names if n in ("_input", "_length", "_shape")] + ["_carried", "_run_parallel"]
         if p.in_grid is not None:      # the input check of a format without a numpy dtype
             plain.insert(0, "round_value")
         regions = region_plans(kernel, program)
@@ -120,7 +120,7 @@ class NumbaBackend(Backend):
         kernels_text = "\n\n".join(filter(None, [embed(numba_rt, serial, decorator="@_jit"),
                                                  embed(numba_rt, parallel[:1], decorator="@_parallel")]
                                           + parallel[1:]))
-        return render_template(
+        source = render_template(
             self.template,
             header=header(kernel, self.name),
             name=kernel.name,
@@ -135,6 +135,11 @@ class NumbaBackend(Backend):
             kernels=entry + "\n\n" + kernels_text,
             api=embed(numba_rt, [f"api_{n}" for n in public], {f"api_{n}": n for n in public}),
         )
+        if LONE_LEAF in source:
+            # the numpy program of the same kernel meets the same lone leaves at the same n
+            # (fpspec.compile.backends.numpy note [lone leaves at compile time])
+            refuse_lone_leaves(kernel, NUMPY_BACKEND.render(kernel))
+        return source
 
 
 # Note [plans]: numba compiles a recursive function through a symbol that

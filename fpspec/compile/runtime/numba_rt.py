@@ -541,7 +541,7 @@ def _gemm_tiled(A, B, out):
         return
     pt = p - p % columns
     if pt > 0:
-        _gemm_tiles_kernel(A, B, out)
+        _run_parallel(_gemm_tiles_kernel, n, A, B, out)
     if pt < p:
         edge = np.empty((m, p - pt), out.dtype)
         _gemm_rest(A, np.ascontiguousarray(B[:, pt:]), edge)
@@ -552,9 +552,20 @@ def _gemm_rest(A, B, out):
     """A @ B into out without tiles: by columns where the order allows (note
     [gemm by columns]), else one output at a time."""
     if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
-        _gemm_columns_kernel(A, B, out)
+        _run_parallel(_gemm_columns_kernel, A.shape[1], A, B, out)
     else:
-        _gemm_kernel(A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
+        _run_parallel(_gemm_kernel, A.shape[1], A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
+
+
+def _run_parallel(kernel, n, *args):
+    """kernel(*args) for length n; a ValueError raised inside a parallel loop reaches the caller as a
+    SystemError whose cause is that error, so it is raised again as itself, naming n."""
+    try:
+        kernel(*args)
+    except SystemError as e:
+        if not isinstance(e.__cause__, ValueError):
+            raise
+        raise ValueError(f"at n = {n}: {e.__cause__}") from None
 
 
 def _carried(x):
@@ -598,7 +609,8 @@ def api_sums(X):
     _shape("X", X, 2)
     _length(X.shape[0], "X")
     out = np.empty(X.shape[1], _OUT_CARRY)
-    _columns_kernel(np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out, _plan(X.shape[0]))
+    _run_parallel(_columns_kernel, X.shape[0], np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out,
+              _plan(X.shape[0]))
     return out.astype(_OUT_DTYPE)
 
 
@@ -622,7 +634,7 @@ def api_gemv(A, x):
         raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
     _length(x.shape[0], "x")
     out = np.empty(A.shape[0], _OUT_CARRY)
-    _rows_kernel(A, x, out, _plan(x.shape[0]))
+    _run_parallel(_rows_kernel, x.shape[0], A, x, out, _plan(x.shape[0]))
     return out.astype(_OUT_DTYPE)
 
 
