@@ -212,7 +212,10 @@ def plan_lowering(program, runtime: str) -> tuple[str, set[str]]:
     suffixes = [""] + [f"__{r}" for r in program.regions]
     for s in suffixes:
         acc = f"_ACC{s}"
-        add(f"_ZERO{s}", "zero", f"vs[t] = _ZERO{s}")
+        zero = len(table)   # _ZERO and its negation, -0.0 (`_PlanZero`)
+        table.append((f"_ZERO{s}", f"({zero}, {zero + 1})", "zero"))
+        branches.append(f"elif c == {zero}:   # _ZERO{s}\n    vs[t] = _ZERO{s}")
+        add(f"-_ZERO{s}", "negated_zero", f"vs[t] = -_ZERO{s}")
         term = add(f"_term{s}", "term", leafy(f"_term{s}(A, B, {col(2)})"))
         # operands as they are: a wider one (a value list of an enclosing arithmetic) is added unrounded
         add(f"_add{s}", "add", f"vs[t] = _add{s}(vs[{col(1)}], vs[{col(2)}])")
@@ -277,7 +280,7 @@ def _run_plan(a, b, plan):
 def _order(a, b, n, plan):
     return _run_plan(a, b, plan)
 '''
-    return embed(numba_rt, ["_PlanTerms", "_PlanValues", "_plan", "_record_plan"]) + "\n\n" + source, planned
+    return embed(numba_rt, ["_PlanTerms", "_PlanValues", "_PlanZero", "_plan", "_record_plan"]) + "\n\n" + source, planned
 
 
 def _numba_fma(p) -> str:

@@ -681,6 +681,20 @@ class _PlanValues(list):
         self.carrier = carrier
 
 
+class _PlanZero(int):
+    """`_ZERO` while a plan is recorded: its plan row; its negation (a phantom,
+    -0.0, of fpspec.compile.loops note [phantoms]) records a row of its own
+    (the negated row number would name +0.0's row, or another row)."""
+
+    def __new__(cls, row, negate):
+        zero = super().__new__(cls, row)
+        zero.negate = negate
+        return zero
+
+    def __neg__(self):
+        return self.negate()
+
+
 def _plan(n):
     """The plan `_run_plan` executes for length n (recorded once per n), or
     `_NO_PLAN` where the order needs none."""
@@ -759,7 +773,8 @@ def _record_plan(n):
     for name, value in globals().items():
         if id(value) in by_object:
             code, kind = by_object[id(value)]
-            g[name] = op(code) if kind == "zero" else recorder(code, kind)
+            g[name] = (_PlanZero(op(code[0]), lambda negated=code[1]: op(negated)) if kind == "zero"
+                       else recorder(code, kind))
         else:
             py = getattr(value, "py_func", value)
             if isinstance(py, FunctionType):
