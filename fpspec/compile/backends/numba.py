@@ -259,7 +259,7 @@ def plan_lowering(program, runtime: str) -> tuple[str, set[str]]:
            "    pb = np.empty(npad, b.dtype)\n") if program.uses_pad else ""
     rows = "".join(f"    ({obj}, {code}, {kind!r}),\n" for obj, code, kind in table)
     body = textwrap.indent(chain, " " * 8)
-    source = f'''{NO_PLAN}_PLANS = {{}}   # n -> its plan
+    source = f'''{NO_PLAN}_PLANS = {{}}   # (entry, n) -> its plan
 _PLAN_ENTRY = _reduce
 _PLAN_OPS = (
 {rows})

@@ -700,11 +700,12 @@ def _plan(n):
     `_NO_PLAN` where the order needs none."""
     if _PLAN_ENTRY is None:
         return _NO_PLAN
-    if n not in _PLANS:
+    key = (_PLAN_ENTRY, n)      # arms of a positional order share `_PLANS` (fpspec.compile.positions)
+    if key not in _PLANS:
         if len(_PLANS) >= 64:
             _PLANS.clear()
-        _PLANS[n] = _record_plan(n)
-    return _PLANS[n]
+        _PLANS[key] = _record_plan(n)
+    return _PLANS[key]
 
 
 def _record_plan(n):
