@@ -11,7 +11,7 @@ import textwrap
 
 from fpspec.arith.model import FMA_PRODUCTS
 from fpspec.compile.backends import Backend, header, render_template
-from fpspec.compile.backends.numpy import PUBLIC, spec_literal
+from fpspec.compile.backends.numpy import BACKEND as NUMPY_BACKEND, PUBLIC, refuse_lone_leaves, spec_literal
 from fpspec.compile.ir import Blocks, Call, Const, Fold, Kernel, Lanes
 from fpspec.compile.loops import LONE_LEAF
 from fpspec.compile.loops import emit_program
@@ -63,7 +63,7 @@ class NumbaBackend(Backend):
                 names.remove("_table_step")
                 rename["_table_step_binary"] = "_table_step"
         jitted = [n for n in names if n not in ("_input", "_length", "_shape")]
-        plain = [n for n in names if n in ("_input", "_length", "_shape")] + ["_carried"]
+        plain = [n for n in names if n in ("_input", "_length", "_shape")] + ["_carried", "_run_parallel"]
         if p.in_grid is not None:      # the input check of a format without a numpy dtype
             plain.insert(0, "round_value")
         regions = region_plans(kernel, program)
@@ -120,7 +120,7 @@ class NumbaBackend(Backend):
         kernels_text = "\n\n".join(filter(None, [embed(numba_rt, serial, decorator="@_jit"),
                                                  embed(numba_rt, parallel[:1], decorator="@_parallel")]
                                           + parallel[1:]))
-        return render_template(
+        source = render_template(
             self.template,
             header=header(kernel, self.name),
             name=kernel.name,
@@ -135,6 +135,11 @@ class NumbaBackend(Backend):
             kernels=entry + "\n\n" + kernels_text,
             api=embed(numba_rt, [f"api_{n}" for n in public], {f"api_{n}": n for n in public}),
         )
+        if LONE_LEAF in source:
+            # the numpy program of the same kernel meets the same lone leaves at the same n
+            # (fpspec.compile.backends.numpy note [lone leaves at compile time])
+            refuse_lone_leaves(kernel, NUMPY_BACKEND.render(kernel))
+        return source
 
 
 # Note [plans]: numba compiles a recursive function through a symbol that
@@ -207,7 +212,10 @@ def plan_lowering(program, runtime: str) -> tuple[str, set[str]]:
     suffixes = [""] + [f"__{r}" for r in program.regions]
     for s in suffixes:
         acc = f"_ACC{s}"
-        add(f"_ZERO{s}", "zero", f"vs[t] = _ZERO{s}")
+        zero = len(table)   # _ZERO and its negation, -0.0 (`_PlanZero`)
+        table.append((f"_ZERO{s}", f"({zero}, {zero + 1})", "zero"))
+        branches.append(f"elif c == {zero}:   # _ZERO{s}\n    vs[t] = _ZERO{s}")
+        add(f"-_ZERO{s}", "negated_zero", f"vs[t] = -_ZERO{s}")
         term = add(f"_term{s}", "term", leafy(f"_term{s}(A, B, {col(2)})"))
         # operands as they are: a wider one (a value list of an enclosing arithmetic) is added unrounded
         add(f"_add{s}", "add", f"vs[t] = _add{s}(vs[{col(1)}], vs[{col(2)}])")
@@ -251,7 +259,7 @@ def plan_lowering(program, runtime: str) -> tuple[str, set[str]]:
            "    pb = np.empty(npad, b.dtype)\n") if program.uses_pad else ""
     rows = "".join(f"    ({obj}, {code}, {kind!r}),\n" for obj, code, kind in table)
     body = textwrap.indent(chain, " " * 8)
-    source = f'''{NO_PLAN}_PLANS = {{}}   # n -> its plan
+    source = f'''{NO_PLAN}_PLANS = {{}}   # (entry, n) -> its plan
 _PLAN_ENTRY = _reduce
 _PLAN_OPS = (
 {rows})
@@ -272,7 +280,7 @@ def _run_plan(a, b, plan):
 def _order(a, b, n, plan):
     return _run_plan(a, b, plan)
 '''
-    return embed(numba_rt, ["_PlanTerms", "_PlanValues", "_plan", "_record_plan"]) + "\n\n" + source, planned
+    return embed(numba_rt, ["_PlanTerms", "_PlanValues", "_PlanZero", "_plan", "_record_plan"]) + "\n\n" + source, planned
 
 
 def _numba_fma(p) -> str:

@@ -541,7 +541,7 @@ def _gemm_tiled(A, B, out):
         return
     pt = p - p % columns
     if pt > 0:
-        _gemm_tiles_kernel(A, B, out)
+        _run_parallel(_gemm_tiles_kernel, n, A, B, out)
     if pt < p:
         edge = np.empty((m, p - pt), out.dtype)
         _gemm_rest(A, np.ascontiguousarray(B[:, pt:]), edge)
@@ -552,9 +552,20 @@ def _gemm_rest(A, B, out):
     """A @ B into out without tiles: by columns where the order allows (note
     [gemm by columns]), else one output at a time."""
     if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
-        _gemm_columns_kernel(A, B, out)
+        _run_parallel(_gemm_columns_kernel, A.shape[1], A, B, out)
     else:
-        _gemm_kernel(A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
+        _run_parallel(_gemm_kernel, A.shape[1], A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
+
+
+def _run_parallel(kernel, n, *args):
+    """kernel(*args) for length n; a ValueError raised inside a parallel loop reaches the caller as a
+    SystemError whose cause is that error, so it is raised again as itself, naming n."""
+    try:
+        kernel(*args)
+    except SystemError as e:
+        if not isinstance(e.__cause__, ValueError):
+            raise
+        raise ValueError(f"at n = {n}: {e.__cause__}") from None
 
 
 def _carried(x):
@@ -598,7 +609,8 @@ def api_sums(X):
     _shape("X", X, 2)
     _length(X.shape[0], "X")
     out = np.empty(X.shape[1], _OUT_CARRY)
-    _columns_kernel(np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out, _plan(X.shape[0]))
+    _run_parallel(_columns_kernel, X.shape[0], np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out,
+              _plan(X.shape[0]))
     return out.astype(_OUT_DTYPE)
 
 
@@ -622,7 +634,7 @@ def api_gemv(A, x):
         raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
     _length(x.shape[0], "x")
     out = np.empty(A.shape[0], _OUT_CARRY)
-    _rows_kernel(A, x, out, _plan(x.shape[0]))
+    _run_parallel(_rows_kernel, x.shape[0], A, x, out, _plan(x.shape[0]))
     return out.astype(_OUT_DTYPE)
 
 
@@ -669,16 +681,31 @@ class _PlanValues(list):
         self.carrier = carrier
 
 
+class _PlanZero(int):
+    """`_ZERO` while a plan is recorded: its plan row; its negation (a phantom,
+    -0.0, of fpspec.compile.loops note [phantoms]) records a row of its own
+    (the negated row number would name +0.0's row, or another row)."""
+
+    def __new__(cls, row, negate):
+        zero = super().__new__(cls, row)
+        zero.negate = negate
+        return zero
+
+    def __neg__(self):
+        return self.negate()
+
+
 def _plan(n):
     """The plan `_run_plan` executes for length n (recorded once per n), or
     `_NO_PLAN` where the order needs none."""
     if _PLAN_ENTRY is None:
         return _NO_PLAN
-    if n not in _PLANS:
+    key = (_PLAN_ENTRY, n)      # arms of a positional order share `_PLANS` (fpspec.compile.positions)
+    if key not in _PLANS:
         if len(_PLANS) >= 64:
             _PLANS.clear()
-        _PLANS[n] = _record_plan(n)
-    return _PLANS[n]
+        _PLANS[key] = _record_plan(n)
+    return _PLANS[key]
 
 
 def _record_plan(n):
@@ -747,7 +774,8 @@ def _record_plan(n):
     for name, value in globals().items():
         if id(value) in by_object:
             code, kind = by_object[id(value)]
-            g[name] = op(code) if kind == "zero" else recorder(code, kind)
+            g[name] = (_PlanZero(op(code[0]), lambda negated=code[1]: op(negated)) if kind == "zero"
+                       else recorder(code, kind))
         else:
             py = getattr(value, "py_func", value)
             if isinstance(py, FunctionType):

@@ -177,6 +177,17 @@ def _carried(x):
     return np.asarray(x, dtype=_IN_CARRY, order="C")
 
 
+def _run_parallel(kernel, n, *args):
+    """kernel(*args) for length n; a ValueError raised inside a parallel loop reaches the caller as a
+    SystemError whose cause is that error, so it is raised again as itself, naming n."""
+    try:
+        kernel(*args)
+    except SystemError as e:
+        if not isinstance(e.__cause__, ValueError):
+            raise
+        raise ValueError(f"at n = {n}: {e.__cause__}") from None
+
+
 
 @_jit
 def _pairwise0_L1(a, b, lo, m):

@@ -358,6 +358,17 @@ def _carried(x):
     return np.asarray(x, dtype=_IN_CARRY, order="C")
 
 
+def _run_parallel(kernel, n, *args):
+    """kernel(*args) for length n; a ValueError raised inside a parallel loop reaches the caller as a
+    SystemError whose cause is that error, so it is raised again as itself, naming n."""
+    try:
+        kernel(*args)
+    except SystemError as e:
+        if not isinstance(e.__cause__, ValueError):
+            raise
+        raise ValueError(f"at n = {n}: {e.__cause__}") from None
+
+
 _NO_KS = np.empty(0, np.int64)
 
 
@@ -365,9 +376,9 @@ def _gemm_rest(A, B, out):
     """A @ B into out without tiles: by columns where the order allows (note
     [gemm by columns]), else one output at a time."""
     if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
-        _gemm_columns_kernel(A, B, out)
+        _run_parallel(_gemm_columns_kernel, A.shape[1], A, B, out)
     else:
-        _gemm_kernel(A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
+        _run_parallel(_gemm_kernel, A.shape[1], A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
 
 
 

@@ -168,6 +168,17 @@ def _carried(x):
     return np.asarray(x, dtype=_IN_CARRY, order="C")
 
 
+def _run_parallel(kernel, n, *args):
+    """kernel(*args) for length n; a ValueError raised inside a parallel loop reaches the caller as a
+    SystemError whose cause is that error, so it is raised again as itself, naming n."""
+    try:
+        kernel(*args)
+    except SystemError as e:
+        if not isinstance(e.__cause__, ValueError):
+            raise
+        raise ValueError(f"at n = {n}: {e.__cause__}") from None
+
+
 @intrinsic
 def _lane_folds(typingctx, a, lo, rows, k):
     """The k lane sums of the rows x k values a[lo:lo + rows * k] (row-major,
@@ -430,6 +441,7 @@ def sums(X):
     _shape("X", X, 2)
     _length(X.shape[0], "X")
     out = np.empty(X.shape[1], _OUT_CARRY)
-    _columns_kernel(np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out, _plan(X.shape[0]))
+    _run_parallel(_columns_kernel, X.shape[0], np.ascontiguousarray(X.T), np.ones(X.shape[0], X.dtype), out,
+              _plan(X.shape[0]))
     return out.astype(_OUT_DTYPE)
 
