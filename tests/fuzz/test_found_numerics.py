@@ -18,3 +18,19 @@ order pad(7, split(4, seq, pad(2, seq)))
     x, y = [1e16, 1.0, -1e16], [1.0, 1.0, 1.0]
     assert reference(spec, x, y) == 0.0
     assert same_bits(replica(spec, tmp_path).dot(np.array(x), np.array(y)), 0.0)
+
+
+def test_a_part_over_one_leaf_leaves_the_leaf_to_the_main_arithmetic(tmp_path):
+    # at n = 1 the part makes no node: the fp16 product is exact in fp32, not rounded to bf16
+    spec = spec_of("""op dot
+n in 1..3
+arithmetic { input = fp16 product = fma accumulator = fp32 init = none output = fp32 }
+arithmetic part0 { accumulator = bf16 product = fma }
+order using(part0, seq)
+""")
+    x = np.array([0.0341796875, 1.0, 1.0], np.float16)
+    want = 0.0341796875 ** 2    # 0.0011682510375976562, exact
+    assert reference(spec, x[:1], x[:1]) == want
+    r = replica(spec, tmp_path)
+    assert same_bits(r.dot(x[:1], x[:1]), want)
+    assert same_bits(r.dot(x, x), reference(spec, x, x))
