@@ -34,3 +34,27 @@ order using(part0, seq)
     r = replica(spec, tmp_path)
     assert same_bits(r.dot(x[:1], x[:1]), want)
     assert same_bits(r.dot(x, x), reference(spec, x, x))
+
+
+FP32_IN_FP64 = """op dot
+n in 2..4
+arithmetic {{ input = fp32 product = {product} accumulator = fp64 init = none output = fp64 }}
+order {order}
+"""
+
+
+def test_an_fp64_accumulator_fuses_fp32_products_with_one_rounding(tmp_path):
+    # 1 + 2^-54 is a tie below 1 + 2^-52: one float64 rounding gives 1.0 (rounding to odd gave 1 + 2^-52)
+    spec = spec_of(FP32_IN_FP64.format(product="fma", order="seq"))
+    x, y = np.array([1.0, 2.0 ** -54], np.float32), np.array([1.0, 1.0], np.float32)
+    assert reference(spec, x, y) == 1.0
+    assert same_bits(replica(spec, tmp_path).dot(x, y), 1.0)
+
+
+def test_an_fp64_accumulator_keeps_inf_minus_inf_a_nan(tmp_path):
+    # ((0 1) 2) 3): inf + -3e38 = inf, then inf + -inf (fused) = nan (rounding inf to odd gave the largest fp64)
+    spec = spec_of(FP32_IN_FP64.format(product="fma_first", order="pairwise(min(3, n - 1))"))
+    x = np.array([np.inf, -3e38, np.inf, 0.0], np.float32)
+    y = np.array([1.0, 1.0, -np.inf, 2.0], np.float32)
+    assert np.isnan(reference(spec, x, y))
+    assert np.isnan(replica(spec, tmp_path).dot(x, y))
