@@ -1,7 +1,10 @@
 """Specs the replica soak (benchmarks/soak_replicas.py) found where the reference evaluation
 or a replica's numerics were wrong, each with the inputs that showed it and exact bits."""
 import numpy as np
+import pytest
 
+from fpspec.compile import compile_spec
+from fpspec.compile.ir import CompileError
 from fpspec.spec.expand import expand_arith
 from fpspec.tree import format_tree
 from test_exact_leaves import reference, replica, same_bits, spec_of
@@ -58,3 +61,26 @@ def test_an_fp64_accumulator_keeps_inf_minus_inf_a_nan(tmp_path):
     y = np.array([1.0, 1.0, -np.inf, 2.0], np.float32)
     assert np.isnan(reference(spec, x, y))
     assert np.isnan(replica(spec, tmp_path).dot(x, y))
+
+
+BF16_EXACT_DOT = """op dot
+n in 2..8
+arithmetic { input = bf16 product = exact accumulator = fp32 init = none output = fp32 }
+order {order}
+"""
+
+
+def test_triton_folds_bf16_exact_products_beyond_fp32(tmp_path, monkeypatch):
+    # 2^160 - 2^160 + 1: the first node's exact sum is 0 (rounding 2^160 first gave inf, and inf)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    spec = spec_of(BF16_EXACT_DOT.replace("{order}", "seq"))
+    x = np.array([2.0 ** 100, 2.0 ** 100, 1.0], np.float32)
+    y = np.array([2.0 ** 60, -2.0 ** 60, 1.0], np.float32)
+    assert reference(spec, x, y) == 1.0
+    assert same_bits(replica(spec, tmp_path, "triton").dot(x, y), 1.0)
+
+
+def test_triton_refuses_bf16_exact_products_that_meet_partial_sums_in_additions():
+    spec = spec_of(BF16_EXACT_DOT.replace("{order}", "pairwise(1)"))
+    with pytest.raises(CompileError, match="lone bf16 product meets a partial sum"):
+        compile_spec(spec, target="triton")
