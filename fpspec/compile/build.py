@@ -147,7 +147,9 @@ def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
     lo, hi = (h.n.lo, h.n.hi) if h.n is not None else (1, None)
     arithmetic, named = arithmetic_of(spec), named_arithmetics_of(spec)
     top = spec.order
-    while isinstance(top, A.Using):
+    # at n = 1 the root part makes no node, and the main arithmetic forms the lone leaf
+    # (docs/fps.md, `using`): a range holding n = 1 keeps the part as a region
+    while isinstance(top, A.Using) and lo > 1:
         # every node in one region: that is the kernel's own arithmetic (an arm of an `if`
         # on the output position, e.g.), which every backend takes
         arithmetic = dict(named)[top.name]

@@ -225,6 +225,20 @@ class LoopEmitter:
     def emit_witharithmetic(self, r: WithArithmetic, lst, code):
         """note [regions in loops]"""
         self.region_fits(r.name, r.reducer)
+        if isinstance(lst, Values):
+            return self._region(r, lst, code)
+        # a region over one leaf makes no node: the enclosing arithmetic forms that leaf
+        # (docs/fps.md, `using`)
+        out = self.fresh("w")
+        code(f"if {lst.m} == 1:")
+        with code.indent():
+            code(f"{out} = {self.emit(Fold(), lst, code)}")
+        code("else:")
+        with code.indent():
+            code(f"{out} = {self._region(r, lst, code)}")
+        return out
+
+    def _region(self, r: WithArithmetic, lst, code):
         saved, self.region = self.region, r.name
         self.regions_used.add(r.name)
         try:

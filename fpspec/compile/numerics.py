@@ -166,6 +166,8 @@ def _chosen(p: Plan, fma: str, exact: bool) -> dict[str, str]:
         what = ("a sum whose inputs are wider than its accumulator" if p.exact_sum else
                 "product = exact where a product can overflow the accumulator or fall below its subnormals")
         raise CompileError(f"{what} cannot be compiled for this target yet (use --target numpy)")
+    if fma == "_add_leaf_fma" and p.acc_fmt is None and p.acc_dtype == "float64":
+        fma = "_add_leaf_fma_fp64"   # round to odd is for a second rounding, and an fp64 carrier has none
     chosen = {
         "_round_acc": "_round_native" if p.acc_fmt is None else "_round_emulated",
         "_term": {"sum": "_term_sum", "product": "_term_product", "product_twice": "_term_product_twice"}[p.term],

@@ -841,11 +841,15 @@ def mm_fold(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
             s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
             BM: tl.constexpr, BN: tl.constexpr, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr,
             FMA: tl.constexpr, DIRECT: tl.constexpr, INIT: tl.constexpr,
-            OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+            OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, EXACT: tl.constexpr = False):
     """A sequential fold of products over one segment (binary adds, or FMAs), for a tile.
 
     The first product is rounded; with FMA each later one is fused into the
-    partial sum.  Launched with enable_fp_fusion=False: no other contraction."""
+    partial sum.  EXACT (product = exact): the first two products' exact sum is
+    rounded once (fp64 holds a product of bf16 or tf32 values exactly, and one
+    fp64 rounding before the fp32 one is innocuous: 53 >= 2 * 24 + 2), so a
+    product beyond fp32's range is no inf before its node.  Launched with
+    enable_fp_fusion=False: no other contraction."""
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
     start = tl.load(segs_ptr + sid * 6)
     count = tl.load(segs_ptr + sid * 6 + 1)
@@ -864,7 +868,17 @@ def mm_fold(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     a = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k0 * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))
     b = fp_as_f32(fp_widen(tl.load(b_ptr + k0 * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))
     acc = a[:, None] * b[None, :]
-    for i in range(1, count):
+    first = 1
+    if EXACT:
+        k = tl.where((head == 0) | (1 < head), start + stride, start + head * stride + (1 - head) * tstride)
+        k = tl.where(count > 1, tl.where(swap, start, k), k0)
+        a1 = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))
+        b1 = fp_as_f32(fp_widen(tl.load(b_ptr + k * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))
+        p0 = a.to(tl.float64)[:, None] * b.to(tl.float64)[None, :]
+        p1 = a1.to(tl.float64)[:, None] * b1.to(tl.float64)[None, :]
+        acc = tl.where(count > 1, (p0 + p1).to(tl.float32), acc)
+        first = tl.where(count > 1, 2, 1)
+    for i in range(first, count):
         k = tl.where((head == 0) | (i < head), start + i * stride, start + head * stride + (i - head) * tstride)
         k = tl.where(swap & (i == 1), start, k)
         a = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))

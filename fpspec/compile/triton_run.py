@@ -121,12 +121,14 @@ class Replica:
         for width, _ in p.chain_ids:
             if width > f.width:
                 raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
-        if nm.input == "fp32" and nm.product in ("fma", "exact") and p.steps.shape[0]:
-            # an addition of a lone product and a partial sum would be an FMA;
-            # the combine kernel only adds (fp16/bf16 products are exact in fp32: no issue)
+        if nm.input in ("fp32", "bf16", "tf32") and nm.product in ("fma", "exact") and p.steps.shape[0]:
+            # an addition of a lone product and a partial sum would be an FMA (or, of two
+            # products, one rounding of their exact sum); the combine kernel only adds fp32
+            # values: exact for fp16 products, but bf16 and tf32 products can overflow fp32
+            # or fall below its subnormals
             lone = p.segs[:, 1] == 1
             if bool(lone[p.steps[:, 1:][p.steps[:, 1:] < p.segs.shape[0]]].any()):
-                raise PlanError("a lone fp32 product meets a partial sum outside a fold: "
+                raise PlanError(f"a lone {nm.input} product meets a partial sum outside a fold: "
                                 "that FMA is not supported by the triton kernels")
 
     # ------------------------------------------------------------ paths
@@ -370,7 +372,7 @@ class Replica:
                 grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), dev.fold_ids.numel())
                 mm_fold[grid](Ab, Bb, dst, segs, dev.fold_ids, *common, BM=BM, BN=BN,
                               IN_EXP=exp_in, IN_MAN=man_in, FMA=nm.product in ("fma", "exact"),
-                              DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
+                              EXACT=nm.product == "exact", DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
                               enable_fp_fusion=False)
         if not direct:
             self._combine(p, vals, M * N)

@@ -195,7 +195,10 @@ class _Expander:
             r, c = pad_of(o, n, self.pos)
             if c == 0:
                 return self.apply(o.order, ops)
-            return drop_phantoms(self.apply(o.order, ops[:r] + list(range(-c, 0)) + ops[r:]), self.regions)
+            t = drop_phantoms(self.apply(o.order, ops[:r] + list(range(-c, 0)) + ops[r:]), self.regions)
+            # A pad inside an outer pad can get only the outer's phantoms: it stays a
+            # phantom, which the outer pad drops.
+            return ops[0] if t is None else t
         if cls is A.Tail:
             k = _size_param(o.k, n, "tail multiple", pos=self.pos)
             p = n - n % k

@@ -23,7 +23,7 @@ order lanes(4, seq, pairwise)
 DOT_BF16 = """op dot
 n in 1..64
 arithmetic { input = bf16 product = exact accumulator = fp32 init = none output = bf16 }
-order blocks(8, seq, rev)
+order seq
 """
 
 

@@ -58,6 +58,11 @@ def _add_leaf_fma(acc, a, b, k):
     return _round_acc(_round_odd_sum(a[k] * b[k], np.asarray(acc, np.float64)))
 
 
+def _add_leaf_fma_fp64(acc, a, b, k):
+    # an fp64 accumulator and inputs of <= 26 bits: a*b is exact, so one float64 add is the FMA
+    return _round_acc(a[k] * b[k] + acc)
+
+
 def _term_exact(a, b, k):
     # numerics note [exact leaves]: a sum's leaf wider than the accumulator enters exactly
     return a[k]
@@ -103,7 +108,8 @@ def _round_odd_sum(x, y):
     s = x + y
     bb = s - x
     err = (x - (s - bb)) + (y - bb)
-    odd_fix = (err != 0) & ((s.view(np.int64) & 1) == 0)
+    # inf and nan sums are already the result (err is nan there)
+    odd_fix = (err != 0) & ((s.view(np.int64) & 1) == 0) & np.isfinite(s)
     return np.where(odd_fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
 
 
