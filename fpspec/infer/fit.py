@@ -250,21 +250,20 @@ class Fitter:
         kernel by n's alignment (cuBLAS: odd K, K % 8 == 0, the rest)."""
         ns = sorted({o.n for o in obs})
         classes = self._class_proposals(_dedupe(obs) or []) if residues and depth <= RESIDUE_DEPTH else []
-        # note [residue classes]: moduli a kernel's vector width gives (2, 4, 8) are
-        # also what lanes and pad cut by, so those go after the unguarded search
-        for first in (True, False):
-            classed = self._class_guard(obs, depth, root, residues,
-                                        [(m, r) for m, r in classes if (m & (m - 1) != 0) == first])
-            if classed is not None:
-                if root:
-                    self.runs = [Run(ns[0], ns[-1], classed)]
-                return classed
-            if first:
-                got = self.fit(obs, depth, root)
-                if got is not None:
-                    if root:
-                        self.runs = [Run(ns[0], ns[-1], got)] if ns else []
-                    return got
+        # note [residue classes]: moduli a kernel's vector width gives (2, 4, 8) are also
+        # what lanes and pad cut by; proposing them from the trees sent the search into
+        # nested blocks for minutes, so they are left to the older mod-2^k guards
+        classes = [(m, r) for m, r in classes if m & (m - 1) != 0]
+        classed = self._class_guard(obs, depth, root, residues, classes) if classes else None
+        if classed is not None:
+            if root:
+                self.runs = [Run(ns[0], ns[-1], classed)]
+            return classed
+        got = self.fit(obs, depth, root)
+        if got is not None:
+            if root:
+                self.runs = [Run(ns[0], ns[-1], got)] if ns else []
+            return got
         by_n: dict[int, list[Obs]] = {}
         for o in obs:
             by_n.setdefault(o.n, []).append(o)
