@@ -75,7 +75,8 @@ def _round_odd_sum(x, y):
     s = x + y
     bb = s - x
     err = (x - (s - bb)) + (y - bb)
-    odd_fix = (err != 0) & ((s.view(np.int64) & 1) == 0)
+    # inf and nan sums are already the result (err is nan there)
+    odd_fix = (err != 0) & ((s.view(np.int64) & 1) == 0) & np.isfinite(s)
     return np.where(odd_fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
 
 
