@@ -1,7 +1,7 @@
 """Binned (order-independent) replicas against the library ops, side by side in one run.
 
     python benchmarks/bench_binned.py [--cpu] [--gpu] [--bits] [--n N] [--gpu-n N] [--out FILE]
-    REPROBLAS_PATH=/work/ext/ReproBLAS python benchmarks/bench_binned.py --cpu    # + ReproBLAS columns
+    REPROBLAS_PATH=$HOME/src/ReproBLAS python benchmarks/bench_binned.py --cpu    # + ReproBLAS columns
 
 CPU (Numba replicas, fp64): sum and dot at n = 10^7 on 1 and 2 threads against numpy.sum / numpy.dot
 (time ratio, lower is better), gemm 512^3 against numpy.matmul (GFLOP/s, and ReproBLAS's rdgemm when

@@ -4,8 +4,8 @@ Its code lives in a checkout outside this project and is never committed here.  
 the checkout; the first use builds build/libreproblas.so there with the system C compiler (the
 .ccog files hold their generated C already, so no code generator is needed):
 
-    git clone https://github.com/willow-ahrens/ReproBLAS /work/ext/ReproBLAS
-    REPROBLAS_PATH=/work/ext/ReproBLAS python benchmarks/validate_reproblas.py
+    git clone https://github.com/willow-ahrens/ReproBLAS $HOME/src/ReproBLAS
+    REPROBLAS_PATH=$HOME/src/ReproBLAS python benchmarks/validate_reproblas.py
 """
 import ctypes
 import os

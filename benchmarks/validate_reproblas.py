@@ -1,6 +1,6 @@
 """fpspec's binned sum and dot against ReproBLAS's own bits (same fold), on random and adversarial inputs.
 
-    REPROBLAS_PATH=/work/ext/ReproBLAS python benchmarks/validate_reproblas.py [--cases N] [--out FILE]
+    REPROBLAS_PATH=$HOME/src/ReproBLAS python benchmarks/validate_reproblas.py [--cases N] [--out FILE]
 
 For every input: ReproBLAS's reproBLAS_r{d,s}{sum,dot} (and r{d,s}gemm on a few matrices) against
 fpspec.arith.binned (the model), the NumPy replica and the Numba replica of the spec
