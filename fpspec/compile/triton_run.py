@@ -121,7 +121,9 @@ class Replica:
         for width, _ in p.chain_ids:
             if width > f.width:
                 raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
-        if nm.input in ("fp32", "bf16", "tf32") and nm.product in ("fma", "exact") and p.steps.shape[0]:
+        # with a fused section a lone product is a node of one product, formed by the fused kernels
+        narrow = ("bf16", "tf32") if f is None else ()
+        if nm.input in ("fp32", *narrow) and nm.product in ("fma", "exact") and p.steps.shape[0]:
             # an addition of a lone product and a partial sum would be an FMA (or, of two
             # products, one rounding of their exact sum); the combine kernel only adds fp32
             # values: exact for fp16 products, but bf16 and tf32 products can overflow fp32
