@@ -220,3 +220,33 @@ def test_numba_streams_at_every_remainder(scale):
             A[0, -1] = scale
         want = np.stack([evaluate_binned(A.T, B[:, j], "fp64", 3) for j in range(n)], axis=1).reshape(m, n)
         assert bits(gemm.gemm(A, B)) == bits(want), (m, k, n)
+
+
+@pytest.mark.parametrize("fmt", ["fp64", "fp32"])
+def test_triton_lanes_first_pass_and_its_fallback(fmt):
+    # many tiles a program: the first tile's index holds (first pass kept), a larger term comes
+    # late (the lanes' maximum sends the program to the tile-by-tile pass), an inf or a nan late,
+    # a first tile of zeros; every case the model's bits
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    rep = replica("dot", fmt, "triton")
+    r = rep.REPLICA
+    saved = r.BLOCK, r.MAX_PROGRAMS
+    dt = DTYPES[fmt]
+    rng = np.random.default_rng(8)
+    n = 320
+    base = rng.standard_normal(n)
+    late_big, late_inf, late_nan, zeros_first = base.copy(), base.copy(), base.copy(), base.copy()
+    late_big[-3] = 2.0 ** 50
+    late_inf[-20] = np.inf
+    late_nan[200] = np.nan
+    zeros_first[:40] = 0.0
+    y = rng.standard_normal(n).astype(dt)
+    try:
+        r.BLOCK, r.MAX_PROGRAMS = 16, 2
+        for x in (base, late_big, late_inf, late_nan, zeros_first, base * 2.0 ** 60):
+            x = x.astype(dt)
+            want = dt(evaluate_binned(x, y, fmt, 3))
+            assert bits(rep.dot(torch.from_numpy(x), torch.from_numpy(y)).numpy()) == bits(want)
+    finally:
+        r.BLOCK, r.MAX_PROGRAMS = saved
