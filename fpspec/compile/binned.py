@@ -16,13 +16,14 @@ from fpspec.compile.ir import CompileError, Kernel
 from fpspec.compile.runtime import embed
 
 _STREAMS = 2         # pieces of a block each deposit walks side by side (block_loops)
+_LANE_STEPS = 4      # k steps a pass of gemm's lanes (block_loops)
 PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("gemm",)}
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
 _MODEL_NAMES = ["BinnedFormat", "_or1", "special_sum", "convert", "row_index", "sum_rows", "row_slice_counts"]
 _NUMBA_JIT = ["_term", "_index_of_bits", "_block_flags", "_carry_in", "_shift_state", "_abs_max",
               "_merge_into", "_finish", "_merged", "_deposit_at"]
-_NUMBA_NOGIL = ["_partial", "_rows_range", "_gemm_range"]     # run on threads of their own
+_NUMBA_NOGIL = ["_partial", "_rows_range", "_row_stats", "_column_stats", "_gemm_range"]     # run on threads of their own
 _NUMBA_HOST = ["_pool", "_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
 
 
@@ -87,6 +88,7 @@ def numba_settings(kernel: Kernel) -> list[str]:
         f"_PRODUCT = {kernel.op != 'sum'}",
         f"_ABS_MASK = {(1 << (bits - 1)) - 1:#x}",
         f"_BLOCK = {binned_numba._BLOCK}",
+        f"_GEMM_TILE, _ENDURANCE = {binned_numba._GEMM_TILE}, {fmt.endurance}",
     ]
 
 
@@ -168,9 +170,33 @@ def block_loops(fold: int, product: bool) -> str:
         lines.append("    return max(" + ", ".join(f"h{t}" for t in range(_STREAMS)) + ")")
         return "\n".join(lines)
 
+    lanes = ["@_jit\ndef _lane_steps(A, Bf, N, k0, k1, j0, w, P):",
+             '    """Products A[k] * B[k, j0 + t] for k0 <= k < k1 (B[k, j] = Bf[k * N + j]) into the',
+             '    primaries P[:, t] of lanes t < w, _LANE_STEPS k steps a pass (the indices unsigned: no',
+             '    wraparound test, so that LLVM vectorizes over t)."""']
+    lanes += [f"    P{j} = P[{j}]" for j in range(fold)]
+
+    def steps(ks: list[str], indent: str) -> list[str]:
+        out = [f"{indent}for t in range(w):"] + [f"{indent}    p{j} = P{j}[t]" for j in range(fold)]
+        for u in range(len(ks)):
+            out.append(f"{indent}    r = a{u} * Bf[np.uint64(b{u} + t)]")
+            for j in range(fold):
+                if j < fold - 1:
+                    out += [f"{indent}    s = p{j} + _or1(r)", f"{indent}    r = r + (p{j} - s)", f"{indent}    p{j} = s"]
+                else:
+                    out.append(f"{indent}    p{j} = p{j} + _or1(r)")
+        return out + [f"{indent}    P{j}[t] = p{j}" for j in range(fold)]
+
+    u_all = [f"k + {u}" for u in range(_LANE_STEPS)]
+    lanes.append(f"    k = k0\n    while k + {_LANE_STEPS} <= k1:")
+    for u, k in enumerate(u_all):
+        lanes += [f"        a{u} = A[{k}]", f"        b{u} = ({k}) * N + j0"]
+    lanes += steps(u_all, "        ") + [f"        k += {_LANE_STEPS}"]
+    lanes += ["    while k < k1:", "        a0 = A[k]", "        b0 = k * N + j0"] + steps(["k"], "        ")
+    lanes.append("        k += 1")
     amax = ["@_jit\ndef _block_amax(X, Y):",
             '    """The largest bit pattern of |term| in the block (inf and nan the largest)."""',
             "    h = 0", "    for i in range(X.shape[0]):", f"        b = _bits({term}) & _ABS_MASK",
             "        h = b if b > h else h", "    return h"]
-    blocks = [deposit("_deposit", False), deposit("_deposit_top", True), "\n".join(amax)]
+    blocks = [deposit("_deposit", False), deposit("_deposit_top", True), "\n".join(amax), "\n".join(lanes)]
     return "\n\n\n".join(blocks) + "\n"

@@ -250,3 +250,27 @@ def test_triton_lanes_first_pass_and_its_fallback(fmt):
             assert bits(rep.dot(torch.from_numpy(x), torch.from_numpy(y)).numpy()) == bits(want)
     finally:
         r.BLOCK, r.MAX_PROGRAMS = saved
+
+
+@pytest.mark.parametrize("fmt", ["fp64"])         # fp32's numba gemm: benchmarks/bench_binned.py --bits
+def test_numba_gemm_lanes_and_their_fallback(fmt):
+    # columns side by side over two tiles (the second partial), K past the format's endurance (the
+    # primaries counted and reset) and not a multiple of the k steps a pass; rows whose outputs
+    # go as lanes (index known from the bound and a known product), rows with bounds in two bins,
+    # in the top bin, with a nan, all zeros: every output the model's bits
+    dt = DTYPES[fmt]
+    rep = replica("gemm", fmt, "numba")
+    rng = np.random.default_rng(9)
+    K = rep._ENDURANCE + 7
+    N = rep._GEMM_TILE + 3
+    A = rng.standard_normal((6, K))
+    A[1] *= 2.0 ** rng.integers(-30, 30, K)
+    A[2, 5] = 2.0 ** 100
+    A[3, 9] = 2.0 ** (127 if fmt == "fp32" else 1023)
+    A[4, 2] = np.nan
+    A[5] = 0.0
+    B = rng.standard_normal((K, N))
+    B[:, 1] *= 2.0 ** -60
+    A, B = A.astype(dt), B.astype(dt)
+    want = np.stack([evaluate_binned(A.T, B[:, j], fmt, 3) for j in range(N)], axis=1).astype(dt)
+    assert bits(rep.gemm(A, B)) == bits(want)
