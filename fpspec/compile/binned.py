@@ -17,11 +17,13 @@ from fpspec.compile.runtime import embed
 
 _STREAMS = 2         # pieces of a block each deposit walks side by side (block_loops)
 _LANE_STEPS = 4      # k steps a pass of gemm's lanes (block_loops)
+_PREFETCH = 0        # sum / dot: terms ahead each stream asks for (0: none; block_loops)
+_CHUNK = 64          # terms a stream deposits between prefetches
 PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("gemm",)}
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
 _MODEL_NAMES = ["BinnedFormat", "_or1", "special_sum", "convert", "row_index", "sum_rows", "row_slice_counts"]
-_NUMBA_JIT = ["_term", "_index_of_bits", "_block_flags", "_carry_in", "_shift_state", "_abs_max",
+_NUMBA_JIT = ["_term", "_index_of_bits", "_block_flags", "_carry_in", "_shift_state",
               "_merge_into", "_finish", "_merged", "_deposit_at"]
 _NUMBA_NOGIL = ["_partial", "_rows_range", "_row_stats", "_column_stats", "_gemm_range"]     # run on threads of their own
 _NUMBA_HOST = ["_pool", "_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
@@ -98,11 +100,11 @@ def render_numba(backend, kernel: Kernel) -> str:
     check(kernel)
     public = PUBLIC[kernel.op]
     runtime = "\n\n".join([
-        "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\nfrom numba import get_num_threads, types",
-        embed(binned_numba, ["_or1", "_bits"]),
+        "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\nfrom numba import get_num_threads, types\nfrom numba.core import cgutils",
+        embed(binned_numba, ["_or1", "_bits", "_prefetch"]),
         embed(model, ["convert"], decorator="@_jit"),
         embed(binned_numba, _NUMBA_JIT, decorator="@_jit"),
-        block_loops(kernel.arithmetic.binned, kernel.op != "sum"),
+        block_loops(kernel.arithmetic.binned, kernel.op != "sum", 8 if kernel.arithmetic.input == "fp64" else 16),
     ])
     return render_template(
         backend.template,
@@ -123,7 +125,7 @@ def render_numba(backend, kernel: Kernel) -> str:
     )
 
 
-def block_loops(fold: int, product: bool) -> str:
+def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
     """binned_numba's block loops for `fold` slots, written out, the term inline (x[k] * y[k] rounded
     when `product`): one pass over a block view from index 0, every slot's count an integer sum, so
     that LLVM vectorizes the loop.  _deposit_top is index 0 (note [index 0]: slot 0 scaled).
@@ -160,7 +162,20 @@ def block_loops(fold: int, product: bool) -> str:
                     out.append(f"        r = r + (m{j} - s)")
             return out
 
-        lines.append("    for i in range(piece):")
+        if _PREFETCH:
+            # chunks of _CHUNK terms, each stream's lines _PREFETCH terms ahead asked for first:
+            # more loads in flight than the out-of-order window holds
+            lines.append(f"    c = 0\n    while c + {_CHUNK} <= piece:")
+            for t in range(_STREAMS):
+                for v in ("X", "Y") if product else ("X",):
+                    lines += [f"        _prefetch({v}{t}, c + {_PREFETCH + o})" for o in range(0, _CHUNK, per_line)]
+            lines.append(f"        for i in range(c, c + {_CHUNK}):")
+            for t in range(_STREAMS):
+                lines += ["    " + ln for ln in body(t, f"X{t}", f"Y{t}")]
+            lines.append(f"        c += {_CHUNK}")
+            lines.append("    for i in range(c, piece):")
+        else:
+            lines.append("    for i in range(piece):")
         for t in range(_STREAMS):
             lines += body(t, f"X{t}", f"Y{t}")
         lines.append(f"    for i in range({_STREAMS} * piece, n):")

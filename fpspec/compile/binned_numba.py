@@ -3,15 +3,17 @@
 Globals the replica defines (fpspec.compile.binned.settings): _DT (the format's dtype), _FOLD, _BINS
 (ReproBLAS's table in _DT), _BINS64 and _ULPS (float64), _P, _W, _EMAX, _MAXI, _COMPRESSION,
 _HALF_EXPANSION, _EXPANSION, _SINGLE, _Q (carry unit: 2^_Q ulps), _EXP_SHIFT, _INF_BITS, _ABS_MASK,
-_PRODUCT (terms are x*y rounded, else x), _BLOCK.
+_PRODUCT (terms are x*y rounded, else x), _BLOCK, _GEMM_TILE (gemm's lanes), _ENDURANCE (deposits a
+primary takes before it must be counted: 2^(p - W - 2)).
 
 One pass over the terms, a block of _BLOCK at a time (fpspec.arith.binned note [exact slices]): the
 block's largest |term| (an integer max over the bit patterns: LLVM vectorizes it, and inf / nan show
 as the largest patterns), the accumulator's index moved up if needed, then every term's slices added
 counted in ulps of its bin (the difference of the bit patterns of the primary after and before:
 integer sums, which LLVM vectorizes without reassociating anything), then carried into int64
-(carry, low) pairs.  The block loops (_block_amax, _deposit, _deposit_top) are written out by
-fpspec.compile.binned for the spec's fold, with the term inline.  A state is
+(carry, low) pairs.  Gemm deposits most outputs as lanes instead (_gemm_range).  The block loops
+(_block_amax, _deposit, _deposit_top, _lane_steps) are written out by fpspec.compile.binned for the
+spec's fold, with the term inline.  A state is
 int64[_STATE = 2 + 3 _FOLD]: index (-1: empty), flags (1 nan, 2 +inf, 4 -inf), low[_FOLD],
 carry[_FOLD], then scratch; states merge exactly in any order.
 """
@@ -22,6 +24,7 @@ from llvmlite import ir
 from concurrent.futures import ThreadPoolExecutor
 
 from numba import get_num_threads, njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 _DT = np.float64
@@ -66,6 +69,21 @@ def _bits(typingctx, x):
         return i if width == 64 else builder.zext(i, ir.IntType(64))
 
     return types.int64(x), codegen
+
+
+@intrinsic
+def _prefetch(typingctx, arr, i):
+    """Ask for the cache line of arr[i] (no bounds: a prefetch never faults)."""
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        i8p = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p.type, i32, i32, i32]),
+                                            "llvm.prefetch.p0i8")
+        builder.call(fn, [i8p, i32(0), i32(3), i32(1)])   # read, keep in all levels, data
+        return context.get_dummy_value()
+
+    return types.none(arr, types.intp), codegen
 
 
 def _term(X, Y, i):
@@ -314,16 +332,6 @@ def _gemm_range(A, B, Bf, amax, ka, bmax, kb, out, r0, r1):
                     bound = _bits(am * bmax[j])
                     _partial(Ai, column, 0, K, state, _index_of_bits(bound) if bound < _INF_BITS else -1)
                     out[i, j] = _finish(state, fields)
-
-
-def _abs_max(v):
-    """The largest |v[k]| (0 when empty, inf when an inf or a nan is there)."""
-    h = _DT(0)
-    for k in range(v.shape[0]):
-        a = abs(v[k])
-        if not a <= h:
-            h = a if a == a else _DT(np.inf)
-    return h
 
 
 def _pool(workers, cache={}):
