@@ -89,10 +89,28 @@ def cpu_rows(n: int, repeat: int, mm: int, variants=()) -> list[str]:
     x = rng.standard_normal(n)
     y = rng.standard_normal(n)
     rows = []
-    emit(rows, f"{'CPU, fp64':44} {'reference':>14} {'fpspec binned':>14} {'ratio':>8}  bits")
     rb = load_reproblas()
     before = numba.get_num_threads()
     default = f"{binned._STREAMS},{binned._PREFETCH},{binned._CHUNK},{binned_numba._BLOCK}"
+    if mm:
+        A = rng.standard_normal((mm, mm))
+        B = rng.standard_normal((mm, mm))
+        flops = 2.0 * mm ** 3
+        rep = replica("gemm", "fp64", "numba")
+        t_lib = best(lambda: A @ B, repeat)
+        emit(rows, f"{'CPU, fp64':44} {'GFLOP/s':>14} {'GFLOP/s':>14} {'share':>8}")
+        for threads in (1, 2):
+            numba.set_num_threads(min(threads, before))
+            t_bin = best(lambda: rep.gemm(A, B), max(1, repeat // 2))
+            emit(rows, f"{f'gemm {mm}^3 {threads} thr vs numpy.matmul ({before} thr)':44} {flops / t_lib / 1e9:>14.2f} "
+                       f"{flops / t_bin / 1e9:>14.2f} {t_lib / t_bin:>7.1%}")
+        numba.set_num_threads(before)
+        if rb is not None:
+            t_rb = best(lambda: rb.gemm(A, B), 1)
+            same = rb.gemm(A, B).tobytes() == rep.gemm(A, B).tobytes()
+            emit(rows, f"{'gemm: ReproBLAS rdgemm (1 thread)':44} {flops / t_lib / 1e9:>14.2f} "
+                       f"{flops / t_rb / 1e9:>14.2f} {t_lib / t_rb:>7.1%}  {'same as fpspec' if same else 'DIFFER'}")
+    emit(rows, f"{'CPU, fp64':44} {'reference':>14} {'fpspec binned':>14} {'ratio':>8}  bits")
     for op, lib, name in (("sum", lambda: np.sum(x), "numpy.sum"), ("dot", lambda: np.dot(x, y), "numpy.dot")):
         t_lib = best(lib, repeat)
         values = set()
@@ -115,25 +133,6 @@ def cpu_rows(n: int, repeat: int, mm: int, variants=()) -> list[str]:
             same = np.float64(call()).tobytes() == ((rb.sum(x) if op == "sum" else rb.dot(x, y)).tobytes())
             emit(rows, f"{f'{op}: ReproBLAS rd{op} (1 thread)':44} {t_lib * 1e3:>11.2f} ms "
                        f"{t_rb * 1e3:>11.2f} ms {t_rb / t_lib:>7.2f}x  {'same as fpspec' if same else 'DIFFER'}")
-    if not mm:
-        return rows
-    A = rng.standard_normal((mm, mm))
-    B = rng.standard_normal((mm, mm))
-    flops = 2.0 * mm ** 3
-    rep = replica("gemm", "fp64", "numba")
-    t_lib = best(lambda: A @ B, repeat)
-    emit(rows, f"{'':44} {'GFLOP/s':>14} {'GFLOP/s':>14} {'share':>8}")
-    for threads in (1, 2):
-        numba.set_num_threads(min(threads, before))
-        t_bin = best(lambda: rep.gemm(A, B), max(1, repeat // 2))
-        emit(rows, f"{f'gemm {mm}^3 {threads} thr vs numpy.matmul ({before} thr)':44} {flops / t_lib / 1e9:>14.2f} "
-                   f"{flops / t_bin / 1e9:>14.2f} {t_lib / t_bin:>7.1%}")
-    numba.set_num_threads(before)
-    if rb is not None:
-        t_rb = best(lambda: rb.gemm(A, B), 1)
-        same = rb.gemm(A, B).tobytes() == rep.gemm(A, B).tobytes()
-        emit(rows, f"{'gemm: ReproBLAS rdgemm (1 thread)':44} {flops / t_lib / 1e9:>14.2f} "
-                   f"{flops / t_rb / 1e9:>14.2f} {t_lib / t_rb:>7.1%}  {'same as fpspec' if same else 'DIFFER'}")
     return rows
 
 
