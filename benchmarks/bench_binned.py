@@ -61,20 +61,20 @@ def best(fn, repeat: int, sync=None) -> float:
 
 
 def variant(setting: str):
-    """A deposit variant "STREAMS,PREFETCH,CHUNK,BLOCK" (fpspec.compile.binned's and binned_numba's
-    knobs; the bits do not depend on them) applied while a replica is made: a context for `replica`."""
+    """A deposit loop "STREAMS,PREFETCH,CHUNK,BLOCK" (fpspec.compile.binned.DEPOSIT, for every op; the
+    bits do not depend on it) applied while a replica is made: a context for `replica`."""
     import contextlib
 
-    from fpspec.compile import binned, binned_numba
+    from fpspec.compile import binned
 
     @contextlib.contextmanager
     def applied():
-        saved = binned._STREAMS, binned._PREFETCH, binned._CHUNK, binned_numba._BLOCK
-        binned._STREAMS, binned._PREFETCH, binned._CHUNK, binned_numba._BLOCK = map(int, setting.split(","))
+        saved = dict(binned.DEPOSIT)
+        binned.DEPOSIT.update(dict.fromkeys(saved, tuple(map(int, setting.split(",")))))
         try:
             yield
         finally:
-            binned._STREAMS, binned._PREFETCH, binned._CHUNK, binned_numba._BLOCK = saved
+            binned.DEPOSIT.update(saved)
 
     return applied()
 
@@ -82,7 +82,7 @@ def variant(setting: str):
 def cpu_rows(n: int, repeat: int, mm: int, variants=()) -> list[str]:
     import numba
 
-    from fpspec.compile import binned, binned_numba
+    from fpspec.compile import binned
     from reproblas_ref import load_reproblas
 
     rng = np.random.default_rng(0)
@@ -91,7 +91,7 @@ def cpu_rows(n: int, repeat: int, mm: int, variants=()) -> list[str]:
     rows = []
     rb = load_reproblas()
     before = numba.get_num_threads()
-    default = f"{binned._STREAMS},{binned._PREFETCH},{binned._CHUNK},{binned_numba._BLOCK}"
+    shapes = {op: ",".join(map(str, binned.DEPOSIT["sum" if op == "sum" else "product"])) for op in ("sum", "dot")}
     if mm:
         A = rng.standard_normal((mm, mm))
         B = rng.standard_normal((mm, mm))
@@ -114,6 +114,7 @@ def cpu_rows(n: int, repeat: int, mm: int, variants=()) -> list[str]:
     for op, lib, name in (("sum", lambda: np.sum(x), "numpy.sum"), ("dot", lambda: np.dot(x, y), "numpy.dot")):
         t_lib = best(lib, repeat)
         values = set()
+        default = shapes[op]
         for setting in (default, *variants):
             with variant(setting):
                 rep = replica(op, "fp64", "numba")
@@ -316,7 +317,7 @@ def main(argv=None) -> int:
                                       "(default: GPU_CONFIGS)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--variants", default="", help="CPU deposit variants to time besides the default, "
-                                                  "STREAMS,PREFETCH,CHUNK,BLOCK;... (fpspec.compile.binned)")
+                                                  "STREAMS,PREFETCH,CHUNK,BLOCK;... (fpspec.compile.binned.DEPOSIT)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if not (args.cpu or args.gpu or args.bits):

@@ -15,10 +15,13 @@ from fpspec.compile import binned_numba, binned_rt
 from fpspec.compile.ir import CompileError, Kernel
 from fpspec.compile.runtime import embed
 
-_STREAMS = 2         # pieces of a block each deposit walks side by side (block_loops)
 _LANE_STEPS = 4      # k steps a pass of gemm's lanes (block_loops)
-_PREFETCH = 0        # sum / dot: terms ahead each stream asks for (0: none; block_loops)
-_CHUNK = 64          # terms a stream deposits between prefetches
+# The deposit loop's shape (block_loops) for terms x (sum) and x * y (every other op): pieces of a
+# block walked side by side, terms ahead each piece's lines are asked for (0: no prefetch), terms
+# between prefetches, terms a block.  The fastest on two cores of an H200 host's CPU
+# (benchmarks/results/bench_binned_h200_2026-11-27.txt): a sum is bound by its operations (two
+# chains interleaved), a dot by the loads in flight.  The bits do not depend on them.
+DEPOSIT = {"sum": (2, 0, 64, 4096), "product": (1, 1024, 128, 16384)}
 PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("gemm",)}
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
@@ -89,7 +92,7 @@ def numba_settings(kernel: Kernel) -> list[str]:
         f"_SINGLE = {a.input == 'fp32'}",
         f"_PRODUCT = {kernel.op != 'sum'}",
         f"_ABS_MASK = {(1 << (bits - 1)) - 1:#x}",
-        f"_BLOCK = {binned_numba._BLOCK}",
+        f"_BLOCK = {DEPOSIT['sum' if kernel.op == 'sum' else 'product'][3]}",
         f"_GEMM_TILE, _ENDURANCE = {binned_numba._GEMM_TILE}, {fmt.endurance}",
     ]
 
@@ -130,12 +133,13 @@ def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
     when `product`): one pass over a block view from index 0, every slot's count an integer sum, so
     that LLVM vectorizes the loop.  _deposit_top is index 0 (note [index 0]: slot 0 scaled).
 
-    The deposit walks _STREAMS pieces of the block side by side, each with its own counts and
+    The deposit walks DEPOSIT's pieces of the block side by side, each with its own counts and
     largest pattern: their chains of dependent operations interleave, and the sum does not depend on
     the split.  A count adds the primary's pattern after each deposit and takes the bin's pattern
     off once per block (int64 sums wrap, so the difference is exact: the slices total far below
     2^63, fpspec.arith.binned's slice_counts bounds each by 2^(W-1))."""
     term = "X[i] * Y[i]" if product else "X[i]"
+    streams, prefetch, chunk, _ = DEPOSIT["product" if product else "sum"]
 
     def deposit(name: str, top: bool) -> str:
         args = "X, Y, counts" if top else "X, Y, index, counts"
@@ -143,10 +147,10 @@ def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
         lines = [f"@_jit\ndef {name}({args}):",
                  '    """Count the slices of the block\'s terms in each slot\'s ulps; the largest |term| pattern."""']
         lines += [f"    m{j} = _BINS[{base} + {j}]" for j in range(fold)]
-        lines += ["    n = X.shape[0]", f"    piece = n // {_STREAMS}"]
-        lines += [f"    X{t}, Y{t} = X[{t} * piece:], Y[{t} * piece:]" for t in range(_STREAMS)]
-        lines += [f"    k{t}_{j} = 0" for t in range(_STREAMS) for j in range(fold)]
-        lines += [f"    h{t} = 0" for t in range(_STREAMS)]
+        lines += ["    n = X.shape[0]", f"    piece = n // {streams}"]
+        lines += [f"    X{t}, Y{t} = X[{t} * piece:], Y[{t} * piece:]" for t in range(streams)]
+        lines += [f"    k{t}_{j} = 0" for t in range(streams) for j in range(fold)]
+        lines += [f"    h{t} = 0" for t in range(streams)]
 
         def body(t: int, x: str, y: str) -> list[str]:
             out = [f"        r = {x}[i] * {y}[i]" if product else f"        r = {x}[i]",
@@ -162,27 +166,27 @@ def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
                     out.append(f"        r = r + (m{j} - s)")
             return out
 
-        if _PREFETCH:
-            # chunks of _CHUNK terms, each stream's lines _PREFETCH terms ahead asked for first:
+        if prefetch:
+            # chunks of `chunk` terms, each piece's lines `prefetch` terms ahead asked for first:
             # more loads in flight than the out-of-order window holds
-            lines.append(f"    c = 0\n    while c + {_CHUNK} <= piece:")
-            for t in range(_STREAMS):
+            lines.append(f"    c = 0\n    while c + {chunk} <= piece:")
+            for t in range(streams):
                 for v in ("X", "Y") if product else ("X",):
-                    lines += [f"        _prefetch({v}{t}, c + {_PREFETCH + o})" for o in range(0, _CHUNK, per_line)]
-            lines.append(f"        for i in range(c, c + {_CHUNK}):")
-            for t in range(_STREAMS):
+                    lines += [f"        _prefetch({v}{t}, c + {prefetch + o})" for o in range(0, chunk, per_line)]
+            lines.append(f"        for i in range(c, c + {chunk}):")
+            for t in range(streams):
                 lines += ["    " + ln for ln in body(t, f"X{t}", f"Y{t}")]
-            lines.append(f"        c += {_CHUNK}")
+            lines.append(f"        c += {chunk}")
             lines.append("    for i in range(c, piece):")
         else:
             lines.append("    for i in range(piece):")
-        for t in range(_STREAMS):
+        for t in range(streams):
             lines += body(t, f"X{t}", f"Y{t}")
-        lines.append(f"    for i in range({_STREAMS} * piece, n):")
+        lines.append(f"    for i in range({streams} * piece, n):")
         lines += body(0, "X", "Y")
-        lines += [f"    counts[{j}] = " + " + ".join(f"k{t}_{j}" for t in range(_STREAMS)) + f" - n * _bits(m{j})"
+        lines += [f"    counts[{j}] = " + " + ".join(f"k{t}_{j}" for t in range(streams)) + f" - n * _bits(m{j})"
                   for j in range(fold)]
-        lines.append("    return max(" + ", ".join(f"h{t}" for t in range(_STREAMS)) + ")")
+        lines.append("    return max(" + ", ".join(f"h{t}" for t in range(streams)) + ")")
         return "\n".join(lines)
 
     lanes = ["@_jit\ndef _lane_steps(A, Bf, N, k0, k1, j0, w, P):",

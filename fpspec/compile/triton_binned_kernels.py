@@ -403,7 +403,7 @@ class BinnedReplica:
     # per format (BLOCK: terms a tile, up to 4096; WARPS; PROGRAMS_PER_SM: on a GPU, enough programs
     # to fill it, few states to merge): the tiling that read fastest at n = 10^8 on an H200
     # (benchmarks/bench_binned.py --gpu); any tiling gives the same bits
-    TILING = {"fp32": (2048, 8, 8), "fp64": (2048, 4, 4)}
+    TILING = {"fp32": (4096, 4, 4), "fp64": (2048, 4, 4)}
 
     def __init__(self, fmt, fold, torch_dtype, bins, ulps, consts):
         self.fmt, self.fold, self.dtype = fmt, fold, torch_dtype

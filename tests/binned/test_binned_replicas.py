@@ -201,7 +201,7 @@ def test_numba_gemm_hint_far_above_the_products():
 
 @pytest.mark.parametrize("scale", [1.0, 2.0 ** 1000])     # 2^1000: the top bin (index 0)
 def test_numba_streams_at_every_remainder(scale):
-    # a block deposit walks _STREAMS pieces side by side: lengths that leave every remainder of the
+    # a block deposit walks pieces side by side (DEPOSIT): lengths that leave every remainder of the
     # pieces and of the blocks give the model's bits, in dot and in gemm's rows
     rep = replica("dot", "fp64", "numba")
     rng = np.random.default_rng(7)
