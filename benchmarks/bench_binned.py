@@ -1,7 +1,8 @@
 """Binned (order-independent) replicas against the library ops, side by side in one run.
 
     python benchmarks/bench_binned.py [--cpu] [--gpu] [--bits] [--n N] [--gpu-n N] [--out FILE]
-        [--variants "STREAMS,PREFETCH,CHUNK,BLOCK;..."] [--tilings BLOCK/WARPS/PER_SM,...]
+        [--variants "STREAMS,PREFETCH,CHUNK,BLOCK;..."] [--gemm-variants "BITS,GROUP,STEPS,TILE;..."]
+        [--tilings BLOCK/WARPS/PER_SM,...]
     REPROBLAS_PATH=$HOME/src/ReproBLAS python benchmarks/bench_binned.py --cpu    # + ReproBLAS columns
 
 CPU (Numba replicas, fp64): sum and dot at n = 10^7 on 1 and 2 threads against numpy.sum / numpy.dot
@@ -79,7 +80,28 @@ def variant(setting: str):
     return applied()
 
 
-def cpu_rows(n: int, repeat: int, mm: int, variants=()) -> list[str]:
+def gemm_variant(setting: str):
+    """A gemm lanes kernel "BITS,GROUP,STEPS,TILE" (fpspec.compile.binned.GEMM_REGS = (BITS, GROUP),
+    binned._LANE_STEPS, binned_numba._GEMM_TILE; the bits do not depend on it) applied while a
+    replica is made."""
+    import contextlib
+
+    from fpspec.compile import binned, binned_numba
+
+    @contextlib.contextmanager
+    def applied():
+        saved = binned.GEMM_REGS, binned._LANE_STEPS, binned_numba._GEMM_TILE
+        bits, group, steps, tile = map(int, setting.split(","))
+        binned.GEMM_REGS, binned._LANE_STEPS, binned_numba._GEMM_TILE = (bits, group), steps, tile
+        try:
+            yield
+        finally:
+            binned.GEMM_REGS, binned._LANE_STEPS, binned_numba._GEMM_TILE = saved
+
+    return applied()
+
+
+def cpu_rows(n: int, repeat: int, mm: int, variants=(), gemm_variants=()) -> list[str]:
     import numba
 
     from fpspec.compile import binned
@@ -96,15 +118,25 @@ def cpu_rows(n: int, repeat: int, mm: int, variants=()) -> list[str]:
         A = rng.standard_normal((mm, mm))
         B = rng.standard_normal((mm, mm))
         flops = 2.0 * mm ** 3
-        rep = replica("gemm", "fp64", "numba")
+        from fpspec.compile import binned_numba
+
         t_lib = best(lambda: A @ B, repeat)
         emit(rows, f"{'CPU, fp64':44} {'GFLOP/s':>14} {'GFLOP/s':>14} {'share':>8}")
-        for threads in (1, 2):
-            numba.set_num_threads(min(threads, before))
-            t_bin = best(lambda: rep.gemm(A, B), max(1, repeat // 2))
-            emit(rows, f"{f'gemm {mm}^3 {threads} thr vs numpy.matmul ({before} thr)':44} {flops / t_lib / 1e9:>14.2f} "
-                       f"{flops / t_bin / 1e9:>14.2f} {t_lib / t_bin:>7.1%}")
-        numba.set_num_threads(before)
+        kernel = f"{binned.GEMM_REGS[0]},{binned.GEMM_REGS[1]},{binned._LANE_STEPS},{binned_numba._GEMM_TILE}"
+        values = set()
+        for setting in (kernel, *gemm_variants):
+            with gemm_variant(setting):
+                rep = replica("gemm", "fp64", "numba")
+            what = "" if setting == kernel else f" [{setting}]"
+            for threads in (1, 2):
+                numba.set_num_threads(min(threads, before))
+                t_bin = best(lambda: rep.gemm(A, B), max(1, repeat // 2))
+                values.add(rep.gemm(A, B).tobytes())
+                emit(rows, f"{f'gemm {mm}^3 {threads} thr{what} vs matmul ({before} thr)':44} "
+                           f"{flops / t_lib / 1e9:>14.2f} {flops / t_bin / 1e9:>14.2f} {t_lib / t_bin:>7.1%}  "
+                           f"{'same' if len(values) == 1 else 'DIFFER'}")
+            numba.set_num_threads(before)
+        rep = replica("gemm", "fp64", "numba")
         if rb is not None:
             t_rb = best(lambda: rb.gemm(A, B), 1)
             same = rb.gemm(A, B).tobytes() == rep.gemm(A, B).tobytes()
@@ -234,7 +266,7 @@ def adversarial(rng, n: int, dtype) -> dict:
 SPLITS = ((True, 64, 2, 1), (True, 4096, 8, 16), (False, 256, 4, 2), (True, 2048, 8, 4))
 
 
-def gpu_bits(sizes=(1, 7, 1000, 4099, 1000003), perms: int = 3, mk=(48, 16)) -> list[str]:
+def gpu_bits(sizes=(1, 7, 1000, 4099, 1000003), perms: int = 3, mk=(48, 16), formats=("fp32", "fp64")) -> list[str]:
     """The Triton replica on the GPU = the NumPy and Numba replicas on the CPU, bit for bit: sum, dot,
     gemv, gemm in fp32 and fp64, on random and adversarial inputs, each also permuted and (sum, dot)
     split differently on the GPU (tile size, program count, kernel)."""
@@ -244,6 +276,8 @@ def gpu_bits(sizes=(1, 7, 1000, 4099, 1000003), perms: int = 3, mk=(48, 16)) -> 
     rows = []
     rng = np.random.default_rng(1)
     for fmt, dtype in (("fp32", np.float32), ("fp64", np.float64)):
+        if fmt not in formats:
+            continue
         for op in ("sum", "dot"):
             gpu, ref_np, ref_nb = (replica(op, fmt, t) for t in ("triton", "numpy", "numba"))
             default = (gpu.REPLICA.LANES, gpu.REPLICA.BLOCK, gpu.REPLICA.WARPS, gpu.REPLICA.PROGRAMS_PER_SM)
@@ -318,6 +352,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--variants", default="", help="CPU deposit variants to time besides the default, "
                                                   "STREAMS,PREFETCH,CHUNK,BLOCK;... (fpspec.compile.binned.DEPOSIT)")
+    ap.add_argument("--gemm-variants", default="", help="gemm lanes kernels to time besides the default, "
+                                                       "BITS,GROUP,STEPS,TILE;... (fpspec.compile.binned.GEMM_REGS)")
+    ap.add_argument("--formats", default="fp32,fp64", help="--bits: the formats checked")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if not (args.cpu or args.gpu or args.bits):
@@ -330,13 +367,16 @@ def main(argv=None) -> int:
     print("\n".join(lines), flush=True)
     if args.cpu:
         emit(lines, f"# CPU: {os.cpu_count()} cores")
-        lines += cpu_rows(args.n, args.repeat, args.mm, [v for v in args.variants.split(";") if v])
+        lines += cpu_rows(args.n, args.repeat, args.mm, [v for v in args.variants.split(";") if v],
+                          [v for v in args.gemm_variants.split(";") if v])
     if args.gpu:
         configs = GPU_CONFIGS if not args.tilings else tuple(
             (True, *map(int, t.split("/"))) for t in args.tilings.split(","))
         lines += gpu_rows(args.gpu_n, args.repeat, configs)
     if args.bits:
-        lines += gpu_bits() if _device() == "cuda" else gpu_bits(sizes=(1, 7, 300), perms=1, mk=(3, 2))
+        formats = args.formats.split(",")
+        lines += (gpu_bits(formats=formats) if _device() == "cuda"
+                  else gpu_bits(sizes=(1, 7, 300), perms=1, mk=(3, 2), formats=formats))
     text = "\n".join(lines) + "\n"
     if args.out:
         from fpspec.io import write_atomic
