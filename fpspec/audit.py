@@ -12,13 +12,14 @@ or every output with rows="all") at a designed set of sizes and groups the
 sizes into classes of identical order + arithmetic.
 
 Designed sizes: both ends, every power of two inside the range and its two
-neighbours; a designed size whose fingerprint equals the previous one's over
-many outputs takes its orders unrevealed (Note [matched by fingerprint]).  Between two neighbouring sizes of different classes the boundary
+neighbours.  Between two neighbouring sizes of different classes the boundary
 is found exactly by bisection.  Bisection runs on fingerprints (the output
 bits of the op on fixed random inputs, where the row's inputs are the same at
-every size): one library call per size instead of a revelation; each boundary
-it finds is confirmed by revealing both sides.  Where the inputs cannot be the
-same at two sizes (--vary n: the row has another length) bisection reveals.
+every size): one library call per size instead of a revelation.  A size whose
+fingerprint equals a revealed size's over many outputs takes its orders
+unrevealed (Note [matched by fingerprint]); the others, both sides of each
+boundary included, are revealed.  Where the inputs cannot be the same at two
+sizes (--vary n: the row has another length) bisection reveals.
 
 Limits (Note [between designed sizes]): two designed neighbours of one class are
 taken to bound one run of that class: an order that leaves and comes back
@@ -707,15 +708,24 @@ def audit(subject: Subject, *, probe: bool = True, seed: int = 0, sizes: list[in
             prints[v] = subject.fingerprint(v)
         return prints[v]
 
+    def classify(v: int) -> Sample:
+        """v's sample: a revealed size's orders where v's fingerprint equals that size's bit
+        for bit (Note [matched by fingerprint]), else v revealed."""
+        if v in samples:
+            return samples[v]
+        if subject.rows == "0":
+            here = fp(v)
+            twin = next((u for u in sorted(revealed) if _same_bits(fp(u), here)), None)
+            if twin is not None:
+                samples[v] = dataclasses.replace(samples[twin], size=v, seconds=0.0, calls=0)
+                matched.append(v)
+                return samples[v]
+        return sample(v)
+
     designed = sorted(set(sizes)) if sizes else designed_sizes(subject.lo, subject.hi)
     with phase("audit: reveal at designed sizes", total=len(designed)) as advance:
-        for prev, v in zip([None, *designed], designed):
-            if prev is not None and subject.rows == "0" and _same_bits(fp(prev), fp(v)):
-                # Note [matched by fingerprint]
-                samples[v] = dataclasses.replace(samples[prev], size=v, seconds=0.0, calls=0)
-                matched.append(v)
-            else:
-                sample(v)
+        for v in designed:
+            classify(v)
             advance()
     # bisection between designed neighbours of different classes: every boundary, exactly
     boundaries: set[int] = set()
@@ -733,7 +743,8 @@ def audit(subject: Subject, *, probe: bool = True, seed: int = 0, sizes: list[in
         while pending:
             while pending:
                 a, b, bits = pending.pop()
-                _bisect(a, b, bits, sample, fp, pending, boundaries)
+                # a search on fingerprints classes by them; a search again reveals every size it reads
+                _bisect(a, b, bits, classify if bits else sample, fp, pending, boundaries)
                 advance()
             # a fingerprint bisection trusted equal bits to mean one class; a run holding two
             # revealed classes is searched again by revelation alone
@@ -778,13 +789,18 @@ def _bisect(a, b, bits, sample, fp, pending, boundaries) -> None:
         pending.append((mid, b, bits))
 
 
-# Note [matched by fingerprint]: a designed size whose fingerprint (row 0's outputs on the
-# fixed random inputs, where row 0's inputs are the same at every size) equals the previous
-# designed size's bit for bit, over at least MATCH_OUTPUTS outputs, takes that size's orders
-# without a revelation: another order or arithmetic of the same exact random terms rounds
-# differently at some of the outputs almost surely, and every boundary the audit reports is
-# still revealed on both sides.  Fewer outputs (a sum's one value, a gemv, a narrow gemm) or
-# --rows all (the extra rows of the larger size are in no fingerprint) reveal every size.
+# Note [matched by fingerprint]: a size whose fingerprint (row 0's outputs on the fixed
+# random inputs, where row 0's inputs are the same at every size) equals a revealed size's
+# bit for bit, over at least MATCH_OUTPUTS outputs, takes that size's orders without a
+# revelation: another order or arithmetic of the same exact random terms rounds differently
+# at some of the outputs almost surely.  Every revealed size is a candidate, not only the
+# previous designed one: a class that comes back (A B A) and both sides of a boundary found
+# by bisection are classed by one library call each, so an audit reveals each class about
+# once (at K = 4096 on a GPU a revelation with probes costs tens of seconds, a fingerprint
+# milliseconds).  Where two sizes of equal bits turn out to hold two revealed classes in one
+# run, the search between them runs again by revelation alone.  Fewer outputs (a sum's one
+# value, a gemv, a narrow gemm) or --rows all (the extra rows of the larger size are in no
+# fingerprint) reveal every size.
 MATCH_OUTPUTS = 16
 
 
