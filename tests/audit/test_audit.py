@@ -65,6 +65,37 @@ def test_a_class_that_comes_back_is_matched_not_revealed():
     assert r.revealed == (1, 63) and r.verdict() == "NOT batch-invariant: 2 classes"
 
 
+def _counting_probes(monkeypatch):
+    import fpspec.arith.probe as probe
+
+    calls = []
+    real = probe.probe_arithmetic
+    monkeypatch.setattr(probe, "probe_arithmetic", lambda *a, **k: calls.append(a[0].describe()) or real(*a, **k))
+    return calls
+
+
+def test_a_later_class_takes_a_probed_arithmetic_the_samples_confirm(monkeypatch):
+    probes = _counting_probes(monkeypatch)
+    s = audit_subject("audit_boxes:switching_gemm", op="gemm", m=(30, 40), n=16, ncols=16, dtype="float32")
+    r = audit(s)
+    assert r.boundaries == (37,) and _trees(r) == [SEQ16, BLOCKS16]
+    # the blocks of 4 at M >= 37: the chain's arithmetic, checked on the sample inputs, no second probe
+    assert len(probes) == 1
+    first, second = (c.sample.orders[0] for c in r.classes)
+    assert first.arithmetic == second.arithmetic and first.arithmetic.accumulator == "fp32"
+
+
+def test_an_arithmetic_the_samples_refute_is_probed_again(monkeypatch):
+    probes = _counting_probes(monkeypatch)
+    s = audit_subject("audit_boxes:widening_gemm", op="gemm", m=(30, 40), n=16, ncols=16, dtype="float32")
+    r = audit(s)
+    # one order, two arithmetics: two classes, the second found by its own probe
+    assert r.boundaries == (37,) and _trees(r) == [SEQ16, SEQ16] and len(probes) == 2
+    first, second = (c.sample.orders[0] for c in r.classes)
+    assert (first.arithmetic.accumulator, second.arithmetic.accumulator) == ("fp32", "fp64")
+    assert r.verdict() == "NOT batch-invariant: 2 classes"
+
+
 def test_row_sums_with_probed_arithmetic():
     s = audit_subject("audit_boxes:switching_sum_rows", op="sum", m=(30, 40), n=16, dtype="float32")
     r = audit(s)
