@@ -31,7 +31,8 @@ _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 _MODEL_NAMES = ["BinnedFormat", "_or1", "special_sum", "convert", "row_index", "sum_rows", "row_slice_counts"]
 _NUMBA_JIT = ["_term", "_index_of_bits", "_block_flags", "_carry_in", "_shift_state",
               "_merge_into", "_finish", "_merged", "_deposit_at"]
-_NUMBA_NOGIL = ["_partial", "_rows_range", "_row_stats", "_column_stats", "_gemm_range"]     # run on threads of their own
+# run on threads of their own
+_NUMBA_NOGIL = ["_partial", "_rows_range", "_row_stats", "_column_stats", "_gemm_range"]
 _NUMBA_HOST = ["_pool", "_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
 
 
@@ -107,7 +108,8 @@ def render_numba(backend, kernel: Kernel) -> str:
     check(kernel)
     public = PUBLIC[kernel.op]
     runtime = "\n\n".join([
-        "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\nfrom numba import get_num_threads, types\nfrom numba.core import cgutils",
+        "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\n"
+        "from numba import get_num_threads, types\nfrom numba.core import cgutils",
         embed(binned_numba, ["_or1", "_bits", "_prefetch", "_lane_regs"]),
         embed(model, ["convert"], decorator="@_jit"),
         embed(binned_numba, _NUMBA_JIT, decorator="@_jit"),
@@ -206,7 +208,8 @@ def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
             out.append(f"{indent}    r = a{u} * Bf[np.uint64(b{u} + t)]")
             for j in range(fold):
                 if j < fold - 1:
-                    out += [f"{indent}    s = p{j} + _or1(r)", f"{indent}    r = r + (p{j} - s)", f"{indent}    p{j} = s"]
+                    out += [f"{indent}    s = p{j} + _or1(r)", f"{indent}    r = r + (p{j} - s)",
+                            f"{indent}    p{j} = s"]
                 else:
                     out.append(f"{indent}    p{j} = p{j} + _or1(r)")
         return out + [f"{indent}    P{j}[u] = p{j}" for j in range(fold)]

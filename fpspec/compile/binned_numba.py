@@ -122,7 +122,8 @@ def _lane_regs(typingctx, A, Bf, N, k0, k1, col, P, g):
         with cgutils.for_range(builder, builder.sub(last, first)) as loop:
             k = builder.add(loop.index, first)
             a = builder.insert_element(ir.Constant(vty, ir.Undefined), builder.load(builder.gep(a_data, [k])), i64(0))
-            a = builder.shuffle_vector(a, ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+            a = builder.shuffle_vector(a, ir.Constant(vty, ir.Undefined),
+                                       ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
             base = builder.add(builder.mul(k, n), col_)
             for v in range(_GEMM_REGS[1]):
                 r = builder.fmul(a, builder.load(at(b_data, builder.add(base, i64(v * lanes))), align=width // 8))
