@@ -45,6 +45,7 @@ RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
 RESIDUE_DEPTH = 1  # residue guards this many levels below the root at most (each is a search per class)
 CLASS_MODULI = tuple(range(2, 9))  # note [residue classes]: moduli whose classes are read off the trees
+CLASS_WORK = 40    # note [residue classes]: a proposal's arms may cost this many searches of the sample
 PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to (pad)
 PAD_DEPTH = 3                # pad is tried this many levels below the root at most
 OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocking is at least this
@@ -73,6 +74,14 @@ class Stopped(Exception):
     """A search or an inference ran out of its budget (work or time): the message says which."""
 
 
+class Capped(Stopped):
+    """A tentative sub-search (Budget.capped) ran out of its own cap; only its opener catches it."""
+
+    def __init__(self, token: object):
+        super().__init__("a tentative sub-search used its cap")
+        self.token = token
+
+
 @dataclass
 class Budget:
     work: int | None = None          # leaves the fitter may build or take apart in all
@@ -83,6 +92,7 @@ class Budget:
     fit_used: float = 0.0
     progress: Callable[[int], None] | None = None   # told the leaves spent (fpspec.progress)
     _fit_start: float | None = None
+    _caps: list = field(default_factory=list)       # (spent limit, token) of the open capped sub-searches
 
     def charge(self, leaves: int) -> None:
         self.spent += leaves
@@ -90,6 +100,9 @@ class Budget:
             self.progress(leaves)
         if self.work is not None and self.spent > self.work:
             raise Stopped(f"the fit search used its whole budget ({self.work:,} leaves built and compared)")
+        for limit, token in self._caps:   # outermost first: it is the one that ends
+            if self.spent > limit:
+                raise Capped(token)
         if self.fit_seconds is not None and self._fit_start is not None and (
                 self.fit_used + time.process_time() - self._fit_start > self.fit_seconds):
             raise Stopped(f"the fit search used its share of the time limit ({self.fit_seconds:g} CPU s"
@@ -99,6 +112,17 @@ class Budget:
     def check_time(self, doing: str) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise Stopped(f"the time limit ({self.limit:g} s) was reached while {doing}")
+
+    @contextmanager
+    def capped(self, leaves: int):
+        """A tentative sub-search that may spend at most `leaves` more: past them it
+        raises Capped(token), the token this yields (a nested cap's Capped passes through)."""
+        token = object()
+        self._caps.append((self.spent + leaves, token))
+        try:
+            yield token
+        finally:
+            self._caps.pop()
 
     @contextmanager
     def fitting(self):
@@ -250,10 +274,6 @@ class Fitter:
         kernel by n's alignment (cuBLAS: odd K, K % 8 == 0, the rest)."""
         ns = sorted({o.n for o in obs})
         classes = self._class_proposals(_dedupe(obs) or []) if residues and depth <= RESIDUE_DEPTH else []
-        # note [residue classes]: moduli a kernel's vector width gives (2, 4, 8) are also
-        # what lanes and pad cut by; proposing them from the trees sent the search into
-        # nested blocks for minutes, so they are left to the older mod-2^k guards
-        classes = [(m, r) for m, r in classes if m & (m - 1) != 0]
         classed = self._class_guard(obs, depth, root, residues, classes) if classes else None
         if classed is not None:
             if root:
@@ -304,7 +324,11 @@ class Fitter:
     # takes one value that no n outside it takes.  Small n (below 2m + 2) are
     # left out of the test: there the orders' min(k, n - 1) clamps agree.
     # Each proposal is only a guess: its arms are fitted and checked like
-    # any other order, and the smallest modulus whose arms fit wins.
+    # any other order, and the smallest modulus whose arms fit wins.  A guess
+    # costs at most CLASS_WORK searches' worth of leaves (Budget.capped): a
+    # wrong one (a tail by 4 read as classes mod 4) otherwise sends the search
+    # into nested guards for minutes.  Part sizes equal to n % m on the
+    # classes where they are fixed are such cuts, and are not proposed.
     def _class_proposals(self, obs: list[Obs]) -> list[tuple[int, int]]:
         by_n = {o.n: o for o in obs}
         feats: dict[int, tuple] = {}
@@ -315,12 +339,22 @@ class Fitter:
         out = []
         for m in CLASS_MODULI:
             ns = [n for n in sorted(by_n) if n >= 2 * m + 2]
+            # a part size that is n % m on the classes where it is fixed is the cut
+            # of a tail, lanes or pad by m, which the unguarded search explains
+            own = []
+            for k in range(2):
+                fixed = [(r, c.pop()) for r in range(m)
+                         for c in [{feats[n][k] for n in ns if n % m == r}] if len(c) == 1 and None not in c]
+                if len(fixed) >= 2 and all(v % m == r for r, v in fixed):
+                    own.append(k)
             for r in range(m):
                 inside = [n for n in ns if n % m == r]
                 outside = [n for n in ns if n % m != r]
                 if len(inside) < 3 or len(outside) < 3:
                     continue
                 for k in range(3):
+                    if k in own:
+                        continue
                     vin = {feats[n][k] for n in inside}
                     vout = {feats[n][k] for n in outside}
                     one = vin if len(vin) == 1 else vout if len(vout) == 1 else None
@@ -332,13 +366,18 @@ class Fitter:
     def _class_guard(self, obs: list[Obs], depth: int, root: bool, residues: int, classes: list[tuple[int, int]]):
         """Note [residue classes]: `if n % m == r: A else: (the rest, guarded)` for the
         classes the trees propose (m, r), the first whose arms fit."""
+        cap = CLASS_WORK * sum(o.n for o in _spread(sorted(obs, key=lambda o: o.n), SAMPLE))
         for m, r in classes:
             cls = [o for o in obs if o.n % m == r]
             rest = [o for o in obs if o.n % m != r]
-            a = self.fit(cls, depth, root)
-            if a is None:
-                continue
-            b = self.fit_guarded(rest, depth, root, residues - 1)
+            with self.budget.capped(cap) as token:
+                try:
+                    a = self.fit(cls, depth, root)
+                    b = None if a is None else self.fit_guarded(rest, depth, root, residues - 1)
+                except Capped as e:
+                    if e.token is not token:
+                        raise
+                    continue
             if b is None:
                 continue
             case = A.Case(A.Compare("==", A.BinOp("%", N, A.Num(m)), A.Num(r)), a)
@@ -427,7 +466,11 @@ class Fitter:
         if key in self._memo:
             return self._memo[key]
         self._memo[key] = None  # guards against re-entry on the same set
-        got = self._search(obs, depth, root)
+        try:
+            got = self._search(obs, depth, root)
+        except Stopped:
+            del self._memo[key]   # a capped sub-search stopped here: not an answer (Budget.capped)
+            raise
         self._memo[key] = got
         return got
 
