@@ -34,7 +34,7 @@ from typing import Callable
 
 import numpy as np
 
-from fpspec.errors import FpspecError
+from fpspec.errors import FpspecError, RevealRefused
 from fpspec.infer.check import Replica, SampledCheck, sampled_check
 from fpspec.infer.fit import FIT_SHARE, MAX_RUNS, Budget, Fitter, Stopped, order_cost
 from fpspec.infer.shapes import Obs
@@ -353,7 +353,12 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
     arith = report = None
     try:
         # 1-3: design, fit, redesign from the spec
-        src.many(first_design(lo, limit, rng), "design")
+        try:
+            src.many(first_design(lo, limit, rng), "design")
+        except RevealRefused as e:
+            if not str(e).startswith("order-independent"):
+                raise
+            return _order_free(src, lo, hi, str(e), seed, command, start, exact)
         name = _ident(getattr(src.first_target, "name", "order") or "order")
         # the arithmetic first: the replica of every sampled check needs it
         report = _probe_report(src, src.view) if probe and arithmetic is None else None
@@ -569,6 +574,24 @@ def _fallback(src: _Reveal, lo: int, hi: int, reason: str, arith, report, seed: 
     fit = FitResult(str(order), spec_cost(spec), stats["candidates"], stats["rounds"], stats["seconds"], ())
     return Inference(spec, tuple(sorted(src.trees)), (), (), (), tuple(src.timings), fit,
                      time.perf_counter() - start, exact, (lo, hi), fallback=unresolved)
+
+
+def _order_free(src: _Reveal, lo: int, hi: int, why: str, seed: int, command, start: float,
+                exact: bool) -> Inference:
+    """The Inference of a box whose every addition is exact (fpspec.infer.exact note [exact sums]):
+    `order seq` in an fp64 accumulator, checked bit for bit; RevealRefused when that does not hold."""
+    from fpspec.infer.exact import exact_arithmetic
+
+    with phase("held-out check"):
+        arith, ns = exact_arithmetic(src.make_target, lo, hi, seed, why)
+    target = src.make_target(max(lo, 2))
+    spec = A.Spec(A.Header(), (), A.Seq())
+    header = _header(spec, target, lo, hi, (), (), (), exact, command, A.Block("arithmetic", arith.to_entries()),
+                     True, {"order": "not observable: every addition is exact, any order gives these bits "
+                                     f"(the box compared with the exact sum rounded once at n = {compress(ns)})"})
+    fit = FitResult("seq", 1, 0, 0, 0.0, ())
+    return Inference(dataclasses.replace(spec, header=header), (), (), (), (), tuple(src.timings), fit,
+                     time.perf_counter() - start, exact, (lo, hi))
 
 
 def _powers_above(limit: int, hi: int) -> list[int]:
