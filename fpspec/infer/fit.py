@@ -724,8 +724,12 @@ class Fitter:
     def _blocks(self, obs, depth, root):
         big = obs[0]
         bs = sorted({p for p in prefix_sizes(big) if 1 < p < big.n and big.n - p >= 2}, key=roundness)
+        # a first block whose inner order is seq has every smaller prefix: the end of the
+        # run 2, 3, ..., b of prefix sizes is b
+        run_end = next((b for b in range(2, big.n) if b + 1 not in bs), None) if 2 in bs else None
+        bs = bs[:6] + ([run_end] if run_end is not None and run_end not in bs[:6] else [])
         found = 0
-        for b in bs[:6]:
+        for b in bs:
             parts = []
             for o in obs:
                 p = self._part(block_parts, o, b)
