@@ -40,7 +40,8 @@ SIMPLE = (A.Seq(), A.Pairwise(), A.Rev(), A.GpuTree(), A.Fused())
 MAX_DEPTH = 5
 SAMPLE = 10  # observations a search starts from (see Fitter.fit)
 MAX_RUNS = 16  # guard arms beyond this are a case list, not a spec: give up
-MAX_EXCEPTIONS = 4  # note [simple runs]: single n given as their trees, at most this many
+MAX_EXCEPTIONS = 4  # notes [simple runs], [small exceptions]: single n given as their trees, at most this many
+EXCEPTION_N = 9     # note [small exceptions]: n up to this may be exceptions to the order of the rest
 RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
 RESIDUE_DEPTH = 1  # residue guards this many levels below the root at most (each is a search per class)
@@ -48,6 +49,7 @@ CLASS_MODULI = tuple(range(2, 9))  # note [residue classes]: moduli whose classe
 CLASS_WORK = 40    # note [residue classes]: a proposal's arms may cost this many searches of the sample
 PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to (pad)
 PAD_DEPTH = 3                # pad is tried this many levels below the root at most
+BLOCK_COUNTS = tuple(range(2, 9))  # blocks(max(1, n // c)): the c tried
 OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocking is at least this
 
 
@@ -279,7 +281,9 @@ class Fitter:
             if root:
                 self.runs = [Run(ns[0], ns[-1], classed)]
             return classed
-        got = self.fit(obs, depth, root)
+        got, hopeless = self._small_exceptions(obs, depth) if root else (None, False)
+        if got is None and not hopeless:
+            got = self.fit(obs, depth, root)
         if got is not None:
             if root:
                 self.runs = [Run(ns[0], ns[-1], got)] if ns else []
@@ -310,6 +314,42 @@ class Fitter:
         if root and options:
             self.runs = runs
         return ranged
+
+    # Note [small exceptions]: a kernel often special-cases a few small n (a
+    # hand-written tree for n == 6) and runs one order everywhere else.  The
+    # whole search fails on such a set, and cutting it into runs costs a
+    # failing search per step of each run's binary search.  So at the root the
+    # n above EXCEPTION_N are fitted alone first; when their order explains all
+    # but at most MAX_EXCEPTIONS of the small n, those get `n == c` arms (their
+    # own order, else their tree).  An order that explains every n explains
+    # those above EXCEPTION_N, so this fit comes first: where it explains the
+    # small n too it is the answer, and where nothing explains the n above,
+    # nothing explains them all (the search on all of them is skipped).
+    def _small_exceptions(self, obs: list[Obs], depth: int):
+        """(the order, or None; whether the search on every n is hopeless)."""
+        above = [o for o in obs if o.n > EXCEPTION_N]
+        if len({o.n for o in above}) < SAMPLE or len(above) == len(obs):
+            return None, False
+        order = self.fit(above, depth, True)
+        if order is None:
+            return None, True
+        bad = sorted({o.n for o in obs if o.n <= EXCEPTION_N and not self._verify(order, o, True)})
+        if len(bad) > MAX_EXCEPTIONS:
+            return None, False
+        if not bad:
+            return order, False
+        cases = []
+        for n in bad:
+            at = [o for o in obs if o.n == n]
+            if len({hash(o.tree) for o in at}) > 1:
+                return None, False
+            own = self.fit(at, depth + 1)
+            cases.append(A.Case(A.Compare("==", N, A.Num(n)), own if own is not None else A.Literal(at[0].tree)))
+        below = [o for o in obs if o.n <= bad[-1]]
+        if len({c.order for c in cases}) == 1 and self._explains(cases[0].order, below):
+            # one order for every n up to the last exception: a threshold, as a kernel writes it
+            cases = [A.Case(A.Compare("<=", N, A.Num(bad[-1])), cases[0].order)]
+        return A.Guard(tuple(cases), order), False
 
     # Note [residue classes]: a guard `if n % 5 == 1: A else: B` makes the
     # whole search fail at the root (no one order explains both classes),
@@ -750,6 +790,32 @@ class Fitter:
                 found += 1
                 if found >= 2:
                     return
+        if not found:
+            yield from self._blocks_scaled(obs, depth, set(bs) | set(prefix_sizes(big)))
+
+    def _blocks_scaled(self, obs, depth, prefixes: set):
+        """blocks(max(1, n // c), ...): a block size growing with n (c blocks and a rest),
+        tried where the largest observation has a first block of big.n // c."""
+        big = obs[0]
+        for c in BLOCK_COUNTS:
+            if big.n // c not in prefixes:
+                continue
+            parts = []
+            for o in obs:
+                b = max(1, o.n // c)
+                p = ([o], Obs(1, 0)) if b >= o.n else self._part(block_parts, o, b)
+                if p is None:
+                    break
+                parts.append(p)
+            else:
+                inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
+                if inner is None:
+                    continue
+                outer = self.fit_guarded([p[1] for p in parts], depth + 1)
+                if outer is None:
+                    continue
+                yield A.Blocks(A.Call("max", (A.Num(1), A.BinOp("//", N, A.Num(c)))), inner, outer)
+                return
 
 
 # ---------------------------------------------------------------- functions
