@@ -802,8 +802,19 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
     check_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_CHECK)})
     probe_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_PROBE)})
     targets = {n: _bounded(make(n), src.budget) for n in check_ns}
-    out, _ = probe_spec_arithmetic(base, targets, {n: src.trees[n] for n in check_ns},
-                                   report, seed=seed, probe_ns=probe_ns)
+    try:
+        out, _ = probe_spec_arithmetic(base, targets, {n: src.trees[n] for n in check_ns},
+                                       report, seed=seed, probe_ns=probe_ns)
+    except FpspecError as e:
+        if isinstance(e, RevealRefused) or "fused" not in str(e):
+            raise
+        # the probes per part try binary arithmetics; fused nodes need the probed fused block
+        got = report.arithmetic.fused
+        raise RevealRefused(f"{target.name}: the order has fused nodes, and "
+                            + ("the probes found no fused parameters" if got is None else
+                               f"the fused parameters probed (w = {got.w}, result = {got.result}) do not "
+                               f"reproduce them at every n checked")
+                            + f"; no arithmetic written ({e})") from None
     return (spec, out) if out.header.arithmetics else None
 
 
