@@ -84,7 +84,8 @@ def main(argv=None) -> int:
     ap.add_argument("--box", default="numba", help="replica backend: numba | numpy")
     ap.add_argument("--max-depth", type=int, default=4)
     ap.add_argument("--fit-work", type=int, default=1_000_000, help="leaves the fit search may spend per case")
-    ap.add_argument("--minutes", type=float, default=None, help="stop drawing new cases after this long")
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="stop drawing new cases, and shrinking failures, after this long")
     ap.add_argument("--shrink", type=int, default=12, help="shrink tries per failure (each is one closed loop)")
     ap.add_argument("-j", "--jobs", type=int, default=1, help="cases run at once, one process each")
     ap.add_argument("--show", action="store_true", help="print each case's generating spec before its line")
@@ -131,6 +132,9 @@ def main(argv=None) -> int:
               f"({100 * sum(c['recovered'] for c in small) / n_small:.0f}%)")
     for i, verdict, detail in failures:
         spec = _draw(args, i, lo, hi)
+        if args.minutes is not None and time.time() - start > args.minutes * 60:
+            print(f"\n--- case {i}: {verdict}: {detail}\n(as drawn: --minutes ran out before shrinking)\n{spec}")
+            continue
 
         def still_fails(s, verdict=verdict, i=i):
             try:
