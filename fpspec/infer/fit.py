@@ -47,7 +47,9 @@ RESIDUE_MODULI = (2, 4, 8, 16)
 RESIDUE_DEPTH = 1  # residue guards this many levels below the root at most (each is a search per class)
 CLASS_MODULI = tuple(range(2, 9))  # note [residue classes]: moduli whose classes are read off the trees
 CLASS_WORK = 40    # note [residue classes]: a proposal's arms may cost this many searches of the sample
-PAD_MULTIPLES = (8, 16, 4, 2, 5, 3, 6, 7)   # vector widths a kernel pads its partial vector to (pad)
+PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to (pad)
+PAD_OTHER = (2, 5, 3, 6, 7)  # other multiples, tried near the root only (PAD_OTHER_DEPTH)
+PAD_OTHER_DEPTH = 1          # deeper, pad(2, ...) competes with lanes of 2 for the same trees
 PAD_DEPTH = 3                # pad is tried this many levels below the root at most
 BLOCK_COUNTS = tuple(range(2, 9))  # blocks(max(1, n // c)): the c tried
 OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocking is at least this
@@ -731,7 +733,7 @@ class Fitter:
         top, inside the scalar tail at most)."""
         if depth > PAD_DEPTH:
             return
-        for m in PAD_MULTIPLES:
+        for m in PAD_MULTIPLES + (PAD_OTHER if depth <= PAD_OTHER_DEPTH else ()):
             whole = [o for o in obs if o.n % m == 0]
             if len(whole) < 2 or len(whole) == len(obs):
                 continue
