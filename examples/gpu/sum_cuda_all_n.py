@@ -40,10 +40,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 DEVICE = os.environ.get("FPSPEC_DEVICE", "cuda")      # cpu: a dry run of the steps
 LARGE_N = [int(v) for v in os.environ.get("FPSPEC_LARGE_N", "").split(",") if v] or None
-TREE_N = {"float32": [2, 3, 5, 100, 128, 129, 130, 257, 1000, 1025, 2049, 4093, 65536],
-          "float16": [2, 7, 128, 129, 255, 1000, 2049, 4095, 65536],
-          "bfloat16": [2, 7, 129, 1000, 2049, 4095, 65536]}
-LARGE_N = LARGE_N or [130559, 130560, 130561, 262147, 1_000_000, 1_000_003, 10_000_001, 100_000_000]
+TREE_N = {"float32": [2, 3, 5, 100, 128, 129, 130, 257, 1000, 1025, 2049, 4093, 8191, 32768],
+          "float16": [2, 7, 128, 129, 255, 1000, 2049, 4095, 32768],
+          "bfloat16": [2, 7, 129, 1000, 2049, 4095, 32768]}
+LARGE_N = LARGE_N or [130559, 130560, 130561, 262147, 1_000_000, 1_000_003, 10_000_000, 10_000_001, 100_000_000]
 
 
 def spec_path(dtype: str) -> Path:
