@@ -6,9 +6,9 @@
 The specs examples/gpu/torch_sum_cuda_{float32,float16,bfloat16}_h200.fps are written from
 PyTorch's CUDA reduce kernel (aten/src/ATen/native/cuda/Reduce.cuh) for one 1-D contiguous
 input on a GPU of 132 SMs:
-- n <= 128: no vector loads; last_pow2(n) threads, thread t adds t and t + threads, then the
+- n < 128: no vector loads; last_pow2(n) threads, thread t adds t and t + threads, then the
   block's halving tree (shared memory down to a warp, then shuffles at offsets 16, 8, .., 1);
-- n <= 130560: one block of last_pow2(n // V) threads (at most 512), each loading vectors of V
+- 128 <= n <= 130560: one block of last_pow2(n // V) threads (at most 512), each loading vectors of V
   (4 for fp32, 8 for fp16 / bf16) into V accumulators, the n % V tail one element each to
   threads 0, 1, ...; accumulators combined in order; the halving tree;
 - above: ctas = max(min(528, ceil(vpt / 16)), ceil(vpt / 256)) blocks (vpt = ceil(n / 512)),
@@ -40,9 +40,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 DEVICE = os.environ.get("FPSPEC_DEVICE", "cuda")      # cpu: a dry run of the steps
 LARGE_N = [int(v) for v in os.environ.get("FPSPEC_LARGE_N", "").split(",") if v] or None
-TREE_N = {"float32": [2, 3, 5, 100, 128, 129, 130, 257, 1000, 1025, 2049, 4093, 8191, 32768],
-          "float16": [2, 7, 128, 129, 255, 1000, 2049, 4095, 32768],
-          "bfloat16": [2, 7, 129, 1000, 2049, 4095, 32768]}
+TREE_N = {"float32": [2, 3, 5, 100, 120, 127, 128, 129, 130, 257, 1000, 1025, 2049, 4093, 8191, 32768],
+          "float16": [2, 7, 127, 128, 129, 255, 1000, 2049, 4095, 32768],
+          "bfloat16": [2, 7, 127, 128, 129, 1000, 2049, 4095, 32768]}
 LARGE_N = LARGE_N or [130559, 130560, 130561, 262147, 1_000_000, 1_000_003, 10_000_000, 10_000_001, 100_000_000]
 
 
