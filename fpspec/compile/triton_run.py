@@ -23,7 +23,12 @@ FORMATS = {
     # fp8 inputs (fused chains on the emulated path): bit patterns read as uint8
     "fp8e4m3": (4, 3, torch.float8_e4m3fn, torch.uint8),
     "fp8e5m2": (5, 2, torch.float8_e5m2, torch.uint8),
+    # AMD CDNA3's fp8 (bias one larger, no inf, no -0.0)
+    "fp8e4m3fnuz": (4, 3, torch.float8_e4m3fnuz, torch.uint8),
+    "fp8e5m2fnuz": (5, 2, torch.float8_e5m2fnuz, torch.uint8),
 }
+# fp_decode's FN of an input format: 1 for e4m3 (no inf), 2 for the fnuz formats, else 0 (IEEE)
+DECODE_KIND = {"fp8e4m3": 1, "fp8e4m3fnuz": 2, "fp8e5m2fnuz": 2}
 
 # GPUs whose Tensor Core fused node is (w=16, 2 extra bits, truncation, rz,
 # floor -133) for fp16 and bf16: Hopper, compute capability 9.0 (H100, H200)
@@ -49,8 +54,11 @@ class Numerics:
 
 
 class Fused:
-    def __init__(self, width, extra_bits, floor, to_zero, zero_exponent=None, c_emin=None, amd=False):
+    def __init__(self, width, extra_bits, floor, to_zero, zero_exponent=None, c_emin=None, amd=False,
+                 input_b=None, interleave=1):
         self.width, self.extra_bits, self.floor, self.to_zero = width, extra_bits, floor, to_zero
+        # B's format where it is not A's (an fp8 unit of two formats); AMD fp8's sub-blocks
+        self.input_b, self.interleave = input_b, interleave
         # MMA-Sim's conventions (fpspec.arith.fused note [zero exponent]) and AMD's combine
         # (note [amd combine]): the wide form only
         self.zero_exponent, self.c_emin, self.amd = zero_exponent, c_emin, amd
@@ -189,10 +197,12 @@ class Replica:
 
     def arguments(self, named):
         """named: ((name, value, ndim), ...) -> (tensors on one device, give_back(result))."""
-        fmt = self.numerics.input
-        dt = FORMATS[fmt][2]
+        fused = self.numerics.fused
         kinds, tensors = set(), []
-        for name, v, ndim in named:
+        for i, (name, v, ndim) in enumerate(named):
+            # the second operand is in the unit's b format where it has one
+            fmt = fused.input_b if i == 1 and fused is not None and fused.input_b else self.numerics.input
+            dt = FORMATS[fmt][2]
             if isinstance(v, torch.Tensor):
                 kinds.add("torch")
                 if v.dtype != dt:
@@ -276,8 +286,9 @@ class Replica:
             raise ValueError(f"{names[0]} has {K} columns but {names[1]} has {K2} rows; expected the same length")
         exp_in, man_in, dt_in, it_in = FORMATS[nm.input]
         exp_out, man_out, dt_out, it_out = FORMATS[nm.output]
-        if A.dtype != dt_in or B.dtype != dt_in:
-            raise TypeError(f"inputs must be {dt_in}, got {A.dtype} and {B.dtype}")
+        fmt_b = nm.fused.input_b if nm.fused is not None and nm.fused.input_b else nm.input
+        if A.dtype != dt_in or B.dtype != FORMATS[fmt_b][2]:
+            raise TypeError(f"inputs must be {dt_in} and {FORMATS[fmt_b][2]}, got {A.dtype} and {B.dtype}")
         p = self.plan(K, f"the inner dimension of {names[0]} and {names[1]}")
         if nm.input == "tf32":   # the low 13 fraction bits cleared (toward zero), on the host
             A = (A.view(torch.int32) & -8192).view(torch.float32)
@@ -343,9 +354,12 @@ class Replica:
                 if form == "wide":   # the wide form takes the tile shape only (fp32 / tf32 / fp8 inputs on a GPU)
                     cfg = {key: cfg[key] for key in ("BM", "BN", "num_warps") if key in cfg}
                     # e4m3 has no inf; fp8 units keep 13 fraction bits (23 + extra_bits < 23)
-                    cfg.update(IN_FN=nm.input == "fp8e4m3", RES_MAN=min(23, 23 + f.extra_bits) % 23)
+                    cfg.update(IN_FN=DECODE_KIND.get(nm.input, 0), RES_MAN=min(23, 23 + f.extra_bits) % 23)
                     if conventions:
-                        cfg.update(ZEXP=f.zero_exponent or 0, C_EMIN=f.c_emin or 0, AMD=f.amd)
+                        cfg.update(ZEXP=f.zero_exponent or 0, C_EMIN=f.c_emin or 0, AMD=f.amd,
+                                   INTERLEAVE=f.interleave)
+                    if fmt_b != nm.input:
+                        cfg.update(B_EXP=FORMATS[fmt_b][0], B_MAN=FORMATS[fmt_b][1], B_FN=DECODE_KIND.get(fmt_b, 0))
                 if form == "tile":
                     arith = self._arith(A.device)
                     if specials is None and self.emulated_specials == "tile":
