@@ -229,3 +229,15 @@ def test_vlanes_deals_vectors_and_the_tail():
     # vectors 0..3 -> lane 0, 4..7 -> lane 1; leftovers 8, 9, 10 -> lanes 0, 1, 0
     assert format_tree(expand(spec, 11)) == "((((((0 8) 10) 1) 2) 3) ((((4 9) 5) 6) 7))"
     assert format_tree(expand(spec, 3)) == "((0 2) 1)"
+
+
+def test_vlanes_is_refused_by_the_triton_backend_in_one_line():
+    pytest.importorskip("triton")
+    from fpspec.compile import compile_spec
+    from fpspec.compile.ir import CompileError
+    from fpspec.spec import parse
+
+    spec = parse("op sum\nn in 1..\narithmetic { input = fp32 product = none accumulator = fp32 init = +0.0 "
+                 "output = fp32 }\norder vlanes(4, 8, seq, gpu_tree)")
+    with pytest.raises(CompileError, match=r"^triton: vlanes\(\.\.\.\) .* compile for numpy or numba$"):
+        compile_spec(spec, "triton")

@@ -214,6 +214,10 @@ class _ReducerPrinter:
     def _int(e) -> str:
         return f"lambda m, n: {py_int(e)}"
 
+    def _print_VLanes(self, r) -> str:
+        raise CompileError("triton: vlanes(...) (lanes fed by vector loads) is not supported; compile for numpy or "
+                           "numba")
+
     def _print_Fold(self, r: Fold) -> str:
         return f"Fold(reverse={r.reverse})"
 
