@@ -7,6 +7,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fpspec.errors import FpspecError
 from fpspec.formats import get_format, round_to
@@ -241,3 +243,20 @@ def test_vlanes_is_refused_by_the_triton_backend_in_one_line():
                  "output = fp32 }\norder vlanes(4, 8, seq, gpu_tree)")
     with pytest.raises(CompileError, match=r"^triton: vlanes\(\.\.\.\) .* compile for numpy or numba$"):
         compile_spec(spec, "triton")
+
+
+@settings(max_examples=40, deadline=None)
+@given(v=st.integers(1, 5), k=st.integers(1, 6), n=st.integers(1, 60),
+       inner=st.sampled_from(["seq", "rev", "lanes(2, seq, seq, seq)", "gpu_tree"]),
+       outer=st.sampled_from(["seq", "gpu_tree", "pairwise"]))
+def test_vlanes_means_the_same_in_the_spec_and_the_compiled_ir(v, k, n, inner, outer):
+    from fpspec.compile.build import build_kernel
+    from fpspec.compile.trees import tree_of
+    from fpspec.spec import expand, parse
+    from fpspec.tree import leaves
+
+    spec = parse(f"op sum\nn in 1..\narithmetic {{ input = fp32 product = none accumulator = fp32 init = +0.0 "
+                 f"output = fp32 }}\norder vlanes({v}, {k}, {inner}, {outer})")
+    tree = expand(spec, n)
+    assert sorted(leaves(tree)) == list(range(n))
+    assert tree_of(build_kernel(spec), n) == tree
