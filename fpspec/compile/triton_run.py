@@ -4,9 +4,15 @@ Copied verbatim into each generated module after triton_kernels.py and
 triton_host.py (the import block below is dropped there: in a replica those
 names are already defined in the same module).
 """
+import types
+
 # -- imports: dropped in replicas
+import numpy as np
 import torch
 import triton
+
+# the argument checks of every backend's replica (embedded with their settings: backends.triton)
+from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _shape
 
 from fpspec.compile.triton_host import CHAIN, STORED_FORMATS, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
@@ -98,8 +104,8 @@ class Replica:
 
     def plan(self, n, what="the reduction"):
         if n < self.n_min or (self.n_max is not None and n > self.n_max):
-            raise ValueError(f"{what} has length {n}, outside the range n in {self.n_min}..{self.n_max or ''} "
-                             "this replica is valid for")
+            _length(n, what)    # the message every replica gives (N_MIN, N_MAX: the replica's range)
+            raise ValueError(f"{what} has length {n}, outside the range n in {self.n_min}..{self.n_max or ''}")
         got = self.plans.get(n)
         if got is None:
             p = plan(self.root, self.orders, n, leaves=self.op == "sum")
@@ -196,15 +202,16 @@ class Replica:
             if isinstance(v, torch.Tensor):
                 kinds.add("torch")
                 if v.dtype != dt:
-                    raise TypeError(f"{name} has dtype {v.dtype}, but this replica takes {dt} tensors "
-                                    f"(input format {fmt})")
+                    raise TypeError(f"{name} has dtype {v.dtype}, but this replica of {_NAME} takes {dt} "
+                                    f"tensors (input format {fmt})")
                 t = v
             else:
+                # anything else is checked as by the NumPy and Numba replicas (lists, scalars, masked
+                # arrays, other dtypes, values off the format's grid): the same function, the same errors
                 kinds.add("numpy")
-                t = _from_numpy(v, name, fmt, dt)
-            if t.dim() != ndim:
-                raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''}, "
-                                 f"got shape {tuple(t.shape)}")
+                a = _input(v, name)
+                t = torch.from_numpy(np.ascontiguousarray(a).reshape(a.shape)).to(dt)  # (0-d stays 0-d)
+            _shape(name, types.SimpleNamespace(ndim=t.dim(), shape=tuple(t.shape)), ndim)   # (4, 5), not torch.Size
             tensors.append(t)
         if len(kinds) > 1:
             raise TypeError(f"{' and '.join(n for n, _, _ in named)} mix torch tensors and NumPy arrays; "
@@ -537,31 +544,3 @@ class Launch:
         compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
                      compiled.launch_metadata(grid, stream, *values), runtime.launch_enter_hook,
                      runtime.launch_exit_hook, *values)
-
-
-def _from_numpy(v, name, fmt, dt):
-    """A NumPy array as a tensor of dtype dt: its dtype must be the spec's input format (bf16,
-    which NumPy lacks, comes as float32 or float64 holding bf16 values; either byte order).
-    Lists, scalars and masked arrays are refused, as the NumPy replica refuses them."""
-    import numpy as np
-
-    want = {"fp32": (np.float32,), "fp16": (np.float16,), "bf16": (np.float32, np.float64)}[fmt]
-    names = " or ".join(np.dtype(w).name for w in want)
-    if isinstance(v, np.ma.MaskedArray):
-        raise TypeError(f"{name} is a masked array, whose mask this replica would ignore; "
-                        f"pass {name}.filled(0) or {name}.compressed()")
-    if not isinstance(v, np.ndarray):
-        raise TypeError(f"{name} is a {type(v).__name__}, but this replica takes torch tensors or NumPy arrays of "
-                        f"dtype {names} (input format {fmt}): convert it with "
-                        f"np.asarray({name}, np.{np.dtype(want[0]).name}) if rounding it is what you mean")
-    a = v if v.dtype.isnative else v.astype(v.dtype.newbyteorder("="))
-    if a.dtype not in [np.dtype(w) for w in want]:
-        raise TypeError(f"{name} has dtype {a.dtype}, but this replica takes {names} arrays (input format {fmt})")
-    t = torch.from_numpy(np.ascontiguousarray(a).reshape(a.shape))   # (ascontiguousarray makes 0-d 1-d)
-    if fmt == "bf16":
-        b = t.to(dt)
-        same = (b.to(t.dtype) == t) | torch.isnan(t)
-        if not bool(same.all()):
-            raise ValueError(f"{name} holds values that are not bf16 values")
-        return b
-    return t
