@@ -223,7 +223,9 @@ def _reveal(target, algorithm, seed, progress, pivot, split, check, guess, withi
             keep = same & _fingerprint(target, oracle, rng)
         else:
             keep = np.zeros_like(same)
-        keep.reshape(-1)[0] = True
+        # (flat, not reshape(-1): a mask in Fortran order, as a moved target's outputs give,
+        # reshapes to a copy, and element (0, 0) would stay closed: no query row at all)
+        keep.flat[0] = True
         oracle.set_channels(keep)
         notes.append(f"an output that answered queries failed a check; asked again at {int(keep.sum())} "
                      "outputs")

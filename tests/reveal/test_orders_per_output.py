@@ -64,3 +64,32 @@ def test_each_output_reveals_its_own_order(at, want, algorithm):
 @pytest.mark.parametrize("at, want", [((0, 0), "(0 (1 2))"), ((0, 3), "[0 1 2]")])
 def test_fused_output_beside_binary_ones(at, want):
     assert _revealed(FUSED, 3, 1, 4, at, "auto") == want
+
+
+# a bf16 gemm whose row 0 and row 1 differ at n = 28: revealed at output (1, 2) through a
+# moved target, the engine asks again after a failed check; the channel mask it reopens
+# came in Fortran order, and reopening element (0, 0) through reshape(-1) wrote to a copy
+# (no query row was left: "range() arg 3 must not be zero")
+BF16_ROWS = """
+op gemm
+n in 28..103
+provenance { shape { m = 2 ncols = 3 } }
+arithmetic { input = bf16 product = rounded accumulator = fp32 init = +0.0 output = bf16 }
+arithmetic part0 { accumulator = fp16 product = rounded }
+let r0 =
+    if n <= 14: using(part0, tail(3, seq, seq))
+    else: blocks(12, r0, lanes(6, seq, tail((if n > 8: 4 else: 1), pairwise, gpu_tree)))
+order
+    if i < 2: split(n // 2, using(part0, using(part0, pairwise)), split(max(1, n // 2 - n // 2 % 8), split(min(8, n - 1), pairwise, seq), blocks(11, seq, gpu_tree)))
+    else: chunks(max(1, n // 2), lanes(4, r0, tail(6, seq, r0), tail(8, seq, gpu_tree), 4), chunks((if n > 12: 12 else: n), chunks((if n > 18: 18 else: n), gpu_tree, gpu_tree), tail(2, r0, seq)))
+"""
+
+
+def test_asked_again_at_a_moved_output():
+    from fpspec.spec.expand import expand
+
+    spec = parse(BF16_ROWS)
+    module = load_replica(compile_spec(spec, "numpy"), "bf16 rows")
+    target = from_callable(module.gemm, op="gemm", n=28, dtype="bf16", m=2, ncols=3, name="replica")
+    got = reveal(moved(target, 1, 2)).tree
+    assert format_tree(observable(got)) == format_tree(observable(expand(spec, 28, (1, 2))))
