@@ -14,9 +14,9 @@ import triton
 # the argument checks of every backend's replica (embedded with their settings: backends.triton)
 from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _shape
 
-from fpspec.compile.triton_host import CHAIN, STORED_FORMATS, PlanError, plan
+from fpspec.compile.triton_host import CHAIN, FOLD, STORED_FORMATS, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
-                                           mm_chain_native, mm_fold, sum_fold, sum_lanes, sum_pairs)
+                                           mm_chain_native, mm_fold, mm_lone, sum_fold, sum_lanes, sum_pairs)
 # -- end imports
 
 # name: (exponent bits, fraction bits, torch dtype, torch int dtype of the same width)
@@ -69,6 +69,7 @@ class Replica:
         self.op, self.numerics, self.root, self.orders = op, numerics, root, orders
         self.n_min, self.n_max = n_min, n_max
         self.plans = {}
+        self.lone = {}          # plan -> its lone products (Replica.lone_products)
         self.last_path = None   # "native" or "emulated": which the last call used
         self.columns = None     # api_sums' GEMV twin (made on first use)
         # tile shapes (tuning only: the order along K does not depend on them)
@@ -127,17 +128,32 @@ class Replica:
         for width, _ in p.chain_ids:
             if width > f.width:
                 raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
-        # with a fused section a lone product is a node of one product, formed by the fused kernels
-        narrow = ("bf16", "tf32") if f is None else ()
-        if nm.input in ("fp32", *narrow) and nm.product in ("fma", "exact") and p.steps.shape[0]:
-            # an addition of a lone product and a partial sum would be an FMA (or, of two
-            # products, one rounding of their exact sum); the combine kernel only adds fp32
-            # values: exact for fp16 products, but bf16 and tf32 products can overflow fp32
-            # or fall below its subnormals
-            lone = p.segs[:, 1] == 1
-            if bool(lone[p.steps[:, 1:][p.steps[:, 1:] < p.segs.shape[0]]].any()):
-                raise PlanError(f"a lone {nm.input} product meets a partial sum outside a fold: "
-                                "that FMA is not supported by the triton kernels")
+        # a lone product that meets a partial sum or another leaf: an exact product in an fp64
+        # slot, and the combine step rounds once (Note [lone products] at mm_lone)
+
+    def lone_products(self, p):
+        """Note [lone products]: the fold segments of one leaf that a combine step takes with
+        product = fma or exact, whose exact product goes into an fp64 slot (None: none, or
+        products exact in fp32: fp16 and fp8 inputs).  With product = fma a node of two leaves
+        fuses the later one and rounds the earlier first (fpspec.arith.evaluate, note [which
+        child is fused]): that one keeps its rounded fp32 product."""
+        if p in self.lone:
+            return self.lone[p]
+        nm, got = self.numerics, None
+        if nm.product in ("fma", "exact") and nm.input in ("fp32", "bf16", "tf32") and p.steps.shape[0]:
+            S = p.segs.shape[0]
+            one = (p.segs[:, 1] == 1) & (p.segs[:, 3] == FOLD)
+            taken = torch.zeros(S, dtype=torch.bool)
+            for x, y in ((p.steps[:, 1], p.steps[:, 2]), (p.steps[:, 2], p.steps[:, 1])):
+                xs, ys = x.clamp(max=S - 1), y.clamp(max=S - 1)
+                leaf = (x < S) & one[xs]
+                if nm.product == "fma":
+                    leaf &= ~((y < S) & one[ys] & (p.segs[xs, 0] < p.segs[ys, 0]))
+                taken[x[leaf]] = True
+            if bool(taken.any()):
+                got = torch.nonzero(taken).flatten()
+        self.lone[p] = got
+        return got
 
     # ------------------------------------------------------------ paths
 
@@ -299,7 +315,9 @@ class Replica:
         if direct:
             dst, s_slot, s_m, s_n = out.view(it_out), 0, out.stride(0), out.stride(1)
         else:
-            vals = torch.empty((p.num_slots, M, N), dtype=torch.float32, device=A.device)
+            lone = self.lone_products(p)
+            vals = torch.empty((p.num_slots, M, N), dtype=torch.float32 if lone is None else torch.float64,
+                               device=A.device)
             dst, s_slot, s_m, s_n = vals, M * N, N, 1
         init = nm.init == "+0.0"
         if chosen == "native":
@@ -384,6 +402,12 @@ class Replica:
                               EXACT=nm.product == "exact", DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
                               enable_fp_fusion=False)
         if not direct:
+            if lone is not None:
+                ids = lone.to(A.device)
+                Ab, Bb = A.view(it_in), B.view(it_in)
+                mm_lone[(triton.cdiv(M, 32), triton.cdiv(N, 32), ids.numel())](
+                    Ab, Bb, vals, segs, ids, M, N, Ab.stride(0), Ab.stride(1), Bb.stride(0), Bb.stride(1), M * N, N, 1,
+                    BM=32, BN=32, IN_EXP=exp_in, IN_MAN=man_in, enable_fp_fusion=False)
             self._combine(p, vals, M * N)
             finish[(triton.cdiv(M * N, 1024),)](vals, out.view(it_out), p.root, M * N, BO=1024, INIT=init,
                                                 OUT_EXP=exp_out, OUT_MAN=man_out)
@@ -412,20 +436,22 @@ class Replica:
     SMALL_LEVEL = 4096   # additions x outputs below which a level shares one launch with the next
 
     def _combine(self, p, vals, R):
+        """Every step of plan p on the slot values `vals` (fp64 slots: Note [lone products])."""
         dev = p.on(vals.device)
+        wide = vals.dtype == torch.float64
         BO = 1 if R == 1 else min(1024, triton.next_power_of_2(R))
         BS = max(1, 1024 // BO)
         big = len(p.levels)
         while big and p.levels[big - 1][1] * R <= self.SMALL_LEVEL:
             big -= 1
         for lo, cnt in p.levels[:big]:
-            combine[(triton.cdiv(cnt, BS), triton.cdiv(R, BO))](vals, dev.steps, lo, cnt, R, BS=BS, BO=BO,
+            combine[(triton.cdiv(cnt, BS), triton.cdiv(R, BO))](vals, dev.steps, lo, cnt, R, BS=BS, BO=BO, WIDE=wide,
                                                                  enable_fp_fusion=False)
         if big < len(p.levels):
             tail = dev.tails.get(big)
             if tail is None:
                 tail = dev.tails[big] = torch.tensor(p.levels[big:], dtype=torch.int64, device=vals.device)
-            combine_levels[(1,)](vals, dev.steps, tail, len(p.levels) - big, R, BS=BS, BO=BO,
+            combine_levels[(1,)](vals, dev.steps, tail, len(p.levels) - big, R, BS=BS, BO=BO, WIDE=wide,
                                  enable_fp_fusion=False)
 
     # ------------------------------------------------------------ sum
