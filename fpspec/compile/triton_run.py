@@ -4,6 +4,7 @@ Copied verbatim into each generated module after triton_kernels.py and
 triton_host.py (the import block below is dropped there: in a replica those
 names are already defined in the same module).
 """
+import contextlib
 import types
 
 # -- imports: dropped in replicas
@@ -30,6 +31,12 @@ FORMATS = {
     "fp8e4m3": (4, 3, torch.float8_e4m3fn, torch.uint8),
     "fp8e5m2": (5, 2, torch.float8_e5m2, torch.uint8),
 }
+
+def _device_of(t):
+    """A context in which kernels launch on tensor t's GPU: Triton launches on the current CUDA
+    device, and tensors on another GPU would be read there through pointers of another device."""
+    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
+
 
 # GPUs whose Tensor Core fused node is (w=16, 2 extra bits, truncation, rz,
 # floor -133) for fp16 and bf16: Hopper, compute capability 9.0 (H100, H200)
@@ -292,6 +299,10 @@ class Replica:
 
     def matmul(self, A, B, path="auto", names=("A", "B")):
         """C = A @ B (2-D), every element reduced over K in the spec's order."""
+        with _device_of(A):
+            return self._matmul(A, B, path, names)
+
+    def _matmul(self, A, B, path, names):
         nm = self.numerics
         M, K = A.shape
         K2, N = B.shape
@@ -458,6 +469,10 @@ class Replica:
 
     def sum(self, x):
         """The sum of the 1-D tensor x (any strides: the kernels read a contiguous copy of a view)."""
+        with _device_of(x):
+            return self._sum(x)
+
+    def _sum(self, x):
         nm = self.numerics
         n = x.numel()
         exp_in, man_in, dt_in, it_in = FORMATS[nm.input]
