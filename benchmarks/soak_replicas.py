@@ -79,6 +79,10 @@ def _start_worker(counter, gpus: list) -> None:
         k = counter.value
         counter.value += 1
     os.setpgrp()    # the worker and the replica processes it starts end together (stop_pool)
+    # one thread a worker: -j N workers already use N cores, and a replica's own thread pool
+    # (numba's parallel loops, torch's CPU ops) beside 60 others only oversubscribes them
+    for name in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
     if gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus[k % len(gpus)]
 
