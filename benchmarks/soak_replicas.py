@@ -84,7 +84,12 @@ def _start_worker(counter, gpus: list) -> None:
     for name in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(name, "1")
     if gpus:
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[k % len(gpus)]
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu_of(k, gpus)
+
+
+def gpu_of(worker: int, gpus: list) -> str:
+    """The CUDA_VISIBLE_DEVICES entry worker number `worker` runs its replicas on."""
+    return gpus[worker % len(gpus)]
 
 
 def make_pool(jobs: int, gpus: list):
@@ -119,18 +124,20 @@ def shrink_failure(seed: int, index: int, backend: str, detail: str, tries: int,
     return str(small), last.detail or detail
 
 
-def summary(counts: dict, failures: list) -> list:
-    """Per backend: its counts, then each kind of failure (signature) with its spec indices."""
+def summary(counts: dict, failures: list, tree_errors: list = ()) -> list:
+    """Per backend: its counts, then each kind of failure (signature) with its spec indices, and
+    each kind of revelation-engine error (the replica was right, the engine failed on it)."""
     lines = ["per backend (ok / refused / failed / invalid):"]
     for b, c in counts.items():
         lines.append(f"  {b}: {c['ok']} / {c['refused']} / {c['failed']} / {c['invalid']}")
-        kinds = collections.defaultdict(list)
-        for o in failures:
-            if o.backend == b:
-                kinds[signature(o)].append(o.index)
-        for sig, idx in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
-            shown = ", ".join(map(str, idx[:12])) + (f", ... ({len(idx)} in all)" if len(idx) > 12 else "")
-            lines.append(f"    {len(idx)} x {sig.split(': ', 1)[1]}  [specs {shown}]")
+        for what, found, text in (("", failures, lambda o: o.detail), ("tree error: ", tree_errors, lambda o: o.tree)):
+            kinds = collections.defaultdict(list)
+            for o in found:
+                if o.backend == b:
+                    kinds[signature(R.Outcome(o.index, b, "", text(o)))].append(o.index)
+            for sig, idx in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
+                shown = ", ".join(map(str, idx[:12])) + (f", ... ({len(idx)} in all)" if len(idx) > 12 else "")
+                lines.append(f"    {len(idx)} x {what}{sig.split(': ', 1)[1]}  [specs {shown}]")
     return lines
 
 
@@ -260,7 +267,7 @@ def main(argv=None) -> int:
                 print(f"\n=== minimal failing spec (spec {o.index} of seed {args.seed}, {o.backend}): "
                       f"{detail}\n{text}", flush=True)
     print()
-    print("\n".join(summary(counts, failures)))
+    print("\n".join(summary(counts, failures, tree_errors)))
     line = "  ".join(f"{b}: {c['ok']} ok, {c['refused']} refused, {c['failed']} failed, {c['invalid']} invalid"
                      for b, c in counts.items())
     trees = ", ".join(f"{v} {k}" for k, v in sorted(tree_counts.items())) or "none"
