@@ -36,11 +36,12 @@ next wave (note [hypotheses]); on a sum the proofs of one frame share rows
 halving sum (note [probe]).  numpy.sum at n = 4096: ~1.05 n queries instead of
 ~5 n; a 512^3 gemm: 2 waves instead of 3.
 
-gemv/gemm: one fingerprint call (the same masked random row in every row of A)
-picks the outputs that compute like element (0, 0); rows of A and columns of B
-then both carry queries (LcaOracle.set_channels), and the fingerprint input is
-repeated on idle rows of the next call for the determinism check (note
-[repeat]).  A 512^3 numpy gemm takes 3 calls.
+gemv/gemm: two fingerprint calls (the same masked random row in every row of A,
+masks at leaves 0 and 1, then at the last two) pick the outputs that compute
+like element (0, 0); rows of A and columns of B then both carry queries
+(LcaOracle.set_channels), and the fingerprint input is repeated on idle rows
+of the next call for the determinism check (note [repeat]).  A 512^3 numpy
+gemm takes 4 calls.
 
 Every answer is checked: l must be an integer in [2, |S|], each level of a
 pivot's path must hold exactly the leaves counted so far, and the tree is
