@@ -156,6 +156,17 @@ def _completed(pending: list, batches: list, backends: tuple, deadline: float | 
         return
 
 
+def _until_interrupted(results, pool):
+    """The batches' outcomes; on Ctrl-C the workers end too (they are process groups of their
+    own, which the terminal's interrupt does not reach)."""
+    try:
+        yield from results
+    except KeyboardInterrupt:
+        if pool is not None:
+            stop_pool(pool)
+        raise
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("count", type=int)
@@ -200,7 +211,7 @@ def main(argv=None) -> int:
             pool = None
             results = (run_batch(args.seed, b, backends, str(Path(tmp) / f"batch{b[0]}"), options) for b in batches)
         done = 0
-        for outcomes in results:
+        for outcomes in _until_interrupted(results, pool):
             for o in outcomes:
                 counts[o.backend][o.status] += 1
                 if o.tree:
