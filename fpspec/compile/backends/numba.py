@@ -354,13 +354,13 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
     for u in range(UNROLL):
         chain = f"_add_leaf_xy({chain}, x{u}, b{u}[j])"
     src = f'''@_parallel
-def _gemm_columns_kernel(A, B, out):
+def _gemm_columns_kernel(A, B, out, part=0, parts=1):
     """out = A @ B by columns (note [gemm by columns]): {lanes} lane(s) per output,
     in blocks of {block} leaves; row {lanes} of acc holds the fold over blocks."""
     m, n = A.shape
     p = B.shape[1]
 {lone_check}    tiles = (p + {COLUMN_TILE} - 1) // {COLUMN_TILE}
-    for t in prange(tiles * m):
+    for t in prange(part, tiles * m, parts):
         j0 = (t // m) * {COLUMN_TILE}
         i = t % m
         w = min({COLUMN_TILE}, p - j0)
@@ -416,7 +416,7 @@ def vector_lanes(kernel: Kernel, p) -> bool:
 # A[i, k] broadcast, one vector FMA per vector of outputs.  A vector element
 # is an output, so every output gets exactly the scalar operations of
 # `_gemm_kernel` in the spec's order; block sums are folded in order into
-# `out`, then `_final` runs in place.  Tiles go in parallel (prange;
+# `out`, then `_final` runs in place.  Tiles go in parallel (threads;
 # consecutive tiles share a panel of B); rows that do not fill a tile go in
 # tiles of one row, columns that do not fill one (and lengths whose last
 # block has a lane of fewer than two leaves) through `_gemm_rest`.
@@ -470,7 +470,7 @@ def gemm_tiles(kernel: Kernel, p) -> tuple[tuple[int, int, int, int], str] | Non
         # a task: one panel of columns x up to TILE_GROUP tiles of rows; blocks outermost so the
         # block's rows of B stay in cache across the tiles (each output still gets its blocks in order)
         return f'''    groups{tag} = ({count} + {TILE_GROUP - 1}) // {TILE_GROUP}
-    for t{tag} in prange(groups{tag} * pt):
+    for t{tag} in prange(part, groups{tag} * pt, parts):
         j0 = (t{tag} // groups{tag}) * {columns}
         g0 = (t{tag} % groups{tag}) * {TILE_GROUP}
         g1 = min(g0 + {TILE_GROUP}, {count})
@@ -483,7 +483,7 @@ def gemm_tiles(kernel: Kernel, p) -> tuple[tuple[int, int, int, int], str] | Non
                 out[i, j] = _final(out[i, j])
 '''
     src = f'''@_parallel
-def _gemm_tiles_kernel(A, B, out):
+def _gemm_tiles_kernel(A, B, out, part=0, parts=1):
     """out[:, :p - p % {columns}] = A @ B in tiles of {rows} rows (the last rows one by one) x {columns}
     columns (note [gemm tiles]): in blocks of {size} leaves, {lanes} lane(s) per block joined by
     {postfix!r}, the block sums folded in order."""
@@ -584,7 +584,7 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
                "    csigs = np.empty(width, np.int64)\n    emax = np.empty(width, np.int64)\n"
                "    total = np.empty(width, np.int64)\n") if fused else ""
     if gemm:
-        head = ('def _sched_gemm(A, B, out, ops, side, root, width, ea, ma, eb, mb, part, parts):\n'
+        head = ('def _sched_gemm(A, B, out, ops, side, root, width, ea, ma, eb, mb, part=0, parts=1):\n'
                 '    """out = A @ B by the rows of the recorded order, tasks part, part + parts, ...: a task is\n'
                 '    a row i of A and a tile of `width` columns (note [schedules])."""\n'
                 '    m, p = A.shape[0], B.shape[1]\n    tiles = (p + width - 1) // width\n'
@@ -592,7 +592,7 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
                 '        j0 = (task % tiles) * width\n        w = min(width, p - j0)\n')
         store = "out[i, j0 + j]"
     else:
-        head = ('def _sched_gemv(AT, xv, out, ops, side, root, width, part, parts):\n'
+        head = ('def _sched_gemv(AT, xv, out, ops, side, root, width, part=0, parts=1):\n'
                 '    """out = AT.T @ xv by the rows of the recorded order, tasks part, part + parts, ...: a\n'
                 '    task is a tile of `width` rows (note [schedules])."""\n'
                 '    m = AT.shape[1]\n'
@@ -600,22 +600,22 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
                 '        w = min(width, m - j0)\n')
         store = "out[j0 + j]"
     head = head.replace('"""\n', '"""\n    vs = np.empty((ops.shape[0], width), np.float64)\n' + scratch, 1)
-    kernel_src = (f"@_nogil\n{head}        for t in range(ops.shape[0]):\n            c = ops[t, 0]\n"
+    kernel_src = (f"@_parallel\n{head}        for t in range(ops.shape[0]):\n            c = ops[t, 0]\n"
                   f"            v = vs[t]\n{body}\n        r = vs[root]\n        for j in range(w):\n"
                   f"            {store} = _final(_ACC(r[j]))\n")
-    plain = ["_schedule", "_run_threads", "_sched_width", "_scheduled_gemm" if gemm else "_scheduled_gemv"]
+    plain = ["_schedule", "_sched_width", "_scheduled_gemm" if gemm else "_scheduled_gemv"]
     if not defined("_record_plan"):
         plain += ["_PlanTerms", "_PlanValues", "_PlanZero", "_record_plan"]
     rows = "".join(f"    ({obj}, {code}, {kind!r}),\n" for obj, code, kind in table)
-    parts = ['def _nogil(f):\n    f.__module__ = None\n    return njit(fastmath=False, nogil=True)(f)\n',
-             *runtime_xy]
+    parts = list(runtime_xy)
     if fused:
         parts += [embed(numba_rt, ["_f64_bits", "_bits_f64"]),
                   embed(numba_rt, ["_decode_bits", "_fused_round", "_fused_tile"], decorator="@_jit")]
         plain.insert(0, "_fused_decode")
     parts += [kernel_src,
               "_SCHEDULES = {}   # (entry, n) -> its rows (note [schedules])\n"
-              f"_SCHED_OPS = (\n{rows})\n_SCHED_VALUES = 1 << 18\n_NO_CODES = np.empty((0, 0), np.int32)",
+              f"_SCHED_OPS = (\n{rows})\n_SCHED_VALUES = 1 << 18\n_SCHED_MAX_N = 1 << 18\n"
+              "_NO_CODES = np.empty((0, 0), np.int32)",
               embed(numba_rt, plain)]
     return "\n\n".join(parts)
 

@@ -629,6 +629,7 @@ _SCHED_FUSED = False     # whether the schedule has fused nodes (gemm only)
 _SCHEDULES = {}          # (entry, n) -> (rows, side, root, phantoms), or None where recording failed
 _SCHED_OPS = ()          # (object, op code, kind) for `_record_plan`
 _SCHED_VALUES = 1 << 18  # values a thread holds: the tile of outputs is this over the number of rows
+_SCHED_MAX_N = 1 << 18   # the longest order recorded
 _NO_CODES = np.empty((0, 0), np.int32)
 
 
@@ -639,6 +640,8 @@ def _schedule(n):
     key = (_reduce, n)
     if key in _SCHEDULES:
         return _SCHEDULES[key]
+    if n > _SCHED_MAX_N:     # rows of a few operations per leaf: beyond this, the compiled order
+        return None
     if len(_SCHEDULES) >= 64:
         _SCHEDULES.clear()
     try:
@@ -687,33 +690,6 @@ def _schedule(n):
     return _SCHEDULES[key]
 
 
-def _run_threads(kernel, n, tasks, *args):
-    """kernel(*args, part, parts) on `parts` threads at once (the kernel does the
-    tasks part, part + parts, ...; compiled with nogil); a ValueError names n."""
-    import threading
-
-    from numba import config
-
-    parts = max(1, min(config.NUMBA_NUM_THREADS, tasks))
-    errors = []
-
-    def run(part):
-        try:
-            kernel(*args, part, parts)
-        except BaseException as e:      # raised again in the caller's thread
-            errors.append(e)
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(1, parts)]
-    for t in threads:
-        t.start()
-    run(0)
-    for t in threads:
-        t.join()
-    if errors:
-        if isinstance(errors[0], ValueError):
-            raise ValueError(f"at n = {n}: {errors[0]}") from None
-        raise errors[0]
-
-
 def _sched_width(rows, outputs):
     return max(1, min(outputs, 64, _SCHED_VALUES // max(rows, 1)))
 
@@ -732,7 +708,7 @@ def _scheduled_gemm(A, B, out):
     codes = (_fused_decode(A, _FP_EMIN_IN, _FP_IN_TINY) + _fused_decode(B, _FP_EMIN_IN_B, _FP_IN_TINY_B)
              if _SCHED_FUSED else (_NO_CODES,) * 4)
     width = _sched_width(ops.shape[0], p)
-    _run_threads(_sched_gemm, n, m * ((p + width - 1) // width), A, B, out, ops, side, root, width, *codes)
+    _run_parallel(_sched_gemm, n, A, B, out, ops, side, root, width, *codes)
 
 
 def _scheduled_gemv(A, x, out):
@@ -748,7 +724,7 @@ def _scheduled_gemv(A, x, out):
         AT = np.concatenate((AT, np.full((1, m), -0.0, AT.dtype)), axis=0)
         x = np.concatenate((x, np.ones(1, x.dtype)))
     width = _sched_width(ops.shape[0], m)
-    _run_threads(_sched_gemv, n, (m + width - 1) // width, AT, x, out, ops, side, root, width)
+    _run_parallel(_sched_gemv, n, AT, x, out, ops, side, root, width)
 
 
 def _table_step(a, b, lo, step, size, slots, kids, offs, fused, s):
@@ -814,7 +790,7 @@ _add_leaf_xy = _add_leaf_plain_xy
 
 # ---------------------------------------------------------------- the public functions
 # Plain Python: check the arguments, then call a compiled kernel that runs one
-# output element per iteration of a parallel loop.
+# output element per iteration, on threads (`_run_parallel`).
 
 _NAME = "spec"
 N_MIN, N_MAX = 1, None
@@ -861,14 +837,31 @@ def _gemm_rest(A, B, out):
 
 
 def _run_parallel(kernel, n, *args):
-    """kernel(*args) for length n; a ValueError raised inside a parallel loop reaches the caller as a
-    SystemError whose cause is that error, so it is raised again as itself, naming n."""
-    try:
-        kernel(*args)
-    except SystemError as e:
-        if not isinstance(e.__cause__, ValueError):
-            raise
-        raise ValueError(f"at n = {n}: {e.__cause__}") from None
+    """kernel(*args, part, parts) on `parts` threads at once, numba's thread count
+    (a kernel does its tasks part, part + parts, ...; compiled with nogil); a
+    ValueError raised in a kernel is raised again naming n."""
+    import threading
+
+    from numba import config
+
+    parts = max(1, config.NUMBA_NUM_THREADS)
+    errors = []
+
+    def run(part):
+        try:
+            kernel(*args, part, parts)
+        except BaseException as e:      # raised again in the caller's thread
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(1, parts)]
+    for t in threads:
+        t.start()
+    run(0)
+    for t in threads:
+        t.join()
+    if errors:
+        if isinstance(errors[0], ValueError):
+            raise ValueError(f"at n = {n}: {errors[0]}") from None
+        raise errors[0]
 
 
 def _carried(x):
@@ -881,19 +874,19 @@ def _one_kernel(x, y, plan):
     return _final(_order(x, y, x.shape[0], plan))
 
 
-def _rows_kernel(A, x, out, plan):
-    for i in prange(A.shape[0]):
+def _rows_kernel(A, x, out, plan, part=0, parts=1):
+    for i in prange(part, A.shape[0], parts):
         out[i] = _final(_order(A[i], x, x.shape[0], plan))
 
 
-def _columns_kernel(XT, ones, out, plan):
-    for i in prange(XT.shape[0]):
+def _columns_kernel(XT, ones, out, plan, part=0, parts=1):
+    for i in prange(part, XT.shape[0], parts):
         out[i] = _final(_order(XT[i], ones if _SUM_FUSED else XT[i], XT.shape[1], plan))
 
 
-def _gemm_kernel(A, BT, out, plan):
+def _gemm_kernel(A, BT, out, plan, part=0, parts=1):
     p = BT.shape[0]
-    for t in prange(A.shape[0] * p):
+    for t in prange(part, A.shape[0] * p, parts):
         i, j = t // p, t % p
         out[i, j] = _final(_order(A[i], BT[j], A.shape[1], plan))
 
