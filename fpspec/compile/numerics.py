@@ -19,7 +19,9 @@ from fpspec.formats import get_format
 NATIVE = {"fp32": "float32", "fp64": "float64"}
 # input format -> dtype of the arrays the replica accepts
 INPUT_DTYPES = {"fp32": "float32", "fp64": "float64", "fp16": "float16",
-                "bf16": "float32", "tf32": "float32", "fp8e4m3": "float32", "fp8e5m2": "float32"}
+                "bf16": "float32", "tf32": "float32", "fp8e4m3": "float32", "fp8e5m2": "float32",
+                "fp8e4m3fnuz": "float32", "fp8e5m2fnuz": "float32", "fp6e2m3": "float32", "fp6e3m2": "float32",
+                "fp4e2m1": "float32"}
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,16 @@ def stores_fused(main, region) -> bool:
             and get_format(region.accumulator).precision < get_format(main.accumulator).precision)
 
 
+def _input_b(a) -> tuple | None:
+    """(format, grid) the second operand's values are checked against where fused nodes take two
+    input formats (FusedParams.input_b), else None."""
+    from fpspec.arith.fused import _FORMATS
+
+    if a.fused is None or a.fused.input_b is None:
+        return None
+    return (a.fused.input_b, _FORMATS[a.fused.input_b])
+
+
 def settings(kernel: Kernel, p: Plan) -> list[str]:
     """Module constants both loop backends define (read by the runtime functions)."""
     a = kernel.arithmetic
@@ -149,6 +161,7 @@ def settings(kernel: Kernel, p: Plan) -> list[str]:
         f"_IN_DTYPE = np.{p.in_dtype}",
         f"_IN_NAME = {a.input!r}",
         f"_IN_GRID = {p.in_grid}",
+        f"_IN_B = {_input_b(a)}",
         f"_SUM_FUSED = {kernel.op == 'sum' and a.fused is not None}",
         f"_ACC = np.{p.acc_dtype}  # carrier of partial sums ({a.accumulator})",
         f"_ACC_FMT = {p.acc_fmt}",

@@ -1,0 +1,127 @@
+"""Every named fused parameter set (fpspec.arith.params, GPU-INPUT[-to-OUTPUT]) through the
+emulated Triton path: a gemm spec `order chain(w)` compiled by fpspec.compile for triton and
+for numpy, on random and adversarial blocks; Triton bits == NumPy replica bits == the model."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pytest
+import torch
+
+from fpspec.arith.fused import _FORMATS, fused_chain, round_value
+from fpspec.arith.model import Arithmetic
+from fpspec.arith.params import PARAMS
+from fpspec.compile import compile_spec, load_replica
+from fpspec.spec import ast as A
+from fpspec.spec import parse
+
+M, N = 16, 16
+TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8e4m3": torch.float8_e4m3fn,
+         "fp8e5m2": torch.float8_e5m2}
+NUMPY = {"fp16": np.float16}
+NO_INF = ("fp8e4m3", "fp8e4m3fnuz", "fp8e5m2fnuz", "fp6e2m3", "fp6e3m2", "fp4e2m1")
+NO_NAN = ("fp6e2m3", "fp6e3m2", "fp4e2m1")
+
+
+def _largest(fmt):
+    """The largest finite value of fmt (e4m3: 448, its all-ones pattern is nan)."""
+    precision, _, emax = _FORMATS[fmt]
+    return 448.0 if fmt == "fp8e4m3" else (2.0 - 2.0 ** (1 - precision)) * 2.0 ** emax
+
+
+def _spec(params) -> A.Spec:
+    arithmetic = Arithmetic(input=params.input, product="exact", accumulator=params.output, output=params.output,
+                            fused=params)
+    header = A.Header(target=f"gemm ({params.input})", op="gemm", n=A.Range(1, None),
+                      sections=(A.Block("arithmetic", arithmetic.to_entries()),))
+    return parse(str(A.Spec(header, (), A.Chain(A.Num(params.w)))))
+
+
+@lru_cache(maxsize=None)
+def _replicas(params):
+    """(triton module, numpy module): one compiled replica per distinct parameter set."""
+    spec = _spec(params)
+    label = f"fused_params_{abs(hash(params))}"
+    return (load_replica(compile_spec(spec, "triton"), label + "_triton"),
+            load_replica(compile_spec(spec, "numpy"), label + "_numpy"))
+
+
+def _grid(v, fmt):
+    precision, emin, emax = _FORMATS[fmt]
+    with np.errstate(all="ignore"):
+        return round_value(v, precision, emin, emax, "rne")
+
+
+def _values(rng, fmt, shape):
+    """Values of fmt over its whole exponent range (subnormals included), 20% zeros."""
+    precision, emin, emax = _FORMATS[fmt]
+    e = rng.integers(max(emin - precision + 1, -60), min(emax, 60) + 1, shape)
+    v = rng.choice([-1.0, 1.0], shape) * np.ldexp(1.0 + rng.random(shape), e)
+    v = np.minimum(np.abs(_grid(v, fmt)), _largest(fmt)) * np.sign(v)
+    v[rng.random(shape) < 0.2] = 0.0
+    return v
+
+
+def _blocks(params, seed):
+    """A (M x K) and B (K x N), K = 2 w (two nodes: the second takes the first's result as c):
+    random rows; exact cancellation (row 4 against columns 0-3); products near the
+    formats' smallest subnormals (row 5, columns 4-5); the largest finite values (row 6,
+    column 6); a block of zeros but one product (row 7); inf and nan where the formats
+    have them (rows 8-9, columns 8-10)."""
+    rng = np.random.default_rng(seed)
+    fa, fb = params.input, params.input_b or params.input
+    K = 2 * params.w
+    a, b = _values(rng, fa, (M, K)), _values(rng, fb, (K, N))
+    a[4, 1::2] = a[4, 0::2]
+    b[1::2, :4] = -b[0::2, :4]
+    for v, fmt, idx in ((a, fa, np.s_[5, :]), (b, fb, np.s_[:, 4:6])):
+        precision, emin, emax = _FORMATS[fmt]
+        small = np.ldexp(rng.integers(0, 1 << (precision - 1), v[idx].shape), emin - precision + 1)
+        v[idx] = small * rng.choice([-1.0, 1.0], v[idx].shape)
+    for v, fmt, idx in ((a, fa, np.s_[6, :]), (b, fb, np.s_[:, 6])):
+        v[idx] = _largest(fmt) * rng.choice([-1.0, 1.0], v[idx].shape)
+    a[7, :] = 0.0
+    a[7, 3] = _grid(1.0, fa)
+    if fa not in NO_INF:
+        a[8, 2] = np.inf
+    if fb not in NO_INF:
+        b[5, 8] = -np.inf
+    if fa not in NO_NAN:
+        a[9, 1] = np.nan
+    if fb not in NO_NAN:
+        b[0, 10] = np.nan
+    return a, b
+
+
+def _torch(v, fmt):
+    t = torch.from_numpy(v.astype(np.float32))
+    return t.to(TORCH[fmt]) if fmt in TORCH else t
+
+
+def _bits(v):
+    """float32 bit patterns, every NaN as one pattern."""
+    v = np.asarray(v, np.float32)
+    return np.where(np.isnan(v), np.uint32(0x7FC00000), v.view(np.uint32))
+
+
+NAMES = sorted(PARAMS)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_triton_equals_numpy_equals_model(name):
+    params = PARAMS[name]
+    rep_triton, rep_numpy = _replicas(params)
+    a, b = _blocks(params, [params.w, len(name)])
+    rows_a = np.repeat(a, N, axis=0)                     # row i * N + j: a[i, :] with b[:, j]
+    rows_b = np.tile(b.T, (M, 1))
+    with np.errstate(all="ignore"):
+        want = fused_chain(rows_a, rows_b, 0.0, params).reshape(M, N)
+    fb = params.input_b or params.input
+    got = rep_triton.gemm(_torch(a, params.input), _torch(b, fb), path="emulated")
+    got_np = rep_numpy.gemm(a.astype(NUMPY.get(params.input, np.float32)), b.astype(NUMPY.get(fb, np.float32)))
+    assert rep_triton.REPLICA.last_path == "emulated"
+    assert got.dtype == (torch.float16 if params.output == "fp16" else torch.float32)
+    want_bits = _bits(want)
+    assert np.array_equal(_bits(got.float().numpy()), want_bits), name
+    assert np.array_equal(_bits(got_np), want_bits), name
