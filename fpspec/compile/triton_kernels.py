@@ -254,15 +254,17 @@ def fp_operand(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.cons
                EMIN: tl.constexpr = UNSET, SUB: tl.constexpr = True):
     """fp_decode of one operand format, then (fpspec.arith.fused decode) the exponent clamped
     at EMIN (a narrower format carried in fp32 bits: fp6, fp4) and, SUB False, values below
-    2^emin flushed to zero."""
+    2^emin flushed to zero.  Returns fp_decode's parts and whether the value is zero before the
+    flush (inf * a flushed value is inf: fpspec.arith.fused decides specials first)."""
     neg, exp, sig, inf, nan = fp_decode(bits, EXP_BITS, MAN_BITS, FN)
+    zero = (sig == 0) & ~inf & ~nan
     if not SUB:
         lo: tl.constexpr = (2 - (1 << (EXP_BITS - 1))) if EMIN == UNSET else EMIN
         sig = tl.where(exp + fp_msb(sig) - MAN_BITS < lo, 0, sig)
     if EMIN != UNSET:
         sig = sig >> tl.minimum(tl.maximum(EMIN - exp, 0), 62)
         exp = tl.maximum(exp, EMIN)
-    return neg, exp, sig, inf, nan
+    return neg, exp, sig, inf, nan, zero
 
 
 @triton.jit
@@ -275,18 +277,18 @@ def fp_product(a_bits, b_bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, F
     Returns (neg, exp, sig, inf, nan); value = (-1)^neg * sig * 2^(exp - MAN_BITS - B_MAN).
     B_EXP, B_MAN, B_FN: b's format when it differs (0: a's).  A_EMIN, B_EMIN, SUB_IN: fp_operand.
     ZEXP != UNSET: a zero operand's exponent is ZEXP (fpspec.arith.fused note [zero exponent])."""
-    an, ae, asg, ainf, anan = fp_operand(a_bits, EXP_BITS, MAN_BITS, FN, A_EMIN, SUB_IN)
+    an, ae, asg, ainf, anan, azero = fp_operand(a_bits, EXP_BITS, MAN_BITS, FN, A_EMIN, SUB_IN)
     if B_EXP == 0:
-        bn, be, bsg, binf, bnan = fp_operand(b_bits, EXP_BITS, MAN_BITS, FN, B_EMIN, SUB_IN)
+        bn, be, bsg, binf, bnan, bzero = fp_operand(b_bits, EXP_BITS, MAN_BITS, FN, B_EMIN, SUB_IN)
     else:
-        bn, be, bsg, binf, bnan = fp_operand(b_bits, B_EXP, B_MAN, B_FN, B_EMIN, SUB_IN)
-    azero = (asg == 0) & ~ainf & ~anan
-    bzero = (bsg == 0) & ~binf & ~bnan
+        bn, be, bsg, binf, bnan, bzero = fp_operand(b_bits, B_EXP, B_MAN, B_FN, B_EMIN, SUB_IN)
     nan = anan | bnan | (ainf & bzero) | (azero & binf)
     inf = (ainf | binf) & ~nan
     sig = tl.where(ainf | anan | binf | bnan, 0, asg * bsg)
-    if ZEXP != UNSET:
-        return an != bn, tl.where(azero, ZEXP, ae) + tl.where(bzero, ZEXP, be), sig, inf, nan
+    if ZEXP != UNSET:   # a flushed operand is a zero here
+        az = (asg == 0) & ~ainf & ~anan
+        bz = (bsg == 0) & ~binf & ~bnan
+        return an != bn, tl.where(az, ZEXP, ae) + tl.where(bz, ZEXP, be), sig, inf, nan
     return an != bn, ae + be, sig, inf, nan
 
 
