@@ -176,7 +176,7 @@ class Replica:
         # bf16 through a bf16 or fp16 output: the probes cannot observe the floor (it is recorded as none)
         floor = hw["floor"] if f.floor is None and (nm.input == "fp16" or nm.output != "fp32") else f.floor
         if ((f.extra_bits, floor, f.to_zero) != (hw["extra_bits"], hw["floor"], hw["to_zero"]) or f.width > 16
-                or f.zero_exponent is not None or f.c_emin is not None or f.amd):
+                or f.general):
             return "the spec's fused nodes are not the H100's"
         segs = p.segs
         kinds = segs[:, 3]

@@ -157,3 +157,24 @@ def test_triton_equals_numpy_equals_model(label):
     want_bits = _bits(want)
     assert np.array_equal(_bits(got.float().numpy()), want_bits), label
     assert np.array_equal(_bits(got_np), want_bits), label
+
+
+@pytest.mark.parametrize("params,says", [
+    (replace(PARAMS["h100-fp16"], c_aligned=False), "fused c_aligned = false"),
+    (replace(PARAMS["mi300x-fp16"], result="rz"), "AMD's combine rounds to nearest"),
+])
+def test_what_the_kernels_do_not_compute_is_refused_in_one_line(params, says):
+    from fpspec.compile.ir import CompileError
+
+    with pytest.raises(CompileError, match=says) as e:
+        compile_spec(_spec(params), "triton", n=2 * params.w)
+    assert "\n" not in str(e.value)
+
+
+def test_fp16_nodes_only_in_chains():
+    from fpspec.compile.ir import CompileError
+
+    params = PARAMS["h100-fp16-to-fp16"]
+    spec = parse(str(_spec(params)).replace(f"order chain({params.w})", "order blocks(16, chain(16), seq)"))
+    with pytest.raises(CompileError, match="fused nodes writing fp16 are supported in chains of fused nodes only"):
+        compile_spec(spec, "triton", n=64)

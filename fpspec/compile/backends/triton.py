@@ -127,17 +127,17 @@ def _check_fused(kernel: Kernel, f) -> None:
     if f.combine == "amd" and f.result != "rne":
         raise CompileError("triton: AMD's combine rounds to nearest (result = rne)")
     if not f.c_aligned:
-        # the products' truncated sum meets c in one float64 round-to-odd addition
-        # (fpspec.arith.fused _sum_round_to_odd): a second float format the integer node does not carry
-        raise CompileError("triton: c_aligned = false (c added after the alignment, through a float64 "
-                           "round-to-odd sum) is not supported; compile for numpy or numba")
+        # the products' truncated sum meets c unaligned, in one float64 round-to-odd addition
+        # (fpspec.arith.fused _sum_round_to_odd): no named set has it, the kernels do not
+        raise CompileError("triton: fused c_aligned = false (c added after the alignment) is not supported; "
+                           "compile for numpy or numba")
     for what, fmt in (("input", f.input), ("input_b", f.input_b or f.input)):
         if fmt not in _FUSED_INPUTS:
             raise CompileError(f"triton: fused {what} {fmt} is not supported "
                                f"(expected one of {', '.join(_FUSED_INPUTS)})")
     if f.output not in ("fp32", "fp16"):
         raise CompileError(f"triton: fused output {f.output} is not supported (fp32 or fp16)")
-    if f.output != "fp32" and any(isinstance(r, _BINARY) for r in _reducers(kernel)):
+    if f.output != "fp32" and any(isinstance(r, _BINARY + (WithArithmetic,)) for r in _reducers(kernel)):
         raise CompileError(f"triton: fused nodes writing {f.output} are supported in chains of fused nodes only "
                            "(the kernels add partial results in fp32); compile for numpy")
 
