@@ -62,14 +62,19 @@ def fp_decode(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.const
     """Split IEEE bit patterns (int32 holding the unsigned pattern) into parts.
 
     Returns (neg, exp, sig, is_inf, is_nan), exp and sig as int64: value =
-    (-1)^neg * sig * 2^(exp - MAN_BITS); subnormals get exp = emin.  FN (e4m3):
-    no inf, and only the all-ones pattern of the top binade is nan."""
+    (-1)^neg * sig * 2^(exp - MAN_BITS); subnormals get exp = emin.  FN = 1 (e4m3):
+    no inf, and only the all-ones pattern of the top binade is nan.  FN = 2 (AMD's
+    fnuz fp8): the bias one larger, no inf, no -0.0: the sign-only pattern is the nan."""
     b = bits.to(tl.int64) & ((1 << (EXP_BITS + MAN_BITS + 1)) - 1)
     neg = ((b >> (EXP_BITS + MAN_BITS)) & 1) != 0
     ebits = (b >> MAN_BITS) & ((1 << EXP_BITS) - 1)
     frac = b & ((1 << MAN_BITS) - 1)
     normal = ebits != 0
     sig = tl.where(normal, frac | (1 << MAN_BITS), frac)
+    if FN == 2:
+        exp = tl.where(normal, ebits, 1) - (1 << (EXP_BITS - 1))
+        nan = b == (1 << (EXP_BITS + MAN_BITS))
+        return neg, exp, sig, nan & ~nan, nan
     exp = tl.where(normal, ebits, 1) - ((1 << (EXP_BITS - 1)) - 1)
     special = ebits == ((1 << EXP_BITS) - 1)
     if FN:
@@ -259,7 +264,7 @@ def fp_operand(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.cons
     neg, exp, sig, inf, nan = fp_decode(bits, EXP_BITS, MAN_BITS, FN)
     zero = (sig == 0) & ~inf & ~nan
     if not SUB:
-        lo: tl.constexpr = (2 - (1 << (EXP_BITS - 1))) if EMIN == UNSET else EMIN
+        lo: tl.constexpr = (2 - (1 << (EXP_BITS - 1)) - (FN == 2)) if EMIN == UNSET else EMIN   # (fnuz: bias + 1)
         sig = tl.where(exp + fp_msb(sig) - MAN_BITS < lo, 0, sig)
     if EMIN != UNSET:
         sig = sig >> tl.minimum(tl.maximum(EMIN - exp, 0), 62)
@@ -382,7 +387,7 @@ def fp_store_slot(dst_ptr, offs, mask, acc, DIRECT: tl.constexpr, INIT: tl.const
         bits = fp_finish(acc, INIT, OUT_EXP, OUT_MAN)
         tl.store(dst_ptr + offs, bits.to(dst_ptr.dtype.element_ty), mask=mask)
     else:
-        tl.store(dst_ptr + offs, acc, mask=mask)
+        tl.store(dst_ptr + offs, acc.to(dst_ptr.dtype.element_ty), mask=mask)   # (fp64 slots: exact)
 
 
 @triton.jit
@@ -417,7 +422,7 @@ def fp_store_native(dst_ptr, offs, mask, acc, DIRECT: tl.constexpr, INIT: tl.con
             bits = tl.where(acc != acc, NAN | sign, bits)
         tl.store(dst_ptr + offs, bits.to(dst_ptr.dtype.element_ty), mask=mask)
     else:
-        tl.store(dst_ptr + offs, acc, mask=mask)
+        tl.store(dst_ptr + offs, acc.to(dst_ptr.dtype.element_ty), mask=mask)   # (fp64 slots: exact)
 
 
 @triton.jit
@@ -1142,7 +1147,57 @@ def sum_pairs(src_ptr, dst_ptr, count_out, GH: tl.constexpr, BO: tl.constexpr,
 
 
 @triton.jit
-def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr):
+def fp_add_once(a, b):
+    """a + b rounded once to fp32, for fp64 operands that are fp32 values or exact products of
+    two inputs (at most 48 significant bits, Note [lone products]): the exact sum rounded to odd
+    in fp64 (TwoSum's error says which neighbour is odd), then to nearest fp32.  Rounding to
+    odd first is innocuous for a format of p <= 53 - 2 bits: one rounding of the exact sum."""
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    bits = s.to(tl.int64, bitcast=True)
+    # inexact and even: the odd neighbour toward the exact sum (s != 0 when inexact; inf and
+    # nan are left alone: their error is nan)
+    fix = (e == e) & (e != 0) & ((s - s) == 0) & ((bits & 1) == 0)
+    bits = tl.where(fix, bits + tl.where((e > 0) == (s > 0), 1, -1), bits)
+    return bits.to(tl.float64, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def fp_combine_step(va, vb, WIDE: tl.constexpr):
+    """One node of two slot values: fp32 slots add in fp32; fp64 slots (WIDE) hold exact lone
+    products beside fp32 values and add with one rounding (fp_add_once)."""
+    if WIDE:
+        return fp_add_once(va, vb).to(tl.float64)
+    else:
+        return va + vb
+
+
+@triton.jit
+def mm_lone(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
+            s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
+            BM: tl.constexpr, BN: tl.constexpr, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr):
+    """Note [lone products]: the product of a segment of one leaf, exact, into its fp64 slot.
+
+    A lone leaf is formed by the node that takes it (fpspec.arith.evaluate, note [regions]):
+    with product = fma or exact its product joins a partial sum (or another leaf) in one
+    rounding.  Rounded to fp32 first it would round twice, and a product of bf16 or tf32 values
+    can overflow fp32 or fall below its subnormals.  A product of two fp32 (or narrower) values
+    is exact in fp64; the combine step (WIDE) then rounds each node once."""
+    sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
+    k = tl.load(segs_ptr + sid * 6)
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mm, mn = rm < M, rn < N
+    a = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))
+    b = fp_as_f32(fp_widen(tl.load(b_ptr + k * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))
+    prod = a.to(tl.float64)[:, None] * b.to(tl.float64)[None, :]
+    offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
+    tl.store(dst_ptr + offs, prod, mask=mm[:, None] & mn[None, :])
+
+
+@triton.jit
+def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr, WIDE: tl.constexpr = False):
     """One level of additions: vals[dst] = vals[a] + vals[b], BS steps x BO outputs a program."""
     s = tl.program_id(0) * BS + tl.arange(0, BS)
     live = s < cnt
@@ -1154,11 +1209,12 @@ def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr)
     on = live[:, None] & (o < R)[None, :]
     va = tl.load(vals_ptr + a[:, None] * R + o[None, :], mask=on)
     vb = tl.load(vals_ptr + b[:, None] * R + o[None, :], mask=on)
-    tl.store(vals_ptr + dst[:, None] * R + o[None, :], va + vb, mask=on)
+    tl.store(vals_ptr + dst[:, None] * R + o[None, :], fp_combine_step(va, vb, WIDE), mask=on)
 
 
 @triton.jit
-def combine_levels(vals_ptr, steps_ptr, levels_ptr, L, R, BS: tl.constexpr, BO: tl.constexpr):
+def combine_levels(vals_ptr, steps_ptr, levels_ptr, L, R, BS: tl.constexpr, BO: tl.constexpr,
+                   WIDE: tl.constexpr = False):
     """Several small levels in one launch of one program, a barrier between levels.
 
     The top of a tree has many levels of few additions each: one launch per
@@ -1178,7 +1234,7 @@ def combine_levels(vals_ptr, steps_ptr, levels_ptr, L, R, BS: tl.constexpr, BO: 
                 on = live[:, None] & (o < R)[None, :]
                 va = tl.load(vals_ptr + a[:, None] * R + o[None, :], mask=on)
                 vb = tl.load(vals_ptr + b[:, None] * R + o[None, :], mask=on)
-                tl.store(vals_ptr + dst[:, None] * R + o[None, :], va + vb, mask=on)
+                tl.store(vals_ptr + dst[:, None] * R + o[None, :], fp_combine_step(va, vb, WIDE), mask=on)
         tl.debug_barrier()   # this level's results are the next level's operands
 
 
@@ -1187,5 +1243,5 @@ def finish(vals_ptr, out_ptr, root, R, BO: tl.constexpr, INIT: tl.constexpr,
            OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
     o = tl.program_id(0) * BO + tl.arange(0, BO)
     on = o < R
-    acc = tl.load(vals_ptr + root * R + o, mask=on)
+    acc = tl.load(vals_ptr + root * R + o, mask=on).to(tl.float32)   # (fp64 slots hold fp32 values here)
     fp_store_slot(out_ptr, o, on, acc, True, INIT, OUT_EXP, OUT_MAN)

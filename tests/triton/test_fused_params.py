@@ -19,7 +19,7 @@ from fpspec.spec import parse
 
 M, N = 16, 16
 TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8e4m3": torch.float8_e4m3fn,
-         "fp8e5m2": torch.float8_e5m2}
+         "fp8e5m2": torch.float8_e5m2, "fp8e4m3fnuz": torch.float8_e4m3fnuz, "fp8e5m2fnuz": torch.float8_e5m2fnuz}
 NUMPY = {"fp16": np.float16}
 NO_INF = ("fp8e4m3", "fp8e4m3fnuz", "fp8e5m2fnuz", "fp6e2m3", "fp6e3m2", "fp4e2m1")
 NO_NAN = ("fp6e2m3", "fp6e3m2", "fp4e2m1")

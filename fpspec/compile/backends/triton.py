@@ -105,6 +105,7 @@ class TritonBackend(Backend):
             header=header(kernel, "triton"),
             spec=kernel.source.replace('"""', "'''"),
             library=library_source(),
+            checks=input_checks(kernel),
             op=kernel.op,
             entry=_ENTRY[kernel.op],
             api=_API[kernel.op],
@@ -228,6 +229,10 @@ class _ReducerPrinter:
     def _int(e) -> str:
         return f"lambda m, n: {py_int(e)}"
 
+    def _print_VLanes(self, r) -> str:
+        raise CompileError("triton: vlanes(...) (lanes fed by vector loads) is not supported; compile for numpy or "
+                           "numba")
+
     def _print_Fold(self, r: Fold) -> str:
         return f"Fold(reverse={r.reverse})"
 
@@ -276,6 +281,18 @@ class _ReducerPrinter:
 
 
 _IMPORTS = re.compile(r"^# -- imports: dropped in replicas\n.*?^# -- end imports\n", re.S | re.M)
+
+
+def input_checks(kernel: Kernel) -> str:
+    """The argument checks every backend's replica embeds (fpspec.compile.runtime.inputs_rt),
+    with their settings: a Triton replica takes NumPy arrays (and refuses lists, masked arrays,
+    other dtypes) exactly as the NumPy and Numba replicas do."""
+    from fpspec.compile.numerics import input_grid, input_settings
+    from fpspec.compile.runtime import embed, inputs_rt
+
+    names = (["round_value"] if input_grid(kernel.arithmetic.input) is not None else []) + ["_input", "_length",
+                                                                                           "_shape"]
+    return "\n".join(input_settings(kernel)) + "\n\n\n" + embed(inputs_rt, names)
 
 
 def library_source() -> str:
