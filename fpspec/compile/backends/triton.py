@@ -66,8 +66,8 @@ class TritonBackend(Backend):
         if ar.output == "tf32" or ar.output in _NARROW:
             raise CompileError(f"triton: output {ar.output} is not supported (its units write fp32)")
         if ar.input in _NARROW and any(isinstance(r, _BINARY) for r in _reducers(kernel)):
-            raise CompileError(f"triton: {ar.input} inputs are supported in chains of fused nodes only; "
-                               "compile for numpy")
+            raise CompileError(f"triton: fp8 inputs (and fp6, fp4; here {ar.input}) are supported in chains of "
+                               "fused nodes only; compile for numpy")
         if ar.product == "fma_first":
             raise CompileError("triton: product = fma_first is not supported; compile for numpy or numba")
         if kernel.op == "sum" and ar.product != "none":
