@@ -264,7 +264,11 @@ def fp_operand(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.cons
     neg, exp, sig, inf, nan = fp_decode(bits, EXP_BITS, MAN_BITS, FN)
     zero = (sig == 0) & ~inf & ~nan
     if not SUB:
-        lo: tl.constexpr = (2 - (1 << (EXP_BITS - 1)) - (FN == 2)) if EMIN == UNSET else EMIN   # (fnuz: bias + 1)
+        lo = 2 - (1 << (EXP_BITS - 1))
+        if FN == 2:   # fnuz: the bias one larger
+            lo = lo - 1
+        if EMIN != UNSET:
+            lo = EMIN
         sig = tl.where(exp + fp_msb(sig) - MAN_BITS < lo, 0, sig)
     if EMIN != UNSET:
         sig = sig >> tl.minimum(tl.maximum(EMIN - exp, 0), 62)
