@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fpspec.arith.fused import _FORMATS as _FUSED_FORMATS
 from fpspec.arith.fused import ALIGNED, COMBINES, ROUNDINGS, FusedParams
 from fpspec.errors import SpecError
 from fpspec.formats import FORMATS, get_format
@@ -70,8 +71,9 @@ _FUSED_KEYS = (
     ("c_emin", "c_emin", "int-or-none"),
     ("combine", "combine", COMBINES),
     ("interleave", "interleave", int),
+    ("input_b", "input_b", tuple(_FUSED_FORMATS)),   # b's format in a node of two input formats (e4m3 x e5m2)
 )
-_FUSED_DEFAULTS = {"zero_exponent": None, "c_emin": None, "combine": "aligned", "interleave": 1}
+_FUSED_DEFAULTS = {"zero_exponent": None, "c_emin": None, "combine": "aligned", "interleave": 1, "input_b": None}
 _FUSED_OUTPUTS = ("fp32", "fp16", "bf16")
 _KEYS = ("input", "product", "product_format", "accumulator", "init", "output", "fused")
 

@@ -19,7 +19,9 @@ from fpspec.formats import get_format
 NATIVE = {"fp32": "float32", "fp64": "float64"}
 # input format -> dtype of the arrays the replica accepts
 INPUT_DTYPES = {"fp32": "float32", "fp64": "float64", "fp16": "float16",
-                "bf16": "float32", "tf32": "float32", "fp8e4m3": "float32", "fp8e5m2": "float32"}
+                "bf16": "float32", "tf32": "float32", "fp8e4m3": "float32", "fp8e5m2": "float32",
+                "fp8e4m3fnuz": "float32", "fp8e5m2fnuz": "float32", "fp6e2m3": "float32", "fp6e3m2": "float32",
+                "fp4e2m1": "float32"}
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,16 @@ def stores_fused(main, region) -> bool:
             and get_format(region.accumulator).precision < get_format(main.accumulator).precision)
 
 
+def _input_b(a) -> tuple | None:
+    """(format, grid) the second operand's values are checked against where fused nodes take two
+    input formats (FusedParams.input_b), else None."""
+    from fpspec.arith.fused import _FORMATS
+
+    if a.fused is None or a.fused.input_b is None:
+        return None
+    return (a.fused.input_b, _FORMATS[a.fused.input_b])
+
+
 def input_settings(kernel: Kernel) -> list[str]:
     """Module constants of the argument checks (fpspec.compile.runtime.inputs_rt), the same
     in every backend's replica."""
@@ -157,6 +169,7 @@ def input_settings(kernel: Kernel) -> list[str]:
         f"_IN_DTYPE = np.{dtype}",
         f"_IN_NAME = {fmt!r}",
         f"_IN_GRID = {input_grid(fmt)}",
+        f"_IN_B = {_input_b(kernel.arithmetic)}",
     ]
 
 

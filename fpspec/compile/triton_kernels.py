@@ -32,6 +32,8 @@ import triton.language as tl
 
 NEG_EXP = tl.constexpr(-100000)  # the "exponent" of a zero term: below any floor
 NEG_INF32 = tl.constexpr(-8388608)  # 0xFF800000 (-inf in fp32) as an int32
+# "not given" for the exponent constexprs (ZEXP, C_EMIN, A_EMIN, B_EMIN): 0 is a value
+UNSET = tl.constexpr(1048576)
 
 
 @triton.jit
@@ -113,11 +115,30 @@ def fp_round_pack(neg, m, scale, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr,
 
 
 @triton.jit
+def fp_align(m, sh, neg, ALIGNED: tl.constexpr = 0):
+    """m * 2^sh on an integer grid for magnitudes m >= 0 (int64) of sign neg: truncated toward
+    zero (ALIGNED 0), toward -inf (1: a negative magnitude with lost bits rounds up) or to
+    nearest even (2); fpspec.arith.fused shift_right.  See Note [shift clamp]."""
+    left = tl.minimum(tl.maximum(sh, 0), 62)
+    right = tl.minimum(tl.maximum(-sh, 0), 62)
+    kept = (m << left) >> right
+    if ALIGNED != 0:
+        lost = m - ((kept << right) >> left)
+        if ALIGNED == 1:
+            kept += tl.where((lost != 0) & neg, 1, 0)
+        else:
+            half = tl.where(right > 0, (lost * 0 + 1) << tl.maximum(right - 1, 0), 1 << 62)
+            kept += tl.where((lost > half) | ((lost == half) & ((kept & 1) == 1)), 1, 0)
+    return kept
+
+
+@triton.jit
 def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
                   MAN_P: tl.constexpr, C_EXP: tl.constexpr, C_MAN: tl.constexpr,
                   FRAC: tl.constexpr, FLOOR: tl.constexpr, TO_ZERO: tl.constexpr,
-                  RES_MAN: tl.constexpr = 0, ZEXP: tl.constexpr = 0, C_EMIN: tl.constexpr = 0,
-                  AMD: tl.constexpr = False, INTERLEAVE: tl.constexpr = 1):
+                  RES_MAN: tl.constexpr = 0, ZEXP: tl.constexpr = UNSET, C_EMIN: tl.constexpr = UNSET,
+                  AMD: tl.constexpr = False, INTERLEAVE: tl.constexpr = 1, ALIGNED: tl.constexpr = 0,
+                  SUB_OUT: tl.constexpr = True):
     """One fused node over axis AXIS of the product parts, with c; see Note [fused node].
 
     Products: value = (-1)^pneg * psig * 2^(pexp - MAN_P) (psig exact, int64).
@@ -125,105 +146,61 @@ def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
     as bits of the same format.  FRAC = fraction bits kept below the block's
     largest exponent (23 + extra bits).  RES_MAN > 0: the result keeps RES_MAN
     fraction bits only (fp8 units: 13; fpspec.arith.fused note [result rounding]).
-    ZEXP != 0 (MMA-Sim's conventions, fpspec.arith.fused note [zero exponent]): zero
+    ZEXP != UNSET (MMA-Sim's conventions, fpspec.arith.fused note [zero exponent]): zero
     products align at the exponent fp_product gave them (ZEXP from its zero operands)
-    and a zero c at ZEXP; C_EMIN != 0: c's exponent is at least C_EMIN (an fp16 c).
-    AMD: AMD CDNA3's combine (fpspec.arith.fused note [amd combine]; INTERLEAVE sub-blocks: 1 or 2)."""
+    and a zero c at ZEXP; C_EMIN != UNSET: c's exponent is at least C_EMIN (an fp16 c).
+    AMD: AMD CDNA3's combine (fpspec.arith.fused note [amd combine]), INTERLEAVE sub-blocks.
+    ALIGNED: how aligned terms are rounded (fp_align); SUB_OUT False: subnormal c and
+    results of the output format flush to +0."""
     cneg, cexp, csig, cinf, cnan = fp_decode(c_bits, C_EXP, C_MAN)
+    if not SUB_OUT:
+        csig = tl.where(csig < (1 << C_MAN), 0, csig)
     # c's exponent is that of its fp32 view (an fp16 subnormal c is normal in
     # fp32); its significand keeps its own scale, so only the alignment moves
     c_top = tl.maximum(cexp + fp_msb(csig) - C_MAN, -126)
-    if C_EMIN != 0:
+    if C_EMIN != UNSET:
         c_top = tl.maximum(c_top, C_EMIN)
-    if ZEXP != 0:
+    if ZEXP != UNSET:
         pe = tl.where(pinf | pnan, NEG_EXP, pexp)    # (a special result replaces the sum anyway)
         c_e = tl.where(csig != 0, c_top, ZEXP)
     else:
         pe = tl.where(psig != 0, pexp, NEG_EXP)
         c_e = tl.where(csig != 0, c_top, NEG_EXP)
     if AMD:
-        return fp_amd_node(pneg, pexp, psig, pinf, pnan, pe, cneg, cexp, csig, cinf, cnan, c_e, AXIS,
-                           MAN_P, C_EXP, C_MAN, FRAC, FLOOR, INTERLEAVE)
-    e_max = tl.maximum(tl.max(pe, axis=AXIS), c_e)
-    e_max = tl.maximum(e_max, FLOOR)
-    unit = e_max - FRAC
-    pa = fp_shift(psig, pexp - MAN_P - tl.expand_dims(unit, AXIS))
-    total = tl.sum(tl.where(pneg, -pa, pa), axis=AXIS)
-    ca = fp_shift(csig, cexp - C_MAN - unit)
-    total += tl.where(cneg, -ca, ca)
-    # an exact zero sum is +0, even from zeros of sign minus (as measured)
-    if RES_MAN > 0:   # rounded in a layout of RES_MAN fraction bits, widened exactly
-        bits = fp_round_pack(total < 0, tl.abs(total), unit, C_EXP, RES_MAN, TO_ZERO) << (C_MAN - RES_MAN)
+        bits = fp_amd_node(pneg, pexp, psig, pinf, pnan, pe, cneg, cexp, csig, c_e, AXIS,
+                           MAN_P, C_EXP, C_MAN, FRAC, FLOOR, INTERLEAVE, ALIGNED)
     else:
-        bits = fp_round_pack(total < 0, tl.abs(total), unit, C_EXP, C_MAN, TO_ZERO)
-    # a negative sum that rounds to zero is +0 too: the datapath's magnitude has no sign
-    # (fpspec.arith.fused note [zero result])
-    bits = tl.where((bits & ((1 << (C_EXP + C_MAN)) - 1)) == 0, 0, bits)
+        e_max = tl.maximum(tl.max(pe, axis=AXIS), c_e)
+        e_max = tl.maximum(e_max, FLOOR)
+        unit = e_max - FRAC
+        pa = fp_align(psig, pexp - MAN_P - tl.expand_dims(unit, AXIS), pneg, ALIGNED)
+        total = tl.sum(tl.where(pneg, -pa, pa), axis=AXIS)
+        ca = fp_align(csig, cexp - C_MAN - unit, cneg, ALIGNED)
+        total += tl.where(cneg, -ca, ca)
+        # an exact zero sum is +0, even from zeros of sign minus (as measured)
+        if RES_MAN > 0:   # rounded in a layout of RES_MAN fraction bits, widened exactly
+            bits = fp_round_pack(total < 0, tl.abs(total), unit, C_EXP, RES_MAN, TO_ZERO) << (C_MAN - RES_MAN)
+        else:
+            bits = fp_round_pack(total < 0, tl.abs(total), unit, C_EXP, C_MAN, TO_ZERO)
+    if not SUB_OUT:   # a result below the output's normals flushes (fpspec.arith.fused round_value)
+        bits = tl.where(((bits >> C_MAN) & ((1 << C_EXP) - 1)) == 0, 0, bits)
+    if not AMD:
+        # a negative sum that rounds to zero is +0 too: the datapath's magnitude has no sign
+        # (fpspec.arith.fused note [zero result])
+        bits = tl.where((bits & ((1 << (C_EXP + C_MAN)) - 1)) == 0, 0, bits)
+    INF: tl.constexpr = ((1 << C_EXP) - 1) << C_MAN
+    SIGN: tl.constexpr = 1 << (C_EXP + C_MAN)
+    if AMD:   # a finite product at or above 2^128 gives inf (nan for both signs)
+        big = (psig != 0) & (pexp + fp_msb(psig) - MAN_P >= 128)
+        over_pos = tl.max(tl.where(big & ~pneg, 1, 0), axis=AXIS) == 1
+        over_neg = tl.max(tl.where(big & pneg, 1, 0), axis=AXIS) == 1
+        bits = tl.where(over_pos, INF, bits)
+        bits = tl.where(over_neg, INF | SIGN, bits)
+        bits = tl.where(over_pos & over_neg, INF | (1 << (C_MAN - 1)), bits)
     # specials: nan if any nan or inf - inf, else the inf
     pos_inf = (tl.max(tl.where(pinf & ~pneg, 1, 0), axis=AXIS) == 1) | (cinf & ~cneg)
     neg_inf = (tl.max(tl.where(pinf & pneg, 1, 0), axis=AXIS) == 1) | (cinf & cneg)
     nan = (tl.max(tl.where(pnan, 1, 0), axis=AXIS) == 1) | cnan | (pos_inf & neg_inf)
-    INF: tl.constexpr = ((1 << C_EXP) - 1) << C_MAN
-    bits = tl.where(pos_inf, INF, bits)
-    bits = tl.where(neg_inf, INF | (1 << (C_EXP + C_MAN)), bits)
-    bits = tl.where(nan, INF | (1 << (C_MAN - 1)), bits)
-    return bits
-
-
-@triton.jit
-def fp_amd_node(pneg, pexp, psig, pinf, pnan, pe, cneg, cexp, csig, cinf, cnan, c_e, AXIS: tl.constexpr,
-                MAN_P: tl.constexpr, C_EXP: tl.constexpr, C_MAN: tl.constexpr, FRAC: tl.constexpr,
-                FLOOR: tl.constexpr, INTERLEAVE: tl.constexpr = 1):
-    """fp_fused_node's AMD form (fpspec.arith.fused note [amd combine]): the
-    products aligned among themselves (truncated toward zero, FRAC bits below their largest
-    exponent e_p), then the product sum floored onto 2^(e - 31) and c onto 2^(e - 24) at
-    e = max(e_p, e_c), one rounding to nearest even; a nonzero result keeps its sign even when
-    it rounds to zero.  A finite product at or above 2^128 gives inf (nan for both signs).
-    INTERLEAVE = 2 (fp8): the even and the odd products (along AXIS) aligned apart, each sum
-    floored onto the larger one's grid, and a c more than 25 binades below e dropped."""
-    if INTERLEAVE == 2:
-        if AXIS == 2:
-            odd = (tl.arange(0, pe.shape[2]) % 2 == 1)[None, None, :]
-        else:
-            odd = (tl.arange(0, pe.shape[1]) % 2 == 1)[None, :]
-        e0 = tl.maximum(tl.max(tl.where(odd, NEG_EXP, pe), axis=AXIS), FLOOR)
-        e1 = tl.maximum(tl.max(tl.where(odd, pe, NEG_EXP), axis=AXIS), FLOOR)
-        e_p = tl.maximum(e0, e1)
-        e_j = tl.where(odd, tl.expand_dims(e1, AXIS), tl.expand_dims(e0, AXIS))
-        pa = fp_shift(psig, pexp - MAN_P - (e_j - FRAC))
-        sa = tl.where(pneg, -pa, pa)
-        s0 = tl.sum(tl.where(odd, 0, sa), axis=AXIS)
-        s1 = tl.sum(tl.where(odd, sa, 0), axis=AXIS)
-        total = (s0 >> tl.minimum(e_p - e0, 62)) + (s1 >> tl.minimum(e_p - e1, 62))   # floors
-    else:
-        e_p = tl.maximum(tl.max(pe, axis=AXIS), FLOOR)
-        pa = fp_shift(psig, pexp - MAN_P - tl.expand_dims(e_p - FRAC, AXIS))
-        total = tl.sum(tl.where(pneg, -pa, pa), axis=AXIS)
-    unit = e_p - FRAC
-    e = tl.maximum(e_p, c_e)
-    sh = (e - 31) - unit                      # floor: arithmetic shifts of signed integers
-    s31 = tl.where(sh >= 0, total >> tl.minimum(tl.maximum(sh, 0), 62), total << tl.minimum(tl.maximum(-sh, 0), 62))
-    cs = tl.where(cneg, -csig, csig)
-    shc = (e - 24) - (cexp - C_MAN)
-    c24 = tl.where(shc >= 0, cs >> tl.minimum(tl.maximum(shc, 0), 62), cs << tl.minimum(tl.maximum(-shc, 0), 62))
-    if INTERLEAVE == 2:
-        c24 = tl.where(cexp >= e - 25, c24, 0)
-    exact = s31 + (c24 << 7)
-    bits = fp_round_pack(exact < 0, tl.abs(exact), e - 31, C_EXP, C_MAN, False)
-    bits = tl.where(exact == 0, 0, bits)
-    INF: tl.constexpr = ((1 << C_EXP) - 1) << C_MAN
-    SIGN: tl.constexpr = 1 << (C_EXP + C_MAN)
-    big = (psig != 0) & (pexp + fp_msb(psig) - MAN_P >= 128)
-    over_pos = tl.max(tl.where(big & ~pneg, 1, 0), axis=AXIS) == 1
-    over_neg = tl.max(tl.where(big & pneg, 1, 0), axis=AXIS) == 1
-    bits = tl.where(over_pos, INF, bits)
-    bits = tl.where(over_neg, INF | SIGN, bits)
-    bits = tl.where(over_pos & over_neg, INF | (1 << (C_MAN - 1)), bits)
-    # the inputs' own specials win (fp_fused_node's rules)
-    pos_inf = (tl.max(tl.where(pinf & ~pneg, 1, 0), axis=AXIS) == 1) | (cinf & ~cneg)
-    neg_inf = (tl.max(tl.where(pinf & pneg, 1, 0), axis=AXIS) == 1) | (cinf & cneg)
-    nan = (tl.max(tl.where(pnan, 1, 0), axis=AXIS) == 1) | cnan | (pos_inf & neg_inf)
-    bits = tl.where(pos_inf | neg_inf | nan, 0, bits)
     bits = tl.where(pos_inf, INF, bits)
     bits = tl.where(neg_inf, INF | SIGN, bits)
     bits = tl.where(nan, INF | (1 << (C_MAN - 1)), bits)
@@ -231,25 +208,96 @@ def fp_amd_node(pneg, pexp, psig, pinf, pnan, pe, cneg, cexp, csig, cinf, cnan, 
 
 
 @triton.jit
+def fp_amd_node(pneg, pexp, psig, pinf, pnan, pe, cneg, cexp, csig, c_e, AXIS: tl.constexpr,
+                MAN_P: tl.constexpr, C_EXP: tl.constexpr, C_MAN: tl.constexpr, FRAC: tl.constexpr,
+                FLOOR: tl.constexpr, INTERLEAVE: tl.constexpr = 1, ALIGNED: tl.constexpr = 0):
+    """fp_fused_node's AMD form (fpspec.arith.fused note [amd combine]): the products of each
+    of the INTERLEAVE sub-blocks (lanes j, j + INTERLEAVE, ... along AXIS) aligned among
+    themselves (rounded by ALIGNED, truncation on the hardware, FRAC bits below their largest
+    exponent e_j), the
+    sub-block sums floored onto the grid of the largest e_p; then the product sum floored onto
+    2^(e - 31) and c onto 2^(e - 24) at e = max(e_p, e_c) (with sub-blocks: a c more than 25
+    binades below e dropped), one rounding to nearest even; a nonzero result keeps its sign
+    even when it rounds to zero.  Returns the bits before the specials."""
+    lane = tl.arange(0, pe.shape[AXIS]) % INTERLEAVE
+    if AXIS == 2:
+        sub = lane[None, None, :]
+    else:
+        sub = lane[None, :]
+    e_p = tl.maximum(tl.max(pe, axis=AXIS), FLOOR)
+    if INTERLEAVE > 1:
+        e_p = e_p * 0 + FLOOR
+        for j in tl.static_range(INTERLEAVE):
+            e_p = tl.maximum(e_p, tl.max(tl.where(sub == j, pe, NEG_EXP), axis=AXIS))
+    total = e_p * 0
+    for j in tl.static_range(INTERLEAVE):
+        if INTERLEAVE > 1:
+            e_j = tl.maximum(tl.max(tl.where(sub == j, pe, NEG_EXP), axis=AXIS), FLOOR)
+            s_sig = tl.where(sub == j, psig, 0)
+        else:
+            e_j = e_p
+            s_sig = psig
+        pa = fp_align(s_sig, pexp - MAN_P - tl.expand_dims(e_j - FRAC, AXIS), pneg, ALIGNED)
+        s_j = tl.sum(tl.where(pneg, -pa, pa), axis=AXIS)
+        total += s_j >> tl.minimum(tl.maximum(e_p - e_j, 0), 62)    # floor: arithmetic shift
+    unit = e_p - FRAC
+    e = tl.maximum(e_p, c_e)
+    sh = (e - 31) - unit                      # floor: arithmetic shifts of signed integers
+    s31 = tl.where(sh >= 0, total >> tl.minimum(tl.maximum(sh, 0), 62), total << tl.minimum(tl.maximum(-sh, 0), 62))
+    cs = tl.where(cneg, -csig, csig)
+    shc = (e - 24) - (cexp - C_MAN)
+    c24 = tl.where(shc >= 0, cs >> tl.minimum(tl.maximum(shc, 0), 62), cs << tl.minimum(tl.maximum(-shc, 0), 62))
+    if INTERLEAVE > 1:
+        c24 = tl.where(c_e >= e - 25, c24, 0)
+    exact = s31 + (c24 << 7)
+    bits = fp_round_pack(exact < 0, tl.abs(exact), e - 31, C_EXP, C_MAN, False)
+    return tl.where(exact == 0, 0, bits)
+
+
+@triton.jit
+def fp_operand(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.constexpr = False,
+               EMIN: tl.constexpr = UNSET, SUB: tl.constexpr = True):
+    """fp_decode of one operand format, then (fpspec.arith.fused decode) the exponent clamped
+    at EMIN (a narrower format carried in fp32 bits: fp6, fp4) and, SUB False, values below
+    2^emin flushed to zero.  Returns fp_decode's parts and whether the value is zero before the
+    flush (inf * a flushed value is inf: fpspec.arith.fused decides specials first)."""
+    neg, exp, sig, inf, nan = fp_decode(bits, EXP_BITS, MAN_BITS, FN)
+    zero = (sig == 0) & ~inf & ~nan
+    if not SUB:
+        lo = 2 - (1 << (EXP_BITS - 1))
+        if FN == 2:   # fnuz: the bias one larger
+            lo = lo - 1
+        if EMIN != UNSET:
+            lo = EMIN
+        sig = tl.where(exp + fp_msb(sig) - MAN_BITS < lo, 0, sig)
+    if EMIN != UNSET:
+        sig = sig >> tl.minimum(tl.maximum(EMIN - exp, 0), 62)
+        exp = tl.maximum(exp, EMIN)
+    return neg, exp, sig, inf, nan, zero
+
+
+@triton.jit
 def fp_product(a_bits, b_bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.constexpr = False,
-               ZEXP: tl.constexpr = 0, B_EXP: tl.constexpr = 0, B_MAN: tl.constexpr = 0, B_FN: tl.constexpr = 0):
+               ZEXP: tl.constexpr = UNSET, B_EXP: tl.constexpr = 0, B_MAN: tl.constexpr = 0,
+               B_FN: tl.constexpr = False, A_EMIN: tl.constexpr = UNSET, B_EMIN: tl.constexpr = UNSET,
+               SUB_IN: tl.constexpr = True):
     """Exact products of broadcast-compatible a and b bit patterns, as parts for fp_fused_node.
 
-    Returns (neg, exp, sig, inf, nan); value = (-1)^neg * sig * 2^(exp - 2*MAN_BITS), or with
-    b of another format (B_EXP != 0: B_EXP, B_MAN, B_FN as fp_decode's) 2^(exp - MAN_BITS - B_MAN).
-    ZEXP != 0: a zero operand's exponent is ZEXP (fpspec.arith.fused note [zero exponent])."""
-    an, ae, asg, ainf, anan = fp_decode(a_bits, EXP_BITS, MAN_BITS, FN)
+    Returns (neg, exp, sig, inf, nan); value = (-1)^neg * sig * 2^(exp - MAN_BITS - B_MAN).
+    B_EXP, B_MAN, B_FN: b's format when it differs (0: a's).  A_EMIN, B_EMIN, SUB_IN: fp_operand.
+    ZEXP != UNSET: a zero operand's exponent is ZEXP (fpspec.arith.fused note [zero exponent])."""
+    an, ae, asg, ainf, anan, azero = fp_operand(a_bits, EXP_BITS, MAN_BITS, FN, A_EMIN, SUB_IN)
     if B_EXP == 0:
-        bn, be, bsg, binf, bnan = fp_decode(b_bits, EXP_BITS, MAN_BITS, FN)
+        bn, be, bsg, binf, bnan, bzero = fp_operand(b_bits, EXP_BITS, MAN_BITS, FN, B_EMIN, SUB_IN)
     else:
-        bn, be, bsg, binf, bnan = fp_decode(b_bits, B_EXP, B_MAN, B_FN)
-    azero = (asg == 0) & ~ainf & ~anan
-    bzero = (bsg == 0) & ~binf & ~bnan
+        bn, be, bsg, binf, bnan, bzero = fp_operand(b_bits, B_EXP, B_MAN, B_FN, B_EMIN, SUB_IN)
     nan = anan | bnan | (ainf & bzero) | (azero & binf)
     inf = (ainf | binf) & ~nan
     sig = tl.where(ainf | anan | binf | bnan, 0, asg * bsg)
-    if ZEXP != 0:
-        return an != bn, tl.where(azero, ZEXP, ae) + tl.where(bzero, ZEXP, be), sig, inf, nan
+    if ZEXP != UNSET:   # a flushed operand is a zero here
+        az = (asg == 0) & ~ainf & ~anan
+        bz = (bsg == 0) & ~binf & ~bnan
+        return an != bn, tl.where(az, ZEXP, ae) + tl.where(bz, ZEXP, be), sig, inf, nan
     return an != bn, ae + be, sig, inf, nan
 
 
@@ -257,7 +305,7 @@ def fp_product(a_bits, b_bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, F
 def fp_fused_rows(a_ptr, b_ptr, c_ptr, d_ptr, R, K: tl.constexpr, BLOCK_R: tl.constexpr,
                   IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, C_EXP: tl.constexpr,
                   C_MAN: tl.constexpr, FRAC: tl.constexpr, FLOOR: tl.constexpr,
-                  TO_ZERO: tl.constexpr, ZEXP: tl.constexpr = 0, C_EMIN: tl.constexpr = 0,
+                  TO_ZERO: tl.constexpr, ZEXP: tl.constexpr = UNSET, C_EMIN: tl.constexpr = UNSET,
                   AMD: tl.constexpr = False):
     """d[r] = fused(c[r] + sum_k a[r, k] * b[r, k]) for R independent rows (bits in, bits out)."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -832,17 +880,21 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
                       STORE_EXP: tl.constexpr = 0, STORE_MAN: tl.constexpr = 0,
                       IN_FN: tl.constexpr = False, RES_MAN: tl.constexpr = 0,
-                      ZEXP: tl.constexpr = 0, C_EMIN: tl.constexpr = 0, AMD: tl.constexpr = False,
-                      INTERLEAVE: tl.constexpr = 1, B_EXP: tl.constexpr = 0, B_MAN: tl.constexpr = 0,
-                      B_FN: tl.constexpr = 0):
+                      ZEXP: tl.constexpr = UNSET, C_EMIN: tl.constexpr = UNSET, AMD: tl.constexpr = False,
+                      B_EXP: tl.constexpr = 0, B_MAN: tl.constexpr = 0, B_FN: tl.constexpr = False,
+                      A_EMIN: tl.constexpr = UNSET, B_EMIN: tl.constexpr = UNSET, SUB_IN: tl.constexpr = True,
+                      SUB_OUT: tl.constexpr = True, ALIGNED: tl.constexpr = 0, INTERLEAVE: tl.constexpr = 1,
+                      NODE_EXP: tl.constexpr = 8, NODE_MAN: tl.constexpr = 23):
     """mm_chain_emulated with each node as one BM x BN x W tensor through fp_fused_node (int64).
-    B_EXP != 0: B holds another format (B_EXP, B_MAN, B_FN: an fp8 unit of two input formats).
 
     Few, wide operations: the fast form for the interpreter (TRITON_INTERPRET=1
     pays per operation); on a GPU its registers overflow.  W: WIDTH rounded up
     to a power of two; the extra lanes load zeros, which a fused node ignores (with
     ZEXP, MMA-Sim's conventions, they align at 2 ZEXP, below c's ZEXP).  The only
-    form with ZEXP, C_EMIN and AMD (fp_fused_node)."""
+    form with ZEXP, C_EMIN and AMD (fp_fused_node), b of another format (B_EXP, B_MAN,
+    B_FN; A_EMIN, B_EMIN: fp6 / fp4 held in fp32 bits), flushed subnormals, rounded aligned
+    terms, and nodes writing NODE_EXP / NODE_MAN (fp16: the chain carries fp16 bits, widened
+    to fp32 at the end, exactly)."""
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
     start = tl.load(segs_ptr + sid * 6)
     count = tl.load(segs_ptr + sid * 6 + 1)
@@ -859,14 +911,15 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         kk = start + ks.to(tl.int64) * stride
         a = tl.load(a_ptr + rm[:, None] * s_am + kk[None, :] * s_ak, mask=mm[:, None] & live[None, :], other=0)
         b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
-        pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN, IN_FN, ZEXP, B_EXP, B_MAN, B_FN)
-        if B_EXP == 0:
-            acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO, RES_MAN,
-                                ZEXP, C_EMIN, AMD, INTERLEAVE)
-        else:
-            acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, IN_MAN + B_MAN, 8, 23, FRAC, FLOOR, TO_ZERO, RES_MAN,
-                                ZEXP, C_EMIN, AMD, INTERLEAVE)
-        acc = fp_stored_bits(acc, STORE_EXP, STORE_MAN)
+        pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN, IN_FN, ZEXP,
+                                        B_EXP, B_MAN, B_FN, A_EMIN, B_EMIN, SUB_IN)
+        acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, IN_MAN + (IN_MAN if B_EXP == 0 else B_MAN),
+                            NODE_EXP, NODE_MAN, FRAC, FLOOR, TO_ZERO, RES_MAN, ZEXP, C_EMIN, AMD, INTERLEAVE,
+                            ALIGNED, SUB_OUT)
+        if NODE_MAN == 23:
+            acc = fp_stored_bits(acc, STORE_EXP, STORE_MAN)
+    if NODE_MAN != 23:
+        acc = fp_widen(acc, NODE_EXP, NODE_MAN)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)
 

@@ -33,7 +33,15 @@ FORMATS = {
     # AMD CDNA3's fp8 (bias one larger, no inf, no -0.0)
     "fp8e4m3fnuz": (4, 3, torch.float8_e4m3fnuz, torch.uint8),
     "fp8e5m2fnuz": (5, 2, torch.float8_e5m2fnuz, torch.uint8),
+    # fp6 and fp4 (fused chains on the emulated path): values in fp32 tensors, read as fp32
+    # bits with the exponent clamped at the format's emin (FUSED_EMIN), as fpspec.arith.fused
+    # decodes every format
+    "fp6e2m3": (8, 23, torch.float32, torch.int32),
+    "fp6e3m2": (8, 23, torch.float32, torch.int32),
+    "fp4e2m1": (8, 23, torch.float32, torch.int32),
 }
+# emin of the formats carried in fp32 (fpspec.arith.fused._FORMATS)
+FUSED_EMIN = {"fp6e2m3": 0, "fp6e3m2": -2, "fp4e2m1": 0}
 # fp_decode's FN of an input format: 1 for e4m3 (no inf), 2 for the fnuz formats, else 0 (IEEE)
 DECODE_KIND = {"fp8e4m3": 1, "fp8e4m3fnuz": 2, "fp8e5m2fnuz": 2}
 
@@ -68,13 +76,26 @@ class Numerics:
 
 class Fused:
     def __init__(self, width, extra_bits, floor, to_zero, zero_exponent=None, c_emin=None, amd=False,
-                 input_b=None, interleave=1):
+                 input_b=None, output="fp32", aligned=0, subnormal_inputs=True,
+                 subnormal_outputs=True, interleave=1):
         self.width, self.extra_bits, self.floor, self.to_zero = width, extra_bits, floor, to_zero
-        # B's format where it is not A's (an fp8 unit of two formats); AMD fp8's sub-blocks
-        self.input_b, self.interleave = input_b, interleave
         # MMA-Sim's conventions (fpspec.arith.fused note [zero exponent]) and AMD's combine
         # (note [amd combine]): the wide form only
         self.zero_exponent, self.c_emin, self.amd = zero_exponent, c_emin, amd
+        # b's format (None: a's), the format nodes write, their result's significand bits,
+        # aligned terms' rounding (0 truncate, 1 floor, 2 nearest even), subnormal flushing,
+        # AMD's sub-blocks: the wide form only as well
+        self.input_b, self.output, self.aligned = input_b, output, aligned
+        # fpspec.arith.fused FusedParams.result_precision (fp8 units: 24 + extra_bits bits)
+        self.result_bits = min(FORMATS[output][1] + 1, 24 + min(extra_bits, 0))
+        self.subnormal_inputs, self.subnormal_outputs, self.interleave = subnormal_inputs, subnormal_outputs, interleave
+
+    @property
+    def general(self):
+        """True where only the wide form computes these nodes (fp_fused_node's optional constexprs)."""
+        return (self.zero_exponent is not None or self.c_emin is not None or self.amd or self.input_b is not None
+                or self.output != "fp32" or self.aligned != 0 or not self.subnormal_inputs
+                or not self.subnormal_outputs or self.interleave != 1)
 
 
 class Replica:
@@ -187,7 +208,7 @@ class Replica:
         # bf16 through a bf16 or fp16 output: the probes cannot observe the floor (it is recorded as none)
         floor = hw["floor"] if f.floor is None and (nm.input == "fp16" or nm.output != "fp32") else f.floor
         if ((f.extra_bits, floor, f.to_zero) != (hw["extra_bits"], hw["floor"], hw["to_zero"]) or f.width > 16
-                or f.zero_exponent is not None or f.c_emin is not None or f.amd):
+                or f.general):
             return "the spec's fused nodes are not the H100's"
         segs = p.segs
         kinds = segs[:, 3]
@@ -242,7 +263,7 @@ class Replica:
                 # anything else is checked as by the NumPy and Numba replicas (lists, scalars, masked
                 # arrays, other dtypes, values off the format's grid): the same function, the same errors
                 kinds.add("numpy")
-                a = _input(v, name)
+                a = _input(v, name, i == 1)
                 t = torch.from_numpy(np.ascontiguousarray(a).reshape(a.shape)).to(dt)  # (0-d stays 0-d)
             _shape(name, types.SimpleNamespace(ndim=t.dim(), shape=tuple(t.shape)), ndim)   # (4, 5), not torch.Size
             tensors.append(t)
@@ -321,8 +342,9 @@ class Replica:
         exp_in, man_in, dt_in, it_in = FORMATS[nm.input]
         exp_out, man_out, dt_out, it_out = FORMATS[nm.output]
         fmt_b = nm.fused.input_b if nm.fused is not None and nm.fused.input_b else nm.input
-        if A.dtype != dt_in or B.dtype != FORMATS[fmt_b][2]:
-            raise TypeError(f"inputs must be {dt_in} and {FORMATS[fmt_b][2]}, got {A.dtype} and {B.dtype}")
+        exp_b, man_b, dt_b, it_b = FORMATS[fmt_b]
+        if A.dtype != dt_in or B.dtype != dt_b:
+            raise TypeError(f"inputs must be {dt_in} and {dt_b}, got {A.dtype} and {B.dtype}")
         p = self.plan(K, f"the inner dimension of {names[0]} and {names[1]}")
         if nm.input == "tf32":   # the low 13 fraction bits cleared (toward zero), on the host
             A = (A.view(torch.int32) & -8192).view(torch.float32)
@@ -357,7 +379,7 @@ class Replica:
                     s_n, BM, BN, cfg["BK"], direct, init, exp_out, man_out, cfg["GROUP"], p.aligned16, even_k,
                     store_exp, store_man), options)
         else:
-            Ab, Bb = A.view(it_in), B.view(it_in)
+            Ab, Bb = A.view(it_in), B.view(it_b)
             common = (M, N, Ab.stride(0), Ab.stride(1), Bb.stride(0), Bb.stride(1), s_slot, s_m, s_n)
             f = nm.fused
             if p.has_chain and f is None:
@@ -369,9 +391,8 @@ class Replica:
                 if width > f.width:
                     raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
                 form = self.emulated_kernel
-                conventions = f.zero_exponent is not None or f.c_emin is not None or f.amd
-                if conventions:
-                    form = "wide"   # MMA-Sim's conventions, AMD: fp_fused_node's ZEXP / C_EMIN / AMD
+                if f.general:
+                    form = "wide"   # MMA-Sim's conventions, AMD, two formats, fp16 nodes: fp_fused_node's
                 if form == "auto":
                     # the interpreter pays per operation, not per element: there the
                     # wide form (same arithmetic, few large operations) is the fast one.
@@ -390,12 +411,21 @@ class Replica:
                 if form == "wide":   # the wide form takes the tile shape only (fp32 / tf32 / fp8 inputs on a GPU)
                     cfg = {key: cfg[key] for key in ("BM", "BN", "num_warps") if key in cfg}
                     # e4m3 has no inf; fp8 units keep 13 fraction bits (23 + extra_bits < 23)
-                    cfg.update(IN_FN=DECODE_KIND.get(nm.input, 0), RES_MAN=min(23, 23 + f.extra_bits) % 23)
-                    if conventions:
-                        cfg.update(ZEXP=f.zero_exponent or 0, C_EMIN=f.c_emin or 0, AMD=f.amd,
-                                   INTERLEAVE=f.interleave)
+                    node_exp, node_man = FORMATS[f.output][:2]
+                    cfg.update(IN_FN=DECODE_KIND.get(nm.input, 0),
+                               RES_MAN=min(node_man, f.result_bits - 1) % node_man)
+                    if f.general:
+                        cfg.update(AMD=f.amd, NODE_EXP=node_exp, NODE_MAN=node_man, SUB_IN=f.subnormal_inputs,
+                                   SUB_OUT=f.subnormal_outputs, ALIGNED=f.aligned, INTERLEAVE=f.interleave)
+                        for key, value in (("ZEXP", f.zero_exponent), ("C_EMIN", f.c_emin)):
+                            if value is not None:
+                                cfg[key] = value
                     if fmt_b != nm.input:
-                        cfg.update(B_EXP=FORMATS[fmt_b][0], B_MAN=FORMATS[fmt_b][1], B_FN=DECODE_KIND.get(fmt_b, 0))
+                        cfg.update(B_EXP=exp_b, B_MAN=man_b, B_FN=DECODE_KIND.get(fmt_b, 0))
+                    if nm.input in FUSED_EMIN:
+                        cfg["A_EMIN"] = FUSED_EMIN[nm.input]
+                    if fmt_b in FUSED_EMIN:
+                        cfg["B_EMIN"] = FUSED_EMIN[fmt_b]
                 if form == "tile":
                     arith = self._arith(A.device)
                     if specials is None and self.emulated_specials == "tile":

@@ -11,7 +11,7 @@ import triton.language as tl
 
 
 from fpspec.arith import fused_node, get_params
-from fpspec.compile.triton_kernels import fp_fused_rows, fp_node_e_max, fp_store_native, fp_store_slot
+from fpspec.compile.triton_kernels import UNSET, fp_fused_rows, fp_node_e_max, fp_store_native, fp_store_slot
 
 VECTORS = Path(os.environ["FPSPEC_TC_VECTORS"])   # located by tests/conftest.py
 BITS = {"fp16": (5, 10), "bf16": (8, 7), "fp32": (8, 23)}
@@ -51,7 +51,8 @@ def run_rows(a, b, c, params):
         torch.from_numpy(a_bits.copy()), torch.from_numpy(b_bits.copy()), torch.from_numpy(c_bits.copy()),
         out, rows, width, block, *BITS[params.input], *BITS[params.output],
         23 + params.extra_bits, -100000 if params.exponent_floor is None else params.exponent_floor,
-        params.result == "rz", params.zero_exponent or 0, params.c_emin or 0, params.combine == "amd")
+        params.result == "rz", UNSET if params.zero_exponent is None else params.zero_exponent,
+        UNSET if params.c_emin is None else params.c_emin, params.combine == "amd")
     return out.numpy()
 
 

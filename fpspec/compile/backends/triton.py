@@ -24,8 +24,10 @@ from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Fold, FusedCh
 from fpspec.compile.numerics import stores_fused
 
 PATHS = ("auto", "native", "emulated")
-_FP8 = ("fp8e4m3", "fp8e5m2", "fp8e4m3fnuz", "fp8e5m2fnuz")
-_FORMATS = ("fp16", "bf16", "fp32", "tf32") + _FP8   # tf32, fp8: input formats only
+# tf32, fp8, fp6, fp4: input formats only
+_FORMATS = ("fp16", "bf16", "fp32", "tf32", "fp8e4m3", "fp8e5m2", "fp8e4m3fnuz", "fp8e5m2fnuz", "fp6e2m3",
+            "fp6e3m2", "fp4e2m1")
+_NARROW = ("fp8e4m3", "fp8e5m2", "fp8e4m3fnuz", "fp8e5m2fnuz", "fp6e2m3", "fp6e3m2", "fp4e2m1")
 _ENTRY = {"sum": "sum(x) (and sums(X), every column)", "dot": "dot(x, y, path=PATH)", "gemv": "gemv(A, x, path=PATH)",
           "gemm": "gemm(A, B, path=PATH)"}
 # the replica's entry point per op: every op is a matrix product of the driver
@@ -57,13 +59,15 @@ class TritonBackend(Backend):
                 raise CompileError(f"triton: using({r.name}, ...) is supported only where the section narrows "
                                    "the accumulator to fp16 or bf16 around fused nodes (their results stored "
                                    "into it); compile for numpy or numba")
-        if ar.accumulator != "fp32":
-            raise CompileError(f"triton: accumulator {ar.accumulator} is not supported (only fp32)")
-        if ar.output in ("tf32",) + _FP8:
+        fp16_nodes = ar.fused is not None and ar.fused.output == "fp16" == ar.accumulator
+        if ar.accumulator != "fp32" and not fp16_nodes:
+            raise CompileError(f"triton: accumulator {ar.accumulator} is not supported (only fp32, or fp16 written "
+                               "by fused nodes)")
+        if ar.output == "tf32" or ar.output in _NARROW:
             raise CompileError(f"triton: output {ar.output} is not supported (its units write fp32)")
-        if ar.input.startswith("fp8") and any(isinstance(r, (Fold, Pairwise, TreeReduce, Lanes, Blocks, Chunks,
-                                                             Segments, Table)) for r in _reducers(kernel)):
-            raise CompileError("triton: fp8 inputs are supported in chains of fused nodes only; compile for numpy")
+        if ar.input in _NARROW and any(isinstance(r, _BINARY) for r in _reducers(kernel)):
+            raise CompileError(f"triton: fp8 inputs (and fp6, fp4; here {ar.input}) are supported in chains of "
+                               "fused nodes only; compile for numpy")
         if ar.product == "fma_first":
             raise CompileError("triton: product = fma_first is not supported; compile for numpy or numba")
         if kernel.op == "sum" and ar.product != "none":
@@ -76,24 +80,7 @@ class TritonBackend(Backend):
                                    "(write product = fma or rounded)")
         f = ar.fused
         if f is not None:
-            if f.input_b is not None and (f.input not in _FP8 or f.input_b not in _FP8):
-                raise CompileError(f"triton: fused nodes of {f.input} x {f.input_b} are not supported (two input "
-                                   "formats: fp8 ones only); compile for numpy")
-            if f.interleave not in (1, 2) or (f.interleave == 2 and f.combine != "amd"):
-                raise CompileError(f"triton: fused nodes of {f.interleave} interleaved sub-blocks are not "
-                                   "supported (AMD's fp8 combine: 2); compile for numpy")
-            if f.combine == "amd" and f.result != "rne":
-                raise CompileError("triton: AMD's combine rounds to nearest (result = rne)")
-            if f.zero_exponent == 0 or f.c_emin == 0:
-                raise CompileError("triton: zero_exponent = 0 and c_emin = 0 are not supported")
-            if f.aligned != "truncate" or not f.c_aligned:
-                raise CompileError("triton: fused nodes must truncate aligned terms with c in the alignment")
-            if not (f.subnormal_inputs and f.subnormal_outputs):
-                raise CompileError("triton: fused nodes that flush subnormals are not supported")
-            fp8 = f.input in _FP8
-            if (f.extra_bits < 0 and not fp8) or f.output != "fp32" or f.input not in _FORMATS:
-                raise CompileError(f"triton: fused nodes {f.input} -> {f.output} with {f.extra_bits} extra bits "
-                                   "are not supported")
+            _check_fused(kernel, f)
         if any(isinstance(r, FusedChain) for r in _reducers(kernel)) and f is None:
             raise CompileError("triton: the order has fused chains but the arithmetic has no fused section")
         if any(isinstance(r, Pad) for r in _reducers(kernel)) and (ar.product in ("fma", "exact") or f is not None):
@@ -131,6 +118,31 @@ class TritonBackend(Backend):
         )
 
 
+# fused nodes' formats the emulated kernels read: a's (the spec's input) and b's (input_b)
+_FUSED_INPUTS = ("fp16", "bf16", "tf32") + _NARROW
+_BINARY = (Fold, Pairwise, TreeReduce, Lanes, Blocks, Chunks, Segments, Table)
+
+
+def _check_fused(kernel: Kernel, f) -> None:
+    """Refuse, in one line naming the parameter, the fused nodes the emulated kernels cannot compute."""
+    if f.combine == "amd" and f.result != "rne":
+        raise CompileError("triton: AMD's combine rounds to nearest (result = rne)")
+    if not f.c_aligned:
+        # the products' truncated sum meets c unaligned, in one float64 round-to-odd addition
+        # (fpspec.arith.fused _sum_round_to_odd): no named set has it, the kernels do not
+        raise CompileError("triton: fused c_aligned = false (c added after the alignment) is not supported; "
+                           "compile for numpy or numba")
+    for what, fmt in (("input", f.input), ("input_b", f.input_b or f.input)):
+        if fmt not in _FUSED_INPUTS:
+            raise CompileError(f"triton: fused {what} {fmt} is not supported "
+                               f"(expected one of {', '.join(_FUSED_INPUTS)})")
+    if f.output not in ("fp32", "fp16"):
+        raise CompileError(f"triton: fused output {f.output} is not supported (fp32 or fp16)")
+    if f.output != "fp32" and any(isinstance(r, _BINARY + (WithArithmetic,)) for r in _reducers(kernel)):
+        raise CompileError(f"triton: fused nodes writing {f.output} are supported in chains of fused nodes only "
+                           "(the kernels add partial results in fp32); compile for numpy")
+
+
 def _numerics(kernel: Kernel) -> str:
     """The replica's Numerics(...) of the spec's arithmetic, as source."""
     ar = kernel.arithmetic
@@ -138,7 +150,9 @@ def _numerics(kernel: Kernel) -> str:
     fused = ("None" if f is None else
              f"Fused(width={f.w}, extra_bits={f.extra_bits}, floor={f.exponent_floor}, "
              f"to_zero={f.result == 'rz'}, zero_exponent={f.zero_exponent}, c_emin={f.c_emin}, "
-             f"amd={f.combine == 'amd'}, input_b={f.input_b!r}, interleave={f.interleave})")
+             f"amd={f.combine == 'amd'}, input_b={f.input_b!r}, output={f.output!r}, "
+             f"aligned={('truncate', 'floor', 'rne').index(f.aligned)}, subnormal_inputs={f.subnormal_inputs}, "
+             f"subnormal_outputs={f.subnormal_outputs}, interleave={f.interleave})")
     return (f"Numerics(input={ar.input!r}, accumulator={ar.accumulator!r}, output={ar.output!r}, "
             f"product={ar.product!r}, init={ar.init!r}, fused={fused})")
 

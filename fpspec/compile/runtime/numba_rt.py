@@ -912,7 +912,7 @@ def api_sums(X):
 
 def api_dot(x, y):
     """The spec's dot product of the 1-D arrays x and y."""
-    x, y = _carried(_input(x, "x")), _carried(_input(y, "y"))
+    x, y = _carried(_input(x, "x")), _carried(_input(y, "y", True))
     _shape("x", x, 1)
     _shape("y", y, 1)
     if x.shape != y.shape:
@@ -923,7 +923,7 @@ def api_dot(x, y):
 
 def api_gemv(A, x):
     """A @ x, each output element in the spec's order over the columns of A."""
-    A, x = _carried(_input(A, "A")), _carried(_input(x, "x"))
+    A, x = _carried(_input(A, "A")), _carried(_input(x, "x", True))
     _shape("A", A, 2)
     _shape("x", x, 1)
     if A.shape[1] != x.shape[0]:
@@ -939,7 +939,7 @@ def api_gemv(A, x):
 
 def api_gemm(A, B):
     """A @ B, each output element in the spec's order over the inner dimension."""
-    A, B = _carried(_input(A, "A")), _carried(_input(B, "B"))
+    A, B = _carried(_input(A, "A")), _carried(_input(B, "B", True))
     _shape("A", A, 2)
     _shape("B", B, 2)
     if A.shape[1] != B.shape[0]:

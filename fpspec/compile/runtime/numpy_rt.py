@@ -242,7 +242,7 @@ def api_sums(X):
 
 def api_dot(x, y):
     """The spec's dot product of the 1-D arrays x and y."""
-    x, y = _input(x, "x"), _input(y, "y")
+    x, y = _input(x, "x"), _input(y, "y", True)
     _shape("x", x, 1)
     _shape("y", y, 1)
     if x.shape != y.shape:
@@ -254,7 +254,7 @@ def api_dot(x, y):
 
 def api_gemv(A, x):
     """A @ x, each output element in the spec's order over the columns of A."""
-    A, x = _input(A, "A"), _input(x, "x")
+    A, x = _input(A, "A"), _input(x, "x", True)
     _shape("A", A, 2)
     _shape("x", x, 1)
     if A.shape[1] != x.shape[0]:
@@ -266,7 +266,7 @@ def api_gemv(A, x):
 
 def api_gemm(A, B):
     """A @ B, each output element in the spec's order over the inner dimension."""
-    A, B = _input(A, "A"), _input(B, "B")
+    A, B = _input(A, "A"), _input(B, "B", True)
     _shape("A", A, 2)
     _shape("B", B, 2)
     if A.shape[1] != B.shape[0]:

@@ -15,6 +15,7 @@ N_MIN, N_MAX = 1, None
 _IN_DTYPE = np.float32
 _IN_NAME = 'fp32'
 _IN_GRID = None
+_IN_B = None
 _SUM_FUSED = False
 _ACC = np.float32  # carrier of partial sums (fp32)
 _ACC_FMT = None
@@ -83,8 +84,9 @@ def _final(acc):
     return np.asarray(acc).astype(_OUT_DTYPE)
 
 
-def _input(x, what):
-    """x as an array of the spec's input dtype (no silent conversion)."""
+def _input(x, what, b=False):
+    """x as an array of the spec's input dtype (no silent conversion); b: the second operand."""
+    in_name, in_grid = _IN_B if b and _IN_B is not None else (_IN_NAME, _IN_GRID)
     if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
         raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
                         f"(pass {what}.filled(0) or {what}.compressed() to say which)")
@@ -98,10 +100,10 @@ def _input(x, what):
     if x.dtype != _IN_DTYPE and not (_IN_GRID is not None and x.dtype == np.float64):
         raise TypeError(f"{what} has dtype {x.dtype}, but this replica of {_NAME} takes "
                         f"{np.dtype(_IN_DTYPE).name} arrays (input format {_IN_NAME})")
-    if _IN_GRID is not None:
+    if in_grid is not None:
         finite = x[np.isfinite(x)].astype(np.float64)
-        if not np.array_equal(round_value(finite, *_IN_GRID, "rne"), finite):
-            raise ValueError(f"{what} holds values that are not {_IN_NAME} values")
+        if not np.array_equal(round_value(finite, *in_grid, "rne"), finite):
+            raise ValueError(f"{what} holds values that are not {in_name} values")
     return x
 
 
