@@ -628,6 +628,7 @@ _SCHEDULED = False       # whether gemv and gemm run by note [schedules]
 _SCHED_FUSED = False     # whether the schedule has fused nodes (gemm only)
 _SCHEDULES = {}          # (entry, n) -> (rows, side, root, phantoms), or None where recording failed
 _SCHED_OPS = ()          # (object, op code, kind) for `_record_plan`
+_SCHED_CODES = frozenset()   # the op codes the kernel has a branch for (-1: nothing to run)
 _SCHED_VALUES = 1 << 18  # values a thread holds: the tile of outputs is this over the number of rows
 _SCHED_MAX_N = 1 << 18   # the longest order recorded
 _NO_CODES = np.empty((0, 0), np.int32)
@@ -686,7 +687,8 @@ def _schedule(n):
             for i in range(int(row[3])):
                 side[row[2] + i] = leaf(row[1], side[row[2] + i])
             row[1] = 0
-    _SCHEDULES[key] = (ops, np.array(side, np.int64), root, phantoms)
+    ran = set(ops[:, 0].tolist()) <= _SCHED_CODES       # every row has its branch in the kernel
+    _SCHEDULES[key] = (ops, np.array(side, np.int64), root, phantoms) if ran else None
     return _SCHEDULES[key]
 
 
