@@ -552,7 +552,9 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
         code = next(codes) if code is None else code
         if kind != "negated_zero":      # -_ZERO is recorded through `_PlanZero` (its code: zero's + 1)
             table.append((obj, f"({code}, {code + 1})" if kind == "zero" else str(code), kind))
-        if lines is not None and (kind in ("zero", "negated_zero") or used(obj)):
+        # (a carrier is one object under every name it has: `_ACC` and a region's np.float32 record
+        # as one code, so value rows always have their branch)
+        if lines is not None and (kind in ("zero", "negated_zero", "value") or used(obj)):
             branches.append(f"elif c == {code}:   # {obj}\n" + "\n".join("    " + x for x in lines))
             ran.append(code)
         return code

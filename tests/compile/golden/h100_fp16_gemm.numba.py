@@ -615,6 +615,14 @@ def _sched_gemm(A, B, out, ops, side, root, width, ea, ma, eb, mb, part=0, parts
                 y0 = B[ops[t, 2], j0:j0 + w]
                 for j in range(w):
                     v[j] = _term_xy(x0, y0[j])
+            elif c == 6:   # _round_acc
+                a0 = vs[ops[t, 1]]
+                for j in range(w):
+                    v[j] = _round_acc(a0[j])
+            elif c == 7:   # _ACC
+                a0 = vs[ops[t, 1]]
+                for j in range(w):
+                    v[j] = _ACC(a0[j])
             elif c == 9:   # _fused_range
                 a0 = vs[ops[t, 4]]
                 for j in range(w):
@@ -640,7 +648,7 @@ _SCHED_OPS = (
     (_fused_range, 9, 'fused_range'),
     (_fused_core, 10, 'fused_core'),
 )
-_SCHED_CODES = frozenset((-1, 0, 1, 2, 9))   # the rows `_sched_gemm` runs
+_SCHED_CODES = frozenset((-1, 0, 1, 2, 6, 7, 9))   # the rows `_sched_gemm` runs
 _SCHED_VALUES = 1 << 18
 _SCHED_MAX_N = 1 << 18
 _NO_CODES = np.empty((0, 0), np.int32)
