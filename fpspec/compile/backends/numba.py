@@ -1,8 +1,8 @@
 """Numba backend: the loops of fpspec.compile.loops, one output element per call.
 
 Partial sums are scalars in the accumulator's carrier (float32, float64, or
-float64 holding an emulated narrow format); parallel loops over the output
-elements; fastmath off.  Functions come from fpspec.compile.runtime.numba_rt,
+float64 holding an emulated narrow format); loops over the output elements on
+threads; fastmath off.  Functions come from fpspec.compile.runtime.numba_rt,
 embedded so the replica imports only numpy and numba.
 """
 from __future__ import annotations
@@ -30,8 +30,12 @@ from fpspec.compile.runtime import numba_rt
 # each literal argument a caller passes (`_one_signature` in the template;
 # literal arguments of generated functions are np.int64 for the same
 # reason, fpspec.compile.loops `typed_ints`); copies between arrays are
-# loops (numba compiles a slice assignment for seconds); parallel kernels
-# compile only when their public function is first called.
+# loops (numba compiles a slice assignment for seconds); kernels over
+# outputs compile only when their public function is first called, with
+# nogil, run on threads (a numba parallel loop compiles for seconds more);
+# gemv and gemm run the order from rows recorded per n through one small
+# compiled loop (note [schedules] in fpspec.compile.runtime.numba_rt), with
+# only the branches for the operations the order's code has.
 INLINE = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_final", "_round_out")
 
 # the compiled kernel behind each public function
@@ -536,12 +540,23 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
     branches: list[str] = []
     codes = iter(range(1 << 20))
 
+    # the operations the order's code can record: a kernel without the others compiles faster
+    # (`_schedule` takes the compiled order where a row has no branch here)
+    called = "\n".join(line for f in program.functions for line in f.body)
+    ran: list[int] = []
+
+    def used(obj: str) -> bool:
+        return program.uses_tables or re.search(rf"(?<![\w.]){re.escape(obj)}\(", called) is not None
+
     def add(obj: str, kind: str, lines: list[str] | None, code: int | None = None) -> int:
         code = next(codes) if code is None else code
         if kind != "negated_zero":      # -_ZERO is recorded through `_PlanZero` (its code: zero's + 1)
             table.append((obj, f"({code}, {code + 1})" if kind == "zero" else str(code), kind))
-        if lines is not None:
+        # (a carrier is one object under every name it has: `_ACC` and a region's np.float32 record
+        # as one code, so value rows always have their branch)
+        if lines is not None and (kind in ("zero", "negated_zero", "value") or used(obj)):
             branches.append(f"elif c == {code}:   # {obj}\n" + "\n".join("    " + x for x in lines))
+            ran.append(code)
         return code
 
     def each(expr: str) -> list[str]:
@@ -614,7 +629,8 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
         plain.insert(0, "_fused_decode")
     parts += [kernel_src,
               "_SCHEDULES = {}   # (entry, n) -> its rows (note [schedules])\n"
-              f"_SCHED_OPS = (\n{rows})\n_SCHED_VALUES = 1 << 18\n_SCHED_MAX_N = 1 << 18\n"
+              f"_SCHED_OPS = (\n{rows})\n_SCHED_CODES = frozenset({(-1, *ran)})   # the rows `{head[4:15]}` runs\n"
+              "_SCHED_VALUES = 1 << 18\n_SCHED_MAX_N = 1 << 18\n"
               "_NO_CODES = np.empty((0, 0), np.int32)",
               embed(numba_rt, plain)]
     return "\n\n".join(parts)

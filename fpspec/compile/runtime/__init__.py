@@ -8,8 +8,16 @@ template defines (`_ACC`, `_ACC_FMT`, ...): see each backend's render module.
 """
 from __future__ import annotations
 
+import functools
+import importlib
 import inspect
 import textwrap
+
+
+@functools.lru_cache(maxsize=None)
+def _source(module_name: str, name: str) -> str:
+    # inspect parses the whole module to find a class: once per class, not once per replica
+    return textwrap.dedent(inspect.getsource(getattr(importlib.import_module(module_name), name)))
 
 
 def embed(module, names, rename=None, decorator: str | None = None) -> str:
@@ -18,7 +26,7 @@ def embed(module, names, rename=None, decorator: str | None = None) -> str:
     rename = rename or {}
     parts = []
     for name in names:
-        src = textwrap.dedent(inspect.getsource(getattr(module, name)))
+        src = _source(module.__name__, name)
         new = rename.get(name, name)
         if new != name:
             src = src.replace(f"def {name}(", f"def {new}(", 1)

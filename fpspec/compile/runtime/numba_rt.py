@@ -27,6 +27,8 @@ _FP_W = 16
 _FP_F, _FP_EMIN_IN, _FP_FLOOR, _FP_ALIGNED, _FP_C_ALIGNED = 25, -14, -133, 0, True
 _FP_RZ, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_SUB_IN, _FP_SUB_OUT = True, 24, -126, 127, True, True
 _FP_EMIN_IN_B, _FP_ZEXP_ON, _FP_ZEXP, _FP_C_EMIN, _FP_AMD, _FP_INTERLEAVE = -14, False, -126, -126, False, 1
+_FP_IN_TINY, _FP_IN_TINY_B, _FP_OUT_TINY = 2.0 ** -14, 2.0 ** -14, 2.0 ** -126
+_FP_OUT_OVER_RZ, _FP_OUT_OVER_RN = 2.0 ** 128, (2.0 - 2.0 ** -23) * 2.0 ** 127
 
 
 @intrinsic
@@ -628,6 +630,8 @@ _SCHEDULED = False       # whether gemv and gemm run by note [schedules]
 _SCHED_FUSED = False     # whether the schedule has fused nodes (gemm only)
 _SCHEDULES = {}          # (entry, n) -> (rows, side, root, phantoms), or None where recording failed
 _SCHED_OPS = ()          # (object, op code, kind) for `_record_plan`
+_SCHED_CODES = frozenset()   # the op codes the kernel has a branch for (-1: nothing to run)
+_reduce = _sched_gemm = _sched_gemv = None   # the template defines them (note [schedules])
 _SCHED_VALUES = 1 << 18  # values a thread holds: the tile of outputs is this over the number of rows
 _SCHED_MAX_N = 1 << 18   # the longest order recorded
 _NO_CODES = np.empty((0, 0), np.int32)
@@ -686,7 +690,8 @@ def _schedule(n):
             for i in range(int(row[3])):
                 side[row[2] + i] = leaf(row[1], side[row[2] + i])
             row[1] = 0
-    _SCHEDULES[key] = (ops, np.array(side, np.int64), root, phantoms)
+    ran = set(ops[:, 0].tolist()) <= _SCHED_CODES       # every row has its branch in the kernel
+    _SCHEDULES[key] = (ops, np.array(side, np.int64), root, phantoms) if ran else None
     return _SCHEDULES[key]
 
 

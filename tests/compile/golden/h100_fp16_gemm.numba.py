@@ -617,23 +617,6 @@ def _sched_gemm(A, B, out, ops, side, root, width, ea, ma, eb, mb, part=0, parts
                 y0 = B[ops[t, 2], j0:j0 + w]
                 for j in range(w):
                     v[j] = _term_xy(x0, y0[j])
-            elif c == 3:   # _add
-                a0, a1 = vs[ops[t, 1]], vs[ops[t, 2]]
-                for j in range(w):
-                    v[j] = _add(a0[j], a1[j])
-            elif c == 4:   # _add_leaf
-                a0 = vs[ops[t, 2]]
-                x0 = A[i, ops[t, 3]]
-                y0 = B[ops[t, 3], j0:j0 + w]
-                for j in range(w):
-                    v[j] = _add_leaf_xy(_ACC(a0[j]), x0, y0[j])
-            elif c == 5:   # _add_leaves
-                x0 = A[i, ops[t, 2]]
-                y0 = B[ops[t, 2], j0:j0 + w]
-                x1 = A[i, ops[t, 3]]
-                y1 = B[ops[t, 3], j0:j0 + w]
-                for j in range(w):
-                    v[j] = _add_leaf_xy(_term_xy(x0, y0[j]), x1, y1[j])
             elif c == 6:   # _round_acc
                 a0 = vs[ops[t, 1]]
                 for j in range(w):
@@ -649,8 +632,6 @@ def _sched_gemm(A, B, out, ops, side, root, width, ea, ma, eb, mb, part=0, parts
                 _fused_tile(ea, ma, eb, mb, i, j0, w, side, ops[t, 2], 0, 1, ops[t, 3], cv, v, emax, total, cexps, csigs)
                 for j in range(w):
                     v[j] = _ACC(v[j])
-            elif c == 10:   # _fused_core
-                _fused_tile(ea, ma, eb, mb, i, j0, w, side, ops[t, 2], 0, 1, ops[t, 3], vs[ops[t, 4]], v, emax, total, cexps, csigs)
         r = vs[root]
         for j in range(w):
             out[i, j0 + j] = _final(_ACC(r[j]))
@@ -669,6 +650,7 @@ _SCHED_OPS = (
     (_fused_range, 9, 'fused_range'),
     (_fused_core, 10, 'fused_core'),
 )
+_SCHED_CODES = frozenset((-1, 0, 1, 2, 6, 7, 9))   # the rows `_sched_gemm` runs
 _SCHED_VALUES = 1 << 18
 _SCHED_MAX_N = 1 << 18
 _NO_CODES = np.empty((0, 0), np.int32)
@@ -745,7 +727,8 @@ def _schedule(n):
             for i in range(int(row[3])):
                 side[row[2] + i] = leaf(row[1], side[row[2] + i])
             row[1] = 0
-    _SCHEDULES[key] = (ops, np.array(side, np.int64), root, phantoms)
+    ran = set(ops[:, 0].tolist()) <= _SCHED_CODES       # every row has its branch in the kernel
+    _SCHEDULES[key] = (ops, np.array(side, np.int64), root, phantoms) if ran else None
     return _SCHEDULES[key]
 
 
