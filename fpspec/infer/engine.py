@@ -803,7 +803,7 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
     probe_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_PROBE)})
     targets = {n: _bounded(make(n), src.budget) for n in check_ns}
     try:
-        out, _ = probe_spec_arithmetic(base, targets, {n: src.trees[n] for n in check_ns},
+        out, _ = probe_spec_arithmetic(base, targets, {n: _spec_tree(spec, n, src.trees[n]) for n in check_ns},
                                        report, seed=seed, probe_ns=probe_ns)
     except FpspecError as e:
         if isinstance(e, RevealRefused) or "fused" not in str(e):
@@ -816,6 +816,16 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
                                f"reproduce them at every n checked")
                             + f"; no arithmetic written ({e})") from None
     return (spec, out) if out.header.arithmetics else None
+
+
+def _spec_tree(spec: A.Spec, n: int, revealed: Tree) -> Tree:
+    """The spec's tree at n where revelation sees it as `revealed`: it keeps the fused pairs
+    that reveal as binary nodes (fpspec.tree.observable), which the arithmetic needs."""
+    try:
+        t = expand(spec, n)
+    except FpspecError:
+        return revealed
+    return t if observable(t) == observable(revealed) else revealed
 
 
 def _bounded(target, budget: Budget):
