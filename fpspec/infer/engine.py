@@ -765,9 +765,33 @@ def _probe_report(src: _Reveal, make):
     if n is None:
         return None
     try:
-        return probe_arithmetic(make(n), src.trees[n])
+        target = make(n)
+        wider = _widest_output(make, [m for m in src.trees if 2 <= m <= 1024 and m != n], target)
+        if wider is not None:
+            target = dataclasses.replace(target, out_fmt=wider)
+        return probe_arithmetic(target, src.trees[n])
     except FpspecError:
         return None
+
+
+# the results at one n may all fit a narrower format than at another (an fp32
+# sum whose last additions round to fp16 at most n): the output format is the
+# widest observed at a few revealed n (fpspec.arith.probe note [observed output format])
+OUTPUT_NS = 6
+
+
+def _widest_output(make, ns: list, target) -> str | None:
+    """The widest output format observed at OUTPUT_NS of `ns` when wider than the
+    target's declared one, else None."""
+    from fpspec.arith.probe import observed_output_format
+    from fpspec.formats import get_format
+
+    best = target.out_fmt
+    for m in _spread_pick(sorted(ns), OUTPUT_NS):
+        got = observed_output_format(make(m))
+        if get_format(got).precision > get_format(best).precision:
+            best = got
+    return None if best == target.out_fmt else best
 
 
 # Note [arithmetic per part]: one arithmetic probed at one n need not hold at
