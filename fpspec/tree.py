@@ -658,7 +658,8 @@ def chain_shape(t: Tree) -> tuple[int, int | None] | None:
     groups.reverse()
     m = sum(groups)
     rest = groups[1:]
-    if rest and groups[0] == max(rest) + 1 and min(rest) == max(rest):   # a first group of one, in the next node
+    # a first group of one, in the next node (not where the rest are single: ((0 1) 2) is w = 2, short last)
+    if rest and groups[0] == max(rest) + 1 and min(rest) == max(rest) > 1:
         return (rest[0], 0) if m % rest[0] == 1 else None
     w = max(groups)
     short = [i for i, g in enumerate(groups) if g != w]

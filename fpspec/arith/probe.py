@@ -551,7 +551,59 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
 
     Probe inputs go inside the nodes the tree identifies; expected outcomes
     come from the exact model (fpspec.arith.evaluate), never from a table.
+    A revealed tree with fused nodes is also probed with its chain pairs fused
+    (note [chain pairs]); the first whose random check passes is kept.
     """
+    report = _probe_tree(target, tree, seed=seed, rows=rows, checks=checks)
+    paired = chain_pairs_fused(tree)
+    if report.consistent or paired is tree:
+        return report
+    other = _probe_tree(target, paired, seed=seed, rows=rows, checks=checks)
+    if not other.consistent:
+        return report
+    return replace(other, lines=other.lines[:1] + [
+        "binary nodes of the chain (its first group of two products, its last node over one) probed as "
+        "fused pairs: a fused node of two children reveals as a binary node"] + other.lines[1:])
+
+
+# Note [probe ties]: the fused probes place a few terms so that each field
+# shows on its own; some fields (the result rounding under truncated
+# alignment, say) then fit every probe both ways and differ only where many
+# terms meet.  Those ties are broken on random inputs over the whole tree:
+# the candidates with the fewest differing outputs stay.
+
+# Note [chain pairs]: a fused node of two children has the l(i, j) of a
+# binary node (fpspec.tree.observable), so a revealed chain shows its first
+# group of two products, and its last node over one product, as binary nodes.
+# Probed as binary additions they give wrong fused parameters (or none), so a
+# tree with fused nodes is probed again with those nodes fused.
+def chain_pairs_fused(tree):
+    """`tree` with its chain's binary nodes fused: a node of two leaves that is the first
+    child of a fused node, and a node (fused node, leaf); `tree` itself when there are none."""
+    if not any(isinstance(s, Node) and s.fused for s in postorder(tree)):
+        return tree
+    results: list = []
+    changed = False
+    for s in postorder(tree):
+        if isinstance(s, int):
+            results.append(s)
+            continue
+        k = len(s.children)
+        kids = list(results[-k:])
+        del results[-k:]
+        first = kids[0]
+        if (s.fused and isinstance(first, Node) and not first.fused and len(first.children) == 2
+                and all(isinstance(c, int) for c in first.children)):
+            kids[0], changed = Node(first.children, True), True
+        fused = s.fused
+        if (not fused and k == 2 and isinstance(first, Node) and first.fused
+                and isinstance(kids[1], int)):
+            fused, changed = True, True
+        results.append(Node(tuple(kids), fused))
+    return results[0] if changed else tree
+
+
+def _probe_tree(target, tree, *, seed: int, rows: int, checks: int) -> ProbeReport:
     if len(leaves(tree)) != target.n:
         raise FpspecError(f"the tree has {len(leaves(tree))} leaves but the target sums n = {target.n} terms")
     rng = np.random.default_rng(seed)
@@ -578,6 +630,13 @@ def probe_arithmetic(target, tree, *, seed: int = 0, rows: int = 300, checks: in
         else:
             return _refuse(target, lines, "fused nodes", misses, _fused_candidates(target, places.w), total,
                            tree, X, Y, got)
+        if len(keep) > 1:
+            # note [probe ties]: fields the probes leave open are chosen on random inputs
+            Xr, Yr = _random_inputs(target, rng, checks)
+            gotr = run(Xr, Yr)
+            total += len(gotr)
+            scores = [_misses(a, tree, Xr, Yr, gotr, product) for a in keep]
+            keep = [a for a, m in zip(keep, scores) if m == min(scores)]
         best = keep[0]
         _fttn_lines(lines, r, got)
         lines.append(f"fused nodes: w = {places.w} products per node (from the tree)")

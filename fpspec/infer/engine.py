@@ -765,9 +765,33 @@ def _probe_report(src: _Reveal, make):
     if n is None:
         return None
     try:
-        return probe_arithmetic(make(n), src.trees[n])
+        target = make(n)
+        wider = _widest_output(make, [m for m in src.trees if 2 <= m <= 1024 and m != n], target)
+        if wider is not None:
+            target = dataclasses.replace(target, out_fmt=wider)
+        return probe_arithmetic(target, src.trees[n])
     except FpspecError:
         return None
+
+
+# the results at one n may all fit a narrower format than at another (an fp32
+# sum whose last additions round to fp16 at most n): the output format is the
+# widest observed at a few revealed n (fpspec.arith.probe note [observed output format])
+OUTPUT_NS = 6
+
+
+def _widest_output(make, ns: list, target) -> str | None:
+    """The widest output format observed at OUTPUT_NS of `ns` when wider than the
+    target's declared one, else None."""
+    from fpspec.arith.probe import observed_output_format
+    from fpspec.formats import get_format
+
+    best = target.out_fmt
+    for m in _spread_pick(sorted(ns), OUTPUT_NS):
+        got = observed_output_format(make(m))
+        if get_format(got).precision > get_format(best).precision:
+            best = got
+    return None if best == target.out_fmt else best
 
 
 # Note [arithmetic per part]: one arithmetic probed at one n need not hold at
@@ -803,7 +827,7 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
     probe_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_PROBE)})
     targets = {n: _bounded(make(n), src.budget) for n in check_ns}
     try:
-        out, _ = probe_spec_arithmetic(base, targets, {n: src.trees[n] for n in check_ns},
+        out, _ = probe_spec_arithmetic(base, targets, {n: _spec_tree(spec, n, src.trees[n]) for n in check_ns},
                                        report, seed=seed, probe_ns=probe_ns)
     except FpspecError as e:
         if isinstance(e, RevealRefused) or "fused" not in str(e):
@@ -816,6 +840,16 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
                                f"reproduce them at every n checked")
                             + f"; no arithmetic written ({e})") from None
     return (spec, out) if out.header.arithmetics else None
+
+
+def _spec_tree(spec: A.Spec, n: int, revealed: Tree) -> Tree:
+    """The spec's tree at n where revelation sees it as `revealed`: it keeps the fused pairs
+    that reveal as binary nodes (fpspec.tree.observable), which the arithmetic needs."""
+    try:
+        t = expand(spec, n)
+    except FpspecError:
+        return revealed
+    return t if observable(t) == observable(revealed) else revealed
 
 
 def _bounded(target, budget: Budget):

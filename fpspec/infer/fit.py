@@ -604,7 +604,9 @@ class Fitter:
         # loop in tiles of T that starts with the partial tile: n % T // w
         samples = [(o.n, lambda v, at=(o.n // w if s[1] is None else s[1]), full=o.n // w: min(v, full) == at)
                    for o, s in zip(obs, shapes) if s[0] == w and o.n % w]
-        tiles = [A.BinOp("//", A.BinOp("%", N, A.Num(w << k)), A.Num(w)) for k in range(1, 9)]
+        # (tiles of w << j products each, a loop over w << k of them: n % (w << k) // (w << j))
+        tiles = [A.BinOp("//", A.BinOp("%", N, A.Num(w << k)), A.Num(w << j))
+                 for j in range(8) for k in range(j + 1, 9)]
         for e in [A.Num(c) for c in range(8)] + tiles:
             if all(ok(eval_expr(e, n)) for n, ok in samples):
                 cand = A.Chain(A.Num(w), e)

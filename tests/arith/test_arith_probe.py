@@ -158,3 +158,29 @@ def test_report_names_what_it_could_not_tell():
     target = synthetic(LANES16, Arithmetic("fp16", "exact", "fp32", output="fp16"), "dot", 16)
     rep = probe_arithmetic(target, LANES16, rows=60, checks=16)
     assert "product" in rep.undetermined and "accumulator" not in rep.undetermined
+
+
+def test_a_chain_of_pairs_revealed_with_binary_pairs_gets_its_fused_parameters():
+    """chain(2) reveals its first group [0 1] and its last node [prev 8] as binary nodes; the
+    result rounding (nearest even) fits every fused probe toward zero too: random inputs decide."""
+    from fpspec.arith.probe import chain_pairs_fused
+    from fpspec.spec.parse import parse as parse_spec
+    from fpspec.spec.expand import expand_arith
+    from fpspec.tree import observable
+
+    spec = parse_spec('target "t"\nop sum\nn in 9..9\narithmetic {\n input = fp32\n product = none\n'
+                      ' accumulator = fp32\n init = +0.0\n output = fp32\n fused { w = 4\n extra_bits = 0\n'
+                      ' aligned = truncate\n result = rne\n c_aligned = true\n exponent_floor = none }\n}\n'
+                      'order chain(2)\n')
+    tree, ar, _ = expand_arith(spec, 9)
+    seen = observable(tree)
+    assert seen != tree and chain_pairs_fused(seen) == tree
+    rep = probe_arithmetic(synthetic(tree, ar, "sum", 9), seen, rows=100, checks=32)
+    assert rep.consistent, rep.lines
+    assert rep.arithmetic.fused.result == "rne"
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((9, 400)) * 2.0 ** rng.integers(-20, 20, (9, 1))
+    x = np.asarray(x.astype(np.float32), np.float64)
+    from fpspec.arith.evaluate import evaluate
+    assert np.array_equal(evaluate(tree, x, None, rep.arithmetic).view(np.uint64),
+                          evaluate(tree, x, None, ar).view(np.uint64))

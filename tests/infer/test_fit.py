@@ -206,3 +206,20 @@ def test_lanes_growing_with_n_and_clamped_split_points():
         got = Fitter(allow_ref=False, budget=Budget(work=300_000)).fit_root(obs)   # no recursion to confirm
         assert str(got).startswith(want)
         assert all(observable(apply_order(got, range(n))) == observable(expand(spec, n)) for n in range(2, 100))
+
+
+def test_a_chain_of_pairs_is_fitted_where_n_is_odd():
+    """chain(2) at n = 3 reveals as ((0 1) 2): a first group of two and a short last one, not
+    a first group of one inside the next (w = 1 has no such group)."""
+    from fpspec.tree import chain_shape, observable
+
+    assert chain_shape(observable(expand(_chain2(), 3))) == (2, None)
+    spec, _ = _fit(_observe(lambda n: observable(expand(_chain2(), n)), [2, 3, 4, 5, 7, 10, 17, 30, 33]),
+                   "order", 1, 64)
+    assert str(spec.order) == "chain(2)" and not spec.lets
+
+
+def _chain2():
+    from fpspec.spec.parse import parse
+
+    return parse('target "t"\nop sum\nn in 1..64\norder chain(2)\n')
