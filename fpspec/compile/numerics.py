@@ -140,6 +140,14 @@ def stores_fused(main, region) -> bool:
             and get_format(region.accumulator).precision < get_format(main.accumulator).precision)
 
 
+def keeps_leaves(kernel: Kernel) -> bool:
+    """Whether a leaf among partial sums must stay a leaf until its node forms it
+    (fpspec.compile.loops note [lone leaves]): somewhere a node fuses leaves (FMA,
+    fused nodes), or a part forms them in an arithmetic of its own."""
+    arithmetics = [kernel.arithmetic] + [a for _, a in kernel.arithmetics]
+    return bool(kernel.arithmetics) or any(a.product in FMA_PRODUCTS or a.fused is not None for a in arithmetics)
+
+
 def settings(kernel: Kernel, p: Plan) -> list[str]:
     """Module constants both loop backends define (read by the runtime functions)."""
     a = kernel.arithmetic
@@ -191,6 +199,8 @@ def runtime_names(p: Plan, program, fma: str, exact: bool = False) -> tuple[list
     """
     chosen = _chosen(p, fma, exact)
     names = list(chosen.values()) + ["_vals"]
+    if program.uses_tags:
+        names.append("_join")
     if program.uses_pad:
         names.append("_padded")
     if program.uses_fused:
@@ -205,7 +215,7 @@ def runtime_names(p: Plan, program, fma: str, exact: bool = False) -> tuple[list
 
 # the functions and constants a region has its own copy of, suffixed __NAME
 REGION_NAMES = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_ACC", "_ACC_FMT", "_PROD",
-                "_ZERO", "_table_step", "_table_step_values")
+                "_ZERO", "_table_step", "_table_step_values", "_join")
 _REGION_RE = re.compile(r"\b(" + "|".join(REGION_NAMES) + r")\b")
 
 
@@ -230,13 +240,13 @@ def region_settings(kernel: Kernel, name: str, p: Plan) -> list[str]:
     return lines
 
 
-def region_runtime_names(p: Plan, fma: str, table: str | None = None,
-                         exact: bool = False) -> tuple[list[str], dict[str, str]]:
+def region_runtime_names(p: Plan, fma: str, table: str | None = None, exact: bool = False,
+                         tags: bool = False) -> tuple[list[str], dict[str, str]]:
     """The functions a region embeds (renamed by `in_region` afterwards) and the variant renames;
     `table`: the backend's table step without fused nodes, when the program has literal trees;
-    `exact` as for runtime_names."""
+    `exact` as for runtime_names; `tags`: the program joins tagged value lists."""
     chosen = _chosen(p, fma, exact)
     if table is not None:
         chosen["_table_step"] = table
         chosen["_table_step_values"] = "_table_step_values"
-    return list(chosen.values()) + ["_vals"], {v: k for k, v in chosen.items()}
+    return list(chosen.values()) + ["_vals"] + (["_join"] if tags else []), {v: k for k, v in chosen.items()}

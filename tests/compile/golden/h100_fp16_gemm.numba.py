@@ -47,6 +47,7 @@ _FP_C_EMIN = -126
 _FP_AMD, _FP_INTERLEAVE = False, 1  # aligned combine
 _GEMM_COLUMNS_MIN = None  # note [gemm by columns]
 _GEMM_TILE = None  # note [gemm tiles]
+_GEMM_LONE = 0  # note [gemm by columns]: a last block of one leaf
 
 # Compiled on first use in each process from this file alone: no cache
 # directory, and no compiled function calls itself (recursive orders run as
@@ -375,7 +376,9 @@ _NO_KS = np.empty(0, np.int64)
 def _gemm_rest(A, B, out):
     """A @ B into out without tiles: by columns where the order allows (note
     [gemm by columns]), else one output at a time."""
-    if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
+    n = A.shape[1]
+    if _GEMM_COLUMNS_MIN is not None and n >= _GEMM_COLUMNS_MIN and not (_GEMM_LONE and n > _GEMM_LONE
+                                                                        and n % _GEMM_LONE == 1):
         _run_parallel(_gemm_columns_kernel, A.shape[1], A, B, out)
     else:
         _run_parallel(_gemm_kernel, A.shape[1], A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
