@@ -81,8 +81,8 @@ CASES = [
 
 
 # numba compiles each replica at its first call (seconds): these cover its own paths (tagged lists
-# in a part, the pairwise walk over tagged values, folds over all-leaf lists, a reverse fold)
-NUMBA = ("tail_blocks_fma_part", "lanes_pairwise_fma", "chunks_one_fma", "rev_over_tail_fma")
+# in a part, a reverse fold over tagged values); test_numba_lone_leaves its pairwise walk over them
+NUMBA = ("tail_blocks_fma_part", "rev_over_tail_fma")
 
 
 def _calls(target: str):
