@@ -849,7 +849,18 @@ class LoopEmitter:
 
     def emit_pad(self, r: Pad, lst, code):
         """note [phantoms]: the operands copied with c phantoms after the first r,
-        then `inner` over the padded list."""
+        then `inner` over the padded list; one operand is returned as it is (no node
+        meets a phantom: an order applied to one operand returns it)."""
+        res = self.fresh("r")
+        code(f"if {lst.m} == 1:")
+        with code.indent():
+            code(f"{res} = {self.emit(Fold(), lst, code)}")
+        code("else:")
+        with code.indent():
+            code(f"{res} = {self.pad_body(r, lst, code)}")
+        return res
+
+    def pad_body(self, r: Pad, lst, code):
         mult = self.let(code, "pm", py_int(r.m, m=lst.m))
         code(f"if {mult} < 1:")
         with code.indent():
