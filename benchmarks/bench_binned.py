@@ -1,12 +1,15 @@
 """Binned (order-independent) replicas against the library ops, side by side in one run.
 
     python benchmarks/bench_binned.py [--cpu] [--gpu] [--bits] [--n N] [--gpu-n N] [--out FILE]
+        [--variants "STREAMS,PREFETCH,CHUNK,BLOCK;..."] [--gemm-variants "STEPS,TILE;..."]
+        [--tilings BLOCK/WARPS/PER_SM,...]
     REPROBLAS_PATH=$HOME/src/ReproBLAS python benchmarks/bench_binned.py --cpu    # + ReproBLAS columns
 
 CPU (Numba replicas, fp64): sum and dot at n = 10^7 on 1 and 2 threads against numpy.sum / numpy.dot
-(time ratio, lower is better), gemm 512^3 against numpy.matmul (GFLOP/s, and ReproBLAS's rdgemm when
-REPROBLAS_PATH is set).  GPU (Triton replicas): sum at n = 10^8 in fp32 and fp64 against torch.sum
-(GB/s of input read, CUDA events over 10 calls) for several tilings.  Every binned result is also
+(time ratio, lower is better; --variants: other deposit loops too), gemm 512^3 on 1 and 2 threads against
+numpy.matmul (GFLOP/s, and ReproBLAS's rdgemm when REPROBLAS_PATH is set).  GPU (Triton replicas): sum
+at n = 10^8 in fp32 and fp64 against torch.sum (GB/s of input read, CUDA events over 10 calls; the
+share of the best and of the median of --repeat timings) for several tilings.  Every binned result is also
 checked to be the same bits on every thread count and on the GPU as on the CPU; --bits checks the
 GPU against the NumPy and Numba replicas on adversarial inputs, permuted and split.  Best of --repeat
 runs each.
@@ -31,6 +34,12 @@ from fpspec.compile import compile_spec, load_replica  # noqa: E402
 from fpspec.spec import parse  # noqa: E402
 
 
+def emit(rows: list, row: str) -> None:
+    """Keep a table row and print it at once (a run cut short still shows what it measured)."""
+    rows.append(row)
+    print(row, flush=True)
+
+
 def replica(op: str, fmt: str, target: str):
     product = "none" if op == "sum" else "rounded"
     spec = parse(f'target "binned"\nop {op}\nn in 1..\narithmetic {{ input = {fmt} product = {product} '
@@ -52,50 +61,109 @@ def best(fn, repeat: int, sync=None) -> float:
     return min(times)
 
 
-def cpu_rows(n: int, repeat: int, mm: int) -> list[str]:
+def variant(setting: str):
+    """A deposit loop "STREAMS,PREFETCH,CHUNK,BLOCK" (fpspec.compile.binned.DEPOSIT, for every op; the
+    bits do not depend on it) applied while a replica is made: a context for `replica`."""
+    import contextlib
+
+    from fpspec.compile import binned
+
+    @contextlib.contextmanager
+    def applied():
+        saved = dict(binned.DEPOSIT)
+        binned.DEPOSIT.update(dict.fromkeys(saved, tuple(map(int, setting.split(",")))))
+        try:
+            yield
+        finally:
+            binned.DEPOSIT.update(saved)
+
+    return applied()
+
+
+def gemm_variant(setting: str):
+    """A gemm lanes loop "STEPS,TILE" (fpspec.compile.binned._LANE_STEPS, binned_numba._GEMM_TILE; the
+    bits do not depend on it) applied while a replica is made."""
+    import contextlib
+
+    from fpspec.compile import binned, binned_numba
+
+    @contextlib.contextmanager
+    def applied():
+        saved = binned._LANE_STEPS, binned_numba._GEMM_TILE
+        binned._LANE_STEPS, binned_numba._GEMM_TILE = map(int, setting.split(","))
+        try:
+            yield
+        finally:
+            binned._LANE_STEPS, binned_numba._GEMM_TILE = saved
+
+    return applied()
+
+
+def cpu_rows(n: int, repeat: int, mm: int, variants=(), gemm_variants=()) -> list[str]:
     import numba
 
+    from fpspec.compile import binned
     from reproblas_ref import load_reproblas
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal(n)
     y = rng.standard_normal(n)
-    rows = [f"{'CPU, fp64':36} {'reference':>14} {'fpspec binned':>14} {'ratio':>8}  bits"]
+    rows = []
     rb = load_reproblas()
     before = numba.get_num_threads()
+    shapes = {op: ",".join(map(str, binned.DEPOSIT["sum" if op == "sum" else "product"])) for op in ("sum", "dot")}
+    if mm:
+        A = rng.standard_normal((mm, mm))
+        B = rng.standard_normal((mm, mm))
+        flops = 2.0 * mm ** 3
+        from fpspec.compile import binned_numba
+
+        t_lib = best(lambda: A @ B, repeat)
+        emit(rows, f"{'CPU, fp64':44} {'GFLOP/s':>14} {'GFLOP/s':>14} {'share':>8}")
+        kernel = f"{binned._LANE_STEPS},{binned_numba._GEMM_TILE}"
+        values = set()
+        for setting in (kernel, *gemm_variants):
+            with gemm_variant(setting):
+                rep = replica("gemm", "fp64", "numba")
+            what = "" if setting == kernel else f" [{setting}]"
+            for threads in (1, 2):
+                numba.set_num_threads(min(threads, before))
+                t_bin = best(lambda: rep.gemm(A, B), max(1, repeat // 2))
+                values.add(rep.gemm(A, B).tobytes())
+                emit(rows, f"{f'gemm {mm}^3 {threads} thr{what} vs matmul ({before} thr)':44} "
+                           f"{flops / t_lib / 1e9:>14.2f} {flops / t_bin / 1e9:>14.2f} {t_lib / t_bin:>7.1%}  "
+                           f"{'same' if len(values) == 1 else 'DIFFER'}")
+            numba.set_num_threads(before)
+        rep = replica("gemm", "fp64", "numba")
+        if rb is not None:
+            t_rb = best(lambda: rb.gemm(A, B), 1)
+            same = rb.gemm(A, B).tobytes() == rep.gemm(A, B).tobytes()
+            emit(rows, f"{'gemm: ReproBLAS rdgemm (1 thread)':44} {flops / t_lib / 1e9:>14.2f} "
+                       f"{flops / t_rb / 1e9:>14.2f} {t_lib / t_rb:>7.1%}  {'same as fpspec' if same else 'DIFFER'}")
+    emit(rows, f"{'CPU, fp64':44} {'reference':>14} {'fpspec binned':>14} {'ratio':>8}  bits")
     for op, lib, name in (("sum", lambda: np.sum(x), "numpy.sum"), ("dot", lambda: np.dot(x, y), "numpy.dot")):
-        rep = replica(op, "fp64", "numba")
-        call = (lambda: rep.sum(x)) if op == "sum" else (lambda: rep.dot(x, y))
         t_lib = best(lib, repeat)
         values = set()
-        for threads in (1, 2):
-            numba.set_num_threads(min(threads, before))
-            t = best(call, repeat)
-            values.add(np.float64(call()).tobytes())
-            rows.append(f"{f'{op} n={n:.0e} {threads} thread(s) vs {name}':36} {t_lib * 1e3:>11.2f} ms "
-                        f"{t * 1e3:>11.2f} ms {t / t_lib:>7.2f}x  {'same' if len(values) == 1 else 'DIFFER'}")
-        numba.set_num_threads(before)
+        default = shapes[op]
+        for setting in (default, *variants):
+            with variant(setting):
+                rep = replica(op, "fp64", "numba")
+            call = (lambda: rep.sum(x)) if op == "sum" else (lambda: rep.dot(x, y))
+            what = "" if setting == default else f" [{setting}]"
+            for threads in (1, 2):
+                numba.set_num_threads(min(threads, before))
+                t = best(call, repeat)
+                values.add(np.float64(call()).tobytes())
+                emit(rows, f"{f'{op} n={n:.0e} {threads} thr{what} vs {name}':44} {t_lib * 1e3:>11.2f} ms "
+                           f"{t * 1e3:>11.2f} ms {t / t_lib:>7.2f}x  {'same' if len(values) == 1 else 'DIFFER'}")
+            numba.set_num_threads(before)
         if rb is not None:
+            rep = replica(op, "fp64", "numba")
+            call = (lambda: rep.sum(x)) if op == "sum" else (lambda: rep.dot(x, y))
             t_rb = best((lambda: rb.sum(x)) if op == "sum" else (lambda: rb.dot(x, y)), repeat)
             same = np.float64(call()).tobytes() == ((rb.sum(x) if op == "sum" else rb.dot(x, y)).tobytes())
-            rows.append(f"{f'{op}: ReproBLAS rd{op} (1 thread)':36} {t_lib * 1e3:>11.2f} ms "
-                        f"{t_rb * 1e3:>11.2f} ms {t_rb / t_lib:>7.2f}x  {'same as fpspec' if same else 'DIFFER'}")
-    if not mm:
-        return rows
-    A = rng.standard_normal((mm, mm))
-    B = rng.standard_normal((mm, mm))
-    flops = 2.0 * mm ** 3
-    rep = replica("gemm", "fp64", "numba")
-    t_lib = best(lambda: A @ B, repeat)
-    t_bin = best(lambda: rep.gemm(A, B), max(1, repeat // 2))
-    rows.append(f"{'':36} {'GFLOP/s':>14} {'GFLOP/s':>14} {'share':>8}")
-    rows.append(f"{f'gemm {mm}^3 vs numpy.matmul ({before} thr)':36} {flops / t_lib / 1e9:>14.2f} "
-                f"{flops / t_bin / 1e9:>14.2f} {t_lib / t_bin:>7.1%}")
-    if rb is not None:
-        t_rb = best(lambda: rb.gemm(A, B), 1)
-        same = rb.gemm(A, B).tobytes() == rep.gemm(A, B).tobytes()
-        rows.append(f"{'gemm: ReproBLAS rdgemm (1 thread)':36} {flops / t_lib / 1e9:>14.2f} "
-                    f"{flops / t_rb / 1e9:>14.2f} {t_lib / t_rb:>7.1%}  {'same as fpspec' if same else 'DIFFER'}")
+            emit(rows, f"{f'{op}: ReproBLAS rd{op} (1 thread)':44} {t_lib * 1e3:>11.2f} ms "
+                       f"{t_rb * 1e3:>11.2f} ms {t_rb / t_lib:>7.2f}x  {'same as fpspec' if same else 'DIFFER'}")
     return rows
 
 
@@ -106,13 +174,15 @@ def _device():
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def gpu_time(fn, repeat: int, calls: int = 10) -> float:
-    """Seconds a call, best of `repeat` timings of `calls` back-to-back calls (CUDA events on a GPU)."""
+def gpu_time(fn, repeat: int, calls: int = 10) -> tuple:
+    """Seconds a call: (best, median) of `repeat` timings of `calls` back-to-back calls (CUDA events
+    on a GPU)."""
     import torch
 
     fn()
     if not torch.cuda.is_available():
-        return best(fn, repeat)
+        t = best(fn, repeat)
+        return t, t
     torch.cuda.synchronize()
     times = []
     for _ in range(repeat):
@@ -123,7 +193,7 @@ def gpu_time(fn, repeat: int, calls: int = 10) -> float:
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3 / calls)
-    return min(times)
+    return min(times), float(np.median(times))
 
 
 # (LANES, BLOCK, WARPS, PROGRAMS_PER_SM), after the replica's default; the bits do not depend on them
@@ -141,7 +211,9 @@ def gpu_rows(n: int, repeat: int, configs=GPU_CONFIGS) -> list[str]:
     import torch
 
     name = torch.cuda.get_device_name() if torch.cuda.is_available() else "none: interpreter"
-    rows = [f"{'GPU (' + name + ')':44} {'torch.sum':>10} {'binned':>10} {'share':>7}  bits (vs Numba on the CPU)"]
+    rows = []
+    emit(rows, f"{'GPU (' + name + ')':46} {'torch.sum':>10} {'binned':>10} {'share':>7} "
+               f"{'median':>7}  bits (vs Numba on the CPU)")
     for fmt, dtype in (("fp32", torch.float32), ("fp64", torch.float64)):
         rep = replica("sum", fmt, "triton")
         cpu_rep = replica("sum", fmt, "numba")
@@ -149,16 +221,17 @@ def gpu_rows(n: int, repeat: int, configs=GPU_CONFIGS) -> list[str]:
         # randn: signs cancel; rand: all positive, the slot totals pass 2^63 ulps at n = 10^8
         for kind, x in (("randn", torch.randn(n, dtype=torch.float64, device=_device()).mul_(2.0 ** 20).to(dtype)),
                         ("rand", torch.rand(n, dtype=torch.float64, device=_device()).to(dtype))):
-            t_lib = gpu_time(lambda: torch.sum(x), repeat)
+            lib_best, lib_median = gpu_time(lambda: torch.sum(x), repeat)
             gbs = x.numel() * x.element_size() / 1e9
             cpu = np.asarray(cpu_rep.sum(x.cpu().numpy())).tobytes()
             for config in (dict.fromkeys((default,) + tuple(configs)) if kind == "randn" else (default,)):
                 _configure(rep, config)
-                t_bin = gpu_time(lambda: rep.sum(x), repeat)
+                t_best, t_median = gpu_time(lambda: rep.sum(x), repeat)
                 same = rep.sum(x).cpu().numpy().tobytes() == cpu
                 what = f"{'lanes' if config[0] else 'tile sums'} {config[1]}/{config[2]}w/{config[3]}per SM"
-                rows.append(f"{f'sum {fmt} {kind} n={n:.0e} {what} GB/s':44} {gbs / t_lib:>10.1f} "
-                            f"{gbs / t_bin:>10.1f} {t_lib / t_bin:>7.1%}  {'same' if same else 'DIFFER'}")
+                emit(rows, f"{f'sum {fmt} {kind} n={n:.0e} {what} GB/s':46} {gbs / lib_best:>10.1f} "
+                           f"{gbs / t_best:>10.1f} {lib_best / t_best:>7.1%} {lib_median / t_median:>7.1%}  "
+                           f"{'same' if same else 'DIFFER'}")
             _configure(rep, default)
             del x
     return rows
@@ -191,7 +264,7 @@ def adversarial(rng, n: int, dtype) -> dict:
 SPLITS = ((True, 64, 2, 1), (True, 4096, 8, 16), (False, 256, 4, 2), (True, 2048, 8, 4))
 
 
-def gpu_bits(sizes=(1, 7, 1000, 4099, 1000003), perms: int = 3, mk=(48, 16)) -> list[str]:
+def gpu_bits(sizes=(1, 7, 1000, 4099, 1000003), perms: int = 3, mk=(48, 16), formats=("fp32", "fp64")) -> list[str]:
     """The Triton replica on the GPU = the NumPy and Numba replicas on the CPU, bit for bit: sum, dot,
     gemv, gemm in fp32 and fp64, on random and adversarial inputs, each also permuted and (sum, dot)
     split differently on the GPU (tile size, program count, kernel)."""
@@ -201,6 +274,8 @@ def gpu_bits(sizes=(1, 7, 1000, 4099, 1000003), perms: int = 3, mk=(48, 16)) -> 
     rows = []
     rng = np.random.default_rng(1)
     for fmt, dtype in (("fp32", np.float32), ("fp64", np.float64)):
+        if fmt not in formats:
+            continue
         for op in ("sum", "dot"):
             gpu, ref_np, ref_nb = (replica(op, fmt, t) for t in ("triton", "numpy", "numba"))
             default = (gpu.REPLICA.LANES, gpu.REPLICA.BLOCK, gpu.REPLICA.WARPS, gpu.REPLICA.PROGRAMS_PER_SM)
@@ -229,7 +304,7 @@ def gpu_bits(sizes=(1, 7, 1000, 4099, 1000003), perms: int = 3, mk=(48, 16)) -> 
                             equal += 1
                         elif len(bad) < 5:
                             bad.append(f"{kind} n={n} {how}: GPU {g!r}, numpy {want[0]!r}, numba {want[1]!r}")
-            rows.append(f"{op} {fmt}: {equal} of {total} GPU results = NumPy = Numba ({inputs} inputs: "
+            emit(rows, f"{op} {fmt}: {equal} of {total} GPU results = NumPy = Numba ({inputs} inputs: "
                         f"{len(adversarial(rng, 8, dtype))} kinds x n in {list(sizes)}; {perms} permutations, "
                         f"{len(SPLITS)} splits)")
             rows += [f"  DIFFER {b}" for b in bad]
@@ -256,7 +331,7 @@ def gpu_bits(sizes=(1, 7, 1000, 4099, 1000003), perms: int = 3, mk=(48, 16)) -> 
                     equal += int(same.sum())
                     if not same.all() and len(bad) < 5:
                         bad.append(f"K={K} perm {p}: {int((~same).sum())} outputs differ")
-            rows.append(f"{op} {fmt}: {equal} of {total} GPU outputs = NumPy = Numba ({m}x{cols} outputs, K in "
+            emit(rows, f"{op} {fmt}: {equal} of {total} GPU outputs = NumPy = Numba ({m}x{cols} outputs, K in "
                         f"[1, 777, 5000], rows of every input kind; {perms} permutations of K)")
             rows += [f"  DIFFER {b}" for b in bad]
     return rows
@@ -273,6 +348,11 @@ def main(argv=None) -> int:
     ap.add_argument("--tilings", help="GPU tilings to time besides the default, BLOCK/WARPS/PER_SM,... "
                                       "(default: GPU_CONFIGS)")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--variants", default="", help="CPU deposit variants to time besides the default, "
+                                                  "STREAMS,PREFETCH,CHUNK,BLOCK;... (fpspec.compile.binned.DEPOSIT)")
+    ap.add_argument("--gemm-variants", default="", help="gemm lanes kernels to time besides the default, "
+                                                       "STEPS,TILE;... (fpspec.compile.binned._LANE_STEPS, binned_numba._GEMM_TILE)")
+    ap.add_argument("--formats", default="fp32,fp64", help="--bits: the formats checked")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if not (args.cpu or args.gpu or args.bits):
@@ -282,17 +362,20 @@ def main(argv=None) -> int:
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip() or "(no git)"
     lines = [f"# {' '.join(['python', *sys.argv])}", f"# commit {commit}, {time.strftime('%Y-%m-%d')}, "
              f"{platform.processor() or platform.machine()}, numpy {np.__version__}"]
+    print("\n".join(lines), flush=True)
     if args.cpu:
-        lines.append(f"# CPU: {os.cpu_count()} cores")
-        lines += cpu_rows(args.n, args.repeat, args.mm)
+        emit(lines, f"# CPU: {os.cpu_count()} cores")
+        lines += cpu_rows(args.n, args.repeat, args.mm, [v for v in args.variants.split(";") if v],
+                          [v for v in args.gemm_variants.split(";") if v])
     if args.gpu:
         configs = GPU_CONFIGS if not args.tilings else tuple(
             (True, *map(int, t.split("/"))) for t in args.tilings.split(","))
         lines += gpu_rows(args.gpu_n, args.repeat, configs)
     if args.bits:
-        lines += gpu_bits() if _device() == "cuda" else gpu_bits(sizes=(1, 7, 300), perms=1, mk=(3, 2))
+        formats = args.formats.split(",")
+        lines += (gpu_bits(formats=formats) if _device() == "cuda"
+                  else gpu_bits(sizes=(1, 7, 300), perms=1, mk=(3, 2), formats=formats))
     text = "\n".join(lines) + "\n"
-    print(text, end="")
     if args.out:
         from fpspec.io import write_atomic
 

@@ -61,6 +61,8 @@ def candidates(a, b, c, fmt):
     yield "two 16-product fp16 nodes chained (H100 fp16 set)", fused_sum(
         a[:, 16:], b[:, 16:], fused_sum(a[:, :16], b[:, :16], c, PARAMS["h100-fp16-to-fp16"]),
         PARAMS["h100-fp16-to-fp16"])
+    # MMA-Sim's Ada fp8 -> f16 model: split k in halves, each a node of 13 fraction bits with c,
+    # rounded to fp16 and fed to the next as c
     yield "two 16-product nodes chained (Ada fp8 set)", fused_sum(
         a[:, 16:], b[:, 16:], fused_sum(a[:, :16], b[:, :16], c, dataclasses.replace(
             PARAMS[f"ada-fp8{fmt.lower()}-to-fp16"], w=16)), dataclasses.replace(
@@ -96,6 +98,9 @@ GROUPS = {
     "blocks of 4": [list(range(4 * j, 4 * j + 4)) for j in range(8)],
     "blocks of 8": [list(range(8 * j, 8 * j + 8)) for j in range(4)],
     "even/odd": [list(range(0, 32, 2)), list(range(1, 32, 2))],
+    # two 16-wide blocks fed in an interleaved pattern: alternate pairs, alternate blocks of 4
+    "alternate 2": [[k for k in range(32) if k // 2 % 2 == j] for j in range(2)],
+    "alternate 4": [[k for k in range(32) if k // 4 % 2 == j] for j in range(2)],
 }
 
 

@@ -12,13 +12,14 @@ or every output with rows="all") at a designed set of sizes and groups the
 sizes into classes of identical order + arithmetic.
 
 Designed sizes: both ends, every power of two inside the range and its two
-neighbours; a designed size whose fingerprint equals the previous one's over
-many outputs takes its orders unrevealed (Note [matched by fingerprint]).  Between two neighbouring sizes of different classes the boundary
+neighbours.  Between two neighbouring sizes of different classes the boundary
 is found exactly by bisection.  Bisection runs on fingerprints (the output
 bits of the op on fixed random inputs, where the row's inputs are the same at
-every size): one library call per size instead of a revelation; each boundary
-it finds is confirmed by revealing both sides.  Where the inputs cannot be the
-same at two sizes (--vary n: the row has another length) bisection reveals.
+every size): one library call per size instead of a revelation.  A size whose
+fingerprint equals a revealed size's over many outputs takes its orders
+unrevealed (Note [matched by fingerprint]); the others, both sides of each
+boundary included, are revealed.  Where the inputs cannot be the same at two
+sizes (--vary n: the row has another length) bisection reveals.
 
 Limits (Note [between designed sizes]): two designed neighbours of one class are
 taken to bound one run of that class: an order that leaves and comes back
@@ -456,6 +457,7 @@ class Order:
     header: object = field(repr=False)      # fpspec.spec.Header: target, op, n, formats, probed arithmetic
     tree: object = field(repr=False)
     outputs: int = 1            # output elements in this order (rows="all")
+    arithmetic: object = field(default=None, repr=False, compare=False)    # fpspec.arith.Arithmetic (probed)
 
     @property
     def n(self) -> int:
@@ -511,8 +513,9 @@ def arithmetic_line(spec) -> str:
     return " ".join(" ".join(str(e).split()).replace(" = ", "=") for e in block.entries if e.key != "input")
 
 
-def reveal_size(subject: Subject, size: int, *, probe: bool = True, seed: int = 0) -> Sample:
-    """Reveal the order (and probe the arithmetic) of the subject's output(s) at one size."""
+def reveal_size(subject: Subject, size: int, *, probe: bool = True, seed: int = 0, known: tuple = ()) -> Sample:
+    """Reveal the order (and probe the arithmetic) of the subject's output(s) at one size;
+    `known`: arithmetics found at other sizes, tried first (Note [arithmetic of another size])."""
     from fpspec.reveal.engine import reveal
     from fpspec.reveal.positions import restricted, reveal_positions
 
@@ -527,30 +530,48 @@ def reveal_size(subject: Subject, size: int, *, probe: bool = True, seed: int = 
     for at, r, mask in found:
         calls += r.calls
         view = tgt if mask is None or tgt.op not in ("gemv", "gemm") else restricted(tgt, mask, at)
-        orders.append(Order(_header(view, r.tree, probe, seed), r.tree,
-                            1 if subject.rows == "0" or mask is None else int(np.sum(mask))))
+        header, arith = _header(view, r.tree, probe, seed, known)
+        known = known if arith is None or arith in known else (*known, arith)
+        orders.append(Order(header, r.tree, 1 if subject.rows == "0" or mask is None else int(np.sum(mask)),
+                            arith))
     return Sample(size, tuple(orders), time.perf_counter() - t0, calls)
 
 
-def _header(tgt, tree, probe: bool, seed: int):
-    """The spec header of a revealed tree: the target, and the probed arithmetic."""
+def _header(tgt, tree, probe: bool, seed: int, known: tuple = ()):
+    """(the spec header of a revealed tree: the target and the probed arithmetic, that
+    fpspec.arith.Arithmetic or None unprobed)."""
     from fpspec.spec import Block, Header, make_header
 
     header = make_header(target=tgt.name, op=tgt.op, n=(tgt.n, tgt.n),
                          formats={"input": tgt.fmt, "output": tgt.out_fmt})
-    if probe:
-        from fpspec.arith.probe import probe_arithmetic
+    if not probe:
+        return header, None
+    from fpspec.arith.probe import probe_arithmetic, sample_check
 
-        # the probes read column 0 of each call: one column of B to convert, not the view's
-        probed = dataclasses.replace(tgt, ncols=1) if tgt.op == "gemm" else tgt
+    # the probes read column 0 of each call: one column of B to convert, not the view's
+    probed = dataclasses.replace(tgt, ncols=1) if tgt.op == "gemm" else tgt
+    # Note [arithmetic of another size]
+    arith = next((a for a in known if sample_check(probed, tree, a, seed=seed)[1] == 0), None)
+    if arith is None:
         report = probe_arithmetic(probed, tree, seed=seed)
         if not report.consistent:
             why = report.lines[-1] if report.lines else "the probes found none"
             raise RevealRefused(f"{tgt.describe()}: no arithmetic of the model reproduces it ({why}); "
                                 "audit the orders alone with --no-probe")
-        header = Header(header.target, header.op, header.n,
-                        header.sections + (Block("arithmetic", report.arithmetic.to_entries()),))
-    return header
+        arith = report.arithmetic
+    return Header(header.target, header.op, header.n,
+                  header.sections + (Block("arithmetic", arith.to_entries()),)), arith
+
+
+# Note [arithmetic of another size]: the arithmetic of a kernel's nodes (the Tensor Core's
+# fused node, FMA or not, the accumulator) seldom changes with the batch even where the order
+# does (cuBLAS at K = 4096: split-K blocks at M <= 48, one chain above, the same fused node).
+# A size revealed after another class was probed first tries each arithmetic already found:
+# the sample check (fpspec.arith.probe.sample_check: random terms and the input families of
+# fpspec.inputs, subnormals, signed zeros, inf and nan among them, about 290 accumulations
+# through the new tree) bit for bit.  Only where none agrees everywhere do the probes run:
+# they search the whole model space (hundreds of candidate arithmetics evaluated over the
+# tree, most of a revelation's time at K = 4096).
 
 
 def same_orders(a: Sample, b: Sample) -> bool:
@@ -696,7 +717,9 @@ def audit(subject: Subject, *, probe: bool = True, seed: int = 0, sizes: list[in
 
     def sample(v: int) -> Sample:
         if v not in samples:
-            samples[v] = reveal_size(subject, v, probe=probe, seed=seed)
+            known = tuple(dict.fromkeys(o.arithmetic for u in sorted(revealed) for o in samples[u].orders
+                                        if o.arithmetic is not None))
+            samples[v] = reveal_size(subject, v, probe=probe, seed=seed, known=known)
             revealed.add(v)
         return samples[v]
 
@@ -707,15 +730,24 @@ def audit(subject: Subject, *, probe: bool = True, seed: int = 0, sizes: list[in
             prints[v] = subject.fingerprint(v)
         return prints[v]
 
+    def classify(v: int) -> Sample:
+        """v's sample: a revealed size's orders where v's fingerprint equals that size's bit
+        for bit (Note [matched by fingerprint]), else v revealed."""
+        if v in samples:
+            return samples[v]
+        if subject.rows == "0":
+            here = fp(v)
+            twin = next((u for u in sorted(revealed) if _same_bits(fp(u), here)), None)
+            if twin is not None:
+                samples[v] = dataclasses.replace(samples[twin], size=v, seconds=0.0, calls=0)
+                matched.append(v)
+                return samples[v]
+        return sample(v)
+
     designed = sorted(set(sizes)) if sizes else designed_sizes(subject.lo, subject.hi)
     with phase("audit: reveal at designed sizes", total=len(designed)) as advance:
-        for prev, v in zip([None, *designed], designed):
-            if prev is not None and subject.rows == "0" and _same_bits(fp(prev), fp(v)):
-                # Note [matched by fingerprint]
-                samples[v] = dataclasses.replace(samples[prev], size=v, seconds=0.0, calls=0)
-                matched.append(v)
-            else:
-                sample(v)
+        for v in designed:
+            classify(v)
             advance()
     # bisection between designed neighbours of different classes: every boundary, exactly
     boundaries: set[int] = set()
@@ -733,7 +765,8 @@ def audit(subject: Subject, *, probe: bool = True, seed: int = 0, sizes: list[in
         while pending:
             while pending:
                 a, b, bits = pending.pop()
-                _bisect(a, b, bits, sample, fp, pending, boundaries)
+                # a search on fingerprints classes by them; a search again reveals every size it reads
+                _bisect(a, b, bits, classify if bits else sample, fp, pending, boundaries)
                 advance()
             # a fingerprint bisection trusted equal bits to mean one class; a run holding two
             # revealed classes is searched again by revelation alone
@@ -778,13 +811,18 @@ def _bisect(a, b, bits, sample, fp, pending, boundaries) -> None:
         pending.append((mid, b, bits))
 
 
-# Note [matched by fingerprint]: a designed size whose fingerprint (row 0's outputs on the
-# fixed random inputs, where row 0's inputs are the same at every size) equals the previous
-# designed size's bit for bit, over at least MATCH_OUTPUTS outputs, takes that size's orders
-# without a revelation: another order or arithmetic of the same exact random terms rounds
-# differently at some of the outputs almost surely, and every boundary the audit reports is
-# still revealed on both sides.  Fewer outputs (a sum's one value, a gemv, a narrow gemm) or
-# --rows all (the extra rows of the larger size are in no fingerprint) reveal every size.
+# Note [matched by fingerprint]: a size whose fingerprint (row 0's outputs on the fixed
+# random inputs, where row 0's inputs are the same at every size) equals a revealed size's
+# bit for bit, over at least MATCH_OUTPUTS outputs, takes that size's orders without a
+# revelation: another order or arithmetic of the same exact random terms rounds differently
+# at some of the outputs almost surely.  Every revealed size is a candidate, not only the
+# previous designed one: a class that comes back (A B A) and both sides of a boundary found
+# by bisection are classed by one library call each, so an audit reveals each class about
+# once (at K = 4096 on a GPU a revelation with probes costs tens of seconds, a fingerprint
+# milliseconds).  Where two sizes of equal bits turn out to hold two revealed classes in one
+# run, the search between them runs again by revelation alone.  Fewer outputs (a sum's one
+# value, a gemv, a narrow gemm) or --rows all (the extra rows of the larger size are in no
+# fingerprint) reveal every size.
 MATCH_OUTPUTS = 16
 
 

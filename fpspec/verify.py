@@ -1021,7 +1021,7 @@ def make_replica_side(fn: Callable, label: str, op: str, fmt: str, *, out_fmt: s
 
     def target_at(n: int):
         return from_callable(fn, op=op, n=n, dtype=fmt, m=m or 1, ncols=ncols or 1, name=label,
-                             call_rows=call_rows)
+                             call_rows=call_rows, out_fmt=out_fmt)
 
     return make_live_side(label, role, op, fmt, target_at, out_fmt=out_fmt, m=m, ncols=ncols)
 

@@ -18,7 +18,7 @@ step() {   # step NAME LIMIT COMMAND...: run with a limit, append "exit E, S s" 
 }
 
 # 1. replica vs cuBLAS vs batch_invariant_ops: time and bits, bf16 and fp16, N = K = 4096
-step bench_batch 150 python3 benchmarks/bench_batch.py --small-configs
+step bench_batch 150 python3 benchmarks/bench_batch.py --sweep
 
 # 2. cuBLAS: which order and arithmetic row 0 of torch.matmul gets at every M (goal: under 2 minutes);
 #    where the probes refuse an arithmetic, the orders alone

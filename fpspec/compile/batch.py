@@ -31,9 +31,13 @@ REFERENCE = (0, 0)
 
 # native-path tiles by batch size, ((max M, tiles), ...) ascending; larger batches take the
 # replica's own tiles.  Up to 64 rows: one 64-row MMA tile, narrow columns so that a single
-# row still spreads its B over every SM; up to 1024: square 128-tiles, twice the programs of
-# the large tiles (H200: benchmarks/results/batch_h200_2026-11-27.txt)
-BATCH_TILES = ((64, dict(BM=64, BN=32, BK=128, GROUP=8, num_warps=4, num_stages=4)),
+# row still spreads its B over every SM (128 programs at N = 4096), and an 8-deep pipeline:
+# a small batch streams B from memory, and 7 blocks of 128 x 32 in flight a program keep
+# about 7 MB of loads in flight over the GPU (4 stages: 1.31-1.38x cuBLAS at M = 1..64, 8
+# stages 0.98-1.17x; `bench_batch.py --sweep`, H200: benchmarks/results/
+# bench_batch_h200_2026-11-27.txt); up to 1024: square 128-tiles, twice the programs of the
+# large tiles (benchmarks/results/batch_h200_2026-11-27.txt)
+BATCH_TILES = ((64, dict(BM=64, BN=32, BK=128, GROUP=8, num_warps=4, num_stages=8)),
                (1024, dict(BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=4)))
 
 

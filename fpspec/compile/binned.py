@@ -15,14 +15,21 @@ from fpspec.compile import binned_numba, binned_rt
 from fpspec.compile.ir import CompileError, Kernel
 from fpspec.compile.runtime import embed
 
-_STREAMS = 2         # pieces of a block each deposit walks side by side (block_loops)
+_LANE_STEPS = 4      # k steps a pass of gemm's lanes (block_loops)
+# The deposit loop's shape (block_loops) for terms x (sum) and x * y (every other op): pieces of a
+# block walked side by side, terms ahead each piece's lines are asked for (0: no prefetch), terms
+# between prefetches, terms a block.  The fastest on two cores of an H200 host's CPU
+# (benchmarks/results/bench_binned_h200_2026-11-27.txt): a sum is bound by its operations (two
+# chains interleaved), a dot by the loads in flight.  The bits do not depend on them.
+DEPOSIT = {"sum": (2, 0, 64, 4096), "product": (1, 1024, 128, 16384)}
 PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("gemm",)}
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
 _MODEL_NAMES = ["BinnedFormat", "_or1", "special_sum", "convert", "row_index", "sum_rows", "row_slice_counts"]
-_NUMBA_JIT = ["_term", "_index_of_bits", "_block_flags", "_carry_in", "_shift_state", "_abs_max",
+_NUMBA_JIT = ["_term", "_index_of_bits", "_block_flags", "_carry_in", "_shift_state",
               "_merge_into", "_finish", "_merged", "_deposit_at"]
-_NUMBA_NOGIL = ["_partial", "_rows_range", "_gemm_range"]     # run on threads of their own
+# run on threads of their own
+_NUMBA_NOGIL = ["_partial", "_rows_range", "_row_stats", "_column_stats", "_gemm_range"]
 _NUMBA_HOST = ["_pool", "_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
 
 
@@ -86,7 +93,8 @@ def numba_settings(kernel: Kernel) -> list[str]:
         f"_SINGLE = {a.input == 'fp32'}",
         f"_PRODUCT = {kernel.op != 'sum'}",
         f"_ABS_MASK = {(1 << (bits - 1)) - 1:#x}",
-        f"_BLOCK = {binned_numba._BLOCK}",
+        f"_BLOCK = {DEPOSIT['sum' if kernel.op == 'sum' else 'product'][3]}",
+        f"_GEMM_TILE, _ENDURANCE = {binned_numba._GEMM_TILE}, {fmt.endurance}",
     ]
 
 
@@ -96,11 +104,12 @@ def render_numba(backend, kernel: Kernel) -> str:
     check(kernel)
     public = PUBLIC[kernel.op]
     runtime = "\n\n".join([
-        "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\nfrom numba import get_num_threads, types",
-        embed(binned_numba, ["_or1", "_bits"]),
+        "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\n"
+        "from numba import get_num_threads, types\nfrom numba.core import cgutils",
+        embed(binned_numba, ["_or1", "_bits", "_prefetch"]),
         embed(model, ["convert"], decorator="@_jit"),
         embed(binned_numba, _NUMBA_JIT, decorator="@_jit"),
-        block_loops(kernel.arithmetic.binned, kernel.op != "sum"),
+        block_loops(kernel.arithmetic.binned, kernel.op != "sum", 8 if kernel.arithmetic.input == "fp64" else 16),
     ])
     return render_template(
         backend.template,
@@ -121,17 +130,18 @@ def render_numba(backend, kernel: Kernel) -> str:
     )
 
 
-def block_loops(fold: int, product: bool) -> str:
+def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
     """binned_numba's block loops for `fold` slots, written out, the term inline (x[k] * y[k] rounded
     when `product`): one pass over a block view from index 0, every slot's count an integer sum, so
     that LLVM vectorizes the loop.  _deposit_top is index 0 (note [index 0]: slot 0 scaled).
 
-    The deposit walks _STREAMS pieces of the block side by side, each with its own counts and
+    The deposit walks DEPOSIT's pieces of the block side by side, each with its own counts and
     largest pattern: their chains of dependent operations interleave, and the sum does not depend on
     the split.  A count adds the primary's pattern after each deposit and takes the bin's pattern
     off once per block (int64 sums wrap, so the difference is exact: the slices total far below
     2^63, fpspec.arith.binned's slice_counts bounds each by 2^(W-1))."""
     term = "X[i] * Y[i]" if product else "X[i]"
+    streams, prefetch, chunk, _ = DEPOSIT["product" if product else "sum"]
 
     def deposit(name: str, top: bool) -> str:
         args = "X, Y, counts" if top else "X, Y, index, counts"
@@ -139,10 +149,10 @@ def block_loops(fold: int, product: bool) -> str:
         lines = [f"@_jit\ndef {name}({args}):",
                  '    """Count the slices of the block\'s terms in each slot\'s ulps; the largest |term| pattern."""']
         lines += [f"    m{j} = _BINS[{base} + {j}]" for j in range(fold)]
-        lines += ["    n = X.shape[0]", f"    piece = n // {_STREAMS}"]
-        lines += [f"    X{t}, Y{t} = X[{t} * piece:], Y[{t} * piece:]" for t in range(_STREAMS)]
-        lines += [f"    k{t}_{j} = 0" for t in range(_STREAMS) for j in range(fold)]
-        lines += [f"    h{t} = 0" for t in range(_STREAMS)]
+        lines += ["    n = X.shape[0]", f"    piece = n // {streams}"]
+        lines += [f"    X{t}, Y{t} = X[{t} * piece:], Y[{t} * piece:]" for t in range(streams)]
+        lines += [f"    k{t}_{j} = 0" for t in range(streams) for j in range(fold)]
+        lines += [f"    h{t} = 0" for t in range(streams)]
 
         def body(t: int, x: str, y: str) -> list[str]:
             out = [f"        r = {x}[i] * {y}[i]" if product else f"        r = {x}[i]",
@@ -158,19 +168,57 @@ def block_loops(fold: int, product: bool) -> str:
                     out.append(f"        r = r + (m{j} - s)")
             return out
 
-        lines.append("    for i in range(piece):")
-        for t in range(_STREAMS):
+        if prefetch:
+            # chunks of `chunk` terms, each piece's lines `prefetch` terms ahead asked for first:
+            # more loads in flight than the out-of-order window holds
+            lines.append(f"    c = 0\n    while c + {chunk} <= piece:")
+            for t in range(streams):
+                for v in ("X", "Y") if product else ("X",):
+                    lines += [f"        _prefetch({v}{t}, c + {prefetch + o})" for o in range(0, chunk, per_line)]
+            lines.append(f"        for i in range(c, c + {chunk}):")
+            for t in range(streams):
+                lines += ["    " + ln for ln in body(t, f"X{t}", f"Y{t}")]
+            lines.append(f"        c += {chunk}")
+            lines.append("    for i in range(c, piece):")
+        else:
+            lines.append("    for i in range(piece):")
+        for t in range(streams):
             lines += body(t, f"X{t}", f"Y{t}")
-        lines.append(f"    for i in range({_STREAMS} * piece, n):")
+        lines.append(f"    for i in range({streams} * piece, n):")
         lines += body(0, "X", "Y")
-        lines += [f"    counts[{j}] = " + " + ".join(f"k{t}_{j}" for t in range(_STREAMS)) + f" - n * _bits(m{j})"
+        lines += [f"    counts[{j}] = " + " + ".join(f"k{t}_{j}" for t in range(streams)) + f" - n * _bits(m{j})"
                   for j in range(fold)]
-        lines.append("    return max(" + ", ".join(f"h{t}" for t in range(_STREAMS)) + ")")
+        lines.append("    return max(" + ", ".join(f"h{t}" for t in range(streams)) + ")")
         return "\n".join(lines)
 
+    lanes = ["@_jit\ndef _lane_steps(A, Bf, N, k0, k1, j0, w, P):",
+             '    """Products A[k] * B[k, j0 + t] for k0 <= k < k1 (B[k, j] = Bf[k * N + j]) into the',
+             '    primaries P[:, t] of lanes t < w, _LANE_STEPS k steps a pass (the indices unsigned: no',
+             '    wraparound test, so that LLVM vectorizes over t)."""']
+    lanes += [f"    P{j} = P[{j}]" for j in range(fold)]
+
+    def steps(ks: list[str], indent: str) -> list[str]:
+        out = [f"{indent}for t in range(w):"] + [f"{indent}    p{j} = P{j}[t]" for j in range(fold)]
+        for u in range(len(ks)):
+            out.append(f"{indent}    r = a{u} * Bf[np.uint64(b{u} + t)]")
+            for j in range(fold):
+                if j < fold - 1:
+                    out += [f"{indent}    s = p{j} + _or1(r)", f"{indent}    r = r + (p{j} - s)",
+                            f"{indent}    p{j} = s"]
+                else:
+                    out.append(f"{indent}    p{j} = p{j} + _or1(r)")
+        return out + [f"{indent}    P{j}[t] = p{j}" for j in range(fold)]
+
+    u_all = [f"k + {u}" for u in range(_LANE_STEPS)]
+    lanes.append(f"    k = k0\n    while k + {_LANE_STEPS} <= k1:")
+    for u, k in enumerate(u_all):
+        lanes += [f"        a{u} = A[{k}]", f"        b{u} = ({k}) * N + j0"]
+    lanes += steps(u_all, "        ") + [f"        k += {_LANE_STEPS}"]
+    lanes += ["    while k < k1:", "        a0 = A[k]", "        b0 = k * N + j0"] + steps(["k"], "        ")
+    lanes.append("        k += 1")
     amax = ["@_jit\ndef _block_amax(X, Y):",
             '    """The largest bit pattern of |term| in the block (inf and nan the largest)."""',
             "    h = 0", "    for i in range(X.shape[0]):", f"        b = _bits({term}) & _ABS_MASK",
             "        h = b if b > h else h", "    return h"]
-    blocks = [deposit("_deposit", False), deposit("_deposit_top", True), "\n".join(amax)]
+    blocks = [deposit("_deposit", False), deposit("_deposit_top", True), "\n".join(amax), "\n".join(lanes)]
     return "\n\n\n".join(blocks) + "\n"

@@ -3,15 +3,17 @@
 Globals the replica defines (fpspec.compile.binned.settings): _DT (the format's dtype), _FOLD, _BINS
 (ReproBLAS's table in _DT), _BINS64 and _ULPS (float64), _P, _W, _EMAX, _MAXI, _COMPRESSION,
 _HALF_EXPANSION, _EXPANSION, _SINGLE, _Q (carry unit: 2^_Q ulps), _EXP_SHIFT, _INF_BITS, _ABS_MASK,
-_PRODUCT (terms are x*y rounded, else x), _BLOCK.
+_PRODUCT (terms are x*y rounded, else x), _BLOCK, _GEMM_TILE (gemm's lanes), _ENDURANCE (deposits a
+primary takes before it must be counted: 2^(p - W - 2)).
 
 One pass over the terms, a block of _BLOCK at a time (fpspec.arith.binned note [exact slices]): the
 block's largest |term| (an integer max over the bit patterns: LLVM vectorizes it, and inf / nan show
 as the largest patterns), the accumulator's index moved up if needed, then every term's slices added
 counted in ulps of its bin (the difference of the bit patterns of the primary after and before:
 integer sums, which LLVM vectorizes without reassociating anything), then carried into int64
-(carry, low) pairs.  The block loops (_block_amax, _deposit, _deposit_top) are written out by
-fpspec.compile.binned for the spec's fold, with the term inline.  A state is
+(carry, low) pairs.  Gemm deposits most outputs as lanes instead (_gemm_range).  The block loops
+(_block_amax, _deposit, _deposit_top, _lane_steps) are written out by fpspec.compile.binned for the
+spec's fold, with the term inline.  A state is
 int64[_STATE = 2 + 3 _FOLD]: index (-1: empty), flags (1 nan, 2 +inf, 4 -inf), low[_FOLD],
 carry[_FOLD], then scratch; states merge exactly in any order.
 """
@@ -22,6 +24,7 @@ from llvmlite import ir
 from concurrent.futures import ThreadPoolExecutor
 
 from numba import get_num_threads, njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 _DT = np.float64
@@ -36,6 +39,8 @@ _SINGLE = False
 _PRODUCT = False
 _ABS_MASK = 0x7FFFFFFFFFFFFFFF
 _BLOCK = 4096
+_GEMM_TILE = 256
+_ENDURANCE = 2048
 _jit = njit(fastmath=False)
 _nogil = njit(fastmath=False, nogil=True)
 
@@ -64,6 +69,21 @@ def _bits(typingctx, x):
         return i if width == 64 else builder.zext(i, ir.IntType(64))
 
     return types.int64(x), codegen
+
+
+@intrinsic
+def _prefetch(typingctx, arr, i):
+    """Ask for the cache line of arr[i] (no bounds: a prefetch never faults)."""
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        i8p = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p.type, i32, i32, i32]),
+                                            "llvm.prefetch.p0i8")
+        builder.call(fn, [i8p, i32(0), i32(3), i32(1)])   # read, keep in all levels, data
+        return context.get_dummy_value()
+
+    return types.none(arr, types.intp), codegen
 
 
 def _term(X, Y, i):
@@ -218,32 +238,100 @@ def _rows_range(A, x, out, r0, r1):
         out[i] = _finish(state, fields)
 
 
-def _gemm_range(A, Bt, out, r0, r1):
-    """Rows r0..r1-1 of A @ B (Bt = B transposed, contiguous), every element a binned dot.  Its
-    hint: the index of max|A[i, :]| * max|B[:, j]|, rounded (at least every |product|, so at most
-    their index; equal to it unless a bin boundary lies in between)."""
+def _row_stats(A, amax, ka, r0, r1):
+    """For rows r0..r1-1 of A: amax[i] = max_k |A[i, k]| (inf when a nan is there) and ka[i]
+    the first k where it is."""
+    for i in range(r0, r1):
+        h = _DT(0)
+        at = 0
+        for k in range(A.shape[1]):
+            a = abs(A[i, k])
+            if not a <= h:
+                h = a if a == a else _DT(np.inf)
+                at = k
+        amax[i] = h
+        ka[i] = at
+
+
+def _column_stats(B, bmax, kb, j0, j1):
+    """_row_stats of the columns j0..j1-1 of B."""
+    for j in range(j0, j1):
+        bmax[j] = 0
+        kb[j] = 0
+    for k in range(B.shape[0]):
+        for j in range(j0, j1):
+            a = abs(B[k, j])
+            if not a <= bmax[j]:
+                bmax[j] = a if a == a else _DT(np.inf)
+                kb[j] = k
+
+
+def _gemm_range(A, B, Bf, amax, ka, bmax, kb, out, r0, r1):
+    """Rows r0..r1-1 of A @ B (Bf: B flat), every element a binned dot, _GEMM_TILE columns side by
+    side.
+
+    An element's index is known before its products are deposited when the bound amax[i] *
+    bmax[j] (rounded: at least every |product|, so its index at most theirs) and a product known
+    to be there (A[i, ka[i]] * B[ka[i], j] or A[i, kb[j]] * B[kb[j], j]: at most the largest
+    |product|, so its index at least theirs) fall in the same bin.  Then each output is a lane:
+    its K products deposited into its primaries P (ReproBLAS's own accumulation, exact slices:
+    fpspec.arith.binned note [exact slices]) over the tile's contiguous row of B, a few k steps a
+    pass, counted in ulps every _ENDURANCE steps (before P can leave its binade).  No reduction,
+    no largest |product| kept: the loop is elementwise over the lanes.  Other elements (a bound in
+    the top bin, an inf or a nan, bounds in two bins) take the general path (_partial): the same
+    bits."""
+    K = A.shape[1]
+    N = B.shape[1]
+    P = np.empty((_FOLD, _GEMM_TILE), _DT)
+    counts = np.zeros((_FOLD, _GEMM_TILE), np.int64)
+    index = np.empty(_GEMM_TILE, np.int64)
     state = np.zeros(_STATE, np.int64)
     fields = np.empty(2 * _FOLD)
-    bmax = np.empty(Bt.shape[0], _DT)
-    for j in range(Bt.shape[0]):
-        bmax[j] = _abs_max(Bt[j])
-    for i in range(r0, r1):
-        amax = _abs_max(A[i])
-        for j in range(Bt.shape[0]):
-            bound = _bits(amax * bmax[j])
-            hint = _index_of_bits(bound) if bound < _INF_BITS else -1
-            _partial(A[i], Bt[j], 0, A.shape[1], state, hint)
-            out[i, j] = _finish(state, fields)
-
-
-def _abs_max(v):
-    """The largest |v[k]| (0 when empty, inf when an inf or a nan is there)."""
-    h = _DT(0)
-    for k in range(v.shape[0]):
-        a = abs(v[k])
-        if not a <= h:
-            h = a if a == a else _DT(np.inf)
-    return h
+    column = np.empty(K, _DT)
+    for j0 in range(0, N, _GEMM_TILE):
+        w = min(_GEMM_TILE, N - j0)
+        for i in range(r0, r1):
+            Ai = A[i]
+            am = amax[i]
+            kai = ka[i]
+            for t in range(w):
+                j = j0 + t
+                bound = _bits(am * bmax[j])
+                h = -1
+                if bound < _INF_BITS and K > 0:
+                    h = _index_of_bits(bound)
+                    known = max(abs(Ai[kai] * B[kai, j]), abs(Ai[kb[j]] * B[kb[j], j]))
+                    if h == 0 or _index_of_bits(_bits(known)) != h:
+                        h = -1
+                index[t] = h
+                for f in range(_FOLD):
+                    P[f, t] = _BINS[max(h, 1) + f]
+                    counts[f, t] = 0
+            for k0 in range(0, K, _ENDURANCE):
+                _lane_steps(Ai, Bf, N, k0, min(k0 + _ENDURANCE, K), j0, w, P)
+                for f in range(_FOLD):
+                    for t in range(w):
+                        m = _BINS[max(index[t], 1) + f]
+                        counts[f, t] += _bits(P[f, t]) - _bits(m)
+                        P[f, t] = m
+            for t in range(w):
+                j = j0 + t
+                h = index[t]
+                if h >= 0:
+                    # _finish of the state (h, counts): low = count mod 2^_Q, carry = the rest
+                    pri = fields[:_FOLD]
+                    car = fields[_FOLD:]
+                    for f in range(_FOLD):
+                        c = counts[f, t]
+                        pri[f] = _BINS64[h + f] + np.float64(c & ((np.int64(1) << _Q) - 1)) * _ULPS[h + f]
+                        car[f] = np.float64(c >> _Q)
+                    out[i, j] = convert(h, pri, car, _BINS64, _P, _W, _EXPANSION, _SINGLE)
+                else:
+                    for k in range(K):
+                        column[k] = B[k, j]
+                    bound = _bits(am * bmax[j])
+                    _partial(Ai, column, 0, K, state, _index_of_bits(bound) if bound < _INF_BITS else -1)
+                    out[i, j] = _finish(state, fields)
 
 
 def _pool(workers, cache={}):
@@ -326,9 +414,14 @@ def api_gemm(A, B):
     A, B = _checked(A, "A", 2), _checked(B, "B", 2)
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
+    A, B = np.ascontiguousarray(A), np.ascontiguousarray(B)
     out = np.empty((A.shape[0], B.shape[1]), np.float64)
+    amax, ka = np.empty(A.shape[0], _DT), np.empty(A.shape[0], np.int64)
+    bmax, kb = np.empty(B.shape[1], _DT), np.empty(B.shape[1], np.int64)
     parts = max(1, min(get_num_threads(), A.shape[0]))
-    args = (np.ascontiguousarray(A), np.ascontiguousarray(B.T), out)
-    _run(_gemm_range, [args + r for r in _split(A.shape[0], parts)])
+    rows = _split(A.shape[0], parts)
+    _run(_row_stats, [(A, amax, ka) + r for r in rows])
+    _run(_column_stats, [(B, bmax, kb) + r for r in _split(B.shape[1], max(1, min(parts, B.shape[1])))])
+    _run(_gemm_range, [(A, B, B.reshape(-1), amax, ka, bmax, kb, out) + r for r in rows])
     with np.errstate(over="ignore"):
         return out.astype(_DT)

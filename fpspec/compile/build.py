@@ -75,6 +75,8 @@ def build_order(o) -> ir.Reducer:
         return ir.Lanes(build_expr(o.k), build_order(o.inner), build_order(o.outer),
                         None if o.left is None else build_order(o.left),
                         None if o.unroll is None else build_expr(o.unroll))
+    if isinstance(o, A.VLanes):
+        return ir.VLanes(build_expr(o.v), build_expr(o.k), build_order(o.inner), build_order(o.outer))
     if isinstance(o, A.Blocks):
         return ir.Blocks(build_expr(o.b), build_order(o.inner), build_order(o.outer))
     if isinstance(o, A.Chunks):

@@ -281,6 +281,20 @@ class Lanes:
 
 
 @dataclass(frozen=True)
+class VLanes:
+    """k lanes fed by vector loads of v operands: vector i (o_{iv}..o_{iv+v-1},
+    i < m // v) goes to lane i % k, then leftover j (o_{(m // v)v + j}) to lane
+    j % k; each lane that received operands is reduced by `inner` (its
+    operands in that order), the lane results (in lane order) by `outer`
+    (fpspec.spec.ast.VLanes).
+    """
+    v: IntExpr
+    k: IntExpr
+    inner: "Reducer"
+    outer: "Reducer"
+
+
+@dataclass(frozen=True)
 class Blocks:
     """Contiguous blocks of b: block j holds o_{jb}..o_{jb+b-1} (the last may be
     shorter); each block is reduced by `inner`, and the block results (in
@@ -372,7 +386,7 @@ class WithArithmetic:
     reducer: "Reducer"
 
 
-Reducer = Union[Fold, Pairwise, TreeReduce, FusedChain, Table, Lanes, Blocks, Chunks, Pad, Segments, Guard, Call,
+Reducer = Union[Fold, Pairwise, TreeReduce, FusedChain, Table, Lanes, VLanes, Blocks, Chunks, Pad, Segments, Guard, Call,
                 WithArithmetic]
 
 
@@ -436,7 +450,7 @@ def children(r: Reducer) -> tuple:
     """The reducers directly inside `r` (for passes that walk the IR)."""
     if isinstance(r, Lanes):
         return (r.inner, r.outer) + (() if r.left is None else (r.left,))
-    if isinstance(r, (Blocks, Chunks)):
+    if isinstance(r, (Blocks, Chunks, VLanes)):
         return (r.inner, r.outer)
     if isinstance(r, Segments):
         return tuple(p.reducer for p in r.parts if p.reducer is not None) + (r.outer,)

@@ -28,7 +28,7 @@ from fpspec.tree import postorder
 
 # lanes with a constant count up to this many become scalar accumulators
 MAX_UNROLLED_LANES = 16
-from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes, Pad,
+from fpspec.compile.ir import (VLanes, Blocks, Call, Chunks, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes, Pad,
                                Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, uses_var, walk)
 from fpspec.arith.model import FMA_PRODUCTS
 from fpspec.compile.numerics import in_region, keeps_leaves, stores_fused
@@ -797,6 +797,47 @@ class LoopEmitter:
                     code(f"{tags}[0] = -1")
             code(f"{res} = {self.emit(r.outer, Values(lanes, k, tags=tags), code)}")
         return res
+
+    def emit_vlanes(self, r: VLanes, lst, code):
+        """Each lane's operands (whole vectors, then its leftover) copied into a
+        values list, `inner` over it; `outer` over the lane results."""
+        if isinstance(lst, Leaves):
+            # a copied leaf is a value: an FMA or fused node would see it rounded
+            self.require_plain_leaves("vlanes over leaves")
+        v = self.let(code, "vw", py_int(r.v, m=lst.m))
+        k = self.let(code, "k", py_int(r.k, m=lst.m))
+        code(f"if {v} < 1 or {k} < 1:")
+        with code.indent():
+            code("raise ValueError('a vector width and a lane count must be >= 1')")
+        nv = self.let(code, "nv", f"{lst.m} // {v}")
+        rest = self.let(code, "vr", f"{lst.m} % {v}")
+        nl = self.let(code, "nl", f"min({k}, max({nv}, {rest}))")
+        lanes, j, buf, cnt, i, t, c = (self.fresh(x) for x in ("lanes", "j", "buf", "cnt", "i", "t", "c"))
+
+        def operand(idx: str) -> str:
+            if isinstance(lst, Leaves):
+                return f"_term(a, b, {_plus(lst.lo, _times(idx, lst.step))})"
+            return lst.at(idx)
+
+        code(f"{lanes} = _vals({nl})")
+        code(f"for {j} in range({nl}):")
+        with code.indent():
+            code(f"{cnt} = {v} * ({nv} // {k} + (1 if {j} < {nv} % {k} else 0)) "
+                 f"+ max(0, ({rest} - {j} + {k} - 1) // {k})")
+            code(f"{buf} = _vals({cnt})")
+            code(f"{c} = 0")
+            code(f"for {i} in range({j}, {nv}, {k}):")
+            with code.indent():
+                code(f"for {t} in range({v}):")
+                with code.indent():
+                    code(f"{buf}[{c}] = {operand(f'({i} * {v} + {t})')}")
+                    code(f"{c} += 1")
+            code(f"for {t} in range({j}, {rest}, {k}):")
+            with code.indent():
+                code(f"{buf}[{c}] = {operand(f'({nv} * {v} + {t})')}")
+                code(f"{c} += 1")
+            code(f"{lanes}[{j}] = {self.emit(r.inner, Values(buf, cnt), code)}")
+        return self.emit(r.outer, Values(lanes, nl), code)
 
     def emit_blocks(self, r: Blocks, lst, code):
         bs = self.let(code, "bs", py_int(r.b, m=lst.m))

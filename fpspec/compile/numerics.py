@@ -76,6 +76,12 @@ def _grid(name: str) -> tuple:
     return (f.precision, f.emin, f.emax)
 
 
+def input_grid(fmt: str) -> tuple | None:
+    """The grid inputs of format `fmt` are checked against: formats without a NumPy dtype
+    travel in a wider one (INPUT_DTYPES), and must hold values of the format."""
+    return None if INPUT_DTYPES[fmt] == NATIVE.get(fmt, "float16") else _grid(fmt)
+
+
 def plan(kernel: Kernel) -> Plan:
     a = kernel.arithmetic
     if kernel.op == "sum":
@@ -119,7 +125,7 @@ def plan(kernel: Kernel) -> Plan:
         out_fmt=None if native_out else _grid(a.output),
         out_carry=NATIVE.get(a.output, "float64"),
         in_dtype=INPUT_DTYPES[a.input],
-        in_grid=None if INPUT_DTYPES[a.input] == NATIVE.get(a.input, "float16") else _grid(a.input),
+        in_grid=input_grid(a.input),
         in_carry="float64" if a.input == "fp64" else "float32",
         term=term,
         prod_dtype=NATIVE.get(prod_format) if prod_format else None,
@@ -148,15 +154,24 @@ def keeps_leaves(kernel: Kernel) -> bool:
     return bool(kernel.arithmetics) or any(a.product in FMA_PRODUCTS or a.fused is not None for a in arithmetics)
 
 
-def settings(kernel: Kernel, p: Plan) -> list[str]:
-    """Module constants both loop backends define (read by the runtime functions)."""
-    a = kernel.arithmetic
+def input_settings(kernel: Kernel) -> list[str]:
+    """Module constants of the argument checks (fpspec.compile.runtime.inputs_rt), the same
+    in every backend's replica."""
+    fmt = kernel.arithmetic.input
+    dtype = INPUT_DTYPES[fmt]
     return [
         f"_NAME = {kernel.name!r}",
         f"N_MIN, N_MAX = {kernel.n_min}, {kernel.n_max}",
-        f"_IN_DTYPE = np.{p.in_dtype}",
-        f"_IN_NAME = {a.input!r}",
-        f"_IN_GRID = {p.in_grid}",
+        f"_IN_DTYPE = np.{dtype}",
+        f"_IN_NAME = {fmt!r}",
+        f"_IN_GRID = {input_grid(fmt)}",
+    ]
+
+
+def settings(kernel: Kernel, p: Plan) -> list[str]:
+    """Module constants both loop backends define (read by the runtime functions)."""
+    a = kernel.arithmetic
+    return input_settings(kernel) + [
         f"_SUM_FUSED = {kernel.op == 'sum' and a.fused is not None}",
         f"_ACC = np.{p.acc_dtype}  # carrier of partial sums ({a.accumulator})",
         f"_ACC_FMT = {p.acc_fmt}",

@@ -6,7 +6,7 @@ produce IR whose `tree_of` equals the spec's `expand`.
 """
 from __future__ import annotations
 
-from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, chunk_bounds, FusedChain, Fold, Guard, Kernel, Lanes,
+from fpspec.compile.ir import (VLanes, Blocks, Call, Chunks, CompileError, chunk_bounds, FusedChain, Fold, Guard, Kernel, Lanes,
                                Pad, Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, cond_value,
                                int_value)
 from fpspec.tree import Node, Tree, fused_chain, postorder, size
@@ -90,6 +90,12 @@ def reduce_list(kernel: Kernel, r: Reducer, ops: list, n: int) -> Tree:
             return reduce_list(kernel, r.outer, lanes, n)
         lanes = [ops[j::k] for j in range(min(k, m))]
         return reduce_list(kernel, r.outer, [reduce_list(kernel, r.inner, lane, n) for lane in lanes], n)
+    if isinstance(r, VLanes):
+        from fpspec.spec.expand import vector_lanes
+
+        v, k = _positive(int_value(r.v, m, n), "vector width"), _positive(int_value(r.k, m, n), "lane count")
+        return reduce_list(kernel, r.outer, [reduce_list(kernel, r.inner, lane, n)
+                                             for lane in vector_lanes(list(ops), v, k)], n)
     if isinstance(r, Blocks):
         b = _positive(int_value(r.b, m, n), "block size")
         blocks = [ops[s:s + b] for s in range(0, m, b)]

@@ -193,15 +193,47 @@ def _lane_sums(A, Q: tl.constexpr):
 
 
 @triton.jit
+def _lane_deposit(t, I, m0, m1, m2, m3, A0, A1, A2, A3, COMP, HALF, DT: tl.constexpr, IT: tl.constexpr,
+                  FOLD: tl.constexpr, AT: tl.constexpr):
+    """The slices of the tile's finite terms t at index I added to the lane counts A0 .. A3."""
+    if I == 0:
+        # note [index 0] of fpspec.arith.binned: slot 0 scaled
+        s = m0 + _or1(t * COMP, DT, IT)
+        A0 += (s.to(IT, bitcast=True) - m0.to(IT, bitcast=True)).to(AT)
+        q = (m0 - s) * HALF
+        r = (t + q) + q
+    else:
+        s = m0 + _or1(t, DT, IT)
+        A0 += (s.to(IT, bitcast=True) - m0.to(IT, bitcast=True)).to(AT)
+        r = t + (m0 - s)
+    s = m1 + _or1(r, DT, IT)
+    A1 += (s.to(IT, bitcast=True) - m1.to(IT, bitcast=True)).to(AT)
+    if FOLD > 2:
+        r = r + (m1 - s)
+        s = m2 + _or1(r, DT, IT)
+        A2 += (s.to(IT, bitcast=True) - m2.to(IT, bitcast=True)).to(AT)
+    if FOLD > 3:
+        r = r + (m2 - s)
+        s = m3 + _or1(r, DT, IT)
+        A3 += (s.to(IT, bitcast=True) - m3.to(IT, bitcast=True)).to(AT)
+    return A0, A1, A2, A3
+
+
+@triton.jit
 def _lanes(X, Y, states, n, tiles, bins_ptr, COMP, HALF, DT: tl.constexpr, IT: tl.constexpr,
            FOLD: tl.constexpr, F2: tl.constexpr, P: tl.constexpr, EMAX: tl.constexpr, W: tl.constexpr,
            MAXI: tl.constexpr, Q: tl.constexpr, INF_BITS: tl.constexpr, ABS_MASK: tl.constexpr,
            PRODUCT: tl.constexpr, BLOCK: tl.constexpr, AT: tl.constexpr):
     """`_partials` for fold <= 4: every slot's counts kept per lane (A0 .. A3, one AT integer per
-    term position of the tile), reduced once at the end; a tile's only reduction is its largest
-    |term|.  A lane holds at most `tiles` counts of at most 2^(W-1) (the host picks AT: int32 for
-    fp32 up to 2^18 tiles, else int64).  The next tile is loaded before this one is counted, so
-    that a program keeps a load in flight."""
+    term position of the tile), reduced once at the end.  A lane holds at most `tiles` counts of at
+    most 2^(W-1) (the host picks AT: int32 for fp32 up to 2^18 tiles, else int64).  The next tile
+    is loaded before this one is counted, so that a program keeps a load in flight.
+
+    First pass: the index is the first tile's; every later term is deposited there, and the lanes
+    keep their largest |term| pattern (no reduction, no barrier, per tile).  When that turns out
+    to need a higher bin (or an inf / nan came), the counts are dropped and the second pass runs:
+    the tile-by-tile update (each tile's largest |term| first).  Both give the counts of the index
+    of the program's largest |term|: the same bits."""
     pid = tl.program_id(0)
     jv = tl.arange(0, F2)
     offs = tl.arange(0, BLOCK)
@@ -222,55 +254,73 @@ def _lanes(X, Y, states, n, tiles, bins_ptr, COMP, HALF, DT: tl.constexpr, IT: t
     yn = xn
     if PRODUCT:
         yn = tl.load(Y + idx, mask=idx < end, other=0.0)
-    for k in range(tiles):
-        t = xn
-        if PRODUCT:
-            t = t * yn
-        idx = start + (k + 1) * BLOCK + offs
+    t = xn
+    if PRODUCT:
+        t = t * yn
+    m = tl.max(t.to(IT, bitcast=True) & ABS_MASK, axis=0).to(tl.int64)
+    exact = m >= INF_BITS
+    if m < INF_BITS:
+        I = _index(m, P, EMAX, W, MAXI).to(tl.int64)
+        m0 = tl.load(bins_ptr + I)
+        m1 = tl.load(bins_ptr + I + 1)
+        if FOLD > 2:
+            m2 = tl.load(bins_ptr + I + 2)
+        if FOLD > 3:
+            m3 = tl.load(bins_ptr + I + 3)
+        H = tl.zeros([BLOCK], IT)
+        for k in range(tiles):
+            t = xn
+            if PRODUCT:
+                t = t * yn
+            idx = start + (k + 1) * BLOCK + offs
+            xn = tl.load(X + idx, mask=idx < end, other=0.0)
+            if PRODUCT:
+                yn = tl.load(Y + idx, mask=idx < end, other=0.0)
+            H = tl.maximum(H, t.to(IT, bitcast=True) & ABS_MASK)
+            A0, A1, A2, A3 = _lane_deposit(t, I, m0, m1, m2, m3, A0, A1, A2, A3, COMP, HALF, DT, IT, FOLD, AT)
+        m = tl.max(H, axis=0).to(tl.int64)
+        exact = (m >= INF_BITS) | (_index(tl.minimum(m, INF_BITS - 1), P, EMAX, W, MAXI).to(tl.int64) < I)
+    if exact:
+        I = tl.full([], -1, tl.int64)
+        A0 = tl.zeros([BLOCK], AT)
+        A1 = tl.zeros([BLOCK], AT)
+        A2 = tl.zeros([BLOCK], AT)
+        A3 = tl.zeros([BLOCK], AT)
+        idx = start + offs
         xn = tl.load(X + idx, mask=idx < end, other=0.0)
         if PRODUCT:
             yn = tl.load(Y + idx, mask=idx < end, other=0.0)
-        m = tl.max(t.to(IT, bitcast=True) & ABS_MASK, axis=0).to(tl.int64)
-        if m >= INF_BITS:
-            f = tl.max(tl.where(t != t, 1, 0), axis=0) | tl.max(tl.where(t == float("inf"), 2, 0), axis=0) \
-                | tl.max(tl.where(t == float("-inf"), 4, 0), axis=0)
-            flags = flags | f
-        else:
-            J = _index(m, P, EMAX, W, MAXI).to(tl.int64)
-            if (I < 0) | (J < I):
-                # a higher bin came: slot j takes slot j - by (zeros when the state was empty)
-                by = I - J
-                A3 = tl.where(by == 0, A3, tl.where(by == 1, A2, tl.where(by == 2, A1, tl.where(by == 3, A0, 0))))
-                A2 = tl.where(by == 0, A2, tl.where(by == 1, A1, tl.where(by == 2, A0, 0)))
-                A1 = tl.where(by == 0, A1, tl.where(by == 1, A0, 0))
-                A0 = tl.where(by == 0, A0, 0)
-                I = J
-                m0 = tl.load(bins_ptr + I)
-                m1 = tl.load(bins_ptr + I + 1)
-                if FOLD > 2:
-                    m2 = tl.load(bins_ptr + I + 2)
-                if FOLD > 3:
-                    m3 = tl.load(bins_ptr + I + 3)
-            if I == 0:
-                # note [index 0] of fpspec.arith.binned: slot 0 scaled
-                s = m0 + _or1(t * COMP, DT, IT)
-                A0 += (s.to(IT, bitcast=True) - m0.to(IT, bitcast=True)).to(AT)
-                q = (m0 - s) * HALF
-                r = (t + q) + q
+        for k in range(tiles):
+            t = xn
+            if PRODUCT:
+                t = t * yn
+            idx = start + (k + 1) * BLOCK + offs
+            xn = tl.load(X + idx, mask=idx < end, other=0.0)
+            if PRODUCT:
+                yn = tl.load(Y + idx, mask=idx < end, other=0.0)
+            m = tl.max(t.to(IT, bitcast=True) & ABS_MASK, axis=0).to(tl.int64)
+            if m >= INF_BITS:
+                f = tl.max(tl.where(t != t, 1, 0), axis=0) | tl.max(tl.where(t == float("inf"), 2, 0), axis=0) \
+                    | tl.max(tl.where(t == float("-inf"), 4, 0), axis=0)
+                flags = flags | f
             else:
-                s = m0 + _or1(t, DT, IT)
-                A0 += (s.to(IT, bitcast=True) - m0.to(IT, bitcast=True)).to(AT)
-                r = t + (m0 - s)
-            s = m1 + _or1(r, DT, IT)
-            A1 += (s.to(IT, bitcast=True) - m1.to(IT, bitcast=True)).to(AT)
-            if FOLD > 2:
-                r = r + (m1 - s)
-                s = m2 + _or1(r, DT, IT)
-                A2 += (s.to(IT, bitcast=True) - m2.to(IT, bitcast=True)).to(AT)
-            if FOLD > 3:
-                r = r + (m2 - s)
-                s = m3 + _or1(r, DT, IT)
-                A3 += (s.to(IT, bitcast=True) - m3.to(IT, bitcast=True)).to(AT)
+                J = _index(m, P, EMAX, W, MAXI).to(tl.int64)
+                if (I < 0) | (J < I):
+                    # a higher bin came: slot j takes slot j - by (zeros when the state was empty)
+                    by = I - J
+                    A3 = tl.where(by == 0, A3, tl.where(by == 1, A2, tl.where(by == 2, A1, tl.where(by == 3, A0, 0))))
+                    A2 = tl.where(by == 0, A2, tl.where(by == 1, A1, tl.where(by == 2, A0, 0)))
+                    A1 = tl.where(by == 0, A1, tl.where(by == 1, A0, 0))
+                    A0 = tl.where(by == 0, A0, 0)
+                    I = J
+                    m0 = tl.load(bins_ptr + I)
+                    m1 = tl.load(bins_ptr + I + 1)
+                    if FOLD > 2:
+                        m2 = tl.load(bins_ptr + I + 2)
+                    if FOLD > 3:
+                        m3 = tl.load(bins_ptr + I + 3)
+                A0, A1, A2, A3 = _lane_deposit(t, I, m0, m1, m2, m3, A0, A1, A2, A3, COMP, HALF, DT, IT, FOLD,
+                                               AT)
     l0, c0 = _lane_sums(A0, Q)
     l1, c1 = _lane_sums(A1, Q)
     l2, c2 = _lane_sums(A2, Q)
@@ -353,7 +403,7 @@ class BinnedReplica:
     # per format (BLOCK: terms a tile, up to 4096; WARPS; PROGRAMS_PER_SM: on a GPU, enough programs
     # to fill it, few states to merge): the tiling that read fastest at n = 10^8 on an H200
     # (benchmarks/bench_binned.py --gpu); any tiling gives the same bits
-    TILING = {"fp32": (2048, 8, 8), "fp64": (2048, 4, 4)}
+    TILING = {"fp32": (4096, 4, 4), "fp64": (2048, 4, 4)}
 
     def __init__(self, fmt, fold, torch_dtype, bins, ulps, consts):
         self.fmt, self.fold, self.dtype = fmt, fold, torch_dtype

@@ -60,14 +60,19 @@ def fp_decode(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.const
     """Split IEEE bit patterns (int32 holding the unsigned pattern) into parts.
 
     Returns (neg, exp, sig, is_inf, is_nan), exp and sig as int64: value =
-    (-1)^neg * sig * 2^(exp - MAN_BITS); subnormals get exp = emin.  FN (e4m3):
-    no inf, and only the all-ones pattern of the top binade is nan."""
+    (-1)^neg * sig * 2^(exp - MAN_BITS); subnormals get exp = emin.  FN = 1 (e4m3):
+    no inf, and only the all-ones pattern of the top binade is nan.  FN = 2 (AMD's
+    fnuz fp8): the bias one larger, no inf, no -0.0: the sign-only pattern is the nan."""
     b = bits.to(tl.int64) & ((1 << (EXP_BITS + MAN_BITS + 1)) - 1)
     neg = ((b >> (EXP_BITS + MAN_BITS)) & 1) != 0
     ebits = (b >> MAN_BITS) & ((1 << EXP_BITS) - 1)
     frac = b & ((1 << MAN_BITS) - 1)
     normal = ebits != 0
     sig = tl.where(normal, frac | (1 << MAN_BITS), frac)
+    if FN == 2:
+        exp = tl.where(normal, ebits, 1) - (1 << (EXP_BITS - 1))
+        nan = b == (1 << (EXP_BITS + MAN_BITS))
+        return neg, exp, sig, nan & ~nan, nan
     exp = tl.where(normal, ebits, 1) - ((1 << (EXP_BITS - 1)) - 1)
     special = ebits == ((1 << EXP_BITS) - 1)
     if FN:
@@ -112,7 +117,7 @@ def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
                   MAN_P: tl.constexpr, C_EXP: tl.constexpr, C_MAN: tl.constexpr,
                   FRAC: tl.constexpr, FLOOR: tl.constexpr, TO_ZERO: tl.constexpr,
                   RES_MAN: tl.constexpr = 0, ZEXP: tl.constexpr = 0, C_EMIN: tl.constexpr = 0,
-                  AMD: tl.constexpr = False):
+                  AMD: tl.constexpr = False, INTERLEAVE: tl.constexpr = 1):
     """One fused node over axis AXIS of the product parts, with c; see Note [fused node].
 
     Products: value = (-1)^pneg * psig * 2^(pexp - MAN_P) (psig exact, int64).
@@ -123,7 +128,7 @@ def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
     ZEXP != 0 (MMA-Sim's conventions, fpspec.arith.fused note [zero exponent]): zero
     products align at the exponent fp_product gave them (ZEXP from its zero operands)
     and a zero c at ZEXP; C_EMIN != 0: c's exponent is at least C_EMIN (an fp16 c).
-    AMD: AMD CDNA3's combine (fpspec.arith.fused note [amd combine], one sub-block)."""
+    AMD: AMD CDNA3's combine (fpspec.arith.fused note [amd combine]; INTERLEAVE sub-blocks: 1 or 2)."""
     cneg, cexp, csig, cinf, cnan = fp_decode(c_bits, C_EXP, C_MAN)
     # c's exponent is that of its fp32 view (an fp16 subnormal c is normal in
     # fp32); its significand keeps its own scale, so only the alignment moves
@@ -138,7 +143,7 @@ def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
         c_e = tl.where(csig != 0, c_top, NEG_EXP)
     if AMD:
         return fp_amd_node(pneg, pexp, psig, pinf, pnan, pe, cneg, cexp, csig, cinf, cnan, c_e, AXIS,
-                           MAN_P, C_EXP, C_MAN, FRAC, FLOOR)
+                           MAN_P, C_EXP, C_MAN, FRAC, FLOOR, INTERLEAVE)
     e_max = tl.maximum(tl.max(pe, axis=AXIS), c_e)
     e_max = tl.maximum(e_max, FLOOR)
     unit = e_max - FRAC
@@ -168,22 +173,41 @@ def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
 @triton.jit
 def fp_amd_node(pneg, pexp, psig, pinf, pnan, pe, cneg, cexp, csig, cinf, cnan, c_e, AXIS: tl.constexpr,
                 MAN_P: tl.constexpr, C_EXP: tl.constexpr, C_MAN: tl.constexpr, FRAC: tl.constexpr,
-                FLOOR: tl.constexpr):
-    """fp_fused_node's AMD form (fpspec.arith.fused note [amd combine], interleave 1): the
+                FLOOR: tl.constexpr, INTERLEAVE: tl.constexpr = 1):
+    """fp_fused_node's AMD form (fpspec.arith.fused note [amd combine]): the
     products aligned among themselves (truncated toward zero, FRAC bits below their largest
     exponent e_p), then the product sum floored onto 2^(e - 31) and c onto 2^(e - 24) at
     e = max(e_p, e_c), one rounding to nearest even; a nonzero result keeps its sign even when
-    it rounds to zero.  A finite product at or above 2^128 gives inf (nan for both signs)."""
-    e_p = tl.maximum(tl.max(pe, axis=AXIS), FLOOR)
+    it rounds to zero.  A finite product at or above 2^128 gives inf (nan for both signs).
+    INTERLEAVE = 2 (fp8): the even and the odd products (along AXIS) aligned apart, each sum
+    floored onto the larger one's grid, and a c more than 25 binades below e dropped."""
+    if INTERLEAVE == 2:
+        if AXIS == 2:
+            odd = (tl.arange(0, pe.shape[2]) % 2 == 1)[None, None, :]
+        else:
+            odd = (tl.arange(0, pe.shape[1]) % 2 == 1)[None, :]
+        e0 = tl.maximum(tl.max(tl.where(odd, NEG_EXP, pe), axis=AXIS), FLOOR)
+        e1 = tl.maximum(tl.max(tl.where(odd, pe, NEG_EXP), axis=AXIS), FLOOR)
+        e_p = tl.maximum(e0, e1)
+        e_j = tl.where(odd, tl.expand_dims(e1, AXIS), tl.expand_dims(e0, AXIS))
+        pa = fp_shift(psig, pexp - MAN_P - (e_j - FRAC))
+        sa = tl.where(pneg, -pa, pa)
+        s0 = tl.sum(tl.where(odd, 0, sa), axis=AXIS)
+        s1 = tl.sum(tl.where(odd, sa, 0), axis=AXIS)
+        total = (s0 >> tl.minimum(e_p - e0, 62)) + (s1 >> tl.minimum(e_p - e1, 62))   # floors
+    else:
+        e_p = tl.maximum(tl.max(pe, axis=AXIS), FLOOR)
+        pa = fp_shift(psig, pexp - MAN_P - tl.expand_dims(e_p - FRAC, AXIS))
+        total = tl.sum(tl.where(pneg, -pa, pa), axis=AXIS)
     unit = e_p - FRAC
-    pa = fp_shift(psig, pexp - MAN_P - tl.expand_dims(unit, AXIS))
-    total = tl.sum(tl.where(pneg, -pa, pa), axis=AXIS)
     e = tl.maximum(e_p, c_e)
     sh = (e - 31) - unit                      # floor: arithmetic shifts of signed integers
     s31 = tl.where(sh >= 0, total >> tl.minimum(tl.maximum(sh, 0), 62), total << tl.minimum(tl.maximum(-sh, 0), 62))
     cs = tl.where(cneg, -csig, csig)
     shc = (e - 24) - (cexp - C_MAN)
     c24 = tl.where(shc >= 0, cs >> tl.minimum(tl.maximum(shc, 0), 62), cs << tl.minimum(tl.maximum(-shc, 0), 62))
+    if INTERLEAVE == 2:
+        c24 = tl.where(cexp >= e - 25, c24, 0)
     exact = s31 + (c24 << 7)
     bits = fp_round_pack(exact < 0, tl.abs(exact), e - 31, C_EXP, C_MAN, False)
     bits = tl.where(exact == 0, 0, bits)
@@ -208,13 +232,17 @@ def fp_amd_node(pneg, pexp, psig, pinf, pnan, pe, cneg, cexp, csig, cinf, cnan, 
 
 @triton.jit
 def fp_product(a_bits, b_bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.constexpr = False,
-               ZEXP: tl.constexpr = 0):
+               ZEXP: tl.constexpr = 0, B_EXP: tl.constexpr = 0, B_MAN: tl.constexpr = 0, B_FN: tl.constexpr = 0):
     """Exact products of broadcast-compatible a and b bit patterns, as parts for fp_fused_node.
 
-    Returns (neg, exp, sig, inf, nan); value = (-1)^neg * sig * 2^(exp - 2*MAN_BITS).
+    Returns (neg, exp, sig, inf, nan); value = (-1)^neg * sig * 2^(exp - 2*MAN_BITS), or with
+    b of another format (B_EXP != 0: B_EXP, B_MAN, B_FN as fp_decode's) 2^(exp - MAN_BITS - B_MAN).
     ZEXP != 0: a zero operand's exponent is ZEXP (fpspec.arith.fused note [zero exponent])."""
     an, ae, asg, ainf, anan = fp_decode(a_bits, EXP_BITS, MAN_BITS, FN)
-    bn, be, bsg, binf, bnan = fp_decode(b_bits, EXP_BITS, MAN_BITS, FN)
+    if B_EXP == 0:
+        bn, be, bsg, binf, bnan = fp_decode(b_bits, EXP_BITS, MAN_BITS, FN)
+    else:
+        bn, be, bsg, binf, bnan = fp_decode(b_bits, B_EXP, B_MAN, B_FN)
     azero = (asg == 0) & ~ainf & ~anan
     bzero = (bsg == 0) & ~binf & ~bnan
     nan = anan | bnan | (ainf & bzero) | (azero & binf)
@@ -315,7 +343,7 @@ def fp_store_slot(dst_ptr, offs, mask, acc, DIRECT: tl.constexpr, INIT: tl.const
         bits = fp_finish(acc, INIT, OUT_EXP, OUT_MAN)
         tl.store(dst_ptr + offs, bits.to(dst_ptr.dtype.element_ty), mask=mask)
     else:
-        tl.store(dst_ptr + offs, acc, mask=mask)
+        tl.store(dst_ptr + offs, acc.to(dst_ptr.dtype.element_ty), mask=mask)   # (fp64 slots: exact)
 
 
 @triton.jit
@@ -350,7 +378,7 @@ def fp_store_native(dst_ptr, offs, mask, acc, DIRECT: tl.constexpr, INIT: tl.con
             bits = tl.where(acc != acc, NAN | sign, bits)
         tl.store(dst_ptr + offs, bits.to(dst_ptr.dtype.element_ty), mask=mask)
     else:
-        tl.store(dst_ptr + offs, acc, mask=mask)
+        tl.store(dst_ptr + offs, acc.to(dst_ptr.dtype.element_ty), mask=mask)   # (fp64 slots: exact)
 
 
 @triton.jit
@@ -804,8 +832,11 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
                       STORE_EXP: tl.constexpr = 0, STORE_MAN: tl.constexpr = 0,
                       IN_FN: tl.constexpr = False, RES_MAN: tl.constexpr = 0,
-                      ZEXP: tl.constexpr = 0, C_EMIN: tl.constexpr = 0, AMD: tl.constexpr = False):
+                      ZEXP: tl.constexpr = 0, C_EMIN: tl.constexpr = 0, AMD: tl.constexpr = False,
+                      INTERLEAVE: tl.constexpr = 1, B_EXP: tl.constexpr = 0, B_MAN: tl.constexpr = 0,
+                      B_FN: tl.constexpr = 0):
     """mm_chain_emulated with each node as one BM x BN x W tensor through fp_fused_node (int64).
+    B_EXP != 0: B holds another format (B_EXP, B_MAN, B_FN: an fp8 unit of two input formats).
 
     Few, wide operations: the fast form for the interpreter (TRITON_INTERPRET=1
     pays per operation); on a GPU its registers overflow.  W: WIDTH rounded up
@@ -828,9 +859,13 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         kk = start + ks.to(tl.int64) * stride
         a = tl.load(a_ptr + rm[:, None] * s_am + kk[None, :] * s_ak, mask=mm[:, None] & live[None, :], other=0)
         b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)
-        pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN, IN_FN, ZEXP)
-        acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO, RES_MAN,
-                            ZEXP, C_EMIN, AMD)
+        pn, pe, ps, pi, pq = fp_product(a[:, None, :], b[None, :, :], IN_EXP, IN_MAN, IN_FN, ZEXP, B_EXP, B_MAN, B_FN)
+        if B_EXP == 0:
+            acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, 2 * IN_MAN, 8, 23, FRAC, FLOOR, TO_ZERO, RES_MAN,
+                                ZEXP, C_EMIN, AMD, INTERLEAVE)
+        else:
+            acc = fp_fused_node(pn, pe, ps, pi, pq, acc, 2, IN_MAN + B_MAN, 8, 23, FRAC, FLOOR, TO_ZERO, RES_MAN,
+                                ZEXP, C_EMIN, AMD, INTERLEAVE)
         acc = fp_stored_bits(acc, STORE_EXP, STORE_MAN)
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], fp_as_f32(acc), DIRECT, INIT, OUT_EXP, OUT_MAN)
@@ -1063,7 +1098,57 @@ def sum_pairs(src_ptr, dst_ptr, count_out, GH: tl.constexpr, BO: tl.constexpr,
 
 
 @triton.jit
-def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr):
+def fp_add_once(a, b):
+    """a + b rounded once to fp32, for fp64 operands that are fp32 values or exact products of
+    two inputs (at most 48 significant bits, Note [lone products]): the exact sum rounded to odd
+    in fp64 (TwoSum's error says which neighbour is odd), then to nearest fp32.  Rounding to
+    odd first is innocuous for a format of p <= 53 - 2 bits: one rounding of the exact sum."""
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    bits = s.to(tl.int64, bitcast=True)
+    # inexact and even: the odd neighbour toward the exact sum (s != 0 when inexact; inf and
+    # nan are left alone: their error is nan)
+    fix = (e == e) & (e != 0) & ((s - s) == 0) & ((bits & 1) == 0)
+    bits = tl.where(fix, bits + tl.where((e > 0) == (s > 0), 1, -1), bits)
+    return bits.to(tl.float64, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def fp_combine_step(va, vb, WIDE: tl.constexpr):
+    """One node of two slot values: fp32 slots add in fp32; fp64 slots (WIDE) hold exact lone
+    products beside fp32 values and add with one rounding (fp_add_once)."""
+    if WIDE:
+        return fp_add_once(va, vb).to(tl.float64)
+    else:
+        return va + vb
+
+
+@triton.jit
+def mm_lone(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
+            s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
+            BM: tl.constexpr, BN: tl.constexpr, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr):
+    """Note [lone products]: the product of a segment of one leaf, exact, into its fp64 slot.
+
+    A lone leaf is formed by the node that takes it (fpspec.arith.evaluate, note [regions]):
+    with product = fma or exact its product joins a partial sum (or another leaf) in one
+    rounding.  Rounded to fp32 first it would round twice, and a product of bf16 or tf32 values
+    can overflow fp32 or fall below its subnormals.  A product of two fp32 (or narrower) values
+    is exact in fp64; the combine step (WIDE) then rounds each node once."""
+    sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
+    k = tl.load(segs_ptr + sid * 6)
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mm, mn = rm < M, rn < N
+    a = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))
+    b = fp_as_f32(fp_widen(tl.load(b_ptr + k * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))
+    prod = a.to(tl.float64)[:, None] * b.to(tl.float64)[None, :]
+    offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
+    tl.store(dst_ptr + offs, prod, mask=mm[:, None] & mn[None, :])
+
+
+@triton.jit
+def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr, WIDE: tl.constexpr = False):
     """One level of additions: vals[dst] = vals[a] + vals[b], BS steps x BO outputs a program."""
     s = tl.program_id(0) * BS + tl.arange(0, BS)
     live = s < cnt
@@ -1075,11 +1160,12 @@ def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr)
     on = live[:, None] & (o < R)[None, :]
     va = tl.load(vals_ptr + a[:, None] * R + o[None, :], mask=on)
     vb = tl.load(vals_ptr + b[:, None] * R + o[None, :], mask=on)
-    tl.store(vals_ptr + dst[:, None] * R + o[None, :], va + vb, mask=on)
+    tl.store(vals_ptr + dst[:, None] * R + o[None, :], fp_combine_step(va, vb, WIDE), mask=on)
 
 
 @triton.jit
-def combine_levels(vals_ptr, steps_ptr, levels_ptr, L, R, BS: tl.constexpr, BO: tl.constexpr):
+def combine_levels(vals_ptr, steps_ptr, levels_ptr, L, R, BS: tl.constexpr, BO: tl.constexpr,
+                   WIDE: tl.constexpr = False):
     """Several small levels in one launch of one program, a barrier between levels.
 
     The top of a tree has many levels of few additions each: one launch per
@@ -1099,7 +1185,7 @@ def combine_levels(vals_ptr, steps_ptr, levels_ptr, L, R, BS: tl.constexpr, BO: 
                 on = live[:, None] & (o < R)[None, :]
                 va = tl.load(vals_ptr + a[:, None] * R + o[None, :], mask=on)
                 vb = tl.load(vals_ptr + b[:, None] * R + o[None, :], mask=on)
-                tl.store(vals_ptr + dst[:, None] * R + o[None, :], va + vb, mask=on)
+                tl.store(vals_ptr + dst[:, None] * R + o[None, :], fp_combine_step(va, vb, WIDE), mask=on)
         tl.debug_barrier()   # this level's results are the next level's operands
 
 
@@ -1108,5 +1194,5 @@ def finish(vals_ptr, out_ptr, root, R, BO: tl.constexpr, INIT: tl.constexpr,
            OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
     o = tl.program_id(0) * BO + tl.arange(0, BO)
     on = o < R
-    acc = tl.load(vals_ptr + root * R + o, mask=on)
+    acc = tl.load(vals_ptr + root * R + o, mask=on).to(tl.float32)   # (fp64 slots hold fp32 values here)
     fp_store_slot(out_ptr, o, on, acc, True, INIT, OUT_EXP, OUT_MAN)

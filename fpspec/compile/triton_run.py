@@ -4,13 +4,20 @@ Copied verbatim into each generated module after triton_kernels.py and
 triton_host.py (the import block below is dropped there: in a replica those
 names are already defined in the same module).
 """
+import contextlib
+import types
+
 # -- imports: dropped in replicas
+import numpy as np
 import torch
 import triton
 
-from fpspec.compile.triton_host import CHAIN, STORED_FORMATS, PlanError, plan
+# the argument checks of every backend's replica (embedded with their settings: backends.triton)
+from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _shape
+
+from fpspec.compile.triton_host import CHAIN, FOLD, STORED_FORMATS, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
-                                           mm_chain_native, mm_fold, sum_fold, sum_lanes, sum_pairs)
+                                           mm_chain_native, mm_fold, mm_lone, sum_fold, sum_lanes, sum_pairs)
 # -- end imports
 
 # name: (exponent bits, fraction bits, torch dtype, torch int dtype of the same width)
@@ -23,7 +30,18 @@ FORMATS = {
     # fp8 inputs (fused chains on the emulated path): bit patterns read as uint8
     "fp8e4m3": (4, 3, torch.float8_e4m3fn, torch.uint8),
     "fp8e5m2": (5, 2, torch.float8_e5m2, torch.uint8),
+    # AMD CDNA3's fp8 (bias one larger, no inf, no -0.0)
+    "fp8e4m3fnuz": (4, 3, torch.float8_e4m3fnuz, torch.uint8),
+    "fp8e5m2fnuz": (5, 2, torch.float8_e5m2fnuz, torch.uint8),
 }
+# fp_decode's FN of an input format: 1 for e4m3 (no inf), 2 for the fnuz formats, else 0 (IEEE)
+DECODE_KIND = {"fp8e4m3": 1, "fp8e4m3fnuz": 2, "fp8e5m2fnuz": 2}
+
+def _device_of(t):
+    """A context in which kernels launch on tensor t's GPU: Triton launches on the current CUDA
+    device, and tensors on another GPU would be read there through pointers of another device."""
+    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
+
 
 # GPUs whose Tensor Core fused node is (w=16, 2 extra bits, truncation, rz,
 # floor -133) for fp16 and bf16: Hopper, compute capability 9.0 (H100, H200)
@@ -49,8 +67,11 @@ class Numerics:
 
 
 class Fused:
-    def __init__(self, width, extra_bits, floor, to_zero, zero_exponent=None, c_emin=None, amd=False):
+    def __init__(self, width, extra_bits, floor, to_zero, zero_exponent=None, c_emin=None, amd=False,
+                 input_b=None, interleave=1):
         self.width, self.extra_bits, self.floor, self.to_zero = width, extra_bits, floor, to_zero
+        # B's format where it is not A's (an fp8 unit of two formats); AMD fp8's sub-blocks
+        self.input_b, self.interleave = input_b, interleave
         # MMA-Sim's conventions (fpspec.arith.fused note [zero exponent]) and AMD's combine
         # (note [amd combine]): the wide form only
         self.zero_exponent, self.c_emin, self.amd = zero_exponent, c_emin, amd
@@ -63,6 +84,7 @@ class Replica:
         self.op, self.numerics, self.root, self.orders = op, numerics, root, orders
         self.n_min, self.n_max = n_min, n_max
         self.plans = {}
+        self.lone = {}          # plan -> its lone products (Replica.lone_products)
         self.last_path = None   # "native" or "emulated": which the last call used
         self.columns = None     # api_sums' GEMV twin (made on first use)
         # tile shapes (tuning only: the order along K does not depend on them)
@@ -98,8 +120,8 @@ class Replica:
 
     def plan(self, n, what="the reduction"):
         if n < self.n_min or (self.n_max is not None and n > self.n_max):
-            raise ValueError(f"{what} has length {n}, outside the range n in {self.n_min}..{self.n_max or ''} "
-                             "this replica is valid for")
+            _length(n, what)    # the message every replica gives (N_MIN, N_MAX: the replica's range)
+            raise ValueError(f"{what} has length {n}, outside the range n in {self.n_min}..{self.n_max or ''}")
         got = self.plans.get(n)
         if got is None:
             p = plan(self.root, self.orders, n, leaves=self.op == "sum")
@@ -121,17 +143,32 @@ class Replica:
         for width, _ in p.chain_ids:
             if width > f.width:
                 raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
-        # with a fused section a lone product is a node of one product, formed by the fused kernels
-        narrow = ("bf16", "tf32") if f is None else ()
-        if nm.input in ("fp32", *narrow) and nm.product in ("fma", "exact") and p.steps.shape[0]:
-            # an addition of a lone product and a partial sum would be an FMA (or, of two
-            # products, one rounding of their exact sum); the combine kernel only adds fp32
-            # values: exact for fp16 products, but bf16 and tf32 products can overflow fp32
-            # or fall below its subnormals
-            lone = p.segs[:, 1] == 1
-            if bool(lone[p.steps[:, 1:][p.steps[:, 1:] < p.segs.shape[0]]].any()):
-                raise PlanError(f"a lone {nm.input} product meets a partial sum outside a fold: "
-                                "that FMA is not supported by the triton kernels")
+        # a lone product that meets a partial sum or another leaf: an exact product in an fp64
+        # slot, and the combine step rounds once (Note [lone products] at mm_lone)
+
+    def lone_products(self, p):
+        """Note [lone products]: the fold segments of one leaf that a combine step takes with
+        product = fma or exact, whose exact product goes into an fp64 slot (None: none, or
+        products exact in fp32: fp16 and fp8 inputs).  With product = fma a node of two leaves
+        fuses the later one and rounds the earlier first (fpspec.arith.evaluate, note [which
+        child is fused]): that one keeps its rounded fp32 product."""
+        if p in self.lone:
+            return self.lone[p]
+        nm, got = self.numerics, None
+        if nm.product in ("fma", "exact") and nm.input in ("fp32", "bf16", "tf32") and p.steps.shape[0]:
+            S = p.segs.shape[0]
+            one = (p.segs[:, 1] == 1) & (p.segs[:, 3] == FOLD)
+            taken = torch.zeros(S, dtype=torch.bool)
+            for x, y in ((p.steps[:, 1], p.steps[:, 2]), (p.steps[:, 2], p.steps[:, 1])):
+                xs, ys = x.clamp(max=S - 1), y.clamp(max=S - 1)
+                leaf = (x < S) & one[xs]
+                if nm.product == "fma":
+                    leaf &= ~((y < S) & one[ys] & (p.segs[xs, 0] < p.segs[ys, 0]))
+                taken[x[leaf]] = True
+            if bool(taken.any()):
+                got = torch.nonzero(taken).flatten()
+        self.lone[p] = got
+        return got
 
     # ------------------------------------------------------------ paths
 
@@ -189,22 +226,25 @@ class Replica:
 
     def arguments(self, named):
         """named: ((name, value, ndim), ...) -> (tensors on one device, give_back(result))."""
-        fmt = self.numerics.input
-        dt = FORMATS[fmt][2]
+        fused = self.numerics.fused
         kinds, tensors = set(), []
-        for name, v, ndim in named:
+        for i, (name, v, ndim) in enumerate(named):
+            # the second operand is in the unit's b format where it has one
+            fmt = fused.input_b if i == 1 and fused is not None and fused.input_b else self.numerics.input
+            dt = FORMATS[fmt][2]
             if isinstance(v, torch.Tensor):
                 kinds.add("torch")
                 if v.dtype != dt:
-                    raise TypeError(f"{name} has dtype {v.dtype}, but this replica takes {dt} tensors "
-                                    f"(input format {fmt})")
+                    raise TypeError(f"{name} has dtype {v.dtype}, but this replica of {_NAME} takes {dt} "
+                                    f"tensors (input format {fmt})")
                 t = v
             else:
+                # anything else is checked as by the NumPy and Numba replicas (lists, scalars, masked
+                # arrays, other dtypes, values off the format's grid): the same function, the same errors
                 kinds.add("numpy")
-                t = _from_numpy(v, name, fmt, dt)
-            if t.dim() != ndim:
-                raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''}, "
-                                 f"got shape {tuple(t.shape)}")
+                a = _input(v, name)
+                t = torch.from_numpy(np.ascontiguousarray(a).reshape(a.shape)).to(dt)  # (0-d stays 0-d)
+            _shape(name, types.SimpleNamespace(ndim=t.dim(), shape=tuple(t.shape)), ndim)   # (4, 5), not torch.Size
             tensors.append(t)
         if len(kinds) > 1:
             raise TypeError(f"{' and '.join(n for n, _, _ in named)} mix torch tensors and NumPy arrays; "
@@ -269,6 +309,10 @@ class Replica:
 
     def matmul(self, A, B, path="auto", names=("A", "B")):
         """C = A @ B (2-D), every element reduced over K in the spec's order."""
+        with _device_of(A):
+            return self._matmul(A, B, path, names)
+
+    def _matmul(self, A, B, path, names):
         nm = self.numerics
         M, K = A.shape
         K2, N = B.shape
@@ -276,8 +320,9 @@ class Replica:
             raise ValueError(f"{names[0]} has {K} columns but {names[1]} has {K2} rows; expected the same length")
         exp_in, man_in, dt_in, it_in = FORMATS[nm.input]
         exp_out, man_out, dt_out, it_out = FORMATS[nm.output]
-        if A.dtype != dt_in or B.dtype != dt_in:
-            raise TypeError(f"inputs must be {dt_in}, got {A.dtype} and {B.dtype}")
+        fmt_b = nm.fused.input_b if nm.fused is not None and nm.fused.input_b else nm.input
+        if A.dtype != dt_in or B.dtype != FORMATS[fmt_b][2]:
+            raise TypeError(f"inputs must be {dt_in} and {FORMATS[fmt_b][2]}, got {A.dtype} and {B.dtype}")
         p = self.plan(K, f"the inner dimension of {names[0]} and {names[1]}")
         if nm.input == "tf32":   # the low 13 fraction bits cleared (toward zero), on the host
             A = (A.view(torch.int32) & -8192).view(torch.float32)
@@ -292,7 +337,9 @@ class Replica:
         if direct:
             dst, s_slot, s_m, s_n = out.view(it_out), 0, out.stride(0), out.stride(1)
         else:
-            vals = torch.empty((p.num_slots, M, N), dtype=torch.float32, device=A.device)
+            lone = self.lone_products(p)
+            vals = torch.empty((p.num_slots, M, N), dtype=torch.float32 if lone is None else torch.float64,
+                               device=A.device)
             dst, s_slot, s_m, s_n = vals, M * N, N, 1
         init = nm.init == "+0.0"
         if chosen == "native":
@@ -343,9 +390,12 @@ class Replica:
                 if form == "wide":   # the wide form takes the tile shape only (fp32 / tf32 / fp8 inputs on a GPU)
                     cfg = {key: cfg[key] for key in ("BM", "BN", "num_warps") if key in cfg}
                     # e4m3 has no inf; fp8 units keep 13 fraction bits (23 + extra_bits < 23)
-                    cfg.update(IN_FN=nm.input == "fp8e4m3", RES_MAN=min(23, 23 + f.extra_bits) % 23)
+                    cfg.update(IN_FN=DECODE_KIND.get(nm.input, 0), RES_MAN=min(23, 23 + f.extra_bits) % 23)
                     if conventions:
-                        cfg.update(ZEXP=f.zero_exponent or 0, C_EMIN=f.c_emin or 0, AMD=f.amd)
+                        cfg.update(ZEXP=f.zero_exponent or 0, C_EMIN=f.c_emin or 0, AMD=f.amd,
+                                   INTERLEAVE=f.interleave)
+                    if fmt_b != nm.input:
+                        cfg.update(B_EXP=FORMATS[fmt_b][0], B_MAN=FORMATS[fmt_b][1], B_FN=DECODE_KIND.get(fmt_b, 0))
                 if form == "tile":
                     arith = self._arith(A.device)
                     if specials is None and self.emulated_specials == "tile":
@@ -377,6 +427,12 @@ class Replica:
                               EXACT=nm.product == "exact", DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
                               enable_fp_fusion=False)
         if not direct:
+            if lone is not None:
+                ids = lone.to(A.device)
+                Ab, Bb = A.view(it_in), B.view(it_in)
+                mm_lone[(triton.cdiv(M, 32), triton.cdiv(N, 32), ids.numel())](
+                    Ab, Bb, vals, segs, ids, M, N, Ab.stride(0), Ab.stride(1), Bb.stride(0), Bb.stride(1), M * N, N, 1,
+                    BM=32, BN=32, IN_EXP=exp_in, IN_MAN=man_in, enable_fp_fusion=False)
             self._combine(p, vals, M * N)
             finish[(triton.cdiv(M * N, 1024),)](vals, out.view(it_out), p.root, M * N, BO=1024, INIT=init,
                                                 OUT_EXP=exp_out, OUT_MAN=man_out)
@@ -405,26 +461,32 @@ class Replica:
     SMALL_LEVEL = 4096   # additions x outputs below which a level shares one launch with the next
 
     def _combine(self, p, vals, R):
+        """Every step of plan p on the slot values `vals` (fp64 slots: Note [lone products])."""
         dev = p.on(vals.device)
+        wide = vals.dtype == torch.float64
         BO = 1 if R == 1 else min(1024, triton.next_power_of_2(R))
         BS = max(1, 1024 // BO)
         big = len(p.levels)
         while big and p.levels[big - 1][1] * R <= self.SMALL_LEVEL:
             big -= 1
         for lo, cnt in p.levels[:big]:
-            combine[(triton.cdiv(cnt, BS), triton.cdiv(R, BO))](vals, dev.steps, lo, cnt, R, BS=BS, BO=BO,
+            combine[(triton.cdiv(cnt, BS), triton.cdiv(R, BO))](vals, dev.steps, lo, cnt, R, BS=BS, BO=BO, WIDE=wide,
                                                                  enable_fp_fusion=False)
         if big < len(p.levels):
             tail = dev.tails.get(big)
             if tail is None:
                 tail = dev.tails[big] = torch.tensor(p.levels[big:], dtype=torch.int64, device=vals.device)
-            combine_levels[(1,)](vals, dev.steps, tail, len(p.levels) - big, R, BS=BS, BO=BO,
+            combine_levels[(1,)](vals, dev.steps, tail, len(p.levels) - big, R, BS=BS, BO=BO, WIDE=wide,
                                  enable_fp_fusion=False)
 
     # ------------------------------------------------------------ sum
 
     def sum(self, x):
         """The sum of the 1-D tensor x (any strides: the kernels read a contiguous copy of a view)."""
+        with _device_of(x):
+            return self._sum(x)
+
+    def _sum(self, x):
         nm = self.numerics
         n = x.numel()
         exp_in, man_in, dt_in, it_in = FORMATS[nm.input]
@@ -537,31 +599,3 @@ class Launch:
         compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
                      compiled.launch_metadata(grid, stream, *values), runtime.launch_enter_hook,
                      runtime.launch_exit_hook, *values)
-
-
-def _from_numpy(v, name, fmt, dt):
-    """A NumPy array as a tensor of dtype dt: its dtype must be the spec's input format (bf16,
-    which NumPy lacks, comes as float32 or float64 holding bf16 values; either byte order).
-    Lists, scalars and masked arrays are refused, as the NumPy replica refuses them."""
-    import numpy as np
-
-    want = {"fp32": (np.float32,), "fp16": (np.float16,), "bf16": (np.float32, np.float64)}[fmt]
-    names = " or ".join(np.dtype(w).name for w in want)
-    if isinstance(v, np.ma.MaskedArray):
-        raise TypeError(f"{name} is a masked array, whose mask this replica would ignore; "
-                        f"pass {name}.filled(0) or {name}.compressed()")
-    if not isinstance(v, np.ndarray):
-        raise TypeError(f"{name} is a {type(v).__name__}, but this replica takes torch tensors or NumPy arrays of "
-                        f"dtype {names} (input format {fmt}): convert it with "
-                        f"np.asarray({name}, np.{np.dtype(want[0]).name}) if rounding it is what you mean")
-    a = v if v.dtype.isnative else v.astype(v.dtype.newbyteorder("="))
-    if a.dtype not in [np.dtype(w) for w in want]:
-        raise TypeError(f"{name} has dtype {a.dtype}, but this replica takes {names} arrays (input format {fmt})")
-    t = torch.from_numpy(np.ascontiguousarray(a).reshape(a.shape))   # (ascontiguousarray makes 0-d 1-d)
-    if fmt == "bf16":
-        b = t.to(dt)
-        same = (b.to(t.dtype) == t) | torch.isnan(t)
-        if not bool(same.all()):
-            raise ValueError(f"{name} holds values that are not bf16 values")
-        return b
-    return t

@@ -34,7 +34,7 @@ from typing import Callable
 
 import numpy as np
 
-from fpspec.errors import FpspecError
+from fpspec.errors import FpspecError, RevealRefused
 from fpspec.infer.check import Replica, SampledCheck, sampled_check
 from fpspec.infer.fit import FIT_SHARE, MAX_RUNS, Budget, Fitter, Stopped, order_cost
 from fpspec.infer.shapes import Obs
@@ -353,7 +353,12 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
     arith = report = None
     try:
         # 1-3: design, fit, redesign from the spec
-        src.many(first_design(lo, limit, rng), "design")
+        try:
+            src.many(first_design(lo, limit, rng), "design")
+        except RevealRefused as e:
+            if not str(e).startswith("order-independent"):
+                raise
+            return _order_free(src, lo, hi, str(e), seed, command, start, exact)
         name = _ident(getattr(src.first_target, "name", "order") or "order")
         # the arithmetic first: the replica of every sampled check needs it
         report = _probe_report(src, src.view) if probe and arithmetic is None else None
@@ -571,6 +576,24 @@ def _fallback(src: _Reveal, lo: int, hi: int, reason: str, arith, report, seed: 
                      time.perf_counter() - start, exact, (lo, hi), fallback=unresolved)
 
 
+def _order_free(src: _Reveal, lo: int, hi: int, why: str, seed: int, command, start: float,
+                exact: bool) -> Inference:
+    """The Inference of a box whose every addition is exact (fpspec.infer.exact note [exact sums]):
+    `order seq` in an fp64 accumulator, checked bit for bit; RevealRefused when that does not hold."""
+    from fpspec.infer.exact import exact_arithmetic
+
+    with phase("held-out check"):
+        arith, ns = exact_arithmetic(src.make_target, lo, hi, seed, why)
+    target = src.make_target(max(lo, 2))
+    spec = A.Spec(A.Header(), (), A.Seq())
+    header = _header(spec, target, lo, hi, (), (), (), exact, command, A.Block("arithmetic", arith.to_entries()),
+                     True, {"order": "not observable: every addition is exact, any order gives these bits "
+                                     f"(the box compared with the exact sum rounded once at n = {compress(ns)})"})
+    fit = FitResult("seq", 1, 0, 0, 0.0, ())
+    return Inference(dataclasses.replace(spec, header=header), (), (), (), (), tuple(src.timings), fit,
+                     time.perf_counter() - start, exact, (lo, hi))
+
+
 def _powers_above(limit: int, hi: int) -> list[int]:
     out = []
     p = 1
@@ -779,8 +802,19 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
     check_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_CHECK)})
     probe_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_PROBE)})
     targets = {n: _bounded(make(n), src.budget) for n in check_ns}
-    out, _ = probe_spec_arithmetic(base, targets, {n: src.trees[n] for n in check_ns},
-                                   report, seed=seed, probe_ns=probe_ns)
+    try:
+        out, _ = probe_spec_arithmetic(base, targets, {n: src.trees[n] for n in check_ns},
+                                       report, seed=seed, probe_ns=probe_ns)
+    except FpspecError as e:
+        if isinstance(e, RevealRefused) or "fused" not in str(e):
+            raise
+        # the probes per part try binary arithmetics; fused nodes need the probed fused block
+        got = report.arithmetic.fused
+        raise RevealRefused(f"{target.name}: the order has fused nodes, and "
+                            + ("the probes found no fused parameters" if got is None else
+                               f"the fused parameters probed (w = {got.w}, result = {got.result}) do not "
+                               f"reproduce them at every n checked")
+                            + f"; no arithmetic written ({e})") from None
     return (spec, out) if out.header.arithmetics else None
 
 

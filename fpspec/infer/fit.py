@@ -40,13 +40,18 @@ SIMPLE = (A.Seq(), A.Pairwise(), A.Rev(), A.GpuTree(), A.Fused())
 MAX_DEPTH = 5
 SAMPLE = 10  # observations a search starts from (see Fitter.fit)
 MAX_RUNS = 16  # guard arms beyond this are a case list, not a spec: give up
-MAX_EXCEPTIONS = 4  # note [simple runs]: single n given as their trees, at most this many
+MAX_EXCEPTIONS = 4  # notes [simple runs], [small exceptions]: single n given as their trees, at most this many
+EXCEPTION_N = 9     # note [small exceptions]: n up to this may be exceptions to the order of the rest
 RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
 RESIDUE_DEPTH = 1  # residue guards this many levels below the root at most (each is a search per class)
 CLASS_MODULI = tuple(range(2, 9))  # note [residue classes]: moduli whose classes are read off the trees
+CLASS_WORK = 80    # note [residue classes]: a proposal's arms may cost this many searches of the sample
 PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to (pad)
+PAD_OTHER = (2, 5, 3, 6, 7)  # other multiples, tried near the root only (PAD_OTHER_DEPTH)
+PAD_OTHER_DEPTH = 1          # deeper, pad(2, ...) competes with lanes of 2 for the same trees
 PAD_DEPTH = 3                # pad is tried this many levels below the root at most
+BLOCK_COUNTS = tuple(range(2, 9))  # blocks(max(1, n // c)), lanes(max(1, n // c)): the c tried
 OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocking is at least this
 
 
@@ -73,6 +78,14 @@ class Stopped(Exception):
     """A search or an inference ran out of its budget (work or time): the message says which."""
 
 
+class Capped(Stopped):
+    """A tentative sub-search (Budget.capped) ran out of its own cap; only its opener catches it."""
+
+    def __init__(self, token: object):
+        super().__init__("a tentative sub-search used its cap")
+        self.token = token
+
+
 @dataclass
 class Budget:
     work: int | None = None          # leaves the fitter may build or take apart in all
@@ -83,6 +96,7 @@ class Budget:
     fit_used: float = 0.0
     progress: Callable[[int], None] | None = None   # told the leaves spent (fpspec.progress)
     _fit_start: float | None = None
+    _caps: list = field(default_factory=list)       # (spent limit, token) of the open capped sub-searches
 
     def charge(self, leaves: int) -> None:
         self.spent += leaves
@@ -90,6 +104,9 @@ class Budget:
             self.progress(leaves)
         if self.work is not None and self.spent > self.work:
             raise Stopped(f"the fit search used its whole budget ({self.work:,} leaves built and compared)")
+        for limit, token in self._caps:   # outermost first: it is the one that ends
+            if self.spent > limit:
+                raise Capped(token)
         if self.fit_seconds is not None and self._fit_start is not None and (
                 self.fit_used + time.process_time() - self._fit_start > self.fit_seconds):
             raise Stopped(f"the fit search used its share of the time limit ({self.fit_seconds:g} CPU s"
@@ -99,6 +116,17 @@ class Budget:
     def check_time(self, doing: str) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise Stopped(f"the time limit ({self.limit:g} s) was reached while {doing}")
+
+    @contextmanager
+    def capped(self, leaves: int):
+        """A tentative sub-search that may spend at most `leaves` more: past them it
+        raises Capped(token), the token this yields (a nested cap's Capped passes through)."""
+        token = object()
+        self._caps.append((self.spent + leaves, token))
+        try:
+            yield token
+        finally:
+            self._caps.pop()
 
     @contextmanager
     def fitting(self):
@@ -250,16 +278,14 @@ class Fitter:
         kernel by n's alignment (cuBLAS: odd K, K % 8 == 0, the rest)."""
         ns = sorted({o.n for o in obs})
         classes = self._class_proposals(_dedupe(obs) or []) if residues and depth <= RESIDUE_DEPTH else []
-        # note [residue classes]: moduli a kernel's vector width gives (2, 4, 8) are also
-        # what lanes and pad cut by; proposing them from the trees sent the search into
-        # nested blocks for minutes, so they are left to the older mod-2^k guards
-        classes = [(m, r) for m, r in classes if m & (m - 1) != 0]
         classed = self._class_guard(obs, depth, root, residues, classes) if classes else None
         if classed is not None:
             if root:
                 self.runs = [Run(ns[0], ns[-1], classed)]
             return classed
-        got = self.fit(obs, depth, root)
+        got, hopeless = self._small_exceptions(obs, depth) if root else (None, False)
+        if got is None and not hopeless:
+            got = self.fit(obs, depth, root)
         if got is not None:
             if root:
                 self.runs = [Run(ns[0], ns[-1], got)] if ns else []
@@ -291,6 +317,42 @@ class Fitter:
             self.runs = runs
         return ranged
 
+    # Note [small exceptions]: a kernel often special-cases a few small n (a
+    # hand-written tree for n == 6) and runs one order everywhere else.  The
+    # whole search fails on such a set, and cutting it into runs costs a
+    # failing search per step of each run's binary search.  So at the root the
+    # n above EXCEPTION_N are fitted alone first; when their order explains all
+    # but at most MAX_EXCEPTIONS of the small n, those get `n == c` arms (their
+    # own order, else their tree).  An order that explains every n explains
+    # those above EXCEPTION_N, so this fit comes first: where it explains the
+    # small n too it is the answer, and where nothing explains the n above,
+    # nothing explains them all (the search on all of them is skipped).
+    def _small_exceptions(self, obs: list[Obs], depth: int):
+        """(the order, or None; whether the search on every n is hopeless)."""
+        above = [o for o in obs if o.n > EXCEPTION_N]
+        if len({o.n for o in above}) < SAMPLE or len(above) == len(obs):
+            return None, False
+        order = self.fit(above, depth, True)
+        if order is None:
+            return None, True
+        bad = sorted({o.n for o in obs if o.n <= EXCEPTION_N and not self._verify(order, o, True)})
+        if len(bad) > MAX_EXCEPTIONS:
+            return None, False
+        if not bad:
+            return order, False
+        cases = []
+        for n in bad:
+            at = [o for o in obs if o.n == n]
+            if len({hash(o.tree) for o in at}) > 1:
+                return None, False
+            own = self.fit(at, depth + 1)
+            cases.append(A.Case(A.Compare("==", N, A.Num(n)), own if own is not None else A.Literal(at[0].tree)))
+        below = [o for o in obs if o.n <= bad[-1]]
+        if len({c.order for c in cases}) == 1 and self._explains(cases[0].order, below):
+            # one order for every n up to the last exception: a threshold, as a kernel writes it
+            cases = [A.Case(A.Compare("<=", N, A.Num(bad[-1])), cases[0].order)]
+        return A.Guard(tuple(cases), order), False
+
     # Note [residue classes]: a guard `if n % 5 == 1: A else: B` makes the
     # whole search fail at the root (no one order explains both classes),
     # then cuts n into runs of one n each, and the fit budget runs out before
@@ -304,7 +366,11 @@ class Fitter:
     # takes one value that no n outside it takes.  Small n (below 2m + 2) are
     # left out of the test: there the orders' min(k, n - 1) clamps agree.
     # Each proposal is only a guess: its arms are fitted and checked like
-    # any other order, and the smallest modulus whose arms fit wins.
+    # any other order, and the smallest modulus whose arms fit wins.  A guess
+    # costs at most CLASS_WORK searches' worth of leaves (Budget.capped): a
+    # wrong one (a tail by 4 read as classes mod 4) otherwise sends the search
+    # into nested guards for minutes.  Part sizes equal to n % m on the
+    # classes where they are fixed are such cuts, and are not proposed.
     def _class_proposals(self, obs: list[Obs]) -> list[tuple[int, int]]:
         by_n = {o.n: o for o in obs}
         feats: dict[int, tuple] = {}
@@ -315,12 +381,22 @@ class Fitter:
         out = []
         for m in CLASS_MODULI:
             ns = [n for n in sorted(by_n) if n >= 2 * m + 2]
+            # a part size that is n % m on the classes where it is fixed is the cut
+            # of a tail, lanes or pad by m, which the unguarded search explains
+            own = []
+            for k in range(2):
+                fixed = [(r, c.pop()) for r in range(m)
+                         for c in [{feats[n][k] for n in ns if n % m == r}] if len(c) == 1 and None not in c]
+                if len(fixed) >= 2 and all(v % m == r for r, v in fixed):
+                    own.append(k)
             for r in range(m):
                 inside = [n for n in ns if n % m == r]
                 outside = [n for n in ns if n % m != r]
                 if len(inside) < 3 or len(outside) < 3:
                     continue
                 for k in range(3):
+                    if k in own:
+                        continue
                     vin = {feats[n][k] for n in inside}
                     vout = {feats[n][k] for n in outside}
                     one = vin if len(vin) == 1 else vout if len(vout) == 1 else None
@@ -332,13 +408,18 @@ class Fitter:
     def _class_guard(self, obs: list[Obs], depth: int, root: bool, residues: int, classes: list[tuple[int, int]]):
         """Note [residue classes]: `if n % m == r: A else: (the rest, guarded)` for the
         classes the trees propose (m, r), the first whose arms fit."""
+        cap = CLASS_WORK * sum(o.n for o in _spread(sorted(obs, key=lambda o: o.n), SAMPLE))
         for m, r in classes:
             cls = [o for o in obs if o.n % m == r]
             rest = [o for o in obs if o.n % m != r]
-            a = self.fit(cls, depth, root)
-            if a is None:
-                continue
-            b = self.fit_guarded(rest, depth, root, residues - 1)
+            with self.budget.capped(cap) as token:
+                try:
+                    a = self.fit(cls, depth, root)
+                    b = None if a is None else self.fit_guarded(rest, depth, root, residues - 1)
+                except Capped as e:
+                    if e.token is not token:
+                        raise
+                    continue
             if b is None:
                 continue
             case = A.Case(A.Compare("==", A.BinOp("%", N, A.Num(m)), A.Num(r)), a)
@@ -427,7 +508,11 @@ class Fitter:
         if key in self._memo:
             return self._memo[key]
         self._memo[key] = None  # guards against re-entry on the same set
-        got = self._search(obs, depth, root)
+        try:
+            got = self._search(obs, depth, root)
+        except Stopped:
+            del self._memo[key]   # a capped sub-search stopped here: not an answer (Budget.capped)
+            raise
         self._memo[key] = got
         return got
 
@@ -611,6 +696,10 @@ class Fitter:
                 found += 1
                 if found >= 2:
                     return
+        if not found:
+            for got in self._lanes_scaled(obs, depth, ks):
+                yield got
+                return
         for k in [k for k in lane_strides(big) if 1 < k < big.n][:8]:
             # the unroll u: k itself (torch.sum), else a power-of-two multiple
             # of k (OpenBLAS's sgemm: 2 accumulators, 8 terms a loop turn)
@@ -623,6 +712,29 @@ class Fitter:
                     self.seen.add(k)
                     yield got
                     return
+
+    def _lanes_scaled(self, obs, depth, strides):
+        """lanes(max(1, n // c), ...): as many lanes as n // c, tried where the largest
+        observation's stride is one of the strides its tree proposes."""
+        big = obs[0]
+        for c in BLOCK_COUNTS:
+            if big.n // c not in strides or big.n // c < 2:
+                continue
+            parts = []
+            for o in obs:
+                p = self._part(lane_parts, o, max(1, o.n // c))
+                if p is None:
+                    break
+                parts.append(p)
+            else:
+                inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
+                if inner is None:
+                    continue
+                outer = self.fit_guarded([p[1] for p in parts], depth + 1)
+                if outer is None:
+                    continue
+                yield A.Lanes(A.Call("max", (A.Num(1), A.BinOp("//", N, A.Num(c)))), inner, outer)
+                return
 
     def _chunks(self, obs, depth, root):
         """chunks(SIZE, inner, outer): contiguous chunks added one after the
@@ -648,7 +760,7 @@ class Fitter:
         top, inside the scalar tail at most)."""
         if depth > PAD_DEPTH:
             return
-        for m in PAD_MULTIPLES:
+        for m in PAD_MULTIPLES + (PAD_OTHER if depth <= PAD_OTHER_DEPTH else ()):
             whole = [o for o in obs if o.n % m == 0]
             if len(whole) < 2 or len(whole) == len(obs):
                 continue
@@ -681,8 +793,12 @@ class Fitter:
     def _blocks(self, obs, depth, root):
         big = obs[0]
         bs = sorted({p for p in prefix_sizes(big) if 1 < p < big.n and big.n - p >= 2}, key=roundness)
+        # a first block whose inner order is seq has every smaller prefix: the end of the
+        # run 2, 3, ..., b of prefix sizes is b
+        run_end = next((b for b in range(2, big.n) if b + 1 not in bs), None) if 2 in bs else None
+        bs = bs[:6] + ([run_end] if run_end is not None and run_end not in bs[:6] else [])
         found = 0
-        for b in bs[:6]:
+        for b in bs:
             parts = []
             for o in obs:
                 p = self._part(block_parts, o, b)
@@ -703,6 +819,32 @@ class Fitter:
                 found += 1
                 if found >= 2:
                     return
+        if not found:
+            yield from self._blocks_scaled(obs, depth, set(bs) | set(prefix_sizes(big)))
+
+    def _blocks_scaled(self, obs, depth, prefixes: set):
+        """blocks(max(1, n // c), ...): a block size growing with n (c blocks and a rest),
+        tried where the largest observation has a first block of big.n // c."""
+        big = obs[0]
+        for c in BLOCK_COUNTS:
+            if big.n // c not in prefixes:
+                continue
+            parts = []
+            for o in obs:
+                b = max(1, o.n // c)
+                p = ([o], Obs(1, 0)) if b >= o.n else self._part(block_parts, o, b)
+                if p is None:
+                    break
+                parts.append(p)
+            else:
+                inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
+                if inner is None:
+                    continue
+                outer = self.fit_guarded([p[1] for p in parts], depth + 1)
+                if outer is None:
+                    continue
+                yield A.Blocks(A.Call("max", (A.Num(1), A.BinOp("//", N, A.Num(c)))), inner, outer)
+                return
 
 
 # ---------------------------------------------------------------- functions

@@ -242,7 +242,9 @@ class LcaOracle:
             r1 = int(np.argmax(wide))
             cols = np.flatnonzero(same[r1])
             cols = cols[cols != c0]
-            if len(cols) > int(same[r1, c0]):          # worth a row of A
+            # worth a row of A; and one row must stay a query row (a call without batching
+            # asks through rows only)
+            if len(cols) > int(same[r1, c0]) and int(same[:, c0].sum()) > int(same[r1, c0]):
                 self.cols, self.ones_row = cols, r1
         rows = np.flatnonzero(same[:, c0])
         self.rows = rows[rows != self.ones_row]

@@ -594,8 +594,9 @@ def _floating(dtype) -> bool:
 
 
 def from_callable(fn: Callable, *, op: str, n: int, dtype: str = "float64", m: int = 1, ncols: int = 1,
-                  name: str | None = None, call_rows: Callable | None = None) -> Target:
-    """A Target around a Python callable taking numpy arrays (synthetic black boxes, replicas)."""
+                  name: str | None = None, call_rows: Callable | None = None, out_fmt: str | None = None) -> Target:
+    """A Target around a Python callable taking numpy arrays (synthetic black boxes, replicas);
+    out_fmt: the output's format where it is not the input's (an fp8 GEMM's fp32)."""
     fmt = get_format(dtype).name
     if fmt in ("fp64", "fp32", "fp16"):
         native, to64 = _numpy_adapters(fmt, name or "callable")
@@ -604,4 +605,5 @@ def from_callable(fn: Callable, *, op: str, n: int, dtype: str = "float64", m: i
         native = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
         to64 = lambda out: np.asarray(out, dtype=np.float64)  # noqa: E731
     return Target(name or getattr(fn, "__name__", "callable"), op, n, fmt, "cpu", m, ncols, "python",
-                  fn=fn, native=native, to_float64=to64, call_rows=call_rows)
+                  fn=fn, native=native, to_float64=to64, call_rows=call_rows,
+                  **({"out_fmt": out_fmt} if out_fmt is not None else {}))

@@ -276,6 +276,29 @@ class Lanes(_Printable):
 
 
 @dataclass(frozen=True)
+class VLanes(_Printable):
+    """`vlanes(V, K, INNER, OUTER)`: K lanes fed by vector loads of V operands.
+
+    The first n - n % V operands are n // V vectors of V consecutive
+    operands; vector v goes to lane v % K, so lane j holds the operands of
+    vectors j, j + K, j + 2K, ... in order.  The n % V leftovers (a scalar
+    tail) go one each to lanes 0, 1, ..., n % V - 1 (lane j % K), after
+    their vectors.
+    INNER orders each lane that received operands (n = its length), OUTER
+    the lane results in lane order (n = that number of lanes).  A GPU
+    reduction where thread j loads vectors j, j + K, ... into V accumulators
+    and the first threads add the tail (PyTorch's CUDA reduce kernel):
+    vlanes(4, 512, lanes(4, seq, seq, seq), gpu_tree).
+    """
+
+    v: Expr
+    k: Expr
+    inner: "Order"
+    outer: "Order"
+    loc: Location | None = _loc()
+
+
+@dataclass(frozen=True)
 class Blocks(_Printable):
     """`blocks(B, INNER, OUTER)`: contiguous blocks of B.
 
@@ -418,7 +441,7 @@ class Guard(_Printable):
             raise ValueError("a guard needs at least one `if` arm")
 
 
-Order = Union[Seq, Rev, Pairwise, GpuTree, Fused, Chain, Lanes, Blocks, Chunks, Pad, Split, Tail, Using, Literal, Ref, Guard]
+Order = Union[Seq, Rev, Pairwise, GpuTree, Fused, Chain, Lanes, VLanes, Blocks, Chunks, Pad, Split, Tail, Using, Literal, Ref, Guard]
 
 # ---------------------------------------------------------------- header blocks
 

@@ -30,19 +30,19 @@ import sys
 
 from fpspec.errors import Location, SpecError
 from fpspec.spec import ast as A
-from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, pad_of, unroll_of
+from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, pad_of, unroll_of, vlanes_of
 from fpspec.tree import check_leaves
 
 OPS = ("sum", "dot", "gemv", "gemm")
 BUILTIN_ORDERS = ("seq", "rev", "pairwise", "gpu_tree", "fused", "chain", "lanes", "blocks", "chunks", "pad", "split",
-                  "tail", "using")
+                  "tail", "using", "vlanes")
 EXHAUSTIVE = 4096
 DEPTH = 20000  # Python frames, as in expand
 UNBOUNDED_CHECK = 1 << 24
 MAX_INT = (1 << 63) - 1    # sizes, n and leaves: what a replica's int64 holds
 MAX_NESTING = 32           # orders inside orders (expressions alike): replicas nest code as deep
 MAX_LOOP_NESTING = 16      # lanes/blocks/chunks inside each other: Python nests at most 20 loops
-LOOPS = (A.Lanes, A.Blocks, A.Chunks)
+LOOPS = (A.Lanes, A.VLanes, A.Blocks, A.Chunks)
 
 
 def _check_binned(h: A.Header) -> None:
@@ -118,7 +118,7 @@ def sample_ns(r: A.Range) -> list[int]:
 def _children(o):
     if isinstance(o, A.Lanes):
         return (o.inner, o.outer) + (() if o.left is None else (o.left,))
-    if isinstance(o, (A.Blocks, A.Chunks)):
+    if isinstance(o, (A.Blocks, A.Chunks, A.VLanes)):
         return (o.inner, o.outer)
     if isinstance(o, A.Split):
         return (o.first, o.rest)
@@ -134,7 +134,7 @@ def _children(o):
 order_children = _children   # the orders directly inside an order (fpspec.spec.regions walks with it)
 
 # the fields of each combinator that hold orders (map_children, fpspec.infer.fit rebuild through it)
-ORDER_FIELDS = ((A.Lanes, ("inner", "outer", "left")), (A.Blocks, ("inner", "outer")),
+ORDER_FIELDS = ((A.Lanes, ("inner", "outer", "left")), (A.Blocks, ("inner", "outer")), (A.VLanes, ("inner", "outer")),
                  (A.Chunks, ("inner", "outer")), (A.Split, ("first", "rest")), (A.Tail, ("body", "outer")),
                  (A.Using, ("order",)), (A.Pad, ("order",)))
 
@@ -192,6 +192,7 @@ def _check_literal(x: A.Literal) -> None:
 
 
 _EXPR_FIELDS = {A.Pairwise: ("split",), A.Chain: ("w", "at"), A.Lanes: ("k", "unroll"), A.Blocks: ("b",),
+                A.VLanes: ("v", "k"),
                 A.Chunks: ("size",), A.Pad: ("m",), A.Split: ("at",), A.Tail: ("k",)}
 
 
@@ -394,6 +395,16 @@ class _DryRun:
                 for size in {(n - j + k - 1) // k for j in (0, lanes - 1)}:
                     self.run(o.inner, size, strict)
                 self.run(o.outer, lanes, strict)
+        elif isinstance(o, A.VLanes):
+            v, k = vlanes_of(o, n)
+            nv, r = n // v, n % v
+            lanes = min(k, max(nv, r))
+            # lane lengths: whole vectors (one more for the first nv % k lanes), one more for the first r
+            sizes = {v * (nv // k + (j < nv % k)) + max(0, (r - j + k - 1) // k)
+                     for j in {0, lanes - 1, r - 1, r, nv % k - 1, nv % k} if 0 <= j < lanes}
+            for size in sizes:
+                self.run(o.inner, size, strict)
+            self.run(o.outer, lanes, strict)
         elif isinstance(o, A.Blocks):
             b = _positive(o.b, n, "block size")
             for size in {min(b, n), n - (n - 1) // b * b}:

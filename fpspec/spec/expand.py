@@ -81,6 +81,23 @@ def unroll_of(o: A.Lanes, k: int, n: int, pos: tuple = ORIGIN) -> int:
     return u
 
 
+def vector_lanes(ops: list, v: int, k: int) -> list:
+    """The operand lists of vlanes(V, K, ...) over ops (fpspec.spec.ast.VLanes): vector i
+    (ops[iV:iV+V]) to lane i % K, then leftover j to lane j % K; lanes that got nothing dropped."""
+    nv, r = len(ops) // v, len(ops) % v
+    lanes = [[] for _ in range(min(k, max(nv, r)))]
+    for i in range(nv):
+        lanes[i % k].extend(ops[i * v:(i + 1) * v])
+    for j in range(r):
+        lanes[j % k].append(ops[nv * v + j])
+    return lanes
+
+
+def vlanes_of(o: A.VLanes, n: int, pos: tuple = ORIGIN) -> tuple[int, int]:
+    """(V, K) of vlanes(V, K, ...) at n, each >= 1."""
+    return _size_param(o.v, n, "vector width", pos=pos), _size_param(o.k, n, "lanes count", pos=pos)
+
+
 def pad_of(o: A.Pad, n: int, pos: tuple = ORIGIN) -> tuple[int, int]:
     """(r, c) of pad(M, ...) at n: the n % M operands before the c phantoms."""
     m = _size_param(o.m, n, "pad multiple", pos=pos)
@@ -184,6 +201,9 @@ class _Expander:
             if p < n:
                 lanes[0] = apply(o.left, [lanes[0]] + ops[p:])
             return apply(o.outer, lanes)
+        if cls is A.VLanes:
+            v, k = vlanes_of(o, n, self.pos)
+            return self.apply(o.outer, [self.apply(o.inner, lane) for lane in vector_lanes(ops, v, k)])
         if cls is A.Blocks:
             b = _size_param(o.b, n, "block size", pos=self.pos)
             inner, apply = o.inner, self.apply

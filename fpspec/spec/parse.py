@@ -324,6 +324,9 @@ class _ToAst(Transformer):
     def lanes(self, meta, items):
         return A.Lanes(*items, loc=self._loc(meta))
 
+    def vlanes(self, meta, items):
+        return A.VLanes(*items, loc=self._loc(meta))
+
     def blocks(self, meta, items):
         return A.Blocks(*items, loc=self._loc(meta))
 

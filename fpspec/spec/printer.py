@@ -97,6 +97,8 @@ def format_inline(o) -> str:
         left = "" if o.left is None else f", {format_inline(o.left)}"
         left += "" if o.unroll is None else f", {format_expr(o.unroll)}"
         return f"lanes({format_expr(o.k)}, {format_inline(o.inner)}, {format_inline(o.outer)}{left})"
+    if isinstance(o, A.VLanes):
+        return f"vlanes({format_expr(o.v)}, {format_expr(o.k)}, {format_inline(o.inner)}, {format_inline(o.outer)})"
     if isinstance(o, A.Blocks):
         return f"blocks({format_expr(o.b)}, {format_inline(o.inner)}, {format_inline(o.outer)})"
     if isinstance(o, A.Chunks):

@@ -84,3 +84,39 @@ def test_triton_takes_amd_nodes_and_refuses_fp8_outside_fused_chains():
     p = PARAMS["h100-fp8e4m3"]
     with pytest.raises(CompileError, match="fp8 inputs"):
         BACKEND.check(Kernel("gemm", Arithmetic("fp8e4m3", "exact", "fp32", output="fp32", fused=p), Fold()))
+
+
+@pytest.mark.parametrize("unit,dta,dtb,width", [
+    ("mi300x-fp8e4m3fnuz", "float8_e4m3fnuz", "float8_e4m3fnuz", 16),
+    ("mi300x-fp8e5m2fnuz", "float8_e5m2fnuz", "float8_e5m2fnuz", 16),
+    ("mi300x-fp8e4m3fnuzxfp8e5m2fnuz", "float8_e4m3fnuz", "float8_e5m2fnuz", 16),
+    ("h100-fp8e4m3xfp8e5m2", "float8_e4m3fn", "float8_e5m2", 32),
+])
+def test_amd_and_mixed_fp8_chains_on_every_bit_pattern(unit, dta, dtb, width, tmp_path):
+    """AMD CDNA3 fp8 (fnuz formats, even and odd products aligned apart) and units of two fp8
+    formats (B in the second): chains on random bit patterns, bit for bit against the model."""
+    p = PARAMS[unit]
+    ar = Arithmetic(p.input, "exact", "fp32", output="fp32", fused=p)
+    mod = _load(BACKEND.render(Kernel("gemm", ar, FusedChain(Const(width)), name="fp8 chain")), tmp_path)
+    rng = np.random.default_rng(5)
+    K = width + 9
+    A = torch.from_numpy(rng.integers(0, 256, (4, K), dtype=np.uint8)).view(getattr(torch, dta))
+    B = torch.from_numpy(rng.integers(0, 256, (K, 3), dtype=np.uint8)).view(getattr(torch, dtb))
+    A = torch.where(torch.isfinite(A.float()) | (torch.arange(4)[:, None] == 0), A.float(),
+                    torch.zeros(())).to(A.dtype)   # row 0 keeps its nan patterns, and gets one
+    A[0, 3] = float("nan")
+    B = torch.where(torch.isfinite(B.float()) | (torch.arange(3)[None, :] == 0), B.float(),
+                    torch.zeros(())).to(B.dtype)
+    got = mod.gemm(A, B, path="emulated").numpy().astype(np.float64)
+    tree = Node((fused(*range(width)), *range(width, K)), fused=True)
+    Ad, Bd = A.double().numpy(), B.double().numpy()
+    want = np.stack([evaluate(tree, Ad.T, np.repeat(Bd[:, j:j + 1], 4, 1), ar) for j in range(3)], axis=1)
+    same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), np.argwhere(~same)
+    assert np.isfinite(want[1:, 1:]).all() and np.isnan(want[0]).any()
+    if p.interleave == 2:   # the sub-blocks matter: one block of 16 gives other bits
+        import dataclasses
+
+        one = Arithmetic(p.input, "exact", "fp32", output="fp32", fused=dataclasses.replace(p, interleave=1))
+        wrong = np.stack([evaluate(tree, Ad.T, np.repeat(Bd[:, j:j + 1], 4, 1), one) for j in range(3)], axis=1)
+        assert not np.array_equal(got[1:, 1:], wrong[1:, 1:])

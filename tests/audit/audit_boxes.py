@@ -39,6 +39,26 @@ def switching_sum_rows(X):
     return _reduce(X, X.shape[0])
 
 
+def returning_gemm(A, B):
+    """One chain below M = 37 and from M = 1000 on, blocks of 4 between (a class that comes back)."""
+    A = np.asarray(A, np.float32)
+    B = np.asarray(B, np.float32)
+    P = A[:, None, :] * B.T[None, :, :]
+    M = A.shape[0]
+    return _reduce(P, 1 if M >= THRESHOLDS[1] else M)
+
+
+def widening_gemm(A, B):
+    """One chain of float32 products at every M, added in float32 below M = 37 and in
+    float64 (rounded to float32 once, at the end) from M = 37 on."""
+    A = np.asarray(A, np.float32)
+    B = np.asarray(B, np.float32)
+    P = A[:, None, :] * B.T[None, :, :]
+    if A.shape[0] < THRESHOLDS[0]:
+        return _fold(P)
+    return _fold(P.astype(np.float64)).astype(np.float32)
+
+
 def invariant_gemm(A, B):
     A = np.asarray(A, np.float32)
     B = np.asarray(B, np.float32)

@@ -49,10 +49,51 @@ def test_wide_fingerprints_class_designed_sizes_unrevealed():
     s = audit_subject("audit_boxes:switching_gemm", op="gemm", m=(1, 4096), n=16, ncols=16, dtype="float32")
     r = audit(s, probe=False)
     assert r.boundaries == (37, 1000) and _trees(r) == [SEQ16, BLOCKS16, LANES16]
-    # revealed: each class's first designed size and both sides of each boundary
-    assert r.revealed == (1, 36, 37, 63, 999, 1000, 1023)
-    assert set(r.matched) == set(designed_sizes(1, 4096)) - {1, 63, 1023}
-    assert "7 sizes revealed, 31 matched by fingerprint" in r.report()
+    # revealed: each class once; every other designed size and both sides of each boundary
+    # take the orders of the revealed size whose bits they have
+    assert r.revealed == (1, 63, 1023)
+    assert set(r.matched) == set(designed_sizes(1, 4096)) - {1, 63, 1023} | {36, 37, 999, 1000}
+    assert "3 sizes revealed, 35 matched by fingerprint" in r.report()
+
+
+def test_a_class_that_comes_back_is_matched_not_revealed():
+    # M < 37: one chain, 37..999: blocks of 4, from 1000 the chain again (A B A)
+    s = audit_subject("audit_boxes:returning_gemm", op="gemm", m=(1, 4096), n=16, ncols=16, dtype="float32")
+    r = audit(s, probe=False)
+    assert r.boundaries == (37, 1000) and _trees(r) == [SEQ16, BLOCKS16, SEQ16]
+    assert [c.ranges for c in r.classes] == [((1, 36), (1000, 4096)), ((37, 999),)]
+    assert r.revealed == (1, 63) and r.verdict() == "NOT batch-invariant: 2 classes"
+
+
+def _counting_probes(monkeypatch):
+    import fpspec.arith.probe as probe
+
+    calls = []
+    real = probe.probe_arithmetic
+    monkeypatch.setattr(probe, "probe_arithmetic", lambda *a, **k: calls.append(a[0].describe()) or real(*a, **k))
+    return calls
+
+
+def test_a_later_class_takes_a_probed_arithmetic_the_samples_confirm(monkeypatch):
+    probes = _counting_probes(monkeypatch)
+    s = audit_subject("audit_boxes:switching_gemm", op="gemm", m=(30, 40), n=16, ncols=16, dtype="float32")
+    r = audit(s)
+    assert r.boundaries == (37,) and _trees(r) == [SEQ16, BLOCKS16]
+    # the blocks of 4 at M >= 37: the chain's arithmetic, checked on the sample inputs, no second probe
+    assert len(probes) == 1
+    first, second = (c.sample.orders[0] for c in r.classes)
+    assert first.arithmetic == second.arithmetic and first.arithmetic.accumulator == "fp32"
+
+
+def test_an_arithmetic_the_samples_refute_is_probed_again(monkeypatch):
+    probes = _counting_probes(monkeypatch)
+    s = audit_subject("audit_boxes:widening_gemm", op="gemm", m=(30, 40), n=16, ncols=16, dtype="float32")
+    r = audit(s)
+    # one order, two arithmetics: two classes, the second found by its own probe
+    assert r.boundaries == (37,) and _trees(r) == [SEQ16, SEQ16] and len(probes) == 2
+    first, second = (c.sample.orders[0] for c in r.classes)
+    assert (first.arithmetic.accumulator, second.arithmetic.accumulator) == ("fp32", "fp64")
+    assert r.verdict() == "NOT batch-invariant: 2 classes"
 
 
 def test_row_sums_with_probed_arithmetic():

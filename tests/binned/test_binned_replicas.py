@@ -201,7 +201,7 @@ def test_numba_gemm_hint_far_above_the_products():
 
 @pytest.mark.parametrize("scale", [1.0, 2.0 ** 1000])     # 2^1000: the top bin (index 0)
 def test_numba_streams_at_every_remainder(scale):
-    # a block deposit walks _STREAMS pieces side by side: lengths that leave every remainder of the
+    # a block deposit walks pieces side by side (DEPOSIT): lengths that leave every remainder of the
     # pieces and of the blocks give the model's bits, in dot and in gemm's rows
     rep = replica("dot", "fp64", "numba")
     rng = np.random.default_rng(7)
@@ -220,3 +220,59 @@ def test_numba_streams_at_every_remainder(scale):
             A[0, -1] = scale
         want = np.stack([evaluate_binned(A.T, B[:, j], "fp64", 3) for j in range(n)], axis=1).reshape(m, n)
         assert bits(gemm.gemm(A, B)) == bits(want), (m, k, n)
+
+
+@pytest.mark.parametrize("fmt", ["fp64", "fp32"])
+def test_triton_lanes_first_pass_and_its_fallback(fmt):
+    # many tiles a program: the first tile's index holds (first pass kept), a larger term comes
+    # late (the lanes' maximum sends the program to the tile-by-tile pass), an inf or a nan late,
+    # a first tile of zeros; every case the model's bits
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    rep = replica("dot", fmt, "triton")
+    r = rep.REPLICA
+    saved = r.BLOCK, r.MAX_PROGRAMS
+    dt = DTYPES[fmt]
+    rng = np.random.default_rng(8)
+    n = 320
+    base = rng.standard_normal(n)
+    late_big, late_inf, late_nan, zeros_first = base.copy(), base.copy(), base.copy(), base.copy()
+    late_big[-3] = 2.0 ** 50
+    late_inf[-20] = np.inf
+    late_nan[200] = np.nan
+    zeros_first[:40] = 0.0
+    y = rng.standard_normal(n).astype(dt)
+    try:
+        r.BLOCK, r.MAX_PROGRAMS = 16, 2
+        for x in (base, late_big, late_inf, late_nan, zeros_first, base * 2.0 ** 60):
+            x = x.astype(dt)
+            want = dt(evaluate_binned(x, y, fmt, 3))
+            with np.errstate(invalid="ignore", over="ignore"):     # the first pass, dropped
+                got = rep.dot(torch.from_numpy(x), torch.from_numpy(y)).numpy()
+            assert bits(got) == bits(want)
+    finally:
+        r.BLOCK, r.MAX_PROGRAMS = saved
+
+
+@pytest.mark.parametrize("fmt", ["fp64"])         # fp32's numba gemm: benchmarks/bench_binned.py --bits
+def test_numba_gemm_lanes_and_their_fallback(fmt):
+    # columns side by side over two tiles (the second partial), K past the format's endurance (the
+    # primaries counted and reset) and not a multiple of the k steps a pass; rows whose outputs
+    # go as lanes (index known from the bound and a known product), rows with bounds in two bins,
+    # in the top bin, with a nan, all zeros: every output the model's bits
+    dt = DTYPES[fmt]
+    rep = replica("gemm", fmt, "numba")
+    rng = np.random.default_rng(9)
+    K = rep._ENDURANCE + 7
+    N = rep._GEMM_TILE + 3
+    A = rng.standard_normal((6, K))
+    A[1] *= 2.0 ** rng.integers(-30, 30, K)
+    A[2, 5] = 2.0 ** 100
+    A[3, 9] = 2.0 ** (127 if fmt == "fp32" else 1023)
+    A[4, 2] = np.nan
+    A[5] = 0.0
+    B = rng.standard_normal((K, N))
+    B[:, 1] *= 2.0 ** -60
+    A, B = A.astype(dt), B.astype(dt)
+    want = np.stack([evaluate_binned(A.T, B[:, j], fmt, 3) for j in range(N)], axis=1).astype(dt)
+    assert bits(rep.gemm(A, B)) == bits(want)

@@ -21,8 +21,9 @@ import traceback
 
 import numpy as np
 
-_TORCH = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64"}
-_NUMPY = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16, "bf16": np.float32}
+# tf32 values travel in float32 arrays and tensors (the replicas read their top 19 bits)
+_TORCH = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64", "tf32": "float32"}
+_NUMPY = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16, "bf16": np.float32, "tf32": np.float32}
 
 
 def load(path: str, name: str):

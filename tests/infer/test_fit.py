@@ -7,6 +7,7 @@ import pytest
 from fpspec.infer.engine import _fit, first_design
 from fpspec.spec import ast as A
 from fpspec.spec import expand
+from fpspec.spec.expand import apply_order
 from fpspec.tree import pairwise, sequential
 
 from orders import SGEMV_LIKE, blocked, fused_chain, lanes_with_tail, numpy_pairwise, sgemv_like, switching
@@ -155,3 +156,53 @@ def test_simple_runs_keep_a_single_exception_as_its_tree():
     assert isinstance(got, A.Guard) and len(got.cases) == 1 and str(got.otherwise) == "seq"
     assert str(got.cases[0].cond) == "n == 28"
     assert format_tree(got.cases[0].order.tree) == format_tree(obs[26].tree)
+
+
+def test_blocks_growing_with_n_and_a_small_exception_are_fitted():
+    """blocks(max(1, n // 6), ...) (c blocks and a rest), and a hand-written tree at n = 6 beside
+    blocks(15, seq, seq) (the first block summed in order: 15 is the end of its prefix sizes)."""
+    from fpspec.infer.fit import Budget, Fitter, Obs
+    from fpspec.spec import parse
+    from fpspec.spec.expand import expand
+    from fpspec.tree import observable
+
+    spec = parse("n in 1..\norder blocks(max(1, n // 6), seq, split(n - n // 2, gpu_tree, pairwise))\n")
+    obs = [Obs(n, observable(expand(spec, n))) for n in range(2, 65)]
+    got = Fitter(budget=Budget(work=300_000)).fit_root(obs)
+    assert str(got).startswith("blocks(max(1, n // 6), seq, split(")
+    assert all(observable(apply_order(got, range(n))) == observable(expand(spec, n)) for n in range(2, 100))
+    spec = parse("n in 1..\norder if n == 6: ((((0 5) (3 4)) 2) 1) else: blocks(15, seq, seq)\n")
+    obs = [Obs(n, observable(expand(spec, n))) for n in range(2, 65)]
+    got = Fitter(budget=Budget(work=300_000)).fit_root(obs)
+    assert str(got.otherwise) == "blocks(15, seq, seq)" and str(got.cases[0].cond) == "n == 6"
+    assert all(observable(apply_order(got, range(n))) == observable(expand(spec, n)) for n in range(2, 100))
+
+
+def test_pad_to_a_multiple_that_is_not_a_vector_width():
+    from fpspec.infer.fit import Budget, Fitter, Obs
+    from fpspec.spec import parse
+    from fpspec.spec.expand import expand
+    from fpspec.tree import observable
+
+    spec = parse("n in 1..\norder pad(5, blocks(2, rev, tail(8, rev, seq)))\n")
+    obs = [Obs(n, observable(expand(spec, n))) for n in range(2, 65)]
+    got = Fitter(budget=Budget(work=300_000)).fit_root(obs)
+    assert str(got).startswith("pad(5, blocks(2, ")
+    assert all(observable(apply_order(got, range(n))) == observable(expand(spec, n)) for n in range(2, 100))
+
+
+def test_lanes_growing_with_n_and_clamped_split_points():
+    """lanes(max(1, n // 8), ...) and the split points a generated spec clamps into 1..n-1."""
+    from fpspec.infer.fit import Budget, Fitter, Obs
+    from fpspec.spec import parse
+    from fpspec.spec.expand import expand
+    from fpspec.tree import observable
+
+    for text, want in (("split(min(7, n - 1), seq, lanes(max(1, n // 8), tail(2, rev, pairwise), rev))",
+                        "split(min(7, n - 1), seq, lanes(max(1, n // 8), "),
+                       ("pairwise(max(1, n // 2 - n // 2 % 4))", "pairwise(max(1, n // 2 - n // 2 % 4))")):
+        spec = parse(f"n in 1..\norder {text}\n")
+        obs = [Obs(n, observable(expand(spec, n))) for n in range(2, 65)]
+        got = Fitter(allow_ref=False, budget=Budget(work=300_000)).fit_root(obs)   # no recursion to confirm
+        assert str(got).startswith(want)
+        assert all(observable(apply_order(got, range(n))) == observable(expand(spec, n)) for n in range(2, 100))

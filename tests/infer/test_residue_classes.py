@@ -45,3 +45,32 @@ def test_trees_of_one_order_propose_no_residue_class():
     seq_only = dataclasses.replace(spec, order=spec.order.otherwise)   # split(min(5, n - 1), gpu_tree, seq) alone
     trees = _trees(seq_only, range(1, 49))
     assert Fitter()._class_proposals([Obs(n, t) for n, t in trees.items()]) == []
+
+
+def test_a_class_mod_4_is_proposed_and_fitted_but_a_tail_by_4_proposes_none():
+    # moduli 2, 4, 8 come from the trees too; a tail's leftovers (n % 4 of them) are its own cut
+    guarded = "n in 1..\norder if n % 4 == 3: split(2, seq, pairwise) else: rev\n"
+    from fpspec.spec import parse
+
+    trees = _trees(parse(guarded), range(1, 49))
+    obs = [Obs(n, t) for n, t in trees.items()]
+    assert (4, 3) in Fitter()._class_proposals(obs)
+    fitted, _ = _fit(trees, "order", 1, 64, budget=Budget(work=100_000))
+    assert {n: observable(expand(fitted, n)) for n in range(49, 65)} == _trees(parse(guarded), range(49, 65))
+    tail = _trees(parse("n in 1..\norder tail(4, lanes(4, seq, pairwise), seq)\n"), range(1, 49))
+    assert Fitter()._class_proposals([Obs(n, t) for n, t in tail.items()]) == []
+
+
+def test_a_capped_guess_leaves_no_trace_in_the_search():
+    # a sub-search stopped by its cap is not remembered as "no order": the same search runs again
+    from fpspec.infer.fit import Capped
+
+    fitter = Fitter(budget=Budget(work=1_000_000))
+    trees = _trees(random_spec(np.random.default_rng([1, 18]), op="sum", max_depth=4, n_range=(1, 64)),
+                   range(2, 40))
+    obs = [Obs(n, t) for n, t in trees.items()]
+    with fitter.budget.capped(50) as token:
+        with pytest.raises(Capped) as stopped:
+            fitter.fit(obs, 0, True)
+    assert stopped.value.token is token and fitter._memo == {}
+    assert fitter.fit_guarded(obs, 0, True) is not None

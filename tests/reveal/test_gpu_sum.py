@@ -7,6 +7,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fpspec.errors import FpspecError
 from fpspec.formats import get_format, round_to
@@ -134,3 +136,127 @@ def test_scaled_mm_e5m2_is_refused_in_one_line():
 
     with pytest.raises(FpspecError, match="e4m3 only"):
         resolve_target("torch._scaled_mm", n=64, dtype="float8_e5m2", device="cuda", m=16, ncols=16)
+
+
+# ---------------------------------------------------------------- every n: the kernel's configuration
+
+def reduce_kernel_tree(n: int, vec: int, sms: int = 132):
+    """torch.sum of one contiguous (n,) tensor as PyTorch's CUDA reduce kernel runs it, built
+    thread by thread from the kernel's loops (aten/src/ATen/native/cuda/Reduce.cuh), not from
+    the spec's orders: the launch configuration, each thread's accumulators, the tail, the
+    block's halving tree and the last block's pass over the block results."""
+    def last_pow2(x):
+        return 1 << (max(1, x).bit_length() - 1)
+
+    def halving(vals):        # shared memory down to a warp, then shuffles: pairs i, i + half
+        vals = list(vals)
+        while len(vals) > 1:
+            half = len(vals) // 2
+            vals = [v if w is None else (w if v is None else Node((v, w)))
+                    for v, w in zip(vals[:half], vals[half:])]
+        return vals[0]
+
+    def fold(xs):
+        acc = None
+        for x in xs:
+            acc = x if acc is None else Node((acc, x))
+        return acc
+
+    if n < 128:   # no vector loads: four accumulators, at most two used
+        threads = last_pow2(n)
+        return halving([fold([t, t + threads] if t + threads < n else [t]) for t in range(threads)])
+    nv, tail = n // vec, n % vec
+    width = min(last_pow2(nv), 512)
+    vpt = -(-n // width)
+    ctas = 1
+    if width == 512 and vpt >= 256:
+        ctas = max(min(4 * sms, -(-vpt // 16)), -(-vpt // 256))
+    stride = width * ctas
+    values = []
+    for g in range(stride):
+        accs = [[] for _ in range(vec)]
+        for v in range(g, nv, stride):
+            for a in range(vec):
+                accs[a].append(vec * v + a)
+        if g < tail:                     # block 0, threads 0 .. tail - 1
+            accs[0].append(nv * vec + g)
+        values.append(fold([fold(acc) for acc in accs if acc]))
+    blocks = [halving(values[c * width:(c + 1) * width]) for c in range(ctas)]
+    if ctas == 1:
+        return blocks[0]
+    slots = [fold(blocks[f::512]) if f < ctas else None for f in range(512)]
+    return halving(slots)
+
+
+@pytest.mark.parametrize("dtype,vec", [("float32", 4), ("float16", 8)])
+def test_the_cuda_sum_spec_is_the_kernel_at_every_switch(dtype, vec):
+    from pathlib import Path
+
+    from fpspec.spec import expand, parse
+
+    spec = parse((Path(__file__).parents[2] / "examples" / "gpu" / f"torch_sum_cuda_{dtype}_h200.fps").read_text())
+    for n in (1, 2, 3, 5, 7, 63, 100, 127, 128, 129, 131, 255, 1000, 1027, 2047, 4099, 4101, 8 * 4096 + 3):
+        assert expand(spec, n) == reduce_kernel_tree(n, vec), n
+
+
+def test_the_cuda_sum_spec_holds_past_one_block():
+    """n = 130561: 16 blocks of 512 threads, the tail of one element in thread 0; and (at
+    n = 4103: vectors dealt to 512 threads, a tail of three) the NumPy replica of the spec
+    adds in the expanded tree's order."""
+    from pathlib import Path
+
+    from fpspec.arith import Arithmetic, evaluate
+    from fpspec.compile import compile_spec, load_replica
+    from fpspec.spec import expand, parse
+
+    path = Path(__file__).parents[2] / "examples" / "gpu" / "torch_sum_cuda_float32_h200.fps"
+    spec = parse(path.read_text())
+    assert expand(spec, 130561) == reduce_kernel_tree(130561, 4)
+    n = 4103
+    tree = expand(spec, n)
+    rng = np.random.default_rng(3)
+    X = (rng.standard_normal((2, n)) * np.exp2(rng.integers(-12, 13, (2, n)))).astype(np.float32)
+    rep = load_replica(compile_spec(spec, "numpy"), path.name)
+    ar = Arithmetic(input="fp32", product="none", accumulator="fp32", init="+0.0", output="fp32")
+    want = evaluate(tree, X.T.astype(np.float64), None, ar)
+    got = np.array([rep.sum(x) for x in X], np.float64)
+    assert np.array_equal(got, want)
+
+
+def test_vlanes_deals_vectors_and_the_tail():
+    from fpspec.spec import expand, parse
+    from fpspec.tree import format_tree
+
+    spec = parse("n in 1..\norder vlanes(4, 2, lanes(4, seq, seq, seq), seq)")
+    # vectors 0..3 -> lane 0, 4..7 -> lane 1; leftovers 8, 9, 10 -> lanes 0, 1, 0
+    assert format_tree(expand(spec, 11)) == "((((((0 8) 10) 1) 2) 3) ((((4 9) 5) 6) 7))"
+    assert format_tree(expand(spec, 3)) == "((0 2) 1)"
+
+
+def test_vlanes_is_refused_by_the_triton_backend_in_one_line():
+    pytest.importorskip("triton")
+    from fpspec.compile import compile_spec
+    from fpspec.compile.ir import CompileError
+    from fpspec.spec import parse
+
+    spec = parse("op sum\nn in 1..\narithmetic { input = fp32 product = none accumulator = fp32 init = +0.0 "
+                 "output = fp32 }\norder vlanes(4, 8, seq, gpu_tree)")
+    with pytest.raises(CompileError, match=r"^triton: vlanes\(\.\.\.\) .* compile for numpy or numba$"):
+        compile_spec(spec, "triton")
+
+
+@settings(max_examples=40, deadline=None)
+@given(v=st.integers(1, 5), k=st.integers(1, 6), n=st.integers(1, 60),
+       inner=st.sampled_from(["seq", "rev", "lanes(2, seq, seq, seq)", "gpu_tree"]),
+       outer=st.sampled_from(["seq", "gpu_tree", "pairwise"]))
+def test_vlanes_means_the_same_in_the_spec_and_the_compiled_ir(v, k, n, inner, outer):
+    from fpspec.compile.build import build_kernel
+    from fpspec.compile.trees import tree_of
+    from fpspec.spec import expand, parse
+    from fpspec.tree import leaves
+
+    spec = parse(f"op sum\nn in 1..\narithmetic {{ input = fp32 product = none accumulator = fp32 init = +0.0 "
+                 f"output = fp32 }}\norder vlanes({v}, {k}, {inner}, {outer})")
+    tree = expand(spec, n)
+    assert sorted(leaves(tree)) == list(range(n))
+    assert tree_of(build_kernel(spec), n) == tree

@@ -82,7 +82,7 @@ CASES = {
                      "expected at most 16"),
     "unknown_order": ("n in 8\norder lanes(2, seq,\n   foo (3, seq))\n",
                       "x.fps:3:4: unknown order 'foo'; expected one of seq, rev, pairwise, gpu_tree, fused, chain, "
-                      "lanes, blocks, chunks, pad, split, tail, using (or a named order, without arguments)"),
+                      "lanes, blocks, chunks, pad, split, tail, using, vlanes (or a named order, without arguments)"),
 }
 
 

@@ -8,7 +8,7 @@ from fpspec.spec import check, expand, parse
 
 CASES = {
     "syntax": ('n in 1..8\norder lanes(8, seq\n', "x.fps:2:19: unexpected end of file; expected ','"),
-    "unknown_name": ('n in 1..8\norder lanes(8, seq, pairwis)\n', "x.fps:2:21: unknown order 'pairwis'; expected one of seq, rev, pairwise, gpu_tree, fused, chain, lanes, blocks, chunks, pad, split, tail, using"),
+    "unknown_name": ('n in 1..8\norder lanes(8, seq, pairwis)\n', "x.fps:2:21: unknown order 'pairwis'; expected one of seq, rev, pairwise, gpu_tree, fused, chain, lanes, blocks, chunks, pad, split, tail, using, vlanes"),
     "unknown_function": ('n in 1..8\norder chain(log(n))\n', "x.fps:2:13: unknown function 'log'; expected one of min, max"),
     "non_integer": ('n in 1..8\norder chain(n / 2)\n', "x.fps:2:15: unexpected '/'; expected '//' (floor division: sizes are integers)"),
     "negative_size": ('n in 1..100\norder lanes(n - 10, seq, seq)\n', 'x.fps:2:13: lanes count n - 10 = -8 at n = 2; expected an integer >= 1'),

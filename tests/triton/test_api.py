@@ -114,12 +114,12 @@ def test_bf16_through_numpy_float32(replicas):
 
 
 @pytest.mark.parametrize("call,error,message", [
-    (lambda r: r["sum"].sum(torch.ones(4, 5)), ValueError, "x must have 1 dimension, got shape (4, 5)"),
+    (lambda r: r["sum"].sum(torch.ones(4, 5)), ValueError, "x must have 1 dimension(s), got shape (4, 5)"),
     (lambda r: r["sum"].sum(np.ones((4, 5), np.float32)), ValueError, "x must have 1 dimension"),
-    (lambda r: r["sum"].sum(np.float32(3.0)), TypeError, "x is a float32, but this replica takes"),
-    (lambda r: r["sum"].sum(np.ones((), np.float32)), ValueError, "x must have 1 dimension, got shape ()"),
-    (lambda r: r["sum"].sums(torch.ones(5)), ValueError, "X must have 2 dimensions"),
-    (lambda r: r["sum"].sum([1.0, 2.0]), TypeError, "x is a list, but this replica takes"),
+    (lambda r: r["sum"].sum(np.float32(3.0)), TypeError, "x is a float32, but this replica of spec takes"),
+    (lambda r: r["sum"].sum(np.ones((), np.float32)), ValueError, "x must have 1 dimension(s), got shape ()"),
+    (lambda r: r["sum"].sums(torch.ones(5)), ValueError, "X must have 2 dimension(s)"),
+    (lambda r: r["sum"].sum([1.0, 2.0]), TypeError, "x is a list, but this replica of spec takes"),
     (lambda r: r["sum"].sum(np.ones(3, np.float64)), TypeError, "x has dtype float64"),
     (lambda r: r["sum"].sum(torch.ones(3, dtype=torch.float64)), TypeError, "x has dtype torch.float64"),
     (lambda r: r["sum"].sum(torch.ones(0)), ValueError, "x has length 0, outside the range n in 1..100"),

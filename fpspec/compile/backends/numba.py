@@ -106,17 +106,20 @@ class NumbaBackend(Backend):
             extra.append(f"_GEMM_COLUMNS_MIN = {columns[0] if columns else None}  # note [gemm by columns]")
             extra.append(f"_GEMM_TILE = {tiles[0] if tiles else None}  # note [gemm tiles]")
             extra.append(f"_GEMM_LONE = {lone_block(kernel, p)}  # note [gemm by columns]: a last block of one leaf")
+        sched = kernel.op in ("gemv", "gemm") and scheduled(kernel, p, program, text, regions, columns or tiles)
+        if kernel.op in ("gemv", "gemm"):
+            extra.append(f"_SCHEDULED = {sched}  # note [schedules]")
+            extra.append(f"_SCHED_FUSED = {bool(sched and program.uses_fused)}")
+        if columns or sched:
+            runtime += "\n\n" + xy_leaves(p)
         if columns:
-            xy = {"product": "_term_product_xy", "product_twice": "_term_product_twice_xy"}[p.term]
-            leaf = ("_add_leaf_plain_xy" if not p.fma else
-                    "_add_leaf_fma_native_xy" if p.acc_fmt is None else "_add_leaf_fma_emulated_xy")
-            runtime += "\n\n" + embed(numba_rt, [xy, leaf], {xy: "_term_xy", leaf: "_add_leaf_xy"},
-                                       decorator="@_jit")
             parallel.append(columns[1])
         if tiles:
             runtime += "\n\n" + embed(numba_rt, ["_gemm_tile"]) + "\n\n" + embed(numba_rt, ["_gemm_tiled"])
             parallel.append(tiles[1])
         entry, planned = plan_lowering(program, runtime)
+        if sched:
+            entry += "\n\n" + schedule_source(kernel, p, program, runtime + entry, regions)
         kernels_text = "\n\n".join(filter(None, [embed(numba_rt, serial, decorator="@_jit"),
                                                  embed(numba_rt, parallel[:1], decorator="@_parallel")]
                                           + parallel[1:]))
@@ -354,13 +357,13 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
     for u in range(UNROLL):
         chain = f"_add_leaf_xy({chain}, x{u}, b{u}[j])"
     src = f'''@_parallel
-def _gemm_columns_kernel(A, B, out):
+def _gemm_columns_kernel(A, B, out, part=0, parts=1):
     """out = A @ B by columns (note [gemm by columns]): {lanes} lane(s) per output,
     in blocks of {block} leaves; row {lanes} of acc holds the fold over blocks."""
     m, n = A.shape
     p = B.shape[1]
     tiles = (p + {COLUMN_TILE} - 1) // {COLUMN_TILE}
-    for t in prange(tiles * m):
+    for t in prange(part, tiles * m, parts):
         j0 = (t // m) * {COLUMN_TILE}
         i = t % m
         w = min({COLUMN_TILE}, p - j0)
@@ -429,7 +432,7 @@ def vector_lanes(kernel: Kernel, p) -> bool:
 # A[i, k] broadcast, one vector FMA per vector of outputs.  A vector element
 # is an output, so every output gets exactly the scalar operations of
 # `_gemm_kernel` in the spec's order; block sums are folded in order into
-# `out`, then `_final` runs in place.  Tiles go in parallel (prange;
+# `out`, then `_final` runs in place.  Tiles go in parallel (threads;
 # consecutive tiles share a panel of B); rows that do not fill a tile go in
 # tiles of one row, columns that do not fill one (and lengths whose last
 # block has a lane of fewer than two leaves) through `_gemm_rest`.
@@ -481,7 +484,7 @@ def gemm_tiles(kernel: Kernel, p) -> tuple[tuple[int, int, int, int], str] | Non
         # a task: one panel of columns x up to TILE_GROUP tiles of rows; blocks outermost so the
         # block's rows of B stay in cache across the tiles (each output still gets its blocks in order)
         return f'''    groups{tag} = ({count} + {TILE_GROUP - 1}) // {TILE_GROUP}
-    for t{tag} in prange(groups{tag} * pt):
+    for t{tag} in prange(part, groups{tag} * pt, parts):
         j0 = (t{tag} // groups{tag}) * {columns}
         g0 = (t{tag} % groups{tag}) * {TILE_GROUP}
         g1 = min(g0 + {TILE_GROUP}, {count})
@@ -494,7 +497,7 @@ def gemm_tiles(kernel: Kernel, p) -> tuple[tuple[int, int, int, int], str] | Non
                 out[i, j] = _final(out[i, j])
 '''
     src = f'''@_parallel
-def _gemm_tiles_kernel(A, B, out):
+def _gemm_tiles_kernel(A, B, out, part=0, parts=1):
     """out[:, :p - p % {columns}] = A @ B in tiles of {rows} rows (the last rows one by one) x {columns}
     columns (note [gemm tiles]): in blocks of {size} leaves, {lanes} lane(s) per block joined by
     {postfix!r}, the block sums folded in order."""
@@ -503,6 +506,132 @@ def _gemm_tiles_kernel(A, B, out):
     mt, pt = m // {rows}, p // {columns}
 {tile_loop("", "mt", rows, "")}{tile_loop(f"mt * {rows} + ", f"(m - mt * {rows})", 1, "_rest")}'''
     return (rows, columns, block, lanes), src
+
+
+def xy_leaves(p) -> str:
+    """`_term_xy` and `_add_leaf_xy`: `_term` and `_add_leaf` for one term x*y."""
+    xy = {"product": "_term_product_xy", "product_twice": "_term_product_twice_xy"}[p.term]
+    leaf = ("_add_leaf_plain_xy" if not p.fma else
+            "_add_leaf_fma_native_xy" if p.acc_fmt is None else "_add_leaf_fma_emulated_xy")
+    return embed(numba_rt, [xy, leaf], {xy: "_term_xy", leaf: "_add_leaf_xy"}, decorator="@_jit")
+
+
+def scheduled(kernel: Kernel, p, program, text: str, regions, fast) -> bool:
+    """Whether gemv / gemm run by note [schedules] in fpspec.compile.runtime.numba_rt:
+    every leaf a product, fused nodes of the Tensor Core kind in a gemm only,
+    no vector lanes; a gemm with a form of its own (notes [gemm by columns],
+    [gemm tiles]) keeps it."""
+    f = kernel.arithmetic.fused
+    plans = [p] + [rp for _, rp in regions]
+    if fast or "_lane_folds(" in text or any(q.term not in ("product", "product_twice") for q in plans):
+        return False
+    return not program.uses_fused or (kernel.op == "gemm" and f is not None and f.combine != "amd"
+                                      and not kernel.arithmetics)
+
+
+def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
+    """`_sched_gemm` or `_sched_gemv`, its table of operations for `_record_plan`
+    and the runtime they use (note [schedules])."""
+    import re
+
+    def defined(name: str) -> bool:
+        return re.search(rf"^(def {name}\(|{name} = )", runtime, re.M) is not None
+
+    gemm = kernel.op == "gemm"
+    # a leaf k of output j: (x, y) and the lines that read the tile's operands once per row
+    if gemm:
+        def leaf(k: str, tag: str) -> tuple[list[str], str, str]:
+            return [f"x{tag} = A[i, {k}]", f"y{tag} = B[{k}, j0:j0 + w]"], f"x{tag}", f"y{tag}[j]"
+    else:
+        def leaf(k: str, tag: str) -> tuple[list[str], str, str]:
+            return [f"x{tag} = AT[{k}, j0:j0 + w]", f"y{tag} = xv[{k}]"], f"x{tag}[j]", f"y{tag}"
+
+    table: list[tuple[str, str, str]] = []
+    branches: list[str] = []
+    codes = iter(range(1 << 20))
+
+    def add(obj: str, kind: str, lines: list[str] | None, code: int | None = None) -> int:
+        code = next(codes) if code is None else code
+        if kind != "negated_zero":      # -_ZERO is recorded through `_PlanZero` (its code: zero's + 1)
+            table.append((obj, f"({code}, {code + 1})" if kind == "zero" else str(code), kind))
+        if lines is not None:
+            branches.append(f"elif c == {code}:   # {obj}\n" + "\n".join("    " + x for x in lines))
+        return code
+
+    def each(expr: str) -> list[str]:
+        return ["for j in range(w):", f"    v[j] = {expr}"]
+    runtime_xy = []
+    for s, q in [("", p)] + [(f"__{name}", rp) for name, rp in regions]:
+        if s:
+            runtime_xy.append(in_region(xy_leaves(q), s[2:]).replace("_term_xy", f"_term_xy{s}")
+                              .replace("_add_leaf_xy", f"_add_leaf_xy{s}"))
+        add(f"_ZERO{s}", "zero", each(f"_ZERO{s}"))
+        add(f"-_ZERO{s}", "negated_zero", each(f"-_ZERO{s}"))
+        hold, x, y = leaf("ops[t, 2]", "0")
+        add(f"_term{s}", "term", hold + each(f"_term_xy{s}({x}, {y})"))
+        add(f"_add{s}", "add", ["a0, a1 = vs[ops[t, 1]], vs[ops[t, 2]]"] + each(f"_add{s}(a0[j], a1[j])"))
+        hold, x, y = leaf("ops[t, 3]", "0")
+        add(f"_add_leaf{s}", "add_leaf",
+            ["a0 = vs[ops[t, 2]]"] + hold + each(f"_add_leaf_xy{s}(_ACC{s}(a0[j]), {x}, {y})"))
+        if defined(f"_add_leaves{s}"):
+            h0, x0, y0 = leaf("ops[t, 2]", "0")
+            h1, x1, y1 = leaf("ops[t, 3]", "1")
+            if q.fma_first:           # the first leaf fused, the second rounded
+                h0, x0, y0, h1, x1, y1 = h1, x1, y1, h0, x0, y0
+            add(f"_add_leaves{s}", "add_leaves", h0 + h1 + each(f"_add_leaf_xy{s}(_term_xy{s}({x0}, {y0}), {x1}, {y1})"))
+        add(f"_round_acc{s}", "value", ["a0 = vs[ops[t, 1]]"] + each(f"_round_acc{s}(a0[j])"))
+        add(f"_ACC{s}", "value", ["a0 = vs[ops[t, 1]]"] + each(f"_ACC{s}(a0[j])"))
+        add(f"_vals{s}", "vals", None)
+    if program.uses_pad:
+        add("_padded", "padded", None)     # resolved away by `_schedule`
+    fused = program.uses_fused
+    if fused:
+        tile = "_fused_tile(ea, ma, eb, mb, i, j0, w, side, ops[t, 2], 0, 1, ops[t, 3], {}, v, emax, total, cexps, csigs)"
+        if defined("_fused_range"):
+            add("_fused_range", "fused_range", ["a0 = vs[ops[t, 4]]", "for j in range(w):", "    cv[j] = _ACC(a0[j])",
+                                                tile.format("cv"), "for j in range(w):", "    v[j] = _ACC(v[j])"])
+        if defined("_fused_core"):
+            add("_fused_core", "fused_core", [tile.format("vs[ops[t, 4]]")])
+    chain = "\n".join(branches)[2:]
+    body = textwrap.indent(chain, " " * 12)
+    scratch = ("    cv = np.empty(width, np.float64)\n    cexps = np.empty(width, np.int64)\n"
+               "    csigs = np.empty(width, np.int64)\n    emax = np.empty(width, np.int64)\n"
+               "    total = np.empty(width, np.int64)\n") if fused else ""
+    if gemm:
+        head = ('def _sched_gemm(A, B, out, ops, side, root, width, ea, ma, eb, mb, part=0, parts=1):\n'
+                '    """out = A @ B by the rows of the recorded order, tasks part, part + parts, ...: a task is\n'
+                '    a row i of A and a tile of `width` columns (note [schedules])."""\n'
+                '    m, p = A.shape[0], B.shape[1]\n    tiles = (p + width - 1) // width\n'
+                '    for task in range(part, m * tiles, parts):\n        i = task // tiles\n'
+                '        j0 = (task % tiles) * width\n        w = min(width, p - j0)\n')
+        store = "out[i, j0 + j]"
+    else:
+        head = ('def _sched_gemv(AT, xv, out, ops, side, root, width, part=0, parts=1):\n'
+                '    """out = AT.T @ xv by the rows of the recorded order, tasks part, part + parts, ...: a\n'
+                '    task is a tile of `width` rows (note [schedules])."""\n'
+                '    m = AT.shape[1]\n'
+                '    for task in range(part, (m + width - 1) // width, parts):\n        j0 = task * width\n'
+                '        w = min(width, m - j0)\n')
+        store = "out[j0 + j]"
+    head = head.replace('"""\n', '"""\n    vs = np.empty((ops.shape[0], width), np.float64)\n' + scratch, 1)
+    kernel_src = (f"@_parallel\n{head}        for t in range(ops.shape[0]):\n            c = ops[t, 0]\n"
+                  f"            v = vs[t]\n{body}\n        r = vs[root]\n        for j in range(w):\n"
+                  f"            {store} = _final(_ACC(r[j]))\n")
+    plain = ["_schedule", "_sched_width", "_scheduled_gemm" if gemm else "_scheduled_gemv"]
+    if not defined("_record_plan"):
+        plain += ["_PlanTerms", "_PlanValues", "_PlanZero", "_record_plan"]
+    rows = "".join(f"    ({obj}, {code}, {kind!r}),\n" for obj, code, kind in table)
+    parts = list(runtime_xy)
+    if fused:
+        parts += [embed(numba_rt, ["_f64_bits", "_bits_f64"]),
+                  embed(numba_rt, ["_decode_bits", "_fused_round", "_fused_tile"], decorator="@_jit")]
+        plain.insert(0, "_fused_decode")
+    parts += [kernel_src,
+              "_SCHEDULES = {}   # (entry, n) -> its rows (note [schedules])\n"
+              f"_SCHED_OPS = (\n{rows})\n_SCHED_VALUES = 1 << 18\n_SCHED_MAX_N = 1 << 18\n"
+              "_NO_CODES = np.empty((0, 0), np.int32)",
+              embed(numba_rt, plain)]
+    return "\n\n".join(parts)
 
 
 def fused_constants(kernel: Kernel) -> list[str]:
@@ -529,6 +658,11 @@ def fused_constants(kernel: Kernel) -> list[str]:
         f"_FP_ZEXP_ON, _FP_ZEXP = {f.zero_exponent is not None}, {f.zero_exponent or 0}  # zeros' exponent",
         f"_FP_C_EMIN = {-126 if f.c_emin is None else f.c_emin}",
         f"_FP_AMD, _FP_INTERLEAVE = {f.combine == 'amd'}, {f.interleave}  # {f.combine} combine",
+        # the bounds of `_fused_decode` and `_fused_round` (note [fused gemm]), as `_round_dir` computes them
+        f"_FP_IN_TINY, _FP_IN_TINY_B = {2.0 ** _FORMATS[f.input][1]!r}, {2.0 ** _FORMATS[f.input_b or f.input][1]!r}",
+        f"_FP_OUT_TINY = {2.0 ** out_emin!r}",
+        f"_FP_OUT_OVER_RZ = {2.0 ** (out_emax + 1)!r}",
+        f"_FP_OUT_OVER_RN = {(2.0 - 2.0 ** (1 - f.result_precision)) * 2.0 ** out_emax!r}",
     ]
 
 

@@ -24,7 +24,8 @@ from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Fold, FusedCh
 from fpspec.compile.numerics import stores_fused
 
 PATHS = ("auto", "native", "emulated")
-_FORMATS = ("fp16", "bf16", "fp32", "tf32", "fp8e4m3", "fp8e5m2")   # tf32, fp8: input formats only
+_FP8 = ("fp8e4m3", "fp8e5m2", "fp8e4m3fnuz", "fp8e5m2fnuz")
+_FORMATS = ("fp16", "bf16", "fp32", "tf32") + _FP8   # tf32, fp8: input formats only
 _ENTRY = {"sum": "sum(x) (and sums(X), every column)", "dot": "dot(x, y, path=PATH)", "gemv": "gemv(A, x, path=PATH)",
           "gemm": "gemm(A, B, path=PATH)"}
 # the replica's entry point per op: every op is a matrix product of the driver
@@ -58,7 +59,7 @@ class TritonBackend(Backend):
                                    "into it); compile for numpy or numba")
         if ar.accumulator != "fp32":
             raise CompileError(f"triton: accumulator {ar.accumulator} is not supported (only fp32)")
-        if ar.output in ("tf32", "fp8e4m3", "fp8e5m2"):
+        if ar.output in ("tf32",) + _FP8:
             raise CompileError(f"triton: output {ar.output} is not supported (its units write fp32)")
         if ar.input.startswith("fp8") and any(isinstance(r, (Fold, Pairwise, TreeReduce, Lanes, Blocks, Chunks,
                                                              Segments, Table)) for r in _reducers(kernel)):
@@ -75,9 +76,12 @@ class TritonBackend(Backend):
                                    "(write product = fma or rounded)")
         f = ar.fused
         if f is not None:
-            if f.input_b is not None or f.interleave != 1:
-                raise CompileError("triton: fused nodes of two input formats or of interleaved sub-blocks (AMD "
-                                   "fp8) are not supported; compile for numpy")
+            if f.input_b is not None and (f.input not in _FP8 or f.input_b not in _FP8):
+                raise CompileError(f"triton: fused nodes of {f.input} x {f.input_b} are not supported (two input "
+                                   "formats: fp8 ones only); compile for numpy")
+            if f.interleave not in (1, 2) or (f.interleave == 2 and f.combine != "amd"):
+                raise CompileError(f"triton: fused nodes of {f.interleave} interleaved sub-blocks are not "
+                                   "supported (AMD's fp8 combine: 2); compile for numpy")
             if f.combine == "amd" and f.result != "rne":
                 raise CompileError("triton: AMD's combine rounds to nearest (result = rne)")
             if f.zero_exponent == 0 or f.c_emin == 0:
@@ -86,7 +90,7 @@ class TritonBackend(Backend):
                 raise CompileError("triton: fused nodes must truncate aligned terms with c in the alignment")
             if not (f.subnormal_inputs and f.subnormal_outputs):
                 raise CompileError("triton: fused nodes that flush subnormals are not supported")
-            fp8 = f.input in ("fp8e4m3", "fp8e5m2")
+            fp8 = f.input in _FP8
             if (f.extra_bits < 0 and not fp8) or f.output != "fp32" or f.input not in _FORMATS:
                 raise CompileError(f"triton: fused nodes {f.input} -> {f.output} with {f.extra_bits} extra bits "
                                    "are not supported")
@@ -114,6 +118,7 @@ class TritonBackend(Backend):
             header=header(kernel, "triton"),
             spec=kernel.source.replace('"""', "'''"),
             library=library_source(),
+            checks=input_checks(kernel),
             op=kernel.op,
             entry=_ENTRY[kernel.op],
             api=_API[kernel.op],
@@ -133,7 +138,7 @@ def _numerics(kernel: Kernel) -> str:
     fused = ("None" if f is None else
              f"Fused(width={f.w}, extra_bits={f.extra_bits}, floor={f.exponent_floor}, "
              f"to_zero={f.result == 'rz'}, zero_exponent={f.zero_exponent}, c_emin={f.c_emin}, "
-             f"amd={f.combine == 'amd'})")
+             f"amd={f.combine == 'amd'}, input_b={f.input_b!r}, interleave={f.interleave})")
     return (f"Numerics(input={ar.input!r}, accumulator={ar.accumulator!r}, output={ar.output!r}, "
             f"product={ar.product!r}, init={ar.init!r}, fused={fused})")
 
@@ -210,6 +215,10 @@ class _ReducerPrinter:
     def _int(e) -> str:
         return f"lambda m, n: {py_int(e)}"
 
+    def _print_VLanes(self, r) -> str:
+        raise CompileError("triton: vlanes(...) (lanes fed by vector loads) is not supported; compile for numpy or "
+                           "numba")
+
     def _print_Fold(self, r: Fold) -> str:
         return f"Fold(reverse={r.reverse})"
 
@@ -258,6 +267,18 @@ class _ReducerPrinter:
 
 
 _IMPORTS = re.compile(r"^# -- imports: dropped in replicas\n.*?^# -- end imports\n", re.S | re.M)
+
+
+def input_checks(kernel: Kernel) -> str:
+    """The argument checks every backend's replica embeds (fpspec.compile.runtime.inputs_rt),
+    with their settings: a Triton replica takes NumPy arrays (and refuses lists, masked arrays,
+    other dtypes) exactly as the NumPy and Numba replicas do."""
+    from fpspec.compile.numerics import input_grid, input_settings
+    from fpspec.compile.runtime import embed, inputs_rt
+
+    names = (["round_value"] if input_grid(kernel.arithmetic.input) is not None else []) + ["_input", "_length",
+                                                                                           "_shape"]
+    return "\n".join(input_settings(kernel)) + "\n\n\n" + embed(inputs_rt, names)
 
 
 def library_source() -> str:

@@ -1,5 +1,6 @@
-"""The argument checks of every NumPy and Numba replica's public functions
-(embedded like the rest of fpspec.compile.runtime).
+"""The argument checks of every replica's public functions, NumPy, Numba and
+Triton alike (embedded like the rest of fpspec.compile.runtime; a Triton
+replica checks a torch tensor's dtype itself and passes anything else here).
 
 Globals the template defines: _NAME (the spec's name), N_MIN, N_MAX (its
 range of n), _IN_DTYPE and _IN_NAME (the input dtype and format), _IN_GRID

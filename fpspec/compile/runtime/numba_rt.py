@@ -448,6 +448,285 @@ def _fused_range(a, b, lo, step, cnt, c):
     return _ACC(_fused_core(a, b, _NO_KS, lo, step, cnt, c))
 
 
+@intrinsic
+def _f64_bits(typingctx, x):
+    """The IEEE bits of the float64 x as an int64."""
+    from numba.core import types
+
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+    return types.int64(x), codegen
+
+
+@intrinsic
+def _bits_f64(typingctx, x):
+    """The float64 whose IEEE bits are the int64 x."""
+    from numba.core import types
+
+    if x != types.int64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    return types.float64(x), codegen
+
+
+# Note [schedules]: a gemv or gemm runs its order once per n in plain
+# Python with every value a row number (`_record_plan`), so the rows list
+# every operation one output does, in order (leaves of a pad buffer are
+# resolved to the inputs' leaves, a phantom to an extra leaf (-0.0, 1.0));
+# one compiled loop (`_sched_gemm`, `_sched_gemv`, the same for every
+# order) then runs the rows for a tile of outputs at a time, each row for
+# every output of the tile before the next row.  Each output gets the
+# operations of `_gemm_kernel` / `_rows_kernel` on the same operands in the
+# same order (values held exactly in float64 between rows, as in
+# `_run_plan`), so the bits are the same; what changes is the compile time
+# (one small loop, not a compiled function per part of the order) and the
+# speed (the work of a row is a loop over outputs).  A fused node works on
+# integers: every element of A and B is decoded once per call
+# (`_fused_decode`: exponent, signed significand) instead of once per
+# product, and the node's exponent maximum and aligned sum run over the
+# tile's outputs in the innermost loop.  Inputs with a NaN or an infinity
+# under fused nodes, and orders whose recording fails, take the compiled
+# order.  Threads, not a parallel loop: each runs the tasks part, part +
+# parts, ... of a kernel compiled with nogil (numba compiles a parallel loop
+# for seconds).
+def _decode_bits(x, emin):
+    """`_decode` by the bits of the float64 x: (negative, exponent, significand
+    with 23 fraction bits) for finite x, the exponent clamped at emin."""
+    bits = _f64_bits(x)
+    field = (bits >> 52) & 0x7FF
+    frac = bits & 0xFFFFFFFFFFFFF
+    negative = bits < 0
+    if field == 0:       # a zero, or a float64 subnormal: far below emin, its significand 0
+        return negative, emin, 0
+    e = field - 1023
+    exp = max(e, emin)
+    shift = exp - e + 29
+    return negative, exp, ((frac | (1 << 52)) >> shift) if shift < 63 else 0
+
+
+def _fused_decode(X, emin, tiny):
+    """(exponent, signed significand) of every element of the 2-D X as
+    `_product_term` decodes an operand (note [schedules]), by numpy on the bits:
+    a flushed subnormal is a zero; a zero has exponent _FP_ZEXP (MMA-Sim's
+    convention) or _ZERO_EXP, which keeps every product with a zero factor below
+    any other term (its significand is 0)."""
+    x = np.asarray(X, np.float64)
+    if not _FP_SUB_IN:
+        x = np.where(np.abs(x) < tiny, 0.0, x)
+    bits = x.view(np.int64)
+    field = (bits >> 52) & 0x7FF
+    e = field - 1023
+    exp = np.maximum(e, emin)
+    shift = np.minimum(exp - e + 29, 63)
+    sig = np.where((field == 0) | (shift == 63), 0, ((bits & 0xFFFFFFFFFFFFF) | (1 << 52)) >> shift)
+    exp = np.where(sig == 0, _FP_ZEXP if _FP_ZEXP_ON else _ZERO_EXP, exp)
+    return exp.astype(np.int32), np.where(bits < 0, -sig, sig).astype(np.int32)
+
+
+def _fused_round(v):
+    """_round_dir(v, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_RZ, _FP_SUB_OUT) by
+    the bits of v (the node's result format)."""
+    bits = _f64_bits(v)
+    field = (bits >> 52) & 0x7FF
+    if field == 0x7FF or v == 0.0:       # NaN, infinities and zeros stay
+        return v
+    if field == 0:                       # a float64 subnormal: far below the last place, a zero
+        return math.copysign(0.0, v) if _FP_SUB_OUT else 0.0
+    e = field - 1023
+    q = max(e, _FP_OUT_EMIN) - (_FP_RES_P - 1)     # the exponent of the result's last place
+    drop = q - (e - 52)
+    if drop <= 0:
+        r = v
+    else:
+        if drop >= 63:
+            kept = 0
+        else:
+            sig = (bits & 0xFFFFFFFFFFFFF) | (1 << 52)
+            kept = sig >> drop
+            if not _FP_RZ:
+                lost = sig - (kept << drop)
+                half = 1 << (drop - 1)
+                if lost > half or (lost == half and (kept & 1) == 1):
+                    kept += 1
+        r = np.float64(kept) * _bits_f64(np.int64(q + 1023) << 52)
+        if bits < 0:
+            r = -r
+    if _FP_RZ:
+        over = abs(v) >= _FP_OUT_OVER_RZ
+    else:
+        over = abs(r) > _FP_OUT_OVER_RN
+    if over:
+        r = math.copysign(math.inf, v)
+    if not _FP_SUB_OUT and abs(r) < _FP_OUT_TINY:
+        r = 0.0
+    return r
+
+
+def _fused_tile(ea, ma, eb, mb, i, j0, w, side, at, lo, step, cnt, cv, res, emax, total, cexps, csigs):
+    """res[j] = the fused node c + the cnt products A[i, k] * B[k, j0 + j], c = cv[j],
+    for j < w, exactly as `_fused_core` (k = side[at + q], or lo + q*step where
+    at < 0) from the decoded inputs of `_fused_decode`, all finite; emax, total,
+    cexps, csigs: scratch of w elements."""
+    for j in range(w):
+        cf = cv[j]
+        if not _FP_SUB_OUT and abs(cf) < _FP_OUT_TINY:
+            cf = 0.0
+        cneg, cexp, csig = _decode_bits(cf, _FP_C_EMIN) if cf - cf == 0.0 else (False, 0, 0)
+        if csig == 0:
+            cexp = _FP_ZEXP if _FP_ZEXP_ON else _ZERO_EXP
+        top = max(_ZERO_EXP, _FP_FLOOR)
+        emax[j] = max(top, cexp) if _FP_C_ALIGNED else top
+        cexps[j] = cexp
+        csigs[j] = -csig if cneg else csig
+    for q in range(cnt):
+        k = side[at + q] if at >= 0 else lo + q * step
+        x = np.int64(ea[i, k])
+        row = eb[k, j0:j0 + w]
+        for j in range(w):
+            emax[j] = max(emax[j], x + row[j])
+    for j in range(w):       # c on the grid, first: the int64 sum is the same in any order
+        c = csigs[j]
+        mag = _shift(abs(c), (emax[j] - _FP_F) - (cexps[j] - 23), c < 0) if _FP_C_ALIGNED else 0
+        total[j] = -mag if c < 0 else mag
+    for q in range(cnt):
+        k = side[at + q] if at >= 0 else lo + q * step
+        x = np.int64(ea[i, k]) - 46 + _FP_F
+        xm = np.int64(ma[i, k])
+        erow = eb[k, j0:j0 + w]
+        mrow = mb[k, j0:j0 + w]
+        for j in range(w):
+            prod = xm * mrow[j]
+            mag = _shift(abs(prod), emax[j] - (x + erow[j]), prod < 0)
+            total[j] += -mag if prod < 0 else mag
+    for j in range(w):
+        cf = cv[j]
+        if cf != cf:
+            res[j] = math.nan
+            continue
+        if cf == math.inf or cf == -math.inf:
+            res[j] = cf
+            continue
+        grid = emax[j] - _FP_F
+        if _FP_C_ALIGNED and -1022 <= grid <= 1023:
+            exact = np.float64(total[j]) * _bits_f64(np.int64(grid + 1023) << 52)
+        elif _FP_C_ALIGNED:
+            exact = math.ldexp(np.float64(total[j]), grid)
+        else:
+            if not _FP_SUB_OUT and abs(cf) < _FP_OUT_TINY:
+                cf = 0.0
+            exact = _round_odd_sum(math.ldexp(np.float64(total[j]), grid), cf)
+        r = _fused_round(exact)
+        res[j] = 0.0 if r == 0.0 else r
+
+
+_SCHEDULED = False       # whether gemv and gemm run by note [schedules]
+_SCHED_FUSED = False     # whether the schedule has fused nodes (gemm only)
+_SCHEDULES = {}          # (entry, n) -> (rows, side, root, phantoms), or None where recording failed
+_SCHED_OPS = ()          # (object, op code, kind) for `_record_plan`
+_SCHED_VALUES = 1 << 18  # values a thread holds: the tile of outputs is this over the number of rows
+_SCHED_MAX_N = 1 << 18   # the longest order recorded
+_NO_CODES = np.empty((0, 0), np.int32)
+
+
+def _schedule(n):
+    """The rows of the order at length n for `_sched_gemm` / `_sched_gemv`
+    (note [schedules]), recorded once per n; None where recording fails (the
+    compiled order then runs, and raises where the order is refused at n)."""
+    key = (_reduce, n)
+    if key in _SCHEDULES:
+        return _SCHEDULES[key]
+    if n > _SCHED_MAX_N:     # rows of a few operations per leaf: beyond this, the compiled order
+        return None
+    if len(_SCHEDULES) >= 64:
+        _SCHEDULES.clear()
+    try:
+        ops, side, root, _ = _record_plan(n, _reduce, _SCHED_OPS)
+    except Exception:
+        _SCHEDULES[key] = None
+        return None
+    kinds = {}
+    for _, code, kind in _SCHED_OPS:
+        for c in (code if isinstance(code, tuple) else (code,)):
+            kinds[c] = kind
+    # leaves in a pad buffer (fpspec.compile.loops note [phantoms]) are leaves of the inputs,
+    # or the phantom (-0.0, 1.0): leaf n of inputs with one more element
+    where = {}
+    phantoms = False
+
+    def leaf(sel, k):
+        return where[k] if sel == 1 else k
+    side = [int(k) for k in side]
+    for t in range(ops.shape[0]):
+        row = ops[t]
+        kind = kinds[int(row[0])]
+        if kind == "padded":
+            sel, lo, step, m, r, c, at = (int(x) for x in row[1:8])
+            for i in range(m + c):
+                where[at + i] = leaf(sel, lo + (i if i < r else i - c) * step) if i < r or i >= r + c else n
+            phantoms = phantoms or c > 0
+            row[0] = -1                      # nothing to run
+        elif kind in ("term", "add_leaves"):
+            row[2] = leaf(row[1], row[2])
+            if kind == "add_leaves":
+                row[3] = leaf(row[1], row[3])
+            row[1] = 0
+        elif kind == "add_leaf":
+            row[3] = leaf(row[1], row[3])
+            row[1] = 0
+        elif kind == "fused_range":       # its leaves to `side`, as a `_fused_core` row has them
+            sel, lo, step, cnt, c = (int(x) for x in row[1:6])
+            row[1:] = (0, len(side), cnt, c, 0, 0, 0)
+            side += [leaf(sel, lo + i * step) for i in range(cnt)]
+        elif kind == "fused_core":
+            for i in range(int(row[3])):
+                side[row[2] + i] = leaf(row[1], side[row[2] + i])
+            row[1] = 0
+    _SCHEDULES[key] = (ops, np.array(side, np.int64), root, phantoms)
+    return _SCHEDULES[key]
+
+
+def _sched_width(rows, outputs):
+    return max(1, min(outputs, 64, _SCHED_VALUES // max(rows, 1)))
+
+
+def _scheduled_gemm(A, B, out):
+    """A @ B into out by note [schedules], or by `_gemm_rest` where it does not apply."""
+    (m, n), p = A.shape, B.shape[1]
+    s = _schedule(n)
+    if s is None or (_SCHED_FUSED and not (np.isfinite(A).all() and np.isfinite(B).all())):
+        _gemm_rest(A, B, out)
+        return
+    ops, side, root, phantoms = s
+    if phantoms:
+        A = np.concatenate((A, np.full((m, 1), -0.0, A.dtype)), axis=1)
+        B = np.concatenate((B, np.ones((1, p), B.dtype)), axis=0)
+    codes = (_fused_decode(A, _FP_EMIN_IN, _FP_IN_TINY) + _fused_decode(B, _FP_EMIN_IN_B, _FP_IN_TINY_B)
+             if _SCHED_FUSED else (_NO_CODES,) * 4)
+    width = _sched_width(ops.shape[0], p)
+    _run_parallel(_sched_gemm, n, A, B, out, ops, side, root, width, *codes)
+
+
+def _scheduled_gemv(A, x, out):
+    """A @ x into out by note [schedules], or by `_rows_kernel` where it does not apply."""
+    m, n = A.shape
+    s = _schedule(n)
+    if s is None:
+        _run_parallel(_rows_kernel, n, A, x, out, _plan(n))
+        return
+    ops, side, root, phantoms = s
+    AT = np.ascontiguousarray(A.T)
+    if phantoms:
+        AT = np.concatenate((AT, np.full((1, m), -0.0, AT.dtype)), axis=0)
+        x = np.concatenate((x, np.ones(1, x.dtype)))
+    width = _sched_width(ops.shape[0], m)
+    _run_parallel(_sched_gemv, n, AT, x, out, ops, side, root, width)
+
+
 def _table_step(a, b, lo, step, size, slots, kids, offs, fused, s):
     """Step s of a literal tree over leaves: slot i < size is leaf lo + i*step."""
     first, last = offs[s], offs[s + 1]
@@ -523,7 +802,7 @@ _add_leaf_xy = _add_leaf_plain_xy
 
 # ---------------------------------------------------------------- the public functions
 # Plain Python: check the arguments, then call a compiled kernel that runs one
-# output element per iteration of a parallel loop.
+# output element per iteration, on threads (`_run_parallel`).
 
 _NAME = "spec"
 N_MIN, N_MAX = 1, None
@@ -573,14 +852,31 @@ def _gemm_rest(A, B, out):
 
 
 def _run_parallel(kernel, n, *args):
-    """kernel(*args) for length n; a ValueError raised inside a parallel loop reaches the caller as a
-    SystemError whose cause is that error, so it is raised again as itself, naming n."""
-    try:
-        kernel(*args)
-    except SystemError as e:
-        if not isinstance(e.__cause__, ValueError):
-            raise
-        raise ValueError(f"at n = {n}: {e.__cause__}") from None
+    """kernel(*args, part, parts) on `parts` threads at once, numba's thread count
+    (a kernel does its tasks part, part + parts, ...; compiled with nogil); a
+    ValueError raised in a kernel is raised again naming n."""
+    import threading
+
+    from numba import config
+
+    parts = max(1, config.NUMBA_NUM_THREADS)
+    errors = []
+
+    def run(part):
+        try:
+            kernel(*args, part, parts)
+        except BaseException as e:      # raised again in the caller's thread
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(1, parts)]
+    for t in threads:
+        t.start()
+    run(0)
+    for t in threads:
+        t.join()
+    if errors:
+        if isinstance(errors[0], ValueError):
+            raise ValueError(f"at n = {n}: {errors[0]}") from None
+        raise errors[0]
 
 
 def _carried(x):
@@ -593,19 +889,19 @@ def _one_kernel(x, y, plan):
     return _final(_order(x, y, x.shape[0], plan))
 
 
-def _rows_kernel(A, x, out, plan):
-    for i in prange(A.shape[0]):
+def _rows_kernel(A, x, out, plan, part=0, parts=1):
+    for i in prange(part, A.shape[0], parts):
         out[i] = _final(_order(A[i], x, x.shape[0], plan))
 
 
-def _columns_kernel(XT, ones, out, plan):
-    for i in prange(XT.shape[0]):
+def _columns_kernel(XT, ones, out, plan, part=0, parts=1):
+    for i in prange(part, XT.shape[0], parts):
         out[i] = _final(_order(XT[i], ones if _SUM_FUSED else XT[i], XT.shape[1], plan))
 
 
-def _gemm_kernel(A, BT, out, plan):
+def _gemm_kernel(A, BT, out, plan, part=0, parts=1):
     p = BT.shape[0]
-    for t in prange(A.shape[0] * p):
+    for t in prange(part, A.shape[0] * p, parts):
         i, j = t // p, t % p
         out[i, j] = _final(_order(A[i], BT[j], A.shape[1], plan))
 
@@ -649,7 +945,10 @@ def api_gemv(A, x):
         raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
     _length(x.shape[0], "x")
     out = np.empty(A.shape[0], _OUT_CARRY)
-    _run_parallel(_rows_kernel, x.shape[0], A, x, out, _plan(x.shape[0]))
+    if _SCHEDULED:
+        _scheduled_gemv(A, x, out)           # note [schedules]
+    else:
+        _run_parallel(_rows_kernel, x.shape[0], A, x, out, _plan(x.shape[0]))
     return out.astype(_OUT_DTYPE)
 
 
@@ -664,6 +963,8 @@ def api_gemm(A, B):
     out = np.empty((A.shape[0], B.shape[1]), _OUT_CARRY)
     if _GEMM_TILE is not None:
         _gemm_tiled(A, B, out)               # note [gemm tiles]
+    elif _SCHEDULED:
+        _scheduled_gemm(A, B, out)           # note [schedules]
     else:
         _gemm_rest(A, B, out)
     return out.astype(_OUT_DTYPE)
@@ -690,6 +991,8 @@ class _PlanTerms:
 class _PlanValues(list):
     """A list of values while a plan is recorded: plan row numbers, and the op
     code of the `_vals` that made it (its carrier)."""
+
+    dtype = np.int64    # a stack of values made like the list (`np.empty(k, vals.dtype)`) holds row numbers
 
     def __init__(self, carrier, m):
         super().__init__([0] * m)
@@ -723,10 +1026,12 @@ def _plan(n):
     return _PLANS[key]
 
 
-def _record_plan(n):
+def _record_plan(n, entry=None, table=None):
     """Run the order's plain-Python functions at length n with every value a
     row number of the plan: each operation on values or leaves appends a row
-    (op code, operands); a call of a compiled function appends one row."""
+    (op code, operands); a call of a compiled function appends one row.
+    `entry`, `table`: another entry function and (object, op code, kind)
+    table than the plan's (note [schedules])."""
     from types import FunctionType
 
     rows, side, pad = [], [], [0]
@@ -792,7 +1097,8 @@ def _record_plan(n):
             return call_values
         raise AssertionError(kind)
 
-    by_object = {id(obj): (code, kind) for obj, code, kind in _PLAN_OPS}
+    entry = _PLAN_ENTRY if entry is None else entry
+    by_object = {id(obj): (code, kind) for obj, code, kind in (_PLAN_OPS if table is None else table)}
     for name, value in globals().items():
         if id(value) in by_object:
             code, kind = by_object[id(value)]
@@ -803,7 +1109,7 @@ def _record_plan(n):
             if isinstance(py, FunctionType):
                 g[name] = FunctionType(py.__code__, g, py.__name__, py.__defaults__, py.__closure__)
     whole = _PlanTerms(0, 0)
-    root = FunctionType(_PLAN_ENTRY.__code__, g)(whole, whole, n)
+    root = FunctionType(getattr(entry, 'py_func', entry).__code__, g)(whole, whole, n)
     return np.array(rows, np.int64).reshape(-1, 8), np.array(side, np.int64), root, pad[0]
 
 

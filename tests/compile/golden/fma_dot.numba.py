@@ -45,8 +45,11 @@ def _inline(f):
 
 
 def _parallel(f):
+    """A kernel over outputs, run on threads by `_run_parallel` (it takes the
+    tasks part, part + parts, ...): compiled with nogil, not as a numba
+    parallel loop (which compiles for seconds more)."""
     f.__module__ = None
-    return njit(fastmath=False, parallel=True)(f)
+    return njit(fastmath=False, nogil=True)(f)
 
 
 def _one_signature(dispatcher):
@@ -191,14 +194,31 @@ def _carried(x):
 
 
 def _run_parallel(kernel, n, *args):
-    """kernel(*args) for length n; a ValueError raised inside a parallel loop reaches the caller as a
-    SystemError whose cause is that error, so it is raised again as itself, naming n."""
-    try:
-        kernel(*args)
-    except SystemError as e:
-        if not isinstance(e.__cause__, ValueError):
-            raise
-        raise ValueError(f"at n = {n}: {e.__cause__}") from None
+    """kernel(*args, part, parts) on `parts` threads at once, numba's thread count
+    (a kernel does its tasks part, part + parts, ...; compiled with nogil); a
+    ValueError raised in a kernel is raised again naming n."""
+    import threading
+
+    from numba import config
+
+    parts = max(1, config.NUMBA_NUM_THREADS)
+    errors = []
+
+    def run(part):
+        try:
+            kernel(*args, part, parts)
+        except BaseException as e:      # raised again in the caller's thread
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(1, parts)]
+    for t in threads:
+        t.start()
+    run(0)
+    for t in threads:
+        t.join()
+    if errors:
+        if isinstance(errors[0], ValueError):
+            raise ValueError(f"at n = {n}: {errors[0]}") from None
+        raise errors[0]
 
 
 

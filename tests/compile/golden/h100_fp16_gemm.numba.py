@@ -45,9 +45,15 @@ _FP_EMIN_IN_B = -14
 _FP_ZEXP_ON, _FP_ZEXP = False, 0  # zeros' exponent
 _FP_C_EMIN = -126
 _FP_AMD, _FP_INTERLEAVE = False, 1  # aligned combine
+_FP_IN_TINY, _FP_IN_TINY_B = 6.103515625e-05, 6.103515625e-05
+_FP_OUT_TINY = 1.1754943508222875e-38
+_FP_OUT_OVER_RZ = 3.402823669209385e+38
+_FP_OUT_OVER_RN = 3.4028234663852886e+38
 _GEMM_COLUMNS_MIN = None  # note [gemm by columns]
 _GEMM_TILE = None  # note [gemm tiles]
 _GEMM_LONE = 0  # note [gemm by columns]: a last block of one leaf
+_SCHEDULED = True  # note [schedules]
+_SCHED_FUSED = True
 
 # Compiled on first use in each process from this file alone: no cache
 # directory, and no compiled function calls itself (recursive orders run as
@@ -64,8 +70,11 @@ def _inline(f):
 
 
 def _parallel(f):
+    """A kernel over outputs, run on threads by `_run_parallel` (it takes the
+    tasks part, part + parts, ...): compiled with nogil, not as a numba
+    parallel loop (which compiles for seconds more)."""
     f.__module__ = None
-    return njit(fastmath=False, parallel=True)(f)
+    return njit(fastmath=False, nogil=True)(f)
 
 
 def _one_signature(dispatcher):
@@ -360,14 +369,31 @@ def _carried(x):
 
 
 def _run_parallel(kernel, n, *args):
-    """kernel(*args) for length n; a ValueError raised inside a parallel loop reaches the caller as a
-    SystemError whose cause is that error, so it is raised again as itself, naming n."""
-    try:
-        kernel(*args)
-    except SystemError as e:
-        if not isinstance(e.__cause__, ValueError):
-            raise
-        raise ValueError(f"at n = {n}: {e.__cause__}") from None
+    """kernel(*args, part, parts) on `parts` threads at once, numba's thread count
+    (a kernel does its tasks part, part + parts, ...; compiled with nogil); a
+    ValueError raised in a kernel is raised again naming n."""
+    import threading
+
+    from numba import config
+
+    parts = max(1, config.NUMBA_NUM_THREADS)
+    errors = []
+
+    def run(part):
+        try:
+            kernel(*args, part, parts)
+        except BaseException as e:      # raised again in the caller's thread
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(1, parts)]
+    for t in threads:
+        t.start()
+    run(0)
+    for t in threads:
+        t.join()
+    if errors:
+        if isinstance(errors[0], ValueError):
+            raise ValueError(f"at n = {n}: {errors[0]}") from None
+        raise errors[0]
 
 
 _NO_KS = np.empty(0, np.int64)
@@ -382,6 +408,16 @@ def _gemm_rest(A, B, out):
         _run_parallel(_gemm_columns_kernel, A.shape[1], A, B, out)
     else:
         _run_parallel(_gemm_kernel, A.shape[1], A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
+
+
+@_jit
+def _term_xy(x, y):
+    return _round_acc(np.float64(x) * np.float64(y))
+
+
+@_jit
+def _add_leaf_xy(acc, x, y):
+    return _add(acc, _term_xy(x, y))
 
 
 
@@ -412,10 +448,455 @@ def _order(a, b, n, plan):
     return _reduce(a, b, n)
 
 
+@intrinsic
+def _f64_bits(typingctx, x):
+    """The IEEE bits of the float64 x as an int64."""
+    from numba.core import types
+
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+    return types.int64(x), codegen
+
+
+@intrinsic
+def _bits_f64(typingctx, x):
+    """The float64 whose IEEE bits are the int64 x."""
+    from numba.core import types
+
+    if x != types.int64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    return types.float64(x), codegen
+
+
+@_jit
+def _decode_bits(x, emin):
+    """`_decode` by the bits of the float64 x: (negative, exponent, significand
+    with 23 fraction bits) for finite x, the exponent clamped at emin."""
+    bits = _f64_bits(x)
+    field = (bits >> 52) & 0x7FF
+    frac = bits & 0xFFFFFFFFFFFFF
+    negative = bits < 0
+    if field == 0:       # a zero, or a float64 subnormal: far below emin, its significand 0
+        return negative, emin, 0
+    e = field - 1023
+    exp = max(e, emin)
+    shift = exp - e + 29
+    return negative, exp, ((frac | (1 << 52)) >> shift) if shift < 63 else 0
+
+
+@_jit
+def _fused_round(v):
+    """_round_dir(v, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_RZ, _FP_SUB_OUT) by
+    the bits of v (the node's result format)."""
+    bits = _f64_bits(v)
+    field = (bits >> 52) & 0x7FF
+    if field == 0x7FF or v == 0.0:       # NaN, infinities and zeros stay
+        return v
+    if field == 0:                       # a float64 subnormal: far below the last place, a zero
+        return math.copysign(0.0, v) if _FP_SUB_OUT else 0.0
+    e = field - 1023
+    q = max(e, _FP_OUT_EMIN) - (_FP_RES_P - 1)     # the exponent of the result's last place
+    drop = q - (e - 52)
+    if drop <= 0:
+        r = v
+    else:
+        if drop >= 63:
+            kept = 0
+        else:
+            sig = (bits & 0xFFFFFFFFFFFFF) | (1 << 52)
+            kept = sig >> drop
+            if not _FP_RZ:
+                lost = sig - (kept << drop)
+                half = 1 << (drop - 1)
+                if lost > half or (lost == half and (kept & 1) == 1):
+                    kept += 1
+        r = np.float64(kept) * _bits_f64(np.int64(q + 1023) << 52)
+        if bits < 0:
+            r = -r
+    if _FP_RZ:
+        over = abs(v) >= _FP_OUT_OVER_RZ
+    else:
+        over = abs(r) > _FP_OUT_OVER_RN
+    if over:
+        r = math.copysign(math.inf, v)
+    if not _FP_SUB_OUT and abs(r) < _FP_OUT_TINY:
+        r = 0.0
+    return r
+
+
+@_jit
+def _fused_tile(ea, ma, eb, mb, i, j0, w, side, at, lo, step, cnt, cv, res, emax, total, cexps, csigs):
+    """res[j] = the fused node c + the cnt products A[i, k] * B[k, j0 + j], c = cv[j],
+    for j < w, exactly as `_fused_core` (k = side[at + q], or lo + q*step where
+    at < 0) from the decoded inputs of `_fused_decode`, all finite; emax, total,
+    cexps, csigs: scratch of w elements."""
+    for j in range(w):
+        cf = cv[j]
+        if not _FP_SUB_OUT and abs(cf) < _FP_OUT_TINY:
+            cf = 0.0
+        cneg, cexp, csig = _decode_bits(cf, _FP_C_EMIN) if cf - cf == 0.0 else (False, 0, 0)
+        if csig == 0:
+            cexp = _FP_ZEXP if _FP_ZEXP_ON else _ZERO_EXP
+        top = max(_ZERO_EXP, _FP_FLOOR)
+        emax[j] = max(top, cexp) if _FP_C_ALIGNED else top
+        cexps[j] = cexp
+        csigs[j] = -csig if cneg else csig
+    for q in range(cnt):
+        k = side[at + q] if at >= 0 else lo + q * step
+        x = np.int64(ea[i, k])
+        row = eb[k, j0:j0 + w]
+        for j in range(w):
+            emax[j] = max(emax[j], x + row[j])
+    for j in range(w):       # c on the grid, first: the int64 sum is the same in any order
+        c = csigs[j]
+        mag = _shift(abs(c), (emax[j] - _FP_F) - (cexps[j] - 23), c < 0) if _FP_C_ALIGNED else 0
+        total[j] = -mag if c < 0 else mag
+    for q in range(cnt):
+        k = side[at + q] if at >= 0 else lo + q * step
+        x = np.int64(ea[i, k]) - 46 + _FP_F
+        xm = np.int64(ma[i, k])
+        erow = eb[k, j0:j0 + w]
+        mrow = mb[k, j0:j0 + w]
+        for j in range(w):
+            prod = xm * mrow[j]
+            mag = _shift(abs(prod), emax[j] - (x + erow[j]), prod < 0)
+            total[j] += -mag if prod < 0 else mag
+    for j in range(w):
+        cf = cv[j]
+        if cf != cf:
+            res[j] = math.nan
+            continue
+        if cf == math.inf or cf == -math.inf:
+            res[j] = cf
+            continue
+        grid = emax[j] - _FP_F
+        if _FP_C_ALIGNED and -1022 <= grid <= 1023:
+            exact = np.float64(total[j]) * _bits_f64(np.int64(grid + 1023) << 52)
+        elif _FP_C_ALIGNED:
+            exact = math.ldexp(np.float64(total[j]), grid)
+        else:
+            if not _FP_SUB_OUT and abs(cf) < _FP_OUT_TINY:
+                cf = 0.0
+            exact = _round_odd_sum(math.ldexp(np.float64(total[j]), grid), cf)
+        r = _fused_round(exact)
+        res[j] = 0.0 if r == 0.0 else r
+
+
 @_parallel
-def _gemm_kernel(A, BT, out, plan):
+def _sched_gemm(A, B, out, ops, side, root, width, ea, ma, eb, mb, part=0, parts=1):
+    """out = A @ B by the rows of the recorded order, tasks part, part + parts, ...: a task is
+    a row i of A and a tile of `width` columns (note [schedules])."""
+    vs = np.empty((ops.shape[0], width), np.float64)
+    cv = np.empty(width, np.float64)
+    cexps = np.empty(width, np.int64)
+    csigs = np.empty(width, np.int64)
+    emax = np.empty(width, np.int64)
+    total = np.empty(width, np.int64)
+    m, p = A.shape[0], B.shape[1]
+    tiles = (p + width - 1) // width
+    for task in range(part, m * tiles, parts):
+        i = task // tiles
+        j0 = (task % tiles) * width
+        w = min(width, p - j0)
+        for t in range(ops.shape[0]):
+            c = ops[t, 0]
+            v = vs[t]
+            if c == 0:   # _ZERO
+                for j in range(w):
+                    v[j] = _ZERO
+            elif c == 1:   # -_ZERO
+                for j in range(w):
+                    v[j] = -_ZERO
+            elif c == 2:   # _term
+                x0 = A[i, ops[t, 2]]
+                y0 = B[ops[t, 2], j0:j0 + w]
+                for j in range(w):
+                    v[j] = _term_xy(x0, y0[j])
+            elif c == 3:   # _add
+                a0, a1 = vs[ops[t, 1]], vs[ops[t, 2]]
+                for j in range(w):
+                    v[j] = _add(a0[j], a1[j])
+            elif c == 4:   # _add_leaf
+                a0 = vs[ops[t, 2]]
+                x0 = A[i, ops[t, 3]]
+                y0 = B[ops[t, 3], j0:j0 + w]
+                for j in range(w):
+                    v[j] = _add_leaf_xy(_ACC(a0[j]), x0, y0[j])
+            elif c == 5:   # _add_leaves
+                x0 = A[i, ops[t, 2]]
+                y0 = B[ops[t, 2], j0:j0 + w]
+                x1 = A[i, ops[t, 3]]
+                y1 = B[ops[t, 3], j0:j0 + w]
+                for j in range(w):
+                    v[j] = _add_leaf_xy(_term_xy(x0, y0[j]), x1, y1[j])
+            elif c == 6:   # _round_acc
+                a0 = vs[ops[t, 1]]
+                for j in range(w):
+                    v[j] = _round_acc(a0[j])
+            elif c == 7:   # _ACC
+                a0 = vs[ops[t, 1]]
+                for j in range(w):
+                    v[j] = _ACC(a0[j])
+            elif c == 9:   # _fused_range
+                a0 = vs[ops[t, 4]]
+                for j in range(w):
+                    cv[j] = _ACC(a0[j])
+                _fused_tile(ea, ma, eb, mb, i, j0, w, side, ops[t, 2], 0, 1, ops[t, 3], cv, v, emax, total, cexps, csigs)
+                for j in range(w):
+                    v[j] = _ACC(v[j])
+            elif c == 10:   # _fused_core
+                _fused_tile(ea, ma, eb, mb, i, j0, w, side, ops[t, 2], 0, 1, ops[t, 3], vs[ops[t, 4]], v, emax, total, cexps, csigs)
+        r = vs[root]
+        for j in range(w):
+            out[i, j0 + j] = _final(_ACC(r[j]))
+
+
+_SCHEDULES = {}   # (entry, n) -> its rows (note [schedules])
+_SCHED_OPS = (
+    (_ZERO, (0, 1), 'zero'),
+    (_term, 2, 'term'),
+    (_add, 3, 'add'),
+    (_add_leaf, 4, 'add_leaf'),
+    (_add_leaves, 5, 'add_leaves'),
+    (_round_acc, 6, 'value'),
+    (_ACC, 7, 'value'),
+    (_vals, 8, 'vals'),
+    (_fused_range, 9, 'fused_range'),
+    (_fused_core, 10, 'fused_core'),
+)
+_SCHED_VALUES = 1 << 18
+_SCHED_MAX_N = 1 << 18
+_NO_CODES = np.empty((0, 0), np.int32)
+
+def _fused_decode(X, emin, tiny):
+    """(exponent, signed significand) of every element of the 2-D X as
+    `_product_term` decodes an operand (note [schedules]), by numpy on the bits:
+    a flushed subnormal is a zero; a zero has exponent _FP_ZEXP (MMA-Sim's
+    convention) or _ZERO_EXP, which keeps every product with a zero factor below
+    any other term (its significand is 0)."""
+    x = np.asarray(X, np.float64)
+    if not _FP_SUB_IN:
+        x = np.where(np.abs(x) < tiny, 0.0, x)
+    bits = x.view(np.int64)
+    field = (bits >> 52) & 0x7FF
+    e = field - 1023
+    exp = np.maximum(e, emin)
+    shift = np.minimum(exp - e + 29, 63)
+    sig = np.where((field == 0) | (shift == 63), 0, ((bits & 0xFFFFFFFFFFFFF) | (1 << 52)) >> shift)
+    exp = np.where(sig == 0, _FP_ZEXP if _FP_ZEXP_ON else _ZERO_EXP, exp)
+    return exp.astype(np.int32), np.where(bits < 0, -sig, sig).astype(np.int32)
+
+
+def _schedule(n):
+    """The rows of the order at length n for `_sched_gemm` / `_sched_gemv`
+    (note [schedules]), recorded once per n; None where recording fails (the
+    compiled order then runs, and raises where the order is refused at n)."""
+    key = (_reduce, n)
+    if key in _SCHEDULES:
+        return _SCHEDULES[key]
+    if n > _SCHED_MAX_N:     # rows of a few operations per leaf: beyond this, the compiled order
+        return None
+    if len(_SCHEDULES) >= 64:
+        _SCHEDULES.clear()
+    try:
+        ops, side, root, _ = _record_plan(n, _reduce, _SCHED_OPS)
+    except Exception:
+        _SCHEDULES[key] = None
+        return None
+    kinds = {}
+    for _, code, kind in _SCHED_OPS:
+        for c in (code if isinstance(code, tuple) else (code,)):
+            kinds[c] = kind
+    # leaves in a pad buffer (fpspec.compile.loops note [phantoms]) are leaves of the inputs,
+    # or the phantom (-0.0, 1.0): leaf n of inputs with one more element
+    where = {}
+    phantoms = False
+
+    def leaf(sel, k):
+        return where[k] if sel == 1 else k
+    side = [int(k) for k in side]
+    for t in range(ops.shape[0]):
+        row = ops[t]
+        kind = kinds[int(row[0])]
+        if kind == "padded":
+            sel, lo, step, m, r, c, at = (int(x) for x in row[1:8])
+            for i in range(m + c):
+                where[at + i] = leaf(sel, lo + (i if i < r else i - c) * step) if i < r or i >= r + c else n
+            phantoms = phantoms or c > 0
+            row[0] = -1                      # nothing to run
+        elif kind in ("term", "add_leaves"):
+            row[2] = leaf(row[1], row[2])
+            if kind == "add_leaves":
+                row[3] = leaf(row[1], row[3])
+            row[1] = 0
+        elif kind == "add_leaf":
+            row[3] = leaf(row[1], row[3])
+            row[1] = 0
+        elif kind == "fused_range":       # its leaves to `side`, as a `_fused_core` row has them
+            sel, lo, step, cnt, c = (int(x) for x in row[1:6])
+            row[1:] = (0, len(side), cnt, c, 0, 0, 0)
+            side += [leaf(sel, lo + i * step) for i in range(cnt)]
+        elif kind == "fused_core":
+            for i in range(int(row[3])):
+                side[row[2] + i] = leaf(row[1], side[row[2] + i])
+            row[1] = 0
+    _SCHEDULES[key] = (ops, np.array(side, np.int64), root, phantoms)
+    return _SCHEDULES[key]
+
+
+def _sched_width(rows, outputs):
+    return max(1, min(outputs, 64, _SCHED_VALUES // max(rows, 1)))
+
+
+def _scheduled_gemm(A, B, out):
+    """A @ B into out by note [schedules], or by `_gemm_rest` where it does not apply."""
+    (m, n), p = A.shape, B.shape[1]
+    s = _schedule(n)
+    if s is None or (_SCHED_FUSED and not (np.isfinite(A).all() and np.isfinite(B).all())):
+        _gemm_rest(A, B, out)
+        return
+    ops, side, root, phantoms = s
+    if phantoms:
+        A = np.concatenate((A, np.full((m, 1), -0.0, A.dtype)), axis=1)
+        B = np.concatenate((B, np.ones((1, p), B.dtype)), axis=0)
+    codes = (_fused_decode(A, _FP_EMIN_IN, _FP_IN_TINY) + _fused_decode(B, _FP_EMIN_IN_B, _FP_IN_TINY_B)
+             if _SCHED_FUSED else (_NO_CODES,) * 4)
+    width = _sched_width(ops.shape[0], p)
+    _run_parallel(_sched_gemm, n, A, B, out, ops, side, root, width, *codes)
+
+
+class _PlanTerms:
+    """A term array while a plan is recorded: sel 0 the replica's inputs,
+    sel 1 the pad buffer, whose element base + k is this array's element k."""
+    __slots__ = ("sel", "base")
+
+    def __init__(self, sel, base):
+        self.sel = sel
+        self.base = base
+
+
+class _PlanValues(list):
+    """A list of values while a plan is recorded: plan row numbers, and the op
+    code of the `_vals` that made it (its carrier)."""
+
+    dtype = np.int64    # a stack of values made like the list (`np.empty(k, vals.dtype)`) holds row numbers
+
+    def __init__(self, carrier, m):
+        super().__init__([0] * m)
+        self.carrier = carrier
+
+
+class _PlanZero(int):
+    """`_ZERO` while a plan is recorded: its plan row; its negation (a phantom,
+    -0.0, of fpspec.compile.loops note [phantoms]) records a row of its own
+    (the negated row number would name +0.0's row, or another row)."""
+
+    def __new__(cls, row, negate):
+        zero = super().__new__(cls, row)
+        zero.negate = negate
+        return zero
+
+    def __neg__(self):
+        return self.negate()
+
+
+def _record_plan(n, entry=None, table=None):
+    """Run the order's plain-Python functions at length n with every value a
+    row number of the plan: each operation on values or leaves appends a row
+    (op code, operands); a call of a compiled function appends one row.
+    `entry`, `table`: another entry function and (object, op code, kind)
+    table than the plan's (note [schedules])."""
+    from types import FunctionType
+
+    rows, side, pad = [], [], [0]
+    g = dict(globals())
+
+    def op(*row):
+        rows.append(row + (0,) * (8 - len(row)))
+        return len(rows) - 1
+
+    def recorder(code, kind):
+        if kind == "term":
+            return lambda a, b, k: op(code, a.sel, a.base + k)
+        if kind == "add":
+            return lambda u, v: op(code, u, v)
+        if kind == "add_leaf":
+            return lambda acc, a, b, k: op(code, a.sel, acc, a.base + k)
+        if kind == "add_leaves":
+            return lambda a, b, i, j: op(code, a.sel, a.base + i, a.base + j)
+        if kind == "value":
+            return lambda v: op(code, v)
+        if kind == "vals":
+            return lambda m: _PlanValues(code, m)
+        if kind == "fused_range":
+            return lambda a, b, lo, step, cnt, c: op(code, a.sel, a.base + lo, step, cnt, c)
+        if kind == "fused_core":
+            def fused_core(a, b, ks, lo, step, cnt, c):
+                at = len(side)
+                side.extend(a.base + (ks[i] if ks.shape[0] > 0 else lo + i * step) for i in range(cnt))
+                return op(code, a.sel, at, cnt, c)
+            return fused_core
+        if kind == "padded":
+            def padded(a, b, lo, step, m, r, c):
+                at = pad[0]
+                pad[0] += m + c
+                op(code, a.sel, a.base + lo, step, m, r, c, at)
+                return _PlanTerms(1, at), _PlanTerms(1, at)
+            return padded
+        if kind == "lane_folds":    # note [vector lanes] in fpspec.compile.loops, row by row
+            term, add_leaf = recorder(code[0], "term"), recorder(code[1], "add_leaf")
+
+            def lane_folds(a, lo, rows, k):
+                lanes = [term(a, None, lo + j) for j in range(k)]
+                for r in range(1, rows):
+                    lanes = [add_leaf(lanes[j], a, None, lo + r * k + j) for j in range(k)]
+                return tuple(lanes)
+            return lane_folds
+        if kind == "call_L":
+            return lambda a, b, lo, step, m: op(code, a.sel, a.base + lo, step, m)
+        if kind == "call_L1":
+            return lambda a, b, lo, m: op(code, a.sel, a.base + lo, m)
+        if kind == "call_T":
+            def call_tagged(a, b, vals, tags, off, step, m):
+                at = len(side)
+                side.extend(vals[off + i * step] for i in range(m))
+                side.extend(a.base + tags[off + i * step] if tags[off + i * step] >= 0 else -1 for i in range(m))
+                return op(code, a.sel, at, m, vals.carrier)
+            return call_tagged
+        if kind == "call_V":
+            def call_values(vals, off, step, m):
+                at = len(side)
+                side.extend(vals[off + i * step] for i in range(m))
+                return op(code, at, m, vals.carrier)
+            return call_values
+        raise AssertionError(kind)
+
+    entry = _PLAN_ENTRY if entry is None else entry
+    by_object = {id(obj): (code, kind) for obj, code, kind in (_PLAN_OPS if table is None else table)}
+    for name, value in globals().items():
+        if id(value) in by_object:
+            code, kind = by_object[id(value)]
+            g[name] = (_PlanZero(op(code[0]), lambda negated=code[1]: op(negated)) if kind == "zero"
+                       else recorder(code, kind))
+        else:
+            py = getattr(value, "py_func", value)
+            if isinstance(py, FunctionType):
+                g[name] = FunctionType(py.__code__, g, py.__name__, py.__defaults__, py.__closure__)
+    whole = _PlanTerms(0, 0)
+    root = FunctionType(getattr(entry, 'py_func', entry).__code__, g)(whole, whole, n)
+    return np.array(rows, np.int64).reshape(-1, 8), np.array(side, np.int64), root, pad[0]
+
+
+@_parallel
+def _gemm_kernel(A, BT, out, plan, part=0, parts=1):
     p = BT.shape[0]
-    for t in prange(A.shape[0] * p):
+    for t in prange(part, A.shape[0] * p, parts):
         i, j = t // p, t % p
         out[i, j] = _final(_order(A[i], BT[j], A.shape[1], plan))
 
@@ -432,6 +913,8 @@ def gemm(A, B):
     out = np.empty((A.shape[0], B.shape[1]), _OUT_CARRY)
     if _GEMM_TILE is not None:
         _gemm_tiled(A, B, out)               # note [gemm tiles]
+    elif _SCHEDULED:
+        _scheduled_gemm(A, B, out)           # note [schedules]
     else:
         _gemm_rest(A, B, out)
     return out.astype(_OUT_DTYPE)
