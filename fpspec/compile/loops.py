@@ -8,15 +8,15 @@ code is built once, here, and each backend wraps it in its own template.
 An operand list at run time is one of
 - `Leaves(lo, step, m)`: the leaves lo, lo + step, ... (m of them), read
   through the terms arrays a and b;
-- `Values(vals, m, off, step)`: m partial sums vals[off + i*step];
-- a mixed list (`Segments` with pass-through parts): handled where it occurs.
+- `Values(vals, m, off, step)`: m partial sums vals[off + i*step]; with
+  `tags` (note [lone leaves]) an operand may be a leaf its node forms.
 Every reducer becomes straight-line code or a loop over one of these; only
 named orders and `Pairwise` become functions of their own (they recurse).
 
 The functions the generated code calls (each backend's runtime provides them):
 _term(a, b, k), _add(u, v), _add_leaf(acc, a, b, k), _add_leaves(a, b, i, j),
 _vals(m), _fused_range(a, b, lo, step, cnt, c), _table_step(...),
-_table_step_values(...), _ZERO.
+_table_step_values(...), _join(a, b, u, tu, v, tv) (tagged lists), _ZERO.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ MAX_UNROLLED_LANES = 16
 from fpspec.compile.ir import (VLanes, Blocks, Call, Chunks, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes, Pad,
                                Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, uses_var, walk)
 from fpspec.arith.model import FMA_PRODUCTS
-from fpspec.compile.numerics import in_region, stores_fused
+from fpspec.compile.numerics import in_region, keeps_leaves, stores_fused
 from fpspec.formats import get_format
 
 
@@ -50,9 +50,13 @@ class Values:
     m: str
     off: str = "0"
     step: str = "1"
+    tags: str | None = None    # tags[off + i*step]: the leaf operand i stands for, or -1 (note [lone leaves])
 
     def at(self, i: str) -> str:
         return f"{self.vals}[{_plus(self.off, _times(i, self.step))}]"
+
+    def tag(self, i: str) -> str:
+        return f"{self.tags}[{_plus(self.off, _times(i, self.step))}]" if self.tags else "-1"
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class LoopProgram:
     uses_tables: bool
     regions: tuple[str, ...] = ()   # named arithmetics the code runs in (note [regions in loops])
     uses_pad: bool = False          # calls _padded (note [phantoms])
+    uses_tags: bool = False         # calls _join (note [lone leaves])
 
 
 class _Code:
@@ -132,6 +137,9 @@ class LoopEmitter:
         self.region: str | None = None     # the named arithmetic being emitted (note [regions in loops])
         self.uses_pad = False
         self.regions_used: set = set()
+        # note [lone leaves]: value lists carry the leaves they hold where a node may form them otherwise
+        self.tagging = keeps_leaves(kernel)
+        self.uses_tags = False
 
     # ------------------------------------------------------------ functions
 
@@ -155,8 +163,8 @@ class LoopEmitter:
 
     def function_for(self, r: Reducer, kind: str, label: str) -> str:
         """Name of the function applying `r` to a list of `kind`: "L" (leaves),
-        "L1" (contiguous leaves: step 1 is a constant, so loads vectorize) or
-        "V" (values)."""
+        "L1" (contiguous leaves: step 1 is a constant, so loads vectorize), "V"
+        (values) or "T" (values with tags, note [lone leaves])."""
         name = f"_{label}_{kind}" + (f"__{self.region}" if self.region else "")
         if name not in self.functions:
             self.functions[name] = None  # reserve: recursion refers to itself
@@ -164,8 +172,8 @@ class LoopEmitter:
             if kind == "L1":
                 code("step = 1")
             lst = {"L": Leaves("lo", "step", "m"), "L1": Leaves("lo", "1", "m"),
-                   "V": Values("vals", "m", "off", "step")}[kind]
-            split = self.self_split(label, r) if kind != "V" else None
+                   "V": Values("vals", "m", "off", "step"), "T": Values("vals", "m", "off", "step", "tags")}[kind]
+            split = self.self_split(label, r) if kind in ("L", "L1") else None
             if isinstance(r, Pairwise):
                 res = self.pairwise_body(r, lst, code, name, kind)
             elif split is not None:
@@ -174,8 +182,8 @@ class LoopEmitter:
                 res = self.emit(r, lst, code)
             code(f"return {res}")
             params = {"L": ("a", "b", "lo", "step", "m"), "L1": ("a", "b", "lo", "m"),
-                      "V": ("vals", "off", "step", "m")}[kind]
-            what = "the leaves lo, lo + step, ..." if kind != "V" else "vals[off], vals[off + step], ..."
+                      "V": ("vals", "off", "step", "m"), "T": ("a", "b", "vals", "tags", "off", "step", "m")}[kind]
+            what = "the leaves lo, lo + step, ..." if kind in ("L", "L1") else "vals[off], vals[off + step], ..."
             lines = tuple(in_region(line, self.region) for line in code.lines) if self.region else tuple(code.lines)
             doc = f"{label}: reduce {what} (m of them)" + (f", arithmetic {self.region}." if self.region else ".")
             self.functions[name] = Function(name, params, lines, doc)
@@ -183,6 +191,9 @@ class LoopEmitter:
 
     def call(self, r: Reducer, lst, code: _Code, label: str) -> str:
         t = self.typed
+        if isinstance(lst, Values) and lst.tags:
+            fn = self.function_for(r, "T", label)
+            return self.let(code, "r", f"{fn}(a, b, {lst.vals}, {lst.tags}, {t(lst.off)}, {t(lst.step)}, {t(lst.m)})")
         if isinstance(lst, Values):
             fn = self.function_for(r, "V", label)
             return self.let(code, "r", f"{fn}({lst.vals}, {t(lst.off)}, {t(lst.step)}, {t(lst.m)})")
@@ -196,6 +207,32 @@ class LoopEmitter:
         """A call argument; with `typed_ints` a literal as np.int64 (numba compiles
         a function once more for each literal argument it meets)."""
         return f"np.int64({arg})" if self.typed_ints and arg.isdigit() else arg
+
+    # ------------------------------------------------------------ tagged value lists (note [lone leaves])
+
+    def new_tags(self, code: _Code, count: str, source) -> str | None:
+        """The tags array of a value list of `count` operands being built from the list
+        `source`, or None: without tagging, or from partial sums only."""
+        if not self.tagging or (isinstance(source, Values) and not source.tags):
+            return None
+        self.uses_tags = True
+        tags = self.fresh("tg")
+        code(f"{tags} = np.full({count}, -1, np.int64)")
+        return tags
+
+    def set_tag(self, code: _Code, tags: str | None, at: str, sub) -> None:
+        """tags[at] for the result of reducing `sub`: the leaf it is when `sub` holds one operand
+        (an order applied to one operand returns it), else -1 (a node made it)."""
+        if tags is None:
+            return
+        if isinstance(sub, Leaves):
+            code(f"{tags}[{at}] = {sub.lo}" + ("" if sub.m == "1" else f" if {sub.m} == 1 else -1"))
+        elif sub.tags:
+            code(f"{tags}[{at}] = {sub.tag('0')} if {sub.m} == 1 else -1")
+
+    def join(self, u: str, tu: str, v: str, tv: str) -> str:
+        """One binary node over operands u, v whose tags are tu, tv (`-1`: a value)."""
+        return f"_add({u}, {v})" if tu == tv == "-1" else f"_join(a, b, {u}, {tu}, {v}, {tv})"
 
     # ------------------------------------------------------------ reducers
 
@@ -268,6 +305,15 @@ class LoopEmitter:
         if isinstance(lst, Values):
             first, rng = (f"{lst.m} - 1", f"range({lst.m} - 2, -1, -1)") if r.reverse else ("0", f"range(1, {lst.m})")
             code(f"{acc} = {lst.at(first)}")
+            if lst.tags:
+                # the first node may take a leaf (or two); every later one adds to a partial sum
+                at = self.fresh("at")
+                code(f"{at} = {lst.tag(first)}")
+                code(f"for {i} in {rng}:")
+                with code.indent():
+                    code(f"{acc} = {self.join(acc, at, lst.at(i), lst.tag(i))}")
+                    code(f"{at} = -1")
+                return acc
             code(f"for {i} in {rng}:")
             with code.indent():
                 code(f"{acc} = _add({acc}, {lst.at(i)})")
@@ -313,6 +359,11 @@ class LoopEmitter:
                 code("return vals[off]")
             code(f"{h} = {split}")
             _check_split(code, h)
+            if lst.tags:
+                left, right = (f"{name}(a, b, vals, tags, {at}, step, {cnt})"
+                               for at, cnt in (("off", h), (f"off + {h} * step", f"m - {h}")))
+                return self.let(code, "r", self.join(left, f"(tags[off] if {h} == 1 else -1)", right,
+                                                     f"(tags[off + {h} * step] if m - {h} == 1 else -1)"))
             return self.let(code, "r", f"_add({name}(vals, off, step, {h}), {name}(vals, off + {h} * step, step, m - {h}))")
         def rec(lo: str, m: str) -> str:
             return f"{name}(a, b, {lo}, {m})" if kind == "L1" else f"{name}(a, b, {lo}, step, {m})"
@@ -337,7 +388,7 @@ class LoopEmitter:
         explicit stack of tasks and a stack of finished values."""
         tl, tm, vs, tp, vp = (self.fresh(x) for x in ("tl", "tm", "vs", "tp", "vp"))
         cl, cm, h, i = (self.fresh(x) for x in ("cl", "cm", "h", "i"))
-        leaves = kind != "V"
+        leaves = kind in ("L", "L1")
         split = f"{cm} // 2" if r.split is None else py_int(r.split, m=cm)
         start = "lo" if leaves else "off"
         code(f"{tl} = np.empty({PAIRWISE_STACK}, np.int64)   # tasks: a start (or a leaf)")
@@ -346,6 +397,9 @@ class LoopEmitter:
         # values of the list's own dtype: a wider operand is added unrounded, as by `pairwise_body`
         new_vals = "_vals({})" if leaves else "np.empty({}, vals.dtype)"
         code(f"{vs} = {new_vals.format(PAIRWISE_STACK)}")
+        vt = self.fresh("vt") if not leaves and lst.tags else None
+        if vt:
+            code(f"{vt} = np.full({PAIRWISE_STACK}, -1, np.int64)   # the tag of each finished value")
         code(f"{tl}[0] = {start}")
         code(f"{tm}[0] = m")
         code(f"{tp} = 1")
@@ -358,7 +412,11 @@ class LoopEmitter:
             code(f"if {cm} == {ADD_TASK}:")
             with code.indent():
                 code(f"{vp} -= 1")
-                code(f"{vs}[{vp} - 1] = _add({vs}[{vp} - 1], {vs}[{vp}])")
+                if vt:
+                    code(f"{vs}[{vp} - 1] = {self.join(f'{vs}[{vp} - 1]', f'{vt}[{vp} - 1]', f'{vs}[{vp}]', f'{vt}[{vp}]')}")
+                    code(f"{vt}[{vp} - 1] = -1")
+                else:
+                    code(f"{vs}[{vp} - 1] = _add({vs}[{vp} - 1], {vs}[{vp}])")
                 code("continue")
             if leaves:
                 code(f"if {cm} == {LEAF_TASK}:")
@@ -376,6 +434,8 @@ class LoopEmitter:
             code(f"if {vp} == {vs}.shape[0]:")
             with code.indent():
                 grow(vs, new_vals.format(f"2 * {vp}"), vp)
+                if vt:
+                    grow(vt, f"np.full(2 * {vp}, -1, np.int64)", vp)
             code(f"if {tp} + 3 > {tl}.shape[0]:")
             with code.indent():
                 for stack in (tl, tm):
@@ -383,6 +443,8 @@ class LoopEmitter:
             code(f"if {cm} == 1:")
             with code.indent():
                 code(f"{vs}[{vp}] = " + ("_term(a, b, " if leaves else "vals[") + cl + (")" if leaves else "]"))
+                if vt:
+                    code(f"{vt}[{vp}] = tags[{cl}]")
                 code(f"{vp} += 1")
                 code("continue")
             code(f"{h} = {split}")
@@ -416,25 +478,31 @@ class LoopEmitter:
         return self.let(code, "r", f"{vs}[0]")
 
     def materialize(self, lst: Leaves, code: _Code) -> Values:
-        """Leaves as values (each term rounded into the accumulator)."""
+        """Leaves as values (each term rounded into the accumulator); tagged as the
+        leaves they are where a node forms its leaves itself (note [lone leaves])."""
         vals, i = self.fresh("v"), self.fresh("i")
         code(f"{vals} = _vals({lst.m})")
+        tags = self.new_tags(code, lst.m, lst) if self.leafy() else None
         code(f"for {i} in range({lst.m}):")
         with code.indent():
             code(f"{vals}[{i}] = _term(a, b, {_plus(lst.lo, _times(i, lst.step))})")
-        return Values(vals, lst.m)
+            if tags:
+                code(f"{tags}[{i}] = {_plus(lst.lo, _times(i, lst.step))}")
+        return Values(vals, lst.m, tags=tags)
 
     def emit_treereduce(self, r: TreeReduce, lst, code):
         if isinstance(lst, Leaves):
-            self.require_plain_leaves("gpu_tree over leaves")
             lst = self.materialize(lst, code)
         else:
             w, i = self.fresh("w"), self.fresh("i")
             code(f"{w} = _vals({lst.m})")
+            tags = self.new_tags(code, lst.m, lst)
             code(f"for {i} in range({lst.m}):")
             with code.indent():
                 code(f"{w}[{i}] = {lst.at(i)}")
-            lst = Values(w, lst.m)
+                if tags:
+                    code(f"{tags}[{i}] = {lst.tag(i)}")
+            lst = Values(w, lst.m, tags=tags)
         cnt, h, i = self.fresh("cnt"), self.fresh("h"), self.fresh("i")
         code(f"{cnt} = {lst.m}")
         code(f"while {cnt} > 1:")
@@ -442,7 +510,12 @@ class LoopEmitter:
             code(f"{h} = ({cnt} + 1) // 2")
             code(f"for {i} in range({cnt} - {h}):")
             with code.indent():
-                code(f"{lst.vals}[{i}] = _add({lst.vals}[{i}], {lst.vals}[{i} + {h}])")
+                if lst.tags:
+                    t = lst.tags
+                    code(f"{lst.vals}[{i}] = {self.join(f'{lst.vals}[{i}]', f'{t}[{i}]', f'{lst.vals}[{i} + {h}]', f'{t}[{i} + {h}]')}")
+                    code(f"{t}[{i}] = -1")
+                else:
+                    code(f"{lst.vals}[{i}] = _add({lst.vals}[{i}], {lst.vals}[{i} + {h}])")
             code(f"{cnt} = {h}")
         return self.let(code, "r", f"{lst.vals}[0]")
 
@@ -509,10 +582,17 @@ class LoopEmitter:
             if any(r.fused):
                 raise CompileError("a literal tree with fused nodes over partial sums cannot be expressed")
             i = self.fresh("i")
+            tags = self.new_tags(code, str(r.size + steps), lst)
             code(f"for {i} in range({r.size}):")
             with code.indent():
                 code(f"{slots}[{i}] = {lst.at(i)}")
+                if tags:
+                    code(f"{tags}[{i}] = {lst.tag(i)}")
             step_call = f"_table_step_values({slots}, {prefix}_KIDS, {prefix}_OFFS, {s})"
+            if tags:
+                kids, offs = f"{prefix}_KIDS", f"{prefix}_OFFS"
+                u, v = f"{kids}[{offs}[{s}]]", f"{kids}[{offs}[{s}] + 1]"
+                step_call = self.join(f"{slots}[{u}]", f"{tags}[{u}]", f"{slots}[{v}]", f"{tags}[{v}]")
         else:
             if any(r.fused):
                 self.require_fused()
@@ -537,14 +617,11 @@ class LoopEmitter:
             return self.lanes_left(r, lst, code, k)
         if not (isinstance(lst, Leaves) and self.leafy()):
             return self.lanes_body(r, lst, code, k)
-        # note [lone leaves]
+        # every lane one leaf: the outer order over the leaves themselves (note [lone leaves])
         res = self.fresh("r")
         code(f"if {lst.m} <= {k}:")
         with code.indent():
             code(f"{res} = {self.emit(r.outer, lst, code)}")
-        code(f"elif {lst.m} < 2 * {k}:")
-        with code.indent():
-            code(f"raise ValueError({LONE_LEAF!r})")
         code("else:")
         with code.indent():
             code(f"{res} = {self.lanes_body(r, lst, code, k)}")
@@ -640,17 +717,25 @@ class LoopEmitter:
                 with code.indent():
                     code(f"{wide}[{j}] = _ACC({lanes}[{j}])")
                 lanes = wide
+            tags = self.new_tags(code, nl, lst)
+            if tags:
+                code(f"for {j} in range({nl}):")
+                with code.indent():
+                    self.set_tag(code, tags, j, Leaves(_plus(lo, _times(j, step)), _times(step, k),
+                                                       f"(({m} - {j} + {k} - 1) // {k})"))
         else:
             lm = self.fresh("lm")
+            tags = self.new_tags(code, nl, lst)
             code(f"for {j} in range({nl}):")
             with code.indent():
                 code(f"{lm} = ({lst.m} - {j} + {k} - 1) // {k}")
                 if isinstance(lst, Leaves):
                     sub = Leaves(_plus(lst.lo, _times(j, lst.step)), _times(lst.step, k), lm)
                 else:
-                    sub = Values(lst.vals, lm, _plus(lst.off, _times(j, lst.step)), _times(lst.step, k))
+                    sub = Values(lst.vals, lm, _plus(lst.off, _times(j, lst.step)), _times(lst.step, k), lst.tags)
                 code(f"{lanes}[{j}] = {self.emit(r.inner, sub, code)}")
-        return self.emit(r.outer, Values(lanes, nl), code)
+                self.set_tag(code, tags, j, sub)
+        return self.emit(r.outer, Values(lanes, nl, tags=tags), code)
 
     def lanes_left(self, r: Lanes, lst, code, k: str):
         """Lanes over the first m - m % u operands (u = k without `unroll`); the
@@ -661,8 +746,6 @@ class LoopEmitter:
         fold_left = isinstance(lst, Leaves) and r.left == Fold()
         if fold_left:
             self.require_fma_last("lanes whose leftover leaves fold into lane 0")
-        if isinstance(lst, Leaves) and not fold_left:
-            self.require_plain_leaves("lanes whose leftovers join lane 0")
         u = k if r.unroll is None else self.let(code, "u", py_int(r.unroll, m=lst.m))
         res, p, lanes, j, lm = (self.fresh(x) for x in ("r", "p", "lanes", "j", "lm"))
         if r.unroll is not None:
@@ -677,16 +760,20 @@ class LoopEmitter:
             code(f"{p} = {lst.m} - {lst.m} % {u}")
             code(f"{lm} = {p} // {k}")
             code(f"{lanes} = _vals({k})")
+            tags = self.new_tags(code, k, lst)
             code(f"for {j} in range({k}):")
             with code.indent():
                 if isinstance(lst, Leaves):
                     sub = Leaves(_plus(lst.lo, _times(j, lst.step)), _times(lst.step, k), lm)
                 else:
-                    sub = Values(lst.vals, lm, _plus(lst.off, _times(j, lst.step)), _times(lst.step, k))
+                    sub = Values(lst.vals, lm, _plus(lst.off, _times(j, lst.step)), _times(lst.step, k), lst.tags)
                 code(f"{lanes}[{j}] = {self.emit(r.inner, sub, code)}")
+                self.set_tag(code, tags, j, sub)
             code(f"if {p} < {lst.m}:")
             with code.indent():
                 if fold_left:
+                    # lane 0 a lone leaf: its first leftover fuses into its rounded product,
+                    # as a node of two leaves does (product = fma)
                     i = self.fresh("i")
                     code(f"for {i} in range({p}, {lst.m}):")
                     with code.indent():
@@ -694,14 +781,21 @@ class LoopEmitter:
                 else:
                     ext, i = self.fresh("ext"), self.fresh("i")
                     code(f"{ext} = _vals(1 + {lst.m} - {p})")
+                    ext_tags = self.new_tags(code, f"1 + {lst.m} - {p}", lst)
                     code(f"{ext}[0] = {lanes}[0]")
+                    if ext_tags:
+                        code(f"{ext_tags}[0] = {tags}[0]")
                     code(f"for {i} in range({lst.m} - {p}):")
                     with code.indent():
-                        value = (f"_term(a, b, {_plus(lst.lo, _times(_plus(p, i), lst.step))})"
-                                 if isinstance(lst, Leaves) else lst.at(_plus(p, i)))
+                        at = _plus(lst.lo, _times(_plus(p, i), lst.step)) if isinstance(lst, Leaves) else None
+                        value = f"_term(a, b, {at})" if at else lst.at(_plus(p, i))
                         code(f"{ext}[1 + {i}] = {value}")
-                    code(f"{lanes}[0] = {self.emit(r.left, Values(ext, _plus('1', f'{lst.m} - {p}')), code)}")
-            code(f"{res} = {self.emit(r.outer, Values(lanes, k), code)}")
+                        if ext_tags:
+                            code(f"{ext_tags}[1 + {i}] = {at or lst.tag(_plus(p, i))}")
+                    code(f"{lanes}[0] = {self.emit(r.left, Values(ext, _plus('1', f'{lst.m} - {p}'), tags=ext_tags), code)}")
+                if tags:
+                    code(f"{tags}[0] = -1")
+            code(f"{res} = {self.emit(r.outer, Values(lanes, k, tags=tags), code)}")
         return res
 
     def emit_vlanes(self, r: VLanes, lst, code):
@@ -749,19 +843,11 @@ class LoopEmitter:
         bs = self.let(code, "bs", py_int(r.b, m=lst.m))
         if not (isinstance(lst, Leaves) and self.leafy()):
             return self.blocks_body(r, lst, code, bs)
-        # note [lone leaves]
+        # blocks of one leaf: the outer order over the leaves themselves (note [lone leaves])
         res = self.fresh("r")
         code(f"if {bs} == 1:")
         with code.indent():
             code(f"{res} = {self.emit(r.outer, lst, code)}")
-        code(f"elif {lst.m} > {bs} and {lst.m} % {bs} == 1:")
-        with code.indent():
-            if r.outer == Fold() and self.arith().fused is None:
-                # the last block is one leaf, the last operand of a forward fold: fused into it
-                head = self.blocks_body(r, _sublist(lst, "0", f"{lst.m} - 1"), code, bs)
-                code(f"{res} = _add_leaf({head}, a, b, {_plus(lst.lo, _times(f'({lst.m} - 1)', lst.step))})")
-            else:
-                code(f"raise ValueError({LONE_LEAF!r})")
         code("else:")
         with code.indent():
             code(f"{res} = {self.blocks_body(r, lst, code, bs)}")
@@ -772,17 +858,21 @@ class LoopEmitter:
         code(f"{nb} = ({lst.m} + {bs} - 1) // {bs}")
         blocks = self.fresh("blocks")
         code(f"{blocks} = _vals({nb})")
+        tags = self.new_tags(code, nb, lst)
         code(f"for {j} in range({nb}):")
         with code.indent():
             code(f"{bm} = min({bs}, {lst.m} - {j} * {bs})")
-            code(f"{blocks}[{j}] = {self.emit(r.inner, _sublist(lst, _times(j, bs), bm), code)}")
-        return self.emit(r.outer, Values(blocks, nb), code)
+            sub = _sublist(lst, _times(j, bs), bm)
+            code(f"{blocks}[{j}] = {self.emit(r.inner, sub, code)}")
+            self.set_tag(code, tags, j, sub)
+        return self.emit(r.outer, Values(blocks, nb, tags=tags), code)
 
     def emit_chunks(self, r: Chunks, lst, code):
         """Chunks from the front, each size computed from the operands left;
         the chunk results go to a values list for `outer`."""
         vals, cnt, start, size = (self.fresh(x) for x in ("chunks", "nc", "st", "cs"))
         code(f"{vals} = _vals({lst.m})")
+        tags = self.new_tags(code, lst.m, lst)
         code(f"{cnt} = 0")
         code(f"{start} = 0")
         code(f"while {start} < {lst.m}:")
@@ -791,14 +881,27 @@ class LoopEmitter:
             code(f"if {size} < 1 or {size} > {lst.m} - {start}:")
             with code.indent():
                 code("raise ValueError('a chunk size is outside 1..(operands left)')")
-            code(f"{vals}[{cnt}] = {self.emit(r.inner, _sublist(lst, start, size), code)}")
+            sub = _sublist(lst, start, size)
+            code(f"{vals}[{cnt}] = {self.emit(r.inner, sub, code)}")
+            self.set_tag(code, tags, cnt, sub)
             code(f"{cnt} += 1")
             code(f"{start} += {size}")
-        return self.emit(r.outer, Values(vals, cnt), code)
+        return self.emit(r.outer, Values(vals, cnt, tags=tags), code)
 
     def emit_pad(self, r: Pad, lst, code):
         """note [phantoms]: the operands copied with c phantoms after the first r,
-        then `inner` over the padded list."""
+        then `inner` over the padded list; one operand is returned as it is (no node
+        meets a phantom: an order applied to one operand returns it)."""
+        res = self.fresh("r")
+        code(f"if {lst.m} == 1:")
+        with code.indent():
+            code(f"{res} = {self.emit(Fold(), lst, code)}")
+        code("else:")
+        with code.indent():
+            code(f"{res} = {self.pad_body(r, lst, code)}")
+        return res
+
+    def pad_body(self, r: Pad, lst, code):
         mult = self.let(code, "pm", py_int(r.m, m=lst.m))
         code(f"if {mult} < 1:")
         with code.indent():
@@ -809,11 +912,15 @@ class LoopEmitter:
         if isinstance(lst, Values):
             vals, i = self.fresh("v"), self.fresh("i")
             code(f"{vals} = _vals({total})")
+            tags = self.new_tags(code, total, lst)
             code(f"for {i} in range({total}):")
             with code.indent():
                 code(f"{vals}[{i}] = {lst.at(i)} if {i} < {rest} else ({lst.at(f'{i} - {cnt}')} "
                      f"if {i} >= {rest} + {cnt} else -_ZERO)")
-            return self.emit(r.inner, Values(vals, total), code)
+                if tags:
+                    code(f"{tags}[{i}] = {lst.tag(i)} if {i} < {rest} else ({lst.tag(f'{i} - {cnt}')} "
+                         f"if {i} >= {rest} + {cnt} else -1)")
+            return self.emit(r.inner, Values(vals, total, tags=tags), code)
         pa, pb = self.fresh("pa"), self.fresh("pb")
         code(f"{pa}, {pb} = _padded(a, b, {lst.lo}, {lst.step}, {lst.m}, {rest}, {cnt})")
         self.uses_pad = True
@@ -831,17 +938,15 @@ class LoopEmitter:
         code(f"if {start} != {lst.m}:")
         with code.indent():
             code("raise ValueError('the parts of a split do not add up to its length')")
-        passthrough = any(p.reducer is None for p in r.parts)
-        if isinstance(lst, Leaves) and isinstance(r.outer, Fold):
+        if isinstance(lst, Leaves) and isinstance(r.outer, Fold) and not (r.outer.reverse and self.leafy()):
             return self.segments_fold(r, lst, starts, lengths, code)
-        if passthrough and isinstance(lst, Leaves):
-            self.require_plain_leaves("a split whose leftovers meet a non-sequential order")
-        # every part becomes values, then the outer order runs over them
+        # every part becomes values (a lone leaf tagged, note [lone leaves]), then the outer order runs over them
         count = self.fresh("cnt")
         seg = self.fresh("seg")
         total = " + ".join(f"(1 if {ln} > 0 else 0)" if p.reducer is not None else ln
                            for p, ln in zip(r.parts, lengths))
         code(f"{seg} = _vals({total})")
+        tags = self.new_tags(code, total, lst)
         code(f"{count} = 0")
         for part, st, ln in zip(r.parts, starts, lengths):
             sub = _sublist(lst, st, ln)
@@ -849,26 +954,21 @@ class LoopEmitter:
                 i = self.fresh("i")
                 code(f"for {i} in range({ln}):")
                 with code.indent():
-                    value = (f"_term(a, b, {_plus(sub.lo, _times(i, sub.step))})" if isinstance(sub, Leaves)
-                             else sub.at(i))
-                    code(f"{seg}[{count}] = {value}")
+                    one = _sublist(sub, i, "1")
+                    code(f"{seg}[{count}] = " + (f"_term(a, b, {one.lo})" if isinstance(one, Leaves) else one.at("0")))
+                    self.set_tag(code, tags, count, one)
                     code(f"{count} += 1")
             else:
-                if isinstance(sub, Leaves) and self.leafy():
-                    code(f"if {ln} == 1 and {total} > 1:")
-                    with code.indent():
-                        code(f"raise ValueError({LONE_LEAF!r})")
                 code(f"if {ln} > 0:")
                 with code.indent():
                     code(f"{seg}[{count}] = {self.emit(part.reducer, sub, code)}")
+                    self.set_tag(code, tags, count, sub)
                     code(f"{count} += 1")
-        return self.emit(r.outer, Values(seg, count), code)
+        return self.emit(r.outer, Values(seg, count, tags=tags), code)
 
     def segments_fold(self, r: Segments, lst: Leaves, starts, lengths, code):
         """A sequential fold over parts and pass-through leaves: one running sum."""
         leafy = self.leafy()
-        if r.outer.reverse and leafy:
-            raise CompileError("a reverse fold over leftover leaves with product = fma cannot be expressed")
         acc, have = self.fresh("acc"), self.fresh("have")
         code(f"{acc} = _ZERO")
         code(f"{have} = False")
@@ -1046,12 +1146,6 @@ class LoopEmitter:
         if self.arith().product == "fma_first":
             raise CompileError(f"{what} with product = fma_first cannot be compiled yet")
 
-    def require_plain_leaves(self, what: str) -> None:
-        a = self.arith()
-        if self.leafy():
-            raise CompileError(f"{what} with product = {a.product}"
-                               f"{' and fused nodes' if a.fused is not None else ''} cannot be expressed")
-
     def require_fused(self) -> None:
         self.uses_fused = True
         if self.kernel.arithmetic.fused is None:
@@ -1067,14 +1161,22 @@ class LoopEmitter:
 # a wider one would need one rounding of an exact sum).  A region applied
 # to one leaf returns that term formed in the region's arithmetic.
 
-# Note [lone leaves]: a lane, block or part of one operand reduces to that
-# operand untouched, so a leaf can end up among partial sums.  With plain
-# products that changes nothing (a leaf is used as its rounded value), but
-# with FMA or fused nodes a leaf is an unrounded product that its parent
-# node fuses.  Value lists do not carry leaves, so: when every lane is a lone
-# leaf the outer order runs on the leaves themselves; a sequential fold over
-# parts fuses a lone leaf; any other mix of lone leaves and partial sums
-# raises at run time instead of giving other bits.
+# Note [lone leaves]: a lane, block, chunk or part of one operand reduces to
+# that operand untouched, so a leaf can end up among partial sums.  The node
+# that takes it forms it (fpspec.arith.evaluate note [regions]): an FMA or a
+# fused product, or a product rounded in that node's own arithmetic, which
+# can differ from the arithmetic of the code that built the list.  So where
+# that can matter (numerics.keeps_leaves: FMA or fused products, or named
+# arithmetics) every value list has a tags array beside it: tags[i] is the
+# leaf operand i stands for (an index into the a, b in scope), or -1 for a
+# partial sum; its value slot holds the leaf formed where the list was
+# built, used only by code that never forms leaves.  A list's builder sets
+# the tag from the shape alone (a sub-list of one operand gives that
+# operand), and every node over a tagged list is `_join`, which forms its
+# leaf operands itself (`_add_leaf`, `_add_leaves`, each in the node's
+# arithmetic inside a part).  When every lane or block is one leaf the outer
+# order runs on the leaves themselves; a sequential fold over parts keeps a
+# lone leaf in `pend` until the next operand fuses it.
 # Note [phantoms]: `Pad` copies its operands into new term arrays with c
 # phantoms after the first r (runtime `_padded`), a phantom being the term
 # -0.0 * 1.0: x + (-0.0) == x for every x (+0.0 and nan included), an FMA
@@ -1121,8 +1223,6 @@ ADD_TASK = -1
 LEAF_TASK = -2
 SPLIT_PARTS = "a recursive split must cut its list into two non-empty parts that add up to it"
 
-LONE_LEAF = ("this length puts a lone product leaf among partial sums, which the replica cannot "
-             "fuse (product = fma or fused nodes); see note [lone leaves]")
 
 
 def _plus(a: str, b: str) -> str:
@@ -1139,7 +1239,7 @@ def _times(a: str, b: str) -> str:
 def _sublist(lst, start: str, length: str):
     if isinstance(lst, Leaves):
         return Leaves(_plus(lst.lo, _times(start, lst.step)), lst.step, length)
-    return Values(lst.vals, length, _plus(lst.off, _times(start, lst.step)), lst.step)
+    return Values(lst.vals, length, _plus(lst.off, _times(start, lst.step)), lst.step, lst.tags)
 
 
 def _check_split(code: _Code, h: str) -> None:
@@ -1175,4 +1275,4 @@ def emit_program(kernel: Kernel, vector_lanes: bool = False, iterative_splits: b
     uses_fused = em.uses_fused or any(isinstance(r, FusedChain) for r in walk(kernel.root))
     functions = tuple(em.functions.values()) + (entry,)
     return LoopProgram(functions, tuple(constants), uses_fused, bool(em.tables),
-                       tuple(sorted(em.regions_used)), em.uses_pad)
+                       tuple(sorted(em.regions_used)), em.uses_pad, em.uses_tags)

@@ -158,6 +158,14 @@ def _input_b(a) -> tuple | None:
     return (a.fused.input_b, _FORMATS[a.fused.input_b])
 
 
+def keeps_leaves(kernel: Kernel) -> bool:
+    """Whether a leaf among partial sums must stay a leaf until its node forms it
+    (fpspec.compile.loops note [lone leaves]): somewhere a node fuses leaves (FMA,
+    fused nodes), or a part forms them in an arithmetic of its own."""
+    arithmetics = [kernel.arithmetic] + [a for _, a in kernel.arithmetics]
+    return bool(kernel.arithmetics) or any(a.product in FMA_PRODUCTS or a.fused is not None for a in arithmetics)
+
+
 def input_settings(kernel: Kernel) -> list[str]:
     """Module constants of the argument checks (fpspec.compile.runtime.inputs_rt), the same
     in every backend's replica."""
@@ -219,6 +227,8 @@ def runtime_names(p: Plan, program, fma: str, exact: bool = False) -> tuple[list
     """
     chosen = _chosen(p, fma, exact)
     names = list(chosen.values()) + ["_vals"]
+    if program.uses_tags:
+        names.append("_join")
     if program.uses_pad:
         names.append("_padded")
     if program.uses_fused:
@@ -233,7 +243,7 @@ def runtime_names(p: Plan, program, fma: str, exact: bool = False) -> tuple[list
 
 # the functions and constants a region has its own copy of, suffixed __NAME
 REGION_NAMES = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_ACC", "_ACC_FMT", "_PROD",
-                "_ZERO", "_table_step", "_table_step_values")
+                "_ZERO", "_table_step", "_table_step_values", "_join")
 _REGION_RE = re.compile(r"\b(" + "|".join(REGION_NAMES) + r")\b")
 
 
@@ -258,13 +268,13 @@ def region_settings(kernel: Kernel, name: str, p: Plan) -> list[str]:
     return lines
 
 
-def region_runtime_names(p: Plan, fma: str, table: str | None = None,
-                         exact: bool = False) -> tuple[list[str], dict[str, str]]:
+def region_runtime_names(p: Plan, fma: str, table: str | None = None, exact: bool = False,
+                         tags: bool = False) -> tuple[list[str], dict[str, str]]:
     """The functions a region embeds (renamed by `in_region` afterwards) and the variant renames;
     `table`: the backend's table step without fused nodes, when the program has literal trees;
-    `exact` as for runtime_names."""
+    `exact` as for runtime_names; `tags`: the program joins tagged value lists."""
     chosen = _chosen(p, fma, exact)
     if table is not None:
         chosen["_table_step"] = table
         chosen["_table_step_values"] = "_table_step_values"
-    return list(chosen.values()) + ["_vals"], {v: k for k, v in chosen.items()}
+    return list(chosen.values()) + ["_vals"] + (["_join"] if tags else []), {v: k for k, v in chosen.items()}

@@ -234,9 +234,15 @@ class _Expander:
         if cls is A.Ref:
             return self._ref(o, ops)
         if cls is A.Using:
+            before = set(self.regions) if self.regions is not None else None
             t = self.apply(o.order, ops)
             if self.regions is not None:
                 self._mark(t, ops, o.name)
+                # a lone product of a pad inside the part was rounded by a node of the part
+                # (note [lone products]); an inner `using` named its own already
+                for key in set(self.regions) - before:
+                    if key[1] == 0 and not self.regions[key]:
+                        self.regions[key] = o.name
             return t
         if cls is A.Guard:
             for case in o.cases:

@@ -66,3 +66,4 @@ def spec_from_trees(trees, op: str, arithmetic, target: str = "test"):
 @pytest.fixture
 def replica():
     return load_replica
+

@@ -119,8 +119,9 @@ def test_backend_refuses_what_it_cannot_express():
     spec = parse("op sum\nn in 1..\norder chain(4)\n")       # fused nodes, no fused arithmetic
     with pytest.raises(CompileError, match="no `fused` section"):
         compile_spec(spec, "numpy")
+    # a part wider than the code around it: one rounding of the exact sum of its nodes
     dot = parse(DOT.replace("order split(n - n % 32, lanes(4, lanes(8, seq, pairwise), pairwise), seq)",
-                            "order tail(4, seq, gpu_tree)"))
+                            "arithmetic wide { accumulator = fp64 }\norder tail(4, seq, using(wide, seq))"))
     with pytest.raises(CompileError, match="cannot be expressed"):
         compile_spec(dot, "numba")
 

@@ -1,7 +1,7 @@
 """Numba gemm in register tiles (note [gemm tiles] in fpspec.compile.backends.numba):
 the tiled kernel gives the bits of the per-output kernel, of the NumPy
 replica and of numpy.matmul, for every order and arithmetic it is chosen for,
-at lengths that cross the blocks, the lanes and the lone-leaf refusals, and
+at lengths that cross the blocks, the lanes and the lone leaves, and
 at shapes with whole tiles, rows left over and columns left over."""
 from __future__ import annotations
 

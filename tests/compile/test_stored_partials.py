@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import load_replica
+from fresh_replicas import run_fresh
 from fpspec.arith.evaluate import evaluate
 from fpspec.compile import compile_spec
 from fpspec.errors import SpecError
@@ -75,17 +75,40 @@ def test_the_model_reproduces_the_h100_and_the_order_alone_does_not():
     assert plain_misses > 100   # the stored partials are what the records need
 
 
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """Every replica call of this file, run by written replicas in one fresh interpreter:
+    {(what, target, case): outputs}."""
+    from fpspec.inputs import generate
+
+    calls, keys = [], []
+    for target in ("numpy", "numba", "triton"):
+        source = compile_spec(parse(STORED), target)
+        for K, A, B, C in _records():
+            calls.append((source, "gemm", (A, B)) + (("bfloat16",) if target == "triton" else ()))
+            keys.append(("h100", target, K, C))
+    for fmt in ("fp16", "bf16"):
+        text = PLAIN.replace("bf16", fmt).replace("exponent_floor = -133", "exponent_floor = none")
+        text = text.replace("w = 8", "w = 16").replace("blocks(8, fused, seq)", "chain(16)")
+        for target in ("numpy", "triton"):
+            source = compile_spec(parse(text), target)
+            for idx, kind in enumerate(("subnormals", "wide_exponent", "signed_zeros")):
+                a, b = generate("gemm", 40, fmt, seed=2, index=idx, kind=kind, m=4, ncols=4).args[:2]
+                dtype = np.float16 if fmt == "fp16" else np.float32
+                A, B = (np.asarray(v, np.float64).astype(dtype) for v in (a, b))
+                tensors = (("float16" if fmt == "fp16" else "bfloat16"),) if target == "triton" else ()
+                calls.append((source, "gemm", (A, B)) + tensors)
+                keys.append(("nofloor", target, fmt, kind))
+    return list(zip(keys, run_fresh(calls, tmp_path_factory.mktemp("stored"))))
+
+
 @pytest.mark.parametrize("target", ["numpy", "numba", "triton"])
-def test_replicas_reproduce_the_h100(target):
-    mod = load_replica(compile_spec(parse(STORED), target), f"stored_{target}")
-    for K, A, B, C in _records():
-        if target == "triton":
-            import torch
-            got = mod.gemm(torch.from_numpy(A).to(torch.bfloat16), torch.from_numpy(B).to(torch.bfloat16))
-            got = got.float().numpy()
-        else:
-            got = mod.gemm(A, B)
-        assert _same(got, C), (target, K)
+def test_replicas_reproduce_the_h100(target, fresh):
+    runs = [(key, got) for key, got in fresh if key[:2] == ("h100", target)]
+    assert len(runs) == 16
+    for (_, _, K, C), got in runs:
+        assert not isinstance(got, str), got
+        assert _same(got.reshape(C.shape), C), (target, K)
 
 
 def test_spec_text_round_trips_and_the_inherited_block_keeps_fp32():
@@ -137,22 +160,12 @@ def test_reveal_finds_the_stored_partials(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("fmt", ["fp16", "bf16"])
-def test_a_spec_without_exponent_floor_compiles_for_triton(fmt):
+def test_a_spec_without_exponent_floor_compiles_for_triton(fmt, fresh):
     """`fpspec reveal -o` writes exponent_floor = none where the probes cannot see it (H100 fp16
     64x64x64): the Triton replica compiles and gives the NumPy replica's bits, tiny inputs included."""
-    import torch
-
-    from fpspec.inputs import generate
-
-    text = PLAIN.replace("bf16", fmt).replace("exponent_floor = -133", "exponent_floor = none")
-    text = text.replace("w = 8", "w = 16").replace("blocks(8, fused, seq)", "chain(16)")
-    ref = load_replica(compile_spec(parse(text), "numpy"), f"nofloor_np_{fmt}")
-    tri = load_replica(compile_spec(parse(text), "triton"), f"nofloor_tri_{fmt}")
-    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[fmt]
-    for idx, kind in enumerate(("subnormals", "wide_exponent", "signed_zeros")):
-        a, b = generate("gemm", 40, fmt, seed=2, index=idx, kind=kind, m=4, ncols=4).args[:2]
-        A, B = (torch.tensor(np.asarray(v, np.float64)).to(dt) for v in (a, b))
-        host = (lambda t: t.numpy()) if fmt == "fp16" else (lambda t: t.float().numpy())
-        want = np.asarray(ref.gemm(host(A), host(B)), np.float32)
-        got = tri.gemm(A, B).float().numpy()
+    runs = {(key[0], key[1], key[2], key[3]): got for key, got in fresh if key[0] == "nofloor" and key[2] == fmt}
+    assert len(runs) == 6
+    for kind in ("subnormals", "wide_exponent", "signed_zeros"):
+        want, got = runs[("nofloor", "numpy", fmt, kind)], runs[("nofloor", "triton", fmt, kind)]
+        assert not isinstance(want, str) and not isinstance(got, str), (want, got)
         assert _same(got, want), kind

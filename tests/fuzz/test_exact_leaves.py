@@ -122,34 +122,23 @@ order using(part0, seq)
                                 "(one rounding of an fp64 fma into a narrower format)")
 
 
-def test_a_lone_product_leaf_among_partial_sums_is_refused_by_compile(tmp_path):
-    # lanes(4, ...) of FMA products at n = 5..7: a lane holds one leaf beside lanes of partial sums;
-    # the replica would raise at its first call at such n, so compiling refuses, naming the first
+def test_a_lone_product_leaf_among_partial_sums_is_fused_by_its_node(tmp_path):
+    # lanes(4, ...) of FMA products at n = 5..7: a lane holds one leaf beside lanes of partial sums,
+    # and the node that takes it fuses it (fpspec.compile.loops note [lone leaves]), at every n
     spec = spec_of("""op dot
 n in 2..12
 arithmetic { input = fp32 product = fma accumulator = fp32 init = none output = fp32 }
 order lanes(4, seq, pairwise)
 """)
-    with pytest.raises(CompileError) as e:
-        compile_spec(spec, target="numpy")
-    assert str(e.value) == ("at n = 5 this order puts a lone product leaf among partial sums (FMA or fused "
-                            "products), which the numpy and numba targets cannot compile yet; compile for the "
-                            "n you need (-n N) or narrow `n in`")
-    # the same order where no n does it compiles and runs
-    fine = spec_of("""op dot
-n in 8..12
-arithmetic { input = fp32 product = fma accumulator = fp32 init = none output = fp32 }
-order lanes(4, seq, pairwise)
-""")
-    x = np.arange(1, 9, dtype=np.float32) / 3
-    assert same_bits(replica(fine, tmp_path).dot(x, x), reference(fine, x, x))
-    # a range without an end compiles (backends.numpy note [lone leaves at compile time]):
-    # such an n raises before any arithmetic, the others run
-    open_ended = spec_of(str(fine).replace("n in 8..12", "n in 2.."))
-    r = replica(open_ended, tmp_path)
-    assert same_bits(r.dot(x, x), reference(open_ended, x, x))
-    with pytest.raises(ValueError, match="lone product leaf among partial sums"):
-        r.dot(x[:5], x[:5])
+    r = replica(spec, tmp_path)
+    # t0 = -(1 + 2^-11) and t1 = (1 + 2^-12)^2 meet in ((lane0 leaf1) ...): fused, 2^-24 survives
+    x = np.array([-(1 + 2.0 ** -11), 1 + 2.0 ** -12, 0, 0, 0], np.float32)
+    y = np.array([1, 1 + 2.0 ** -12, 0, 0, 0], np.float32)
+    assert same_bits(reference(spec, x, y), 2.0 ** -24)
+    assert same_bits(r.dot(x, y), 2.0 ** -24)
+    z = np.arange(1, 13, dtype=np.float32) / 3
+    for n in range(2, 13):
+        assert same_bits(r.dot(z[:n], z[:n]), reference(spec, z[:n], z[:n])), n
 
 
 @pytest.mark.parametrize("scale", [0, 1000])    # 2^1000: beyond the fast path, exact rationals

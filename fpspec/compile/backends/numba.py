@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import textwrap
 
-from fpspec.arith.model import FMA_PRODUCTS
 from fpspec.compile.backends import Backend, header, render_template
-from fpspec.compile.backends.numpy import BACKEND as NUMPY_BACKEND, PUBLIC, refuse_lone_leaves, spec_literal
+from fpspec.compile.backends.numpy import PUBLIC, spec_literal
 from fpspec.compile.ir import Blocks, Call, Const, Fold, Kernel, Lanes
-from fpspec.compile.loops import LONE_LEAF
 from fpspec.compile.loops import emit_program
 from fpspec.compile.numerics import (runtime_names, in_region, plan, region_runtime_names, region_plans,
                                      region_settings, settings)
@@ -36,7 +34,7 @@ from fpspec.compile.runtime import numba_rt
 # gemv and gemm run the order from rows recorded per n through one small
 # compiled loop (note [schedules] in fpspec.compile.runtime.numba_rt), with
 # only the branches for the operations the order's code has.
-INLINE = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_final", "_round_out")
+INLINE = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_final", "_round_out", "_join")
 
 # the compiled kernel behind each public function
 KERNELS = {"sum": "_one_kernel", "sums": "_columns_kernel", "dot": "_one_kernel",
@@ -96,7 +94,8 @@ class NumbaBackend(Backend):
             embed(numba_rt, [n for n in jitted if rename.get(n, n) not in INLINE], rename, decorator="@_jit"),
             embed(numba_rt, [n for n in jitted if rename.get(n, n) in INLINE], rename, decorator="@_inline"),
             embed(numba_rt, plain),
-        ] + [in_region(embed(numba_rt, *region_runtime_names(rp, _numba_fma(rp), table), decorator="@_jit"), name)
+        ] + [in_region(embed(numba_rt, *region_runtime_names(rp, _numba_fma(rp), table, tags=program.uses_tags),
+                             decorator="@_jit"), name)
              for name, rp in regions]))
         if program.uses_fused:
             runtime += "\n\n_NO_KS = np.empty(0, np.int64)\n"
@@ -110,6 +109,7 @@ class NumbaBackend(Backend):
             runtime += "\n\n" + embed(numba_rt, ["_gemm_rest"])
             extra.append(f"_GEMM_COLUMNS_MIN = {columns[0] if columns else None}  # note [gemm by columns]")
             extra.append(f"_GEMM_TILE = {tiles[0] if tiles else None}  # note [gemm tiles]")
+            extra.append(f"_GEMM_LONE = {lone_block(kernel, p)}  # note [gemm by columns]: a last block of one leaf")
         sched = kernel.op in ("gemv", "gemm") and scheduled(kernel, p, program, text, regions, columns or tiles)
         if kernel.op in ("gemv", "gemm"):
             extra.append(f"_SCHEDULED = {sched}  # note [schedules]")
@@ -142,10 +142,6 @@ class NumbaBackend(Backend):
             kernels=entry + "\n\n" + kernels_text,
             api=embed(numba_rt, [f"api_{n}" for n in public], {f"api_{n}": n for n in public}),
         )
-        if LONE_LEAF in source:
-            # the numpy program of the same kernel meets the same lone leaves at the same n
-            # (fpspec.compile.backends.numpy note [lone leaves at compile time])
-            refuse_lone_leaves(kernel, NUMPY_BACKEND.render(kernel))
         return source
 
 
@@ -249,7 +245,17 @@ def plan_lowering(program, runtime: str) -> tuple[str, set[str]]:
         if f.name in planned:
             continue
         s = "__" + f.name.rsplit("__", 1)[1] if "__" in f.name[1:] else ""
-        if f.params[0] == "vals":
+        if "tags" in f.params:
+            # a tagged list (fpspec.compile.loops note [lone leaves]): values, then their tags
+            call = textwrap.indent(leafy(f"{f.name}(A, B, buf, tags, 0, 1, {col(3)})"), "    ")
+            gather = (f"tags = np.empty({col(3)}, np.int64)\nfor i in range({col(3)}):\n"
+                      f"    tags[i] = side[{col(2)} + {col(3)} + i]\n")
+            gather += "\n".join(f"{'if' if k == 0 else 'elif'} {col(4)} == {code}:\n"
+                                 f"    buf = _vals{suffix}({col(3)})\n"
+                                 f"    for i in range({col(3)}):\n        buf[i] = vs[side[{col(2)} + i]]\n" + call
+                                 for k, (code, suffix) in enumerate(zip(carriers, suffixes)))
+            add(f.name, "call_T", gather)
+        elif f.params[0] == "vals":
             # the list in the carrier it was made in (column 3), as the caller passed it
             gather = "\n".join(f"{'if' if k == 0 else 'elif'} {col(3)} == {code}:\n"
                                 f"    buf = _vals{suffix}({col(2)})\n"
@@ -324,7 +330,7 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
         return None
     if kernel.arithmetic.product == "fma_first":   # its folds start with _add_leaves (fpspec.compile.loops)
         return None
-    block, lone_check = "n", ""
+    block = "n"
     if root == Fold():
         lanes, least, tree = 1, 1, 0
     elif (isinstance(root, Lanes) and isinstance(root.k, Const) and 2 <= root.k.value <= 64
@@ -336,9 +342,6 @@ def gemm_by_columns(kernel: Kernel) -> tuple[int, str] | None:
           and root.inner == Fold() and root.outer == Fold()):
         # blocks of b leaves folded in order, the block sums folded in order
         lanes, least, tree, block = 1, 1, 0, str(root.b.value)
-        if kernel.arithmetic.product in FMA_PRODUCTS:     # as `_gemm_kernel` does (note [lone leaves])
-            lone_check = (f"    if n > {block} and n % {block} == 1:\n"
-                          f"        raise ValueError({LONE_LEAF!r})\n")
     else:
         return None
     joins, values = [], []
@@ -363,7 +366,7 @@ def _gemm_columns_kernel(A, B, out, part=0, parts=1):
     in blocks of {block} leaves; row {lanes} of acc holds the fold over blocks."""
     m, n = A.shape
     p = B.shape[1]
-{lone_check}    tiles = (p + {COLUMN_TILE} - 1) // {COLUMN_TILE}
+    tiles = (p + {COLUMN_TILE} - 1) // {COLUMN_TILE}
     for t in prange(part, tiles * m, parts):
         j0 = (t // m) * {COLUMN_TILE}
         i = t % m
@@ -397,6 +400,19 @@ def _gemm_columns_kernel(A, B, out, part=0, parts=1):
             out[i, j0 + j] = _final(acc[{lanes}, j])
 '''
     return least, src
+
+
+def lone_block(kernel: Kernel, p) -> int:
+    """b where the order is blocks of b folded in order and a last block of one leaf
+    (n % b == 1) is an FMA into the blocks before it, which the columns and tiles forms
+    add as a rounded value: `_gemm_kernel` takes those n (fpspec.compile.loops note
+    [lone leaves]); 0 where no n needs that."""
+    root = kernel.root
+    if isinstance(root, Call):
+        root = kernel.order(root.name)
+    if isinstance(root, Blocks) and isinstance(root.b, Const) and p.fma:
+        return root.b.value
+    return 0
 
 
 def vector_lanes(kernel: Kernel, p) -> bool:
@@ -467,8 +483,6 @@ def gemm_tiles(kernel: Kernel, p) -> tuple[tuple[int, int, int, int], str] | Non
     rows = TILE_ACCUMULATORS // (lanes * TILE_VECTORS)
     columns = TILE_VECTORS * (32 // {"float32": 4, "float64": 8}[p.acc_dtype])
     size = str(block) if block else "n"
-    lone_check = "" if not (p.fma and block and lanes == 1) else (
-        f"    if n > {block} and n % {block} == 1:\n        raise ValueError({LONE_LEAF!r})\n")
 
     def tile_loop(first: str, count: str, tile_rows: int, tag: str) -> str:
         # a task: one panel of columns x up to TILE_GROUP tiles of rows; blocks outermost so the
@@ -493,7 +507,7 @@ def _gemm_tiles_kernel(A, B, out, part=0, parts=1):
     {postfix!r}, the block sums folded in order."""
     m, n = A.shape
     p = B.shape[1]
-{lone_check}    mt, pt = m // {rows}, p // {columns}
+    mt, pt = m // {rows}, p // {columns}
 {tile_loop("", "mt", rows, "")}{tile_loop(f"mt * {rows} + ", f"(m - mt * {rows})", 1, "_rest")}'''
     return (rows, columns, block, lanes), src
 

@@ -7,8 +7,8 @@ fpspec.compile.runtime.numpy_rt (embedded, so the replica imports only numpy).
 from __future__ import annotations
 
 from fpspec.compile.backends import Backend, header, render_template
-from fpspec.compile.ir import CompileError, Kernel
-from fpspec.compile.loops import LONE_LEAF, emit_program
+from fpspec.compile.ir import Kernel
+from fpspec.compile.loops import emit_program
 from fpspec.compile.numerics import (runtime_names, in_region, plan, region_runtime_names, region_plans,
                                      region_settings, settings)
 from fpspec import formats
@@ -59,7 +59,8 @@ class NumpyBackend(Backend):
             fused_src,
             embed(numpy_rt, names, rename),
         ] + [in_region(embed(numpy_rt, *region_runtime_names(rp, fma, "_table_step" if program.uses_tables
-                                                              else None, exact=True)), name) for name, rp in regions]))
+                                                              else None, exact=True, tags=program.uses_tags)), name)
+             for name, rp in regions]))
         source = render_template(
             self.template,
             header=header(kernel, self.name),
@@ -75,66 +76,7 @@ class NumpyBackend(Backend):
             functions=[f.source() for f in program.functions],
             api=embed(numpy_rt, api_names, {f"api_{n}": n for n in public}),
         )
-        refuse_lone_leaves(kernel, source)
         return source
-
-
-# Note [lone leaves at compile time]: the loops raise LONE_LEAF (fpspec.compile.loops
-# note [lone leaves]) at the n where a lane or block of one product leaf meets partial
-# sums under FMA or fused products; which n do depends on n alone, not on the data.
-# Rather than ship a module that fails at its first call at an n its range promises,
-# compiling runs the NumPy program on zeros at the n of a bounded range (every n up to
-# LONE_LEAF_ALL above its start, then powers of two with their neighbours and its end)
-# and refuses in one line.  A range without an end (`n in 1..`, a spec revealed at a
-# few n and written for all) is compiled: its replica raises that ValueError, before
-# any arithmetic, at the n it cannot run (H100 bf16 blocks of 8 fused products, at
-# K % 8 == 1), and runs every other n.
-LONE_LEAF_ALL = 512
-
-
-def _probe_ns(kernel: Kernel) -> list[int]:
-    lo, hi = kernel.n_min, kernel.n_max
-    if hi is None:
-        return []
-    top = hi
-    ns = set(range(lo, min(top, lo + LONE_LEAF_ALL) + 1))
-    p = 2
-    while p <= min(top, 1 << 20):
-        ns.update(v for v in (p - 1, p, p + 1, 3 * p // 2) if lo <= v <= top)
-        p *= 2
-    if hi <= 1 << 20:
-        ns.update((hi - 1, hi))
-    return sorted(v for v in ns if lo <= v <= top)
-
-
-def lone_leaf_n(kernel: Kernel, source: str) -> int | None:
-    """The first n at which the NumPy program `source` of `kernel` meets a lone
-    product leaf among partial sums (note [lone leaves at compile time]), or None."""
-    if LONE_LEAF not in source:
-        return None
-    import numpy as np
-
-    space: dict = {"__name__": "fpspec_lone_leaf_probe"}
-    exec(compile(source, f"<{kernel.name}>", "exec"), space)
-    reduce = space["_reduce"]
-    for n in _probe_ns(kernel):
-        zeros = np.zeros((n, 1))
-        try:
-            with np.errstate(all="ignore"):
-                reduce(zeros, zeros, n)
-        except ValueError as e:
-            if str(e) == LONE_LEAF:
-                return n
-    return None
-
-
-def refuse_lone_leaves(kernel: Kernel, source: str) -> None:
-    """CompileError in one line where the program `source` (NumPy) would raise LONE_LEAF at some n."""
-    n = lone_leaf_n(kernel, source)
-    if n is not None:
-        raise CompileError(f"at n = {n} this order puts a lone product leaf among partial sums (FMA or fused "
-                           "products), which the numpy and numba targets cannot compile yet; compile for the n you need "
-                           "(-n N) or narrow `n in`")
 
 
 def fused_model(kernel: Kernel) -> str:

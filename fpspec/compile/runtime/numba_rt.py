@@ -764,6 +764,18 @@ def _table_step_binary(a, b, lo, step, size, slots, kids, offs, fused, s):
     return _add_leaf(slots[i], a, b, lo + j * step)
 
 
+def _join(a, b, u, tu, v, tv):
+    """One node over two operands of a tagged value list (fpspec.compile.loops note
+    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms."""
+    if tu < 0 and tv < 0:
+        return _add(u, v)
+    if tu < 0:
+        return _add_leaf(u, a, b, tv)
+    if tv < 0:
+        return _add_leaf(v, a, b, tu)
+    return _add_leaves(a, b, min(tu, tv), max(tu, tv))
+
+
 def _table_step_values(slots, kids, offs, s):
     """Step s of a literal tree over values (binary steps only)."""
     return _add(slots[kids[offs[s]]], slots[kids[offs[s] + 1]])
@@ -810,6 +822,7 @@ _GEMM_COLUMNS_MIN = None   # the least n for _gemm_columns_kernel (None: the spe
 _gemm_columns_kernel = None
 _GEMM_TILE = None   # (rows, columns, block, lanes) of `_gemm_tiles_kernel` (None: the spec has none)
 _gemm_tiles_kernel = None
+_GEMM_LONE = 0      # b: at n % b == 1 (n > b) the last block is one leaf, fused: one output at a time
 
 
 def _gemm_tiled(A, B, out):
@@ -820,7 +833,7 @@ def _gemm_tiled(A, B, out):
     (m, n), p = A.shape, B.shape[1]
     rows, columns, block, lanes = _GEMM_TILE
     short = n % block if block else n
-    if lanes > 1 and 0 < short < 2 * lanes:
+    if (lanes > 1 and 0 < short < 2 * lanes) or (_GEMM_LONE and n > _GEMM_LONE and n % _GEMM_LONE == 1):
         _gemm_rest(A, B, out)
         return
     pt = p - p % columns
@@ -835,7 +848,9 @@ def _gemm_tiled(A, B, out):
 def _gemm_rest(A, B, out):
     """A @ B into out without tiles: by columns where the order allows (note
     [gemm by columns]), else one output at a time."""
-    if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
+    n = A.shape[1]
+    if _GEMM_COLUMNS_MIN is not None and n >= _GEMM_COLUMNS_MIN and not (_GEMM_LONE and n > _GEMM_LONE
+                                                                        and n % _GEMM_LONE == 1):
         _run_parallel(_gemm_columns_kernel, A.shape[1], A, B, out)
     else:
         _run_parallel(_gemm_kernel, A.shape[1], A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
@@ -1072,6 +1087,13 @@ def _record_plan(n, entry=None, table=None):
             return lambda a, b, lo, step, m: op(code, a.sel, a.base + lo, step, m)
         if kind == "call_L1":
             return lambda a, b, lo, m: op(code, a.sel, a.base + lo, m)
+        if kind == "call_T":
+            def call_tagged(a, b, vals, tags, off, step, m):
+                at = len(side)
+                side.extend(vals[off + i * step] for i in range(m))
+                side.extend(a.base + tags[off + i * step] if tags[off + i * step] >= 0 else -1 for i in range(m))
+                return op(code, a.sel, at, m, vals.carrier)
+            return call_tagged
         if kind == "call_V":
             def call_values(vals, off, step, m):
                 at = len(side)

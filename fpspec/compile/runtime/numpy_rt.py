@@ -103,6 +103,18 @@ def _add_leaves_first(a, b, i, j):
     return _add_leaf(_term(a, b, j), a, b, i)
 
 
+def _join(a, b, u, tu, v, tv):
+    """One node over two operands of a tagged value list (fpspec.compile.loops note
+    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms."""
+    if tu < 0 and tv < 0:
+        return _add(u, v)
+    if tu < 0:
+        return _add_leaf(u, a, b, tv)
+    if tv < 0:
+        return _add_leaf(v, a, b, tu)
+    return _add_leaves(a, b, min(tu, tv), max(tu, tv))
+
+
 def _round_odd_sum(x, y):
     """x + y in float64 rounded to odd, so one more rounding to <= 51 bits is exact."""
     s = x + y

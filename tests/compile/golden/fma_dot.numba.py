@@ -130,6 +130,19 @@ def _vals(m):
 
 
 @_inline
+def _join(a, b, u, tu, v, tv):
+    """One node over two operands of a tagged value list (fpspec.compile.loops note
+    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms."""
+    if tu < 0 and tv < 0:
+        return _add(u, v)
+    if tu < 0:
+        return _add_leaf(u, a, b, tv)
+    if tv < 0:
+        return _add_leaf(v, a, b, tu)
+    return _add_leaves(a, b, min(tu, tv), max(tu, tv))
+
+
+@_inline
 def _round_out(v):
     return _OUT_CARRY(v)
 
@@ -290,180 +303,194 @@ def _pairwise0_L1(a, b, lo, m):
 @_jit
 def _pairwise1_L(a, b, lo, step, m):
     """pairwise1: reduce the leaves lo, lo + step, ... (m of them)."""
-    tl30 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
-    tm31 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
-    vs32 = _vals(160)
-    tl30[0] = lo
-    tm31[0] = m
-    tp33 = 1
-    vp34 = 0
-    while tp33 > 0:
-        tp33 -= 1
-        cl35 = tl30[tp33]
-        cm36 = tm31[tp33]
-        if cm36 == -1:
-            vp34 -= 1
-            vs32[vp34 - 1] = _add(vs32[vp34 - 1], vs32[vp34])
+    tl31 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm32 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs33 = _vals(160)
+    tl31[0] = lo
+    tm32[0] = m
+    tp34 = 1
+    vp35 = 0
+    while tp34 > 0:
+        tp34 -= 1
+        cl36 = tl31[tp34]
+        cm37 = tm32[tp34]
+        if cm37 == -1:
+            vp35 -= 1
+            vs33[vp35 - 1] = _add(vs33[vp35 - 1], vs33[vp35])
             continue
-        if cm36 == -2:
-            vs32[vp34 - 1] = _add_leaf(vs32[vp34 - 1], a, b, cl35)
+        if cm37 == -2:
+            vs33[vp35 - 1] = _add_leaf(vs33[vp35 - 1], a, b, cl36)
             continue
-        if vp34 == vs32.shape[0]:
-            grown39 = _vals(2 * vp34)
-            for i38 in range(vp34):
-                grown39[i38] = vs32[i38]
-            vs32 = grown39
-        if tp33 + 3 > tl30.shape[0]:
-            grown40 = np.empty(2 * tp33 + 3, np.int64)
-            for i38 in range(tp33):
-                grown40[i38] = tl30[i38]
-            tl30 = grown40
-            grown41 = np.empty(2 * tp33 + 3, np.int64)
-            for i38 in range(tp33):
-                grown41[i38] = tm31[i38]
-            tm31 = grown41
-        if cm36 == 1:
-            vs32[vp34] = _term(a, b, cl35)
-            vp34 += 1
+        if vp35 == vs33.shape[0]:
+            grown40 = _vals(2 * vp35)
+            for i39 in range(vp35):
+                grown40[i39] = vs33[i39]
+            vs33 = grown40
+        if tp34 + 3 > tl31.shape[0]:
+            grown41 = np.empty(2 * tp34 + 3, np.int64)
+            for i39 in range(tp34):
+                grown41[i39] = tl31[i39]
+            tl31 = grown41
+            grown42 = np.empty(2 * tp34 + 3, np.int64)
+            for i39 in range(tp34):
+                grown42[i39] = tm32[i39]
+            tm32 = grown42
+        if cm37 == 1:
+            vs33[vp35] = _term(a, b, cl36)
+            vp35 += 1
             continue
-        h37 = cm36 // 2
-        if h37 < 1 or h37 > cm36 - 1:
+        h38 = cm37 // 2
+        if h38 < 1 or h38 > cm37 - 1:
             raise ValueError('a pairwise split falls outside the list')
-        if cm36 == 2:
-            vs32[vp34] = _add_leaves(a, b, cl35, cl35 + step)
-            vp34 += 1
+        if cm37 == 2:
+            vs33[vp35] = _add_leaves(a, b, cl36, cl36 + step)
+            vp35 += 1
             continue
-        if h37 == 1:
-            tl30[tp33] = cl35
-            tm31[tp33] = -2
-            tp33 += 1
-            tl30[tp33] = cl35 + step
-            tm31[tp33] = cm36 - 1
-            tp33 += 1
+        if h38 == 1:
+            tl31[tp34] = cl36
+            tm32[tp34] = -2
+            tp34 += 1
+            tl31[tp34] = cl36 + step
+            tm32[tp34] = cm37 - 1
+            tp34 += 1
             continue
-        if h37 == cm36 - 1:
-            tl30[tp33] = cl35 + h37 * step
-            tm31[tp33] = -2
-            tp33 += 1
-            tl30[tp33] = cl35
-            tm31[tp33] = h37
-            tp33 += 1
+        if h38 == cm37 - 1:
+            tl31[tp34] = cl36 + h38 * step
+            tm32[tp34] = -2
+            tp34 += 1
+            tl31[tp34] = cl36
+            tm32[tp34] = h38
+            tp34 += 1
             continue
-        tl30[tp33] = 0
-        tm31[tp33] = -1
-        tp33 += 1
-        tl30[tp33] = cl35 + h37 * step
-        tm31[tp33] = cm36 - h37
-        tp33 += 1
-        tl30[tp33] = cl35
-        tm31[tp33] = h37
-        tp33 += 1
-    r42 = vs32[0]
-    return r42
+        tl31[tp34] = 0
+        tm32[tp34] = -1
+        tp34 += 1
+        tl31[tp34] = cl36 + h38 * step
+        tm32[tp34] = cm37 - h38
+        tp34 += 1
+        tl31[tp34] = cl36
+        tm32[tp34] = h38
+        tp34 += 1
+    r43 = vs33[0]
+    return r43
 
 
 @_jit
-def _pairwise1_V(vals, off, step, m):
+def _pairwise1_T(a, b, vals, tags, off, step, m):
     """pairwise1: reduce vals[off], vals[off + step], ... (m of them)."""
-    tl50 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
-    tm51 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
-    vs52 = np.empty(160, vals.dtype)
-    tl50[0] = off
-    tm51[0] = m
-    tp53 = 1
-    vp54 = 0
-    while tp53 > 0:
-        tp53 -= 1
-        cl55 = tl50[tp53]
-        cm56 = tm51[tp53]
-        if cm56 == -1:
-            vp54 -= 1
-            vs52[vp54 - 1] = _add(vs52[vp54 - 1], vs52[vp54])
+    tl52 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm53 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs54 = np.empty(160, vals.dtype)
+    vt61 = np.full(160, -1, np.int64)   # the tag of each finished value
+    tl52[0] = off
+    tm53[0] = m
+    tp55 = 1
+    vp56 = 0
+    while tp55 > 0:
+        tp55 -= 1
+        cl57 = tl52[tp55]
+        cm58 = tm53[tp55]
+        if cm58 == -1:
+            vp56 -= 1
+            vs54[vp56 - 1] = _join(a, b, vs54[vp56 - 1], vt61[vp56 - 1], vs54[vp56], vt61[vp56])
+            vt61[vp56 - 1] = -1
             continue
-        if vp54 == vs52.shape[0]:
-            grown59 = np.empty(2 * vp54, vals.dtype)
-            for i58 in range(vp54):
-                grown59[i58] = vs52[i58]
-            vs52 = grown59
-        if tp53 + 3 > tl50.shape[0]:
-            grown60 = np.empty(2 * tp53 + 3, np.int64)
-            for i58 in range(tp53):
-                grown60[i58] = tl50[i58]
-            tl50 = grown60
-            grown61 = np.empty(2 * tp53 + 3, np.int64)
-            for i58 in range(tp53):
-                grown61[i58] = tm51[i58]
-            tm51 = grown61
-        if cm56 == 1:
-            vs52[vp54] = vals[cl55]
-            vp54 += 1
+        if vp56 == vs54.shape[0]:
+            grown62 = np.empty(2 * vp56, vals.dtype)
+            for i60 in range(vp56):
+                grown62[i60] = vs54[i60]
+            vs54 = grown62
+            grown63 = np.full(2 * vp56, -1, np.int64)
+            for i60 in range(vp56):
+                grown63[i60] = vt61[i60]
+            vt61 = grown63
+        if tp55 + 3 > tl52.shape[0]:
+            grown64 = np.empty(2 * tp55 + 3, np.int64)
+            for i60 in range(tp55):
+                grown64[i60] = tl52[i60]
+            tl52 = grown64
+            grown65 = np.empty(2 * tp55 + 3, np.int64)
+            for i60 in range(tp55):
+                grown65[i60] = tm53[i60]
+            tm53 = grown65
+        if cm58 == 1:
+            vs54[vp56] = vals[cl57]
+            vt61[vp56] = tags[cl57]
+            vp56 += 1
             continue
-        h57 = cm56 // 2
-        if h57 < 1 or h57 > cm56 - 1:
+        h59 = cm58 // 2
+        if h59 < 1 or h59 > cm58 - 1:
             raise ValueError('a pairwise split falls outside the list')
-        tl50[tp53] = 0
-        tm51[tp53] = -1
-        tp53 += 1
-        tl50[tp53] = cl55 + h57 * step
-        tm51[tp53] = cm56 - h57
-        tp53 += 1
-        tl50[tp53] = cl55
-        tm51[tp53] = h57
-        tp53 += 1
-    r62 = vs52[0]
-    return r62
+        tl52[tp55] = 0
+        tm53[tp55] = -1
+        tp55 += 1
+        tl52[tp55] = cl57 + h59 * step
+        tm53[tp55] = cm58 - h59
+        tp55 += 1
+        tl52[tp55] = cl57
+        tm53[tp55] = h59
+        tp55 += 1
+    r66 = vs54[0]
+    return r66
 
 
 @_jit
-def _pairwise0_V(vals, off, step, m):
+def _pairwise0_T(a, b, vals, tags, off, step, m):
     """pairwise0: reduce vals[off], vals[off + step], ... (m of them)."""
-    tl64 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
-    tm65 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
-    vs66 = np.empty(160, vals.dtype)
-    tl64[0] = off
-    tm65[0] = m
-    tp67 = 1
-    vp68 = 0
-    while tp67 > 0:
-        tp67 -= 1
-        cl69 = tl64[tp67]
-        cm70 = tm65[tp67]
-        if cm70 == -1:
-            vp68 -= 1
-            vs66[vp68 - 1] = _add(vs66[vp68 - 1], vs66[vp68])
+    tl68 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
+    tm69 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
+    vs70 = np.empty(160, vals.dtype)
+    vt77 = np.full(160, -1, np.int64)   # the tag of each finished value
+    tl68[0] = off
+    tm69[0] = m
+    tp71 = 1
+    vp72 = 0
+    while tp71 > 0:
+        tp71 -= 1
+        cl73 = tl68[tp71]
+        cm74 = tm69[tp71]
+        if cm74 == -1:
+            vp72 -= 1
+            vs70[vp72 - 1] = _join(a, b, vs70[vp72 - 1], vt77[vp72 - 1], vs70[vp72], vt77[vp72])
+            vt77[vp72 - 1] = -1
             continue
-        if vp68 == vs66.shape[0]:
-            grown73 = np.empty(2 * vp68, vals.dtype)
-            for i72 in range(vp68):
-                grown73[i72] = vs66[i72]
-            vs66 = grown73
-        if tp67 + 3 > tl64.shape[0]:
-            grown74 = np.empty(2 * tp67 + 3, np.int64)
-            for i72 in range(tp67):
-                grown74[i72] = tl64[i72]
-            tl64 = grown74
-            grown75 = np.empty(2 * tp67 + 3, np.int64)
-            for i72 in range(tp67):
-                grown75[i72] = tm65[i72]
-            tm65 = grown75
-        if cm70 == 1:
-            vs66[vp68] = vals[cl69]
-            vp68 += 1
+        if vp72 == vs70.shape[0]:
+            grown78 = np.empty(2 * vp72, vals.dtype)
+            for i76 in range(vp72):
+                grown78[i76] = vs70[i76]
+            vs70 = grown78
+            grown79 = np.full(2 * vp72, -1, np.int64)
+            for i76 in range(vp72):
+                grown79[i76] = vt77[i76]
+            vt77 = grown79
+        if tp71 + 3 > tl68.shape[0]:
+            grown80 = np.empty(2 * tp71 + 3, np.int64)
+            for i76 in range(tp71):
+                grown80[i76] = tl68[i76]
+            tl68 = grown80
+            grown81 = np.empty(2 * tp71 + 3, np.int64)
+            for i76 in range(tp71):
+                grown81[i76] = tm69[i76]
+            tm69 = grown81
+        if cm74 == 1:
+            vs70[vp72] = vals[cl73]
+            vt77[vp72] = tags[cl73]
+            vp72 += 1
             continue
-        h71 = cm70 // 2
-        if h71 < 1 or h71 > cm70 - 1:
+        h75 = cm74 // 2
+        if h75 < 1 or h75 > cm74 - 1:
             raise ValueError('a pairwise split falls outside the list')
-        tl64[tp67] = 0
-        tm65[tp67] = -1
-        tp67 += 1
-        tl64[tp67] = cl69 + h71 * step
-        tm65[tp67] = cm70 - h71
-        tp67 += 1
-        tl64[tp67] = cl69
-        tm65[tp67] = h71
-        tp67 += 1
-    r76 = vs66[0]
-    return r76
+        tl68[tp71] = 0
+        tm69[tp71] = -1
+        tp71 += 1
+        tl68[tp71] = cl73 + h75 * step
+        tm69[tp71] = cm74 - h75
+        tp71 += 1
+        tl68[tp71] = cl73
+        tm69[tp71] = h75
+        tp71 += 1
+    r82 = vs70[0]
+    return r82
 
 
 @_jit
@@ -492,34 +519,35 @@ def _reduce(a, b, n):
         if p1 <= k8:
             r23 = _pairwise0_L1(a, b, np.int64(0), p1)
             r9 = r23
-        elif p1 < 2 * k8:
-            raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
         else:
             nl24 = min(k8, p1)
             lanes25 = _vals(nl24)
+            tg28 = np.full(nl24, -1, np.int64)
             for j26 in range(nl24):
                 lm27 = (p1 - j26 + k8 - 1) // k8
-                k28 = 8
-                if lm27 <= k28:
-                    r43 = _pairwise1_L(a, b, j26, k8, lm27)
-                    r29 = r43
-                elif lm27 < 2 * k28:
-                    raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
+                k29 = 8
+                if lm27 <= k29:
+                    r44 = _pairwise1_L(a, b, j26, k8, lm27)
+                    r30 = r44
                 else:
-                    nl44 = min(k28, lm27)
-                    lanes45 = _vals(nl44)
-                    for j46 in range(nl44):
-                        lanes45[j46] = _term(a, b, (j26 + j46 * k8))
-                    rows47 = lm27 // k28
-                    for row48 in range(1, rows47 + (1 if lm27 % k28 > 0 else 0)):
-                        base49 = (j26 + row48 * k28 * k8)
-                        for j46 in range(min(k28, lm27 - row48 * k28)):
-                            lanes45[j46] = _add_leaf(lanes45[j46], a, b, (base49 + j46 * k8))
-                    r63 = _pairwise1_V(lanes45, np.int64(0), np.int64(1), nl44)
-                    r29 = r63
-                lanes25[j26] = r29
-            r77 = _pairwise0_V(lanes25, np.int64(0), np.int64(1), nl24)
-            r9 = r77
+                    nl45 = min(k29, lm27)
+                    lanes46 = _vals(nl45)
+                    for j47 in range(nl45):
+                        lanes46[j47] = _term(a, b, (j26 + j47 * k8))
+                    rows48 = lm27 // k29
+                    for row49 in range(1, rows48 + (1 if lm27 % k29 > 0 else 0)):
+                        base50 = (j26 + row49 * k29 * k8)
+                        for j47 in range(min(k29, lm27 - row49 * k29)):
+                            lanes46[j47] = _add_leaf(lanes46[j47], a, b, (base50 + j47 * k8))
+                    tg51 = np.full(nl45, -1, np.int64)
+                    for j47 in range(nl45):
+                        tg51[j47] = (j26 + j47 * k8) if ((lm27 - j47 + k29 - 1) // k29) == 1 else -1
+                    r67 = _pairwise1_T(a, b, lanes46, tg51, np.int64(0), np.int64(1), nl45)
+                    r30 = r67
+                lanes25[j26] = r30
+                tg28[j26] = j26 if lm27 == 1 else -1
+            r83 = _pairwise0_T(a, b, lanes25, tg28, np.int64(0), np.int64(1), nl24)
+            r9 = r83
         if pend7 >= 0:
             acc5 = _add_leaf(r9, a, b, pend7)
             pend7 = -1
@@ -536,14 +564,14 @@ def _reduce(a, b, n):
         else:
             pend7 = at2
     elif p3 > 0:
-        acc78 = _term(a, b, at2)
-        for i79 in range(1, p3):
-            acc78 = _add_leaf(acc78, a, b, (at2 + i79))
+        acc84 = _term(a, b, at2)
+        for i85 in range(1, p3):
+            acc84 = _add_leaf(acc84, a, b, (at2 + i85))
         if pend7 >= 0:
-            acc5 = _add_leaf(acc78, a, b, pend7)
+            acc5 = _add_leaf(acc84, a, b, pend7)
             pend7 = -1
         else:
-            acc5 = _add(acc5, acc78) if have6 else acc78
+            acc5 = _add(acc5, acc84) if have6 else acc84
         have6 = True
     if pend7 >= 0:
         acc5 = _term(a, b, pend7)

@@ -85,6 +85,18 @@ def _vals(m):
     return [None] * m
 
 
+def _join(a, b, u, tu, v, tv):
+    """One node over two operands of a tagged value list (fpspec.compile.loops note
+    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms."""
+    if tu < 0 and tv < 0:
+        return _add(u, v)
+    if tu < 0:
+        return _add_leaf(u, a, b, tv)
+    if tv < 0:
+        return _add_leaf(v, a, b, tu)
+    return _add_leaves(a, b, min(tu, tv), max(tu, tv))
+
+
 def _final(acc):
     if _ROUND_FIRST:   # numerics note [exact leaves]: a lone leaf's exact product
         acc = _round_acc(acc)
@@ -153,39 +165,39 @@ def _pairwise1_L(a, b, lo, step, m):
     """pairwise1: reduce the leaves lo, lo + step, ... (m of them)."""
     if m == 1:
         return _term(a, b, lo)
-    h19 = m // 2
-    if h19 < 1 or h19 > m - 1:
+    h20 = m // 2
+    if h20 < 1 or h20 > m - 1:
         raise ValueError('a pairwise split falls outside the list')
     if m == 2:
         return _add_leaves(a, b, lo, lo + step)
-    if h19 == 1:
+    if h20 == 1:
         return _add_leaf(_pairwise1_L(a, b, lo + step, step, m - 1), a, b, lo)
-    if h19 == m - 1:
-        return _add_leaf(_pairwise1_L(a, b, lo, step, h19), a, b, lo + h19 * step)
-    r20 = _add(_pairwise1_L(a, b, lo, step, h19), _pairwise1_L(a, b, lo + h19 * step, step, m - h19))
-    return r20
+    if h20 == m - 1:
+        return _add_leaf(_pairwise1_L(a, b, lo, step, h20), a, b, lo + h20 * step)
+    r21 = _add(_pairwise1_L(a, b, lo, step, h20), _pairwise1_L(a, b, lo + h20 * step, step, m - h20))
+    return r21
 
 
-def _pairwise1_V(vals, off, step, m):
+def _pairwise1_T(a, b, vals, tags, off, step, m):
     """pairwise1: reduce vals[off], vals[off + step], ... (m of them)."""
     if m == 1:
         return vals[off]
-    h28 = m // 2
-    if h28 < 1 or h28 > m - 1:
+    h30 = m // 2
+    if h30 < 1 or h30 > m - 1:
         raise ValueError('a pairwise split falls outside the list')
-    r29 = _add(_pairwise1_V(vals, off, step, h28), _pairwise1_V(vals, off + h28 * step, step, m - h28))
-    return r29
+    r31 = _join(a, b, _pairwise1_T(a, b, vals, tags, off, step, h30), (tags[off] if h30 == 1 else -1), _pairwise1_T(a, b, vals, tags, off + h30 * step, step, m - h30), (tags[off + h30 * step] if m - h30 == 1 else -1))
+    return r31
 
 
-def _pairwise0_V(vals, off, step, m):
+def _pairwise0_T(a, b, vals, tags, off, step, m):
     """pairwise0: reduce vals[off], vals[off + step], ... (m of them)."""
     if m == 1:
         return vals[off]
-    h31 = m // 2
-    if h31 < 1 or h31 > m - 1:
+    h33 = m // 2
+    if h33 < 1 or h33 > m - 1:
         raise ValueError('a pairwise split falls outside the list')
-    r32 = _add(_pairwise0_V(vals, off, step, h31), _pairwise0_V(vals, off + h31 * step, step, m - h31))
-    return r32
+    r34 = _join(a, b, _pairwise0_T(a, b, vals, tags, off, step, h33), (tags[off] if h33 == 1 else -1), _pairwise0_T(a, b, vals, tags, off + h33 * step, step, m - h33), (tags[off + h33 * step] if m - h33 == 1 else -1))
+    return r34
 
 
 def _reduce(a, b, n):
@@ -213,34 +225,35 @@ def _reduce(a, b, n):
         if p1 <= k8:
             r12 = _pairwise0_L1(a, b, 0, p1)
             r9 = r12
-        elif p1 < 2 * k8:
-            raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
         else:
             nl13 = min(k8, p1)
             lanes14 = _vals(nl13)
+            tg17 = np.full(nl13, -1, np.int64)
             for j15 in range(nl13):
                 lm16 = (p1 - j15 + k8 - 1) // k8
-                k17 = 8
-                if lm16 <= k17:
-                    r21 = _pairwise1_L(a, b, j15, k8, lm16)
-                    r18 = r21
-                elif lm16 < 2 * k17:
-                    raise ValueError('this length puts a lone product leaf among partial sums, which the replica cannot fuse (product = fma or fused nodes); see note [lone leaves]')
+                k18 = 8
+                if lm16 <= k18:
+                    r22 = _pairwise1_L(a, b, j15, k8, lm16)
+                    r19 = r22
                 else:
-                    nl22 = min(k17, lm16)
-                    lanes23 = _vals(nl22)
-                    for j24 in range(nl22):
-                        lanes23[j24] = _term(a, b, (j15 + j24 * k8))
-                    rows25 = lm16 // k17
-                    for row26 in range(1, rows25 + (1 if lm16 % k17 > 0 else 0)):
-                        base27 = (j15 + row26 * k17 * k8)
-                        for j24 in range(min(k17, lm16 - row26 * k17)):
-                            lanes23[j24] = _add_leaf(lanes23[j24], a, b, (base27 + j24 * k8))
-                    r30 = _pairwise1_V(lanes23, 0, 1, nl22)
-                    r18 = r30
-                lanes14[j15] = r18
-            r33 = _pairwise0_V(lanes14, 0, 1, nl13)
-            r9 = r33
+                    nl23 = min(k18, lm16)
+                    lanes24 = _vals(nl23)
+                    for j25 in range(nl23):
+                        lanes24[j25] = _term(a, b, (j15 + j25 * k8))
+                    rows26 = lm16 // k18
+                    for row27 in range(1, rows26 + (1 if lm16 % k18 > 0 else 0)):
+                        base28 = (j15 + row27 * k18 * k8)
+                        for j25 in range(min(k18, lm16 - row27 * k18)):
+                            lanes24[j25] = _add_leaf(lanes24[j25], a, b, (base28 + j25 * k8))
+                    tg29 = np.full(nl23, -1, np.int64)
+                    for j25 in range(nl23):
+                        tg29[j25] = (j15 + j25 * k8) if ((lm16 - j25 + k18 - 1) // k18) == 1 else -1
+                    r32 = _pairwise1_T(a, b, lanes24, tg29, 0, 1, nl23)
+                    r19 = r32
+                lanes14[j15] = r19
+                tg17[j15] = j15 if lm16 == 1 else -1
+            r35 = _pairwise0_T(a, b, lanes14, tg17, 0, 1, nl13)
+            r9 = r35
         if pend7 >= 0:
             acc5 = _add_leaf(r9, a, b, pend7)
             pend7 = -1
@@ -257,14 +270,14 @@ def _reduce(a, b, n):
         else:
             pend7 = at2
     elif p3 > 0:
-        acc34 = _term(a, b, at2)
-        for i35 in range(1, p3):
-            acc34 = _add_leaf(acc34, a, b, (at2 + i35))
+        acc36 = _term(a, b, at2)
+        for i37 in range(1, p3):
+            acc36 = _add_leaf(acc36, a, b, (at2 + i37))
         if pend7 >= 0:
-            acc5 = _add_leaf(acc34, a, b, pend7)
+            acc5 = _add_leaf(acc36, a, b, pend7)
             pend7 = -1
         else:
-            acc5 = _add(acc5, acc34) if have6 else acc34
+            acc5 = _add(acc5, acc36) if have6 else acc36
         have6 = True
     if pend7 >= 0:
         acc5 = _term(a, b, pend7)

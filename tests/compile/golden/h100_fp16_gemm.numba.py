@@ -52,6 +52,7 @@ _FP_OUT_OVER_RZ = 3.402823669209385e+38
 _FP_OUT_OVER_RN = 3.4028234663852886e+38
 _GEMM_COLUMNS_MIN = None  # note [gemm by columns]
 _GEMM_TILE = None  # note [gemm tiles]
+_GEMM_LONE = 0  # note [gemm by columns]: a last block of one leaf
 _SCHEDULED = True  # note [schedules]
 _SCHED_FUSED = True
 
@@ -403,7 +404,9 @@ _NO_KS = np.empty(0, np.int64)
 def _gemm_rest(A, B, out):
     """A @ B into out without tiles: by columns where the order allows (note
     [gemm by columns]), else one output at a time."""
-    if _GEMM_COLUMNS_MIN is not None and A.shape[1] >= _GEMM_COLUMNS_MIN:
+    n = A.shape[1]
+    if _GEMM_COLUMNS_MIN is not None and n >= _GEMM_COLUMNS_MIN and not (_GEMM_LONE and n > _GEMM_LONE
+                                                                        and n % _GEMM_LONE == 1):
         _run_parallel(_gemm_columns_kernel, A.shape[1], A, B, out)
     else:
         _run_parallel(_gemm_kernel, A.shape[1], A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
@@ -844,6 +847,13 @@ def _record_plan(n, entry=None, table=None):
             return lambda a, b, lo, step, m: op(code, a.sel, a.base + lo, step, m)
         if kind == "call_L1":
             return lambda a, b, lo, m: op(code, a.sel, a.base + lo, m)
+        if kind == "call_T":
+            def call_tagged(a, b, vals, tags, off, step, m):
+                at = len(side)
+                side.extend(vals[off + i * step] for i in range(m))
+                side.extend(a.base + tags[off + i * step] if tags[off + i * step] >= 0 else -1 for i in range(m))
+                return op(code, a.sel, at, m, vals.carrier)
+            return call_tagged
         if kind == "call_V":
             def call_values(vals, off, step, m):
                 at = len(side)
