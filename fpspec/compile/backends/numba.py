@@ -557,6 +557,8 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
     # the operations the order's code can record: a kernel without the others compiles faster
     # (`_schedule` takes the compiled order where a row has no branch here)
     called = "\n".join(line for f in program.functions for line in f.body)
+    for s in set(re.findall(r"(?<![\w.])_join(\w*)\(", called)):   # `_join` (note [lone leaves]) calls these
+        called += f"\n_add{s}(_add_leaf{s}(_add_leaves{s}("
     ran: list[int] = []
 
     def used(obj: str) -> bool:
