@@ -79,6 +79,11 @@ class Lanes:
         self.k, self.inner, self.outer, self.left, self.unroll = k, inner, outer, left, unroll
 
 
+class VLanes:
+    def __init__(self, v, k, inner, outer):
+        self.v, self.k, self.inner, self.outer = v, k, inner, outer
+
+
 class Chunks:
     def __init__(self, size, inner, outer):
         self.size, self.inner, self.outer = size, inner, outer
@@ -270,6 +275,9 @@ class Planner:
             parts = [(self.run(r.inner, (m - j + k - 1) // k, stride * k), j * stride)
                      for j in range(min(k, m))]
             return self._outer(parts, r.outer)
+        if isinstance(r, VLanes):
+            # note [vector lanes in plans]: every term its own operand
+            return self._outer([(self.run(_SINGLE, 1, stride), j * stride) for j in range(m)], r)
         if isinstance(r, Blocks):
             b = _positive(r.b(m, self.n), "block size")
             parts = [(self.run(r.inner, min(b, m - s), stride), s * stride) for s in range(0, m, b)]
@@ -431,6 +439,15 @@ class Planner:
         if isinstance(r, Lanes):
             k = _positive(r.k(m, self.n), "lane count")
             return self.slots(r.outer, [self.slots(r.inner, ops[j::k], out) for j in range(min(k, m))], out)
+        if isinstance(r, VLanes):
+            v, k = _positive(r.v(m, self.n), "vector width"), _positive(r.k(m, self.n), "lane count")
+            nv, rest = m // v, m % v
+            lanes = [[] for _ in range(min(k, max(nv, rest)))]
+            for i in range(nv):
+                lanes[i % k].extend(ops[i * v:(i + 1) * v])
+            for j in range(rest):
+                lanes[j % k].append(ops[nv * v + j])
+            return self.slots(r.outer, [self.slots(r.inner, lane, out) for lane in lanes], out)
         if isinstance(r, Blocks):
             b = _positive(r.b(m, self.n), "block size")
             return self.slots(r.outer, [self.slots(r.inner, ops[s:s + b], out) for s in range(0, m, b)], out)
@@ -469,6 +486,12 @@ class _Steps:
 # a node loses its phantom children), so the plan is the spec's tree.
 # Each term then enters its first addition as a value (no FMA into it),
 # which is exact for sums and rounded products.
+
+# Note [vector lanes in plans]: a lane of vlanes(V, K, ...) holds vectors of V
+# consecutive terms K*V apart and then a leftover, no one stride run; so every
+# term is planned as its own operand (as for pad) and the lanes are lists of
+# those slots.  Terms enter additions as values: exact for sums and rounded
+# products (the compiler refuses vlanes with FMA, exact products or fused nodes).
 
 _SINGLE = Fold()   # one term on its own (a fixed object: plans are memoized by id)
 
