@@ -94,14 +94,19 @@ class _Draw:
             self._side = np.random.default_rng(int.from_bytes(hashlib.sha256(state).digest()[:8], "little"))
         return self._side
 
-    def vector_lanes(self, lanes: A.Lanes, max_v: int = 8) -> A.Order:
+    def vector_lanes(self, lanes: A.Lanes, max_v: int = 8, thread: bool = True) -> A.Order:
         """Sometimes vlanes(V, K, INNER, OUTER) in place of lanes(K, INNER, OUTER[, LEFT[, U]]),
-        V in 1..max_v (note [added draws])."""
+        V in 1..max_v (note [added draws]); INNER sometimes a GPU thread's V accumulators
+        lanes(V, seq, seq[, seq]) (PyTorch's CUDA sum) where `thread`."""
         side = self.side()
         if side.random() >= 0.35:
             return lanes
         widths = [v for v in (1, 2, 3, 4, 8) if v <= max_v]
-        return A.VLanes(_num(widths[int(side.integers(0, len(widths)))]), lanes.k, lanes.inner, lanes.outer)
+        v = widths[int(side.integers(0, len(widths)))]
+        inner = lanes.inner
+        if thread and v > 1 and side.random() < 0.4:
+            inner = A.Lanes(_num(v), A.Seq(), A.Seq(), A.Seq() if side.random() < 0.5 else None)
+        return A.VLanes(_num(v), lanes.k, inner, lanes.outer)
 
     # ------------------------------------------------------------ named orders
 
@@ -326,7 +331,8 @@ class _Draw:
         if kind == "lanes":    # lanes of ceil(n / k) < n; k <= base < n lanes
             # vlanes with V < base: a lane holds n only where n <= V + 1 (one vector, one leftover)
             return self.vector_lanes(A.Lanes(_num(self.int_(2, top)), ref(),
-                                             ref() if self.chance(0.3) else self.order(depth, False)), base - 1)
+                                             ref() if self.chance(0.3) else self.order(depth, False)), base - 1,
+                                     thread=False)
         if kind == "chunks":
             return A.Chunks(A.Call("min", (_num(self.int_(1, base)), n_)), ref(), self.order(depth, False))
         # tail: OUTER gets 1 + n % k <= k <= base < n operands

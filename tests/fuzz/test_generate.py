@@ -130,10 +130,11 @@ def test_vlanes_takes_the_place_of_lanes_only():
             if isinstance(x, A.VLanes):
                 assert isinstance(x.v, A.Num) and 1 <= x.v.value <= 8, str(x)
     assert seen >= 5
-    # seed 2026, spec 3: the lanes draw (its LEFT dropped) inside the tail and guard drawn as before
+    # seed 2026, spec 3: two lanes draws (the first's LEFT dropped, the second's INNER a GPU thread's
+    # accumulators) inside the tail and guard drawn as before
     assert str(random_spec(np.random.default_rng([2026, 3])).order) == (
         "tail(max(1, n // 4), tail(7, vlanes(4, 6, gpu_tree, lanes(3, pairwise, seq)), if n == 33: "
-        "lanes(3, gpu_tree, rev) elif n > 24: tail(8, rev, gpu_tree) else: pairwise(n - 1)), seq)")
+        "vlanes(2, 3, lanes(2, seq, seq, seq), rev) elif n > 24: tail(8, rev, gpu_tree) else: pairwise(n - 1)), seq)")
 
 
 def test_shrink_turns_vlanes_into_lanes():
