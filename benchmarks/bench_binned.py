@@ -1,7 +1,7 @@
 """Binned (order-independent) replicas against the library ops, side by side in one run.
 
     python benchmarks/bench_binned.py [--cpu] [--gpu] [--bits] [--n N] [--gpu-n N] [--out FILE]
-        [--variants "STREAMS,PREFETCH,CHUNK,BLOCK;..."] [--gemm-variants "BITS,GROUP,STEPS,TILE;..."]
+        [--variants "STREAMS,PREFETCH,CHUNK,BLOCK;..."] [--gemm-variants "STEPS,TILE;..."]
         [--tilings BLOCK/WARPS/PER_SM,...]
     REPROBLAS_PATH=$HOME/src/ReproBLAS python benchmarks/bench_binned.py --cpu    # + ReproBLAS columns
 
@@ -81,22 +81,20 @@ def variant(setting: str):
 
 
 def gemm_variant(setting: str):
-    """A gemm lanes kernel "BITS,GROUP,STEPS,TILE" (fpspec.compile.binned.GEMM_REGS = (BITS, GROUP),
-    binned._LANE_STEPS, binned_numba._GEMM_TILE; the bits do not depend on it) applied while a
-    replica is made."""
+    """A gemm lanes loop "STEPS,TILE" (fpspec.compile.binned._LANE_STEPS, binned_numba._GEMM_TILE; the
+    bits do not depend on it) applied while a replica is made."""
     import contextlib
 
     from fpspec.compile import binned, binned_numba
 
     @contextlib.contextmanager
     def applied():
-        saved = binned.GEMM_REGS, binned._LANE_STEPS, binned_numba._GEMM_TILE
-        bits, group, steps, tile = map(int, setting.split(","))
-        binned.GEMM_REGS, binned._LANE_STEPS, binned_numba._GEMM_TILE = (bits, group), steps, tile
+        saved = binned._LANE_STEPS, binned_numba._GEMM_TILE
+        binned._LANE_STEPS, binned_numba._GEMM_TILE = map(int, setting.split(","))
         try:
             yield
         finally:
-            binned.GEMM_REGS, binned._LANE_STEPS, binned_numba._GEMM_TILE = saved
+            binned._LANE_STEPS, binned_numba._GEMM_TILE = saved
 
     return applied()
 
@@ -122,7 +120,7 @@ def cpu_rows(n: int, repeat: int, mm: int, variants=(), gemm_variants=()) -> lis
 
         t_lib = best(lambda: A @ B, repeat)
         emit(rows, f"{'CPU, fp64':44} {'GFLOP/s':>14} {'GFLOP/s':>14} {'share':>8}")
-        kernel = f"{binned.GEMM_REGS[0]},{binned.GEMM_REGS[1]},{binned._LANE_STEPS},{binned_numba._GEMM_TILE}"
+        kernel = f"{binned._LANE_STEPS},{binned_numba._GEMM_TILE}"
         values = set()
         for setting in (kernel, *gemm_variants):
             with gemm_variant(setting):
@@ -353,7 +351,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default="", help="CPU deposit variants to time besides the default, "
                                                   "STREAMS,PREFETCH,CHUNK,BLOCK;... (fpspec.compile.binned.DEPOSIT)")
     ap.add_argument("--gemm-variants", default="", help="gemm lanes kernels to time besides the default, "
-                                                       "BITS,GROUP,STEPS,TILE;... (fpspec.compile.binned.GEMM_REGS)")
+                                                       "STEPS,TILE;... (fpspec.compile.binned._LANE_STEPS, binned_numba._GEMM_TILE)")
     ap.add_argument("--formats", default="fp32,fp64", help="--bits: the formats checked")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)

@@ -121,13 +121,17 @@ def main(argv=None) -> int:
                 for who in ("model", "numpy", "numba"):
                     ok, bad = tally[(op, who, True)], tally[(op, who, False)]
                     lines.append(f"{fmt:6} {fold:>4} {op:4} {who:16} {ok + bad:>7} {ok:>7} {bad:>7}")
-        # gemm: a few matrices with wide ranges, fold 3
+        # gemm, fold 3: a few matrices with wide ranges (most outputs on the general path), then plain
+        # normal ones of two column tiles and K past fp32's endurance (the outputs deposited as lanes)
         rng = np.random.default_rng(args.seed + 9)
         rep = load_replica(compile_spec(spec("gemm", fmt, 3), "numba"), f"gemm {fmt}")
         ok = bad = 0
-        for _ in range(4):
-            A = (rng.standard_normal((17, 300)) * 2.0 ** rng.integers(-30, 30, (17, 300))).astype(dtype)
-            B = (rng.standard_normal((300, 13)) * 2.0 ** rng.integers(-30, 30, (300, 13))).astype(dtype)
+        for case in range(6):
+            wide = case < 4
+            m, k, n = (17, 300, 13) if wide else (9, 700, 300)
+            A = rng.standard_normal((m, k)) * (2.0 ** rng.integers(-30, 30, (m, k)) if wide else 1.0)
+            B = rng.standard_normal((k, n)) * (2.0 ** rng.integers(-30, 30, (k, n)) if wide else 1.0)
+            A, B = A.astype(dtype), B.astype(dtype)
             want, got = rb.gemm(A, B), rep.gemm(A, B)
             eq = int(np.sum([same(a, b) for a, b in zip(want.ravel(), got.ravel())]))
             ok, bad = ok + eq, bad + want.size - eq

@@ -22,16 +22,14 @@ _LANE_STEPS = 4      # k steps a pass of gemm's lanes (block_loops)
 # (benchmarks/results/bench_binned_h200_2026-11-27.txt): a sum is bound by its operations (two
 # chains interleaved), a dot by the loads in flight.  The bits do not depend on them.
 DEPOSIT = {"sum": (2, 0, 64, 4096), "product": (1, 1024, 128, 16384)}
-# gemm's lanes: (bits a vector, vectors a group) of binned_numba._lane_regs, (0, 0): the loop
-# vectorizer's _lane_steps alone
-GEMM_REGS = (0, 0)
 PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("gemm",)}
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
 _MODEL_NAMES = ["BinnedFormat", "_or1", "special_sum", "convert", "row_index", "sum_rows", "row_slice_counts"]
 _NUMBA_JIT = ["_term", "_index_of_bits", "_block_flags", "_carry_in", "_shift_state",
               "_merge_into", "_finish", "_merged", "_deposit_at"]
-_NUMBA_NOGIL = ["_partial", "_rows_range", "_row_stats", "_column_stats", "_gemm_range"]     # run on threads of their own
+# run on threads of their own
+_NUMBA_NOGIL = ["_partial", "_rows_range", "_row_stats", "_column_stats", "_gemm_range"]
 _NUMBA_HOST = ["_pool", "_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
 
 
@@ -97,7 +95,6 @@ def numba_settings(kernel: Kernel) -> list[str]:
         f"_ABS_MASK = {(1 << (bits - 1)) - 1:#x}",
         f"_BLOCK = {DEPOSIT['sum' if kernel.op == 'sum' else 'product'][3]}",
         f"_GEMM_TILE, _ENDURANCE = {binned_numba._GEMM_TILE}, {fmt.endurance}",
-        f"_GEMM_REGS, _GEMM_GROUP = {GEMM_REGS!r}, {GEMM_REGS[1] * (GEMM_REGS[0] // bits)}",
     ]
 
 
@@ -107,8 +104,9 @@ def render_numba(backend, kernel: Kernel) -> str:
     check(kernel)
     public = PUBLIC[kernel.op]
     runtime = "\n\n".join([
-        "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\nfrom numba import get_num_threads, types\nfrom numba.core import cgutils",
-        embed(binned_numba, ["_or1", "_bits", "_prefetch", "_lane_regs"]),
+        "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\n"
+        "from numba import get_num_threads, types\nfrom numba.core import cgutils",
+        embed(binned_numba, ["_or1", "_bits", "_prefetch"]),
         embed(model, ["convert"], decorator="@_jit"),
         embed(binned_numba, _NUMBA_JIT, decorator="@_jit"),
         block_loops(kernel.arithmetic.binned, kernel.op != "sum", 8 if kernel.arithmetic.input == "fp64" else 16),
@@ -193,23 +191,23 @@ def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
         lines.append("    return max(" + ", ".join(f"h{t}" for t in range(streams)) + ")")
         return "\n".join(lines)
 
-    lanes = ["@_jit\ndef _lane_steps(A, Bf, N, k0, k1, j0, g, w, P):",
+    lanes = ["@_jit\ndef _lane_steps(A, Bf, N, k0, k1, j0, w, P):",
              '    """Products A[k] * B[k, j0 + t] for k0 <= k < k1 (B[k, j] = Bf[k * N + j]) into the',
-             '    primaries P[:, t] of lanes g <= t < w, _LANE_STEPS k steps a pass (the indices unsigned:',
-             '    no wraparound test, so that LLVM vectorizes over t)."""']
+             '    primaries P[:, t] of lanes t < w, _LANE_STEPS k steps a pass (the indices unsigned: no',
+             '    wraparound test, so that LLVM vectorizes over t)."""']
     lanes += [f"    P{j} = P[{j}]" for j in range(fold)]
 
     def steps(ks: list[str], indent: str) -> list[str]:
-        out = [f"{indent}for t in range(g, w):", f"{indent}    u = np.uint64(t)"]
-        out += [f"{indent}    p{j} = P{j}[u]" for j in range(fold)]
+        out = [f"{indent}for t in range(w):"] + [f"{indent}    p{j} = P{j}[t]" for j in range(fold)]
         for u in range(len(ks)):
             out.append(f"{indent}    r = a{u} * Bf[np.uint64(b{u} + t)]")
             for j in range(fold):
                 if j < fold - 1:
-                    out += [f"{indent}    s = p{j} + _or1(r)", f"{indent}    r = r + (p{j} - s)", f"{indent}    p{j} = s"]
+                    out += [f"{indent}    s = p{j} + _or1(r)", f"{indent}    r = r + (p{j} - s)",
+                            f"{indent}    p{j} = s"]
                 else:
                     out.append(f"{indent}    p{j} = p{j} + _or1(r)")
-        return out + [f"{indent}    P{j}[u] = p{j}" for j in range(fold)]
+        return out + [f"{indent}    P{j}[t] = p{j}" for j in range(fold)]
 
     u_all = [f"k + {u}" for u in range(_LANE_STEPS)]
     lanes.append(f"    k = k0\n    while k + {_LANE_STEPS} <= k1:")

@@ -40,8 +40,6 @@ _PRODUCT = False
 _ABS_MASK = 0x7FFFFFFFFFFFFFFF
 _BLOCK = 4096
 _GEMM_TILE = 256
-_GEMM_REGS = (0, 0)
-_GEMM_GROUP = 0
 _ENDURANCE = 2048
 _jit = njit(fastmath=False)
 _nogil = njit(fastmath=False, nogil=True)
@@ -86,57 +84,6 @@ def _prefetch(typingctx, arr, i):
         return context.get_dummy_value()
 
     return types.none(arr, types.intp), codegen
-
-
-@intrinsic
-def _lane_regs(typingctx, A, Bf, N, k0, k1, col, P, g):
-    """_lane_steps for the lanes g .. g + L - 1 of P (L: _GEMM_REGS[1] vectors of _GEMM_REGS[0]
-    bits), their primaries held in vector registers across the k steps: products A[k] *
-    Bf[k * N + col + l], each deposited as ReproBLAS does (s = P + (r|1); r += P - s; P = s), no
-    fast-math flag.  Written as LLVM vectors so that the widest registers the CPU has are used
-    (the loop vectorizer keeps to 256 bits on most AVX-512 CPUs); the bits do not depend on it."""
-    def codegen(context, builder, sig, args):
-        a_arg, b_arg, n, first, last, col_, p_arg, g_ = args
-        width = 64 if sig.args[0].dtype == types.float64 else 32
-        lanes = _GEMM_REGS[0] // width
-        if not lanes:                   # gemm's lanes all go through _lane_steps
-            return context.get_dummy_value()
-        dt = context.get_data_type(sig.args[0].dtype)
-        vty, ity, i64 = ir.VectorType(dt, lanes), ir.VectorType(ir.IntType(width), lanes), ir.IntType(64)
-        one = ir.Constant(ity, [1] * lanes)
-        a_data = context.make_array(sig.args[0])(context, builder, a_arg).data
-        b_data = context.make_array(sig.args[1])(context, builder, b_arg).data
-        p_ary = context.make_array(sig.args[6])(context, builder, p_arg)
-        tile = cgutils.unpack_tuple(builder, p_ary.shape, 2)[1]
-
-        def at(data, idx):
-            return builder.bitcast(builder.gep(data, [idx]), vty.as_pointer())
-
-        slots = []
-        for f in range(_FOLD):
-            for v in range(_GEMM_REGS[1]):
-                where = at(p_ary.data, builder.add(builder.mul(i64(f), tile), builder.add(g_, i64(v * lanes))))
-                slot = cgutils.alloca_once(builder, vty)
-                builder.store(builder.load(where, align=width // 8), slot)
-                slots.append((f, v, slot, where))
-        with cgutils.for_range(builder, builder.sub(last, first)) as loop:
-            k = builder.add(loop.index, first)
-            a = builder.insert_element(ir.Constant(vty, ir.Undefined), builder.load(builder.gep(a_data, [k])), i64(0))
-            a = builder.shuffle_vector(a, ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
-            base = builder.add(builder.mul(k, n), col_)
-            for v in range(_GEMM_REGS[1]):
-                r = builder.fmul(a, builder.load(at(b_data, builder.add(base, i64(v * lanes))), align=width // 8))
-                for f, _, slot, _ in (t for t in slots if t[1] == v):
-                    p = builder.load(slot)
-                    s = builder.fadd(p, builder.bitcast(builder.or_(builder.bitcast(r, ity), one), vty))
-                    if f < _FOLD - 1:
-                        r = builder.fadd(r, builder.fsub(p, s))
-                    builder.store(s, slot)
-        for _, _, slot, where in slots:
-            builder.store(builder.load(slot), where, align=width // 8)
-        return context.get_dummy_value()
-
-    return types.none(A, Bf, N, k0, k1, col, P, g), codegen
 
 
 def _term(X, Y, i):
@@ -361,13 +308,7 @@ def _gemm_range(A, B, Bf, amax, ka, bmax, kb, out, r0, r1):
                     P[f, t] = _BINS[max(h, 1) + f]
                     counts[f, t] = 0
             for k0 in range(0, K, _ENDURANCE):
-                k1 = min(k0 + _ENDURANCE, K)
-                g = 0
-                if _GEMM_GROUP:
-                    while g + _GEMM_GROUP <= w:
-                        _lane_regs(Ai, Bf, N, k0, k1, j0 + g, P, g)
-                        g += _GEMM_GROUP
-                _lane_steps(Ai, Bf, N, k0, k1, j0, g, w, P)
+                _lane_steps(Ai, Bf, N, k0, min(k0 + _ENDURANCE, K), j0, w, P)
                 for f in range(_FOLD):
                     for t in range(w):
                         m = _BINS[max(index[t], 1) + f]

@@ -54,6 +54,9 @@ TEMPLATES: dict[str, tuple[Callable[[int], Expr], ...]] = {
         _half_down_to,
         lambda c: _b("*", _b("//", _b("+", _b("//", N, Num(2)), Num(c - 1)), Num(c)), Num(c)),
         lambda c: _b("-", N, _b("//", N, Num(c))),
+        # the clamped forms a generated spec writes to stay in 1..n-1 at small n
+        lambda c: Call("max", (Num(1), _half_down_to(c))),
+        lambda c: Call("min", (Num(c), _b("-", N, Num(1)))),
     ),
     # lane / block counts and sizes, tail moduli, fused widths
     "size": (
@@ -121,6 +124,8 @@ _FAST = {
         lambda n, c: n // 2 - n // 2 % c,
         lambda n, c: (n // 2 + c - 1) // c * c,
         lambda n, c: n - n // c,
+        lambda n, c: max(1, n // 2 - n // 2 % c),
+        lambda n, c: min(c, n - 1),
     ),
     "size": (lambda n, c: c, lambda n, c: n // c, lambda n, c: (n + c - 1) // c),
     "const": (lambda n, c: c,),

@@ -46,12 +46,12 @@ RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
 RESIDUE_DEPTH = 1  # residue guards this many levels below the root at most (each is a search per class)
 CLASS_MODULI = tuple(range(2, 9))  # note [residue classes]: moduli whose classes are read off the trees
-CLASS_WORK = 40    # note [residue classes]: a proposal's arms may cost this many searches of the sample
+CLASS_WORK = 80    # note [residue classes]: a proposal's arms may cost this many searches of the sample
 PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to (pad)
 PAD_OTHER = (2, 5, 3, 6, 7)  # other multiples, tried near the root only (PAD_OTHER_DEPTH)
 PAD_OTHER_DEPTH = 1          # deeper, pad(2, ...) competes with lanes of 2 for the same trees
 PAD_DEPTH = 3                # pad is tried this many levels below the root at most
-BLOCK_COUNTS = tuple(range(2, 9))  # blocks(max(1, n // c)): the c tried
+BLOCK_COUNTS = tuple(range(2, 9))  # blocks(max(1, n // c)), lanes(max(1, n // c)): the c tried
 OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocking is at least this
 
 
@@ -696,6 +696,10 @@ class Fitter:
                 found += 1
                 if found >= 2:
                     return
+        if not found:
+            for got in self._lanes_scaled(obs, depth, ks):
+                yield got
+                return
         for k in [k for k in lane_strides(big) if 1 < k < big.n][:8]:
             # the unroll u: k itself (torch.sum), else a power-of-two multiple
             # of k (OpenBLAS's sgemm: 2 accumulators, 8 terms a loop turn)
@@ -708,6 +712,29 @@ class Fitter:
                     self.seen.add(k)
                     yield got
                     return
+
+    def _lanes_scaled(self, obs, depth, strides):
+        """lanes(max(1, n // c), ...): as many lanes as n // c, tried where the largest
+        observation's stride is one of the strides its tree proposes."""
+        big = obs[0]
+        for c in BLOCK_COUNTS:
+            if big.n // c not in strides or big.n // c < 2:
+                continue
+            parts = []
+            for o in obs:
+                p = self._part(lane_parts, o, max(1, o.n // c))
+                if p is None:
+                    break
+                parts.append(p)
+            else:
+                inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
+                if inner is None:
+                    continue
+                outer = self.fit_guarded([p[1] for p in parts], depth + 1)
+                if outer is None:
+                    continue
+                yield A.Lanes(A.Call("max", (A.Num(1), A.BinOp("//", N, A.Num(c)))), inner, outer)
+                return
 
     def _chunks(self, obs, depth, root):
         """chunks(SIZE, inner, outer): contiguous chunks added one after the

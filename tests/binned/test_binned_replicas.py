@@ -247,7 +247,9 @@ def test_triton_lanes_first_pass_and_its_fallback(fmt):
         for x in (base, late_big, late_inf, late_nan, zeros_first, base * 2.0 ** 60):
             x = x.astype(dt)
             want = dt(evaluate_binned(x, y, fmt, 3))
-            assert bits(rep.dot(torch.from_numpy(x), torch.from_numpy(y)).numpy()) == bits(want)
+            with np.errstate(invalid="ignore", over="ignore"):     # the first pass, dropped
+                got = rep.dot(torch.from_numpy(x), torch.from_numpy(y)).numpy()
+            assert bits(got) == bits(want)
     finally:
         r.BLOCK, r.MAX_PROGRAMS = saved
 

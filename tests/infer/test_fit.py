@@ -189,3 +189,20 @@ def test_pad_to_a_multiple_that_is_not_a_vector_width():
     got = Fitter(budget=Budget(work=300_000)).fit_root(obs)
     assert str(got).startswith("pad(5, blocks(2, ")
     assert all(observable(apply_order(got, range(n))) == observable(expand(spec, n)) for n in range(2, 100))
+
+
+def test_lanes_growing_with_n_and_clamped_split_points():
+    """lanes(max(1, n // 8), ...) and the split points a generated spec clamps into 1..n-1."""
+    from fpspec.infer.fit import Budget, Fitter, Obs
+    from fpspec.spec import parse
+    from fpspec.spec.expand import expand
+    from fpspec.tree import observable
+
+    for text, want in (("split(min(7, n - 1), seq, lanes(max(1, n // 8), tail(2, rev, pairwise), rev))",
+                        "split(min(7, n - 1), seq, lanes(max(1, n // 8), "),
+                       ("pairwise(max(1, n // 2 - n // 2 % 4))", "pairwise(max(1, n // 2 - n // 2 % 4))")):
+        spec = parse(f"n in 1..\norder {text}\n")
+        obs = [Obs(n, observable(expand(spec, n))) for n in range(2, 65)]
+        got = Fitter(allow_ref=False, budget=Budget(work=300_000)).fit_root(obs)   # no recursion to confirm
+        assert str(got).startswith(want)
+        assert all(observable(apply_order(got, range(n))) == observable(expand(spec, n)) for n in range(2, 100))
