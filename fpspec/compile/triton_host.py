@@ -79,6 +79,11 @@ class Lanes:
         self.k, self.inner, self.outer, self.left, self.unroll = k, inner, outer, left, unroll
 
 
+class VLanes:
+    def __init__(self, v, k, inner, outer):
+        self.v, self.k, self.inner, self.outer = v, k, inner, outer
+
+
 class Chunks:
     def __init__(self, size, inner, outer):
         self.size, self.inner, self.outer = size, inner, outer
@@ -270,6 +275,8 @@ class Planner:
             parts = [(self.run(r.inner, (m - j + k - 1) // k, stride * k), j * stride)
                      for j in range(min(k, m))]
             return self._outer(parts, r.outer)
+        if isinstance(r, VLanes):
+            return self._vector_lanes(r, m, stride)
         if isinstance(r, Blocks):
             b = _positive(r.b(m, self.n), "block size")
             parts = [(self.run(r.inner, min(b, m - s), stride), s * stride) for s in range(0, m, b)]
@@ -296,14 +303,67 @@ class Planner:
         parts = [(self.run(_SINGLE, 1, stride), j * stride) for j in range(m)]
         return self._outer(parts, r)
 
+    def _vector_lanes(self, r, m, stride):
+        """vlanes(V, K, ...) over m terms (note [vector lanes in plans])."""
+        v, k = _positive(r.v(m, self.n), "vector width"), _positive(r.k(m, self.n), "lane count")
+        nv, rest = m // v, m % v
+        lanes = []
+        for j in range(min(k, max(nv, rest))):
+            count = (nv - j + k - 1) // k if j < nv else 0      # the lane's whole vectors
+            left = list(range(nv * v + j, m, k))                # its leftovers (terms)
+            lanes.append((self._vector_lane(r.inner, count, left, j, v, k, stride), j * v * stride))
+        return self._outer(lanes, r.outer)
+
+    def _vector_lane(self, inner, count, left, j, v, k, stride):
+        """Lane j of a vlanes: `count` vectors of v terms k * v apart, then the terms `left`;
+        offsets relative to the lane's first term (j * v)."""
+        key = ("vlane", id(inner), count, v, k, stride)
+        if not left and key in self.memo:
+            return self.memo[key]
+        length = count * v + len(left)
+        lanes = self._resolve(inner, length)
+        if v == 1 and not left:   # one run of stride k
+            got = self.run(inner, count, stride * k)
+        elif count and self._accumulators(lanes, length, v, count, left):
+            # lanes(V, ...) over the lane: accumulator q is one run of stride k * v; the leftovers
+            # join accumulator 0 through LEFT, or one each (q) where there is no LEFT
+            parts = [(self.run(lanes.inner, count, stride * k * v), q * stride) for q in range(v)]
+            parts += [(self.run(_SINGLE, 1, stride), (t - j * v) * stride) for t in left]
+
+            def reduce(roots, out):
+                subs, rest = roots[:v], roots[v:]
+                if lanes.left is not None and rest:
+                    subs[0] = self.slots(lanes.left, [subs[0]] + rest, out)
+                elif rest:   # a forward fold: fold(run + [x]) = fold(run) + x
+                    subs = [out.add(a, rest[q]) if q < len(rest) else a for q, a in enumerate(subs)]
+                return self.slots(lanes.outer, subs, out)
+            got = self._outer(parts, None, reduce=reduce)
+        else:   # every term its own operand
+            terms = [p * k * v + i for p in range(count) for i in range(v)] + [t - j * v for t in left]
+            got = self._outer([(self.run(_SINGLE, 1, stride), t * stride) for t in terms], inner)
+        if not left:
+            self.memo[key] = got
+        return got
+
+    def _accumulators(self, lanes, length, v, count, left):
+        """Whether `lanes` (resolved) over a vlanes lane of `count` vectors of v and the
+        leftovers `left` is v accumulators, one per position in the vector."""
+        if not isinstance(lanes, Lanes) or lanes.k(length, self.n) != v:
+            return False
+        if lanes.left is not None:
+            return lanes.unroll is None or lanes.unroll(length, self.n) == v
+        inner = self._resolve(lanes.inner, count + 1) if left else None
+        return not left or (isinstance(inner, Fold) and not inner.reverse)
+
     def _pad(self, r, m):
         """(r, c) of a Pad over m operands: c phantoms after the first r."""
         p = _positive(r.m(m, self.n), "pad multiple")
         return m % p, (p - m % p) % p
 
-    def _outer(self, parts, outer, pad=None):
+    def _outer(self, parts, outer, pad=None, reduce=None):
         """Concatenate sub-plans (shifted), then reduce their roots by `outer`
-        (pad (r, c): with c phantoms after the first r roots)."""
+        (pad (r, c): with c phantoms after the first r roots; reduce(roots, out):
+        the root's slot, in place of `outer`)."""
         # (no builtin sum here: a replica of a sum defines its own `sum`)
         S = T = 0
         for p, _ in parts:
@@ -327,7 +387,7 @@ class Planner:
         out = _Steps(S + T)
         if pad is not None:
             roots = roots[:pad[0]] + [None] * pad[1] + roots[pad[0]:]
-        root = self.slots(outer, roots, out)
+        root = self.slots(outer, roots, out) if reduce is None else reduce(roots, out)
         new = torch.tensor(out.rows, dtype=torch.int64).reshape(-1, 2)
         return SubPlan(torch.cat(segs), torch.cat(steps + [new]), root)
 
@@ -431,6 +491,15 @@ class Planner:
         if isinstance(r, Lanes):
             k = _positive(r.k(m, self.n), "lane count")
             return self.slots(r.outer, [self.slots(r.inner, ops[j::k], out) for j in range(min(k, m))], out)
+        if isinstance(r, VLanes):
+            v, k = _positive(r.v(m, self.n), "vector width"), _positive(r.k(m, self.n), "lane count")
+            nv, rest = m // v, m % v
+            lanes = [[] for _ in range(min(k, max(nv, rest)))]
+            for i in range(nv):
+                lanes[i % k].extend(ops[i * v:(i + 1) * v])
+            for j in range(rest):
+                lanes[j % k].append(ops[nv * v + j])
+            return self.slots(r.outer, [self.slots(r.inner, lane, out) for lane in lanes], out)
         if isinstance(r, Blocks):
             b = _positive(r.b(m, self.n), "block size")
             return self.slots(r.outer, [self.slots(r.inner, ops[s:s + b], out) for s in range(0, m, b)], out)
@@ -469,6 +538,16 @@ class _Steps:
 # a node loses its phantom children), so the plan is the spec's tree.
 # Each term then enters its first addition as a value (no FMA into it),
 # which is exact for sums and rounded products.
+
+# Note [vector lanes in plans]: a lane of vlanes(V, K, ...) holds vectors of V
+# consecutive terms K*V apart and then its leftovers: no one stride run.  Where
+# the lane's order is lanes(V, INNER, OUTER) (a GPU thread's V accumulators),
+# accumulator q is one run of stride K*V (then leftover q, added last where
+# INNER is a forward fold); where V = 1 the lane is one run of stride K.
+# Otherwise every term of the lane is its own operand (as for pad) and the lane
+# order reduces those slots.  Terms there enter additions as values: exact for
+# sums and rounded products (the compiler refuses vlanes with FMA, exact
+# products or fused nodes).
 
 _SINGLE = Fold()   # one term on its own (a fixed object: plans are memoized by id)
 

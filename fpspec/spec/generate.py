@@ -5,7 +5,7 @@
 
 `random_spec` draws from every construct of docs/fps.md: the combinators
 (seq, rev, pairwise[(SPLIT)], gpu_tree, fused, chain(W[, AT]), lanes with
-LEFT and U, blocks, chunks, pad, split, tail, literal trees), guards on n
+LEFT and U, vlanes, blocks, chunks, pad, split, tail, literal trees), guards on n
 (thresholds and residues `n % m == r`), named orders with recursion on
 sub-ranges (self and mutual, always under a base case `if n <= B: ...`),
 `using` parts with `arithmetic NAME` sections, fused parameter blocks, and
@@ -18,6 +18,13 @@ Validity is by construction where it is cheap (split points in 1..n-1 for
 every n, chunk sizes `min(C, n)`, recursion only on strictly shorter
 sub-ranges, fused nodes only over leaves: note [fused operands]) and by
 `check` otherwise: a draw that `check` refuses is drawn again.
+
+Note [added draws]: a seed names the same spec in every version of the
+generator wherever it can (known failures and soak records cite seeds and
+indices), so a construct added later takes its choices from a side
+generator derived from the main one's state (`_Draw.side`), which draws
+nothing from the main stream: `vlanes` replaces some draws of `lanes`, whose
+operands are drawn from the main stream as before.
 
 Note [fused operands]: a fused node adds its products and at most one
 partial sum (its c); so `fused` and `chain` are drawn only where the
@@ -32,6 +39,7 @@ named orders and sections dropped), keeps the first that still passes
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import fields, replace
 from typing import Callable
 
@@ -77,6 +85,28 @@ class _Draw:
         self.lets: list[A.Let] = []
         self.named: list[A.NamedArithmetic] = []
         self.main, self.fused = self._arithmetic()
+        self._side: np.random.Generator | None = None
+
+    def side(self) -> np.random.Generator:
+        """The generator of choices added after the main stream was fixed (note [added draws])."""
+        if self._side is None:
+            state = repr(self.rng.bit_generator.state).encode()
+            self._side = np.random.default_rng(int.from_bytes(hashlib.sha256(state).digest()[:8], "little"))
+        return self._side
+
+    def vector_lanes(self, lanes: A.Lanes, max_v: int = 8, thread: bool = True) -> A.Order:
+        """Sometimes vlanes(V, K, INNER, OUTER) in place of lanes(K, INNER, OUTER[, LEFT[, U]]),
+        V in 1..max_v (note [added draws]); INNER sometimes a GPU thread's V accumulators
+        lanes(V, seq, seq[, seq]) (PyTorch's CUDA sum) where `thread`."""
+        side = self.side()
+        if side.random() >= 0.35:
+            return lanes
+        widths = [v for v in (1, 2, 3, 4, 8) if v <= max_v]
+        v = widths[int(side.integers(0, len(widths)))]
+        inner = lanes.inner
+        if thread and v > 1 and side.random() < 0.4:
+            inner = A.Lanes(_num(v), A.Seq(), A.Seq(), A.Seq() if side.random() < 0.5 else None)
+        return A.VLanes(_num(v), lanes.k, inner, lanes.outer)
 
     # ------------------------------------------------------------ named orders
 
@@ -191,10 +221,10 @@ class _Draw:
             if self.chance(0.35):
                 left = self.order(d, False)
                 if isinstance(k, A.Num) and self.chance(0.4):
-                    return A.Lanes(k, self.order(d, leaves), self.order(d, False), left,
-                                   _num(k.value * self.int_(1, 4)))
-                return A.Lanes(k, self.order(d, leaves), self.order(d, False), left)
-            return A.Lanes(k, self.order(d, leaves), self.order(d, False))
+                    return self.vector_lanes(A.Lanes(k, self.order(d, leaves), self.order(d, False), left,
+                                                     _num(k.value * self.int_(1, 4))))
+                return self.vector_lanes(A.Lanes(k, self.order(d, leaves), self.order(d, False), left))
+            return self.vector_lanes(A.Lanes(k, self.order(d, leaves), self.order(d, False)))
         if kind == "blocks":
             return A.Blocks(self.size(1, 16), self.order(d, leaves), self.order(d, False))
         if kind == "chunks":
@@ -299,7 +329,10 @@ class _Draw:
             return A.Blocks(_num(self.int_(2, max(2, base))), ref(),
                             ref() if self.chance(0.3) else self.order(depth, False))
         if kind == "lanes":    # lanes of ceil(n / k) < n; k <= base < n lanes
-            return A.Lanes(_num(self.int_(2, top)), ref(), ref() if self.chance(0.3) else self.order(depth, False))
+            # vlanes with V < base: a lane holds n only where n <= V + 1 (one vector, one leftover)
+            return self.vector_lanes(A.Lanes(_num(self.int_(2, top)), ref(),
+                                             ref() if self.chance(0.3) else self.order(depth, False)), base - 1,
+                                     thread=False)
         if kind == "chunks":
             return A.Chunks(A.Call("min", (_num(self.int_(1, base)), n_)), ref(), self.order(depth, False))
         # tail: OUTER gets 1 + n % k <= k <= base < n operands
@@ -421,7 +454,7 @@ def pruned(spec: A.Spec) -> A.Spec:
 
 # ---------------------------------------------------------------- shrinking
 
-_EXPR_FIELDS = {A.Lanes: ("k", "unroll"), A.Blocks: ("b",), A.Chunks: ("size",), A.Pad: ("m",),
+_EXPR_FIELDS = {A.Lanes: ("k", "unroll"), A.VLanes: ("v", "k"), A.Blocks: ("b",), A.Chunks: ("size",), A.Pad: ("m",),
                 A.Split: ("at",), A.Tail: ("k",), A.Chain: ("w", "at"), A.Pairwise: ("split",)}
 
 
@@ -460,6 +493,8 @@ def _order_variants(o):
         yield replace(o, left=None, unroll=None)
         if o.unroll is not None:
             yield replace(o, unroll=None)
+    if isinstance(o, A.VLanes):
+        yield A.Lanes(o.k, o.inner, o.outer)
     if isinstance(o, A.Chain) and o.at is not None:
         yield replace(o, at=None)
     if isinstance(o, A.Pairwise) and o.split is not None:

@@ -54,7 +54,7 @@ def test_a_sample_covers_the_language():
         seen["parametric"] += spec.header.n.hi > spec.header.n.lo
         seen[spec.header.op] += 1
         seen[spec.header.arithmetic.get("input").name] += 1
-    wanted = ["Seq", "Rev", "Pairwise", "GpuTree", "Fused", "Chain", "Lanes", "Blocks", "Chunks", "Pad", "Split",
+    wanted = ["Seq", "Rev", "Pairwise", "GpuTree", "Fused", "Chain", "Lanes", "VLanes", "Blocks", "Chunks", "Pad", "Split",
               "Tail", "Using", "Literal", "Ref", "Guard", "lanes with U", "chain with AT", "residue guard",
               "position guard", "recursion", "named order", "fused block", "parametric", *OPS, *FORMATS]
     missing = [w for w in wanted if not seen[w]]
@@ -114,6 +114,35 @@ def test_shrink_finds_the_minimal_spec():
     assert got.lets == ()
     assert got.header.arithmetic.get("init") == A.Ident("none")
     assert len(calls) < 400
+
+
+def test_vlanes_takes_the_place_of_lanes_only():
+    """A spec with vlanes is the spec the same seed drew before vlanes existed, with lanes(K, INNER,
+    OUTER[, ...]) where vlanes(V, K, INNER, OUTER) stands; the draws around it are unchanged."""
+    seen = 0
+    for index in range(60):
+        spec = random_spec(np.random.default_rng([2026, index]))
+        if not any(isinstance(x, A.VLanes) for x in _orders(spec)):
+            continue
+        seen += 1
+        # every vlanes keeps the K, INNER and OUTER of a lanes draw and a constant V in 1..8
+        for x in _orders(spec):
+            if isinstance(x, A.VLanes):
+                assert isinstance(x.v, A.Num) and 1 <= x.v.value <= 8, str(x)
+    assert seen >= 5
+    # seed 2026, spec 3: two lanes draws (the first's LEFT dropped, the second's INNER a GPU thread's
+    # accumulators) inside the tail and guard drawn as before
+    assert str(random_spec(np.random.default_rng([2026, 3])).order) == (
+        "tail(max(1, n // 4), tail(7, vlanes(4, 6, gpu_tree, lanes(3, pairwise, seq)), if n == 33: "
+        "vlanes(2, 3, lanes(2, seq, seq, seq), rev) elif n > 24: tail(8, rev, gpu_tree) else: pairwise(n - 1)), seq)")
+
+
+def test_shrink_turns_vlanes_into_lanes():
+    spec = parse("op sum\nn in 1..20\narithmetic { input = fp32 product = none accumulator = fp32 init = none "
+                 "output = fp32 }\norder vlanes(4, 3, rev, pairwise)")
+    got = shrink(spec, lambda s: any(isinstance(x, (A.Lanes, A.VLanes)) and isinstance(x.inner, A.Rev)
+                                     for x in _orders(s)))
+    assert str(got.order) == "lanes(1, rev, seq)"
 
 
 def test_shrink_keeps_a_spec_with_no_simpler_failure():

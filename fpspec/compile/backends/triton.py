@@ -20,7 +20,7 @@ import re
 
 from fpspec.compile.backends import Backend, header, py_cond, py_int, render_template
 from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Fold, FusedChain, Guard, Kernel, Lanes, Pad,
-                               Pairwise, Segments, Table, TreeReduce, WithArithmetic, walk)
+                               Pairwise, Segments, Table, TreeReduce, VLanes, WithArithmetic, walk)
 from fpspec.compile.numerics import stores_fused
 
 PATHS = ("auto", "native", "emulated")
@@ -73,7 +73,8 @@ class TritonBackend(Backend):
         if kernel.op == "sum" and ar.product != "none":
             raise CompileError("triton: a sum has no products (product = none)")
         if ar.product == "exact" and ar.input == "fp32":
-            has_binary = any(isinstance(r, (Fold, Pairwise, TreeReduce, Lanes, Blocks, Chunks, Segments, Table))
+            has_binary = any(isinstance(r, (Fold, Pairwise, TreeReduce, Lanes, VLanes, Blocks, Chunks, Segments,
+                                            Table))
                              for r in _reducers(kernel))
             if has_binary:
                 raise CompileError("triton: exact fp32 products entering binary additions are not supported "
@@ -83,6 +84,11 @@ class TritonBackend(Backend):
             _check_fused(kernel, f)
         if any(isinstance(r, FusedChain) for r in _reducers(kernel)) and f is None:
             raise CompileError("triton: the order has fused chains but the arithmetic has no fused section")
+        if any(isinstance(r, VLanes) for r in _reducers(kernel)) and (ar.product in ("fma", "exact")
+                                                                       or f is not None):
+            raise CompileError(f"triton: vlanes(...) with product = {ar.product}{' and fused nodes' if f else ''} is "
+                               "not supported (its terms enter additions as rounded values: triton_host note "
+                               "[vector lanes in plans]); compile for numpy or numba")
         if any(isinstance(r, Pad) for r in _reducers(kernel)) and (ar.product in ("fma", "exact") or f is not None):
             raise CompileError(f"triton: pad(...) with product = {ar.product}{' and fused nodes' if f else ''} is not "
                                "supported (its terms enter additions as rounded values: triton_host note "
@@ -120,7 +126,7 @@ class TritonBackend(Backend):
 
 # fused nodes' formats the emulated kernels read: a's (the spec's input) and b's (input_b)
 _FUSED_INPUTS = ("fp16", "bf16", "tf32") + _NARROW
-_BINARY = (Fold, Pairwise, TreeReduce, Lanes, Blocks, Chunks, Segments, Table)
+_BINARY = (Fold, Pairwise, TreeReduce, Lanes, VLanes, Blocks, Chunks, Segments, Table)
 
 
 def _check_fused(kernel: Kernel, f) -> None:
@@ -229,9 +235,8 @@ class _ReducerPrinter:
     def _int(e) -> str:
         return f"lambda m, n: {py_int(e)}"
 
-    def _print_VLanes(self, r) -> str:
-        raise CompileError("triton: vlanes(...) (lanes fed by vector loads) is not supported; compile for numpy or "
-                           "numba")
+    def _print_VLanes(self, r: VLanes) -> str:
+        return f"VLanes({self._int(r.v)}, {self._int(r.k)}, {self.print(r.inner)}, {self.print(r.outer)})"
 
     def _print_Fold(self, r: Fold) -> str:
         return f"Fold(reverse={r.reverse})"
