@@ -1146,6 +1146,16 @@ class LoopEmitter:
         if self.arith().product == "fma_first":
             raise CompileError(f"{what} with product = fma_first cannot be compiled yet")
 
+    def require_plain_leaves(self, what: str) -> None:
+        """Loops that copy leaves as rounded values: not where a node forms its
+        leaves (FMA, fused nodes) or a part forms a lone one (note [lone leaves])."""
+        a = self.arith()
+        if self.leafy() or self.tagging:
+            raise CompileError(f"{what} with product = {a.product}"
+                               f"{' and fused nodes' if a.fused is not None else ''}"
+                               f"{' and named arithmetic parts' if self.tagging and not self.leafy() else ''}"
+                               " cannot be expressed")
+
     def require_fused(self) -> None:
         self.uses_fused = True
         if self.kernel.arithmetic.fused is None:
