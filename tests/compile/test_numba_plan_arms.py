@@ -24,3 +24,18 @@ def test_each_arm_runs_its_own_plan(tmp_path):
     assert want[0] != want[1]      # the arms' orders give different bits here
     (got,) = run_fresh([(compile_spec(SPEC, "numba"), "gemm", (A, B))], tmp_path)
     assert_fresh_bits(got, want, "gemm")
+
+
+def test_an_arm_without_a_plan_before_arms_with_plans(tmp_path):
+    """A gemv whose first arm (a part over lanes) runs without a plan and whose later arms
+    record theirs through the one shared `_record_plan`: spec 445 of the random-spec soak's
+    seed 501 (NameError _PLAN_ENTRY)."""
+    from fpspec.spec.generate import random_spec
+
+    spec = random_spec(np.random.default_rng([501, 445]))
+    assert spec.header.op == "gemv"
+    rng = np.random.default_rng(0)
+    A, x = rng.standard_normal((5, 9)).astype(np.float32), rng.standard_normal(9).astype(np.float32)
+    want = reference_outputs(spec, "gemv", (A, x))
+    (got,) = run_fresh([(compile_spec(spec, "numba"), "gemv", (A, x))], tmp_path)
+    assert_fresh_bits(got, want, "gemv")

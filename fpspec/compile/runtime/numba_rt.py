@@ -1027,7 +1027,7 @@ def _plan(n):
     if key not in _PLANS:
         if len(_PLANS) >= 64:
             _PLANS.clear()
-        _PLANS[key] = _record_plan(n)
+        _PLANS[key] = _record_plan(n, _PLAN_ENTRY, _PLAN_OPS)   # arms share one `_record_plan`
     return _PLANS[key]
 
 
