@@ -729,14 +729,19 @@ class Fitter:
                     break
                 parts.append(p)
             else:
-                inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
-                if inner is None:
+                fitted = self._inner_outer(parts, depth)
+                if fitted is None:
                     continue
-                outer = self.fit_guarded([p[1] for p in parts], depth + 1)
-                if outer is None:
-                    continue
-                yield A.Lanes(A.Call("max", (A.Num(1), A.BinOp("//", N, A.Num(c)))), inner, outer)
+                yield A.Lanes(A.Call("max", (A.Num(1), A.BinOp("//", N, A.Num(c)))), *fitted)
                 return
+
+    def _inner_outer(self, parts, depth):
+        """(inner, outer) fitted to the parts' leaves and to their outer operands, or None."""
+        inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
+        if inner is None:
+            return None
+        outer = self.fit_guarded([p[1] for p in parts], depth + 1)
+        return None if outer is None else (inner, outer)
 
     def _chunks(self, obs, depth, root):
         """chunks(SIZE, inner, outer): contiguous chunks added one after the
@@ -839,13 +844,10 @@ class Fitter:
                     break
                 parts.append(p)
             else:
-                inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
-                if inner is None:
+                fitted = self._inner_outer(parts, depth)
+                if fitted is None:
                     continue
-                outer = self.fit_guarded([p[1] for p in parts], depth + 1)
-                if outer is None:
-                    continue
-                yield A.Blocks(A.Call("max", (A.Num(1), A.BinOp("//", N, A.Num(c)))), inner, outer)
+                yield A.Blocks(A.Call("max", (A.Num(1), A.BinOp("//", N, A.Num(c)))), *fitted)
                 return
 
 
