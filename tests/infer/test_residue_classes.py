@@ -19,7 +19,8 @@ from fpspec.tree import observable
 CASES = {
     "mod5": ([1, 18], (1, 64), "if n % 5 != 1: pairwise(min(2, n - 1)) else: split(min(5, n - 1), gpu_tree, seq)",
              (5, 1)),
-    "mod3": ([5, 345], (1, 40), "if n % 3 != 1: lanes(1, seq, gpu_tree) else: pairwise", (3, 1)),
+    "mod3": ([5, 345], (1, 40), "if n % 3 != 1: vlanes(2, 1, lanes(2, seq, seq, seq), gpu_tree) else: pairwise",
+             (3, 1)),
 }
 
 
