@@ -27,7 +27,7 @@ import importlib.util, json, sys
 import numpy as np
 
 out, modules = [], {}
-for path, function, arrays, tensors in json.loads(sys.argv[1]):
+for path, function, arrays, tensors, options in json.loads(sys.argv[1]):
     if path not in modules:      # each file imported once, by its first call
         spec = importlib.util.spec_from_file_location("replica_under_test", path)
         modules[path] = importlib.util.module_from_spec(spec)
@@ -35,41 +35,47 @@ for path, function, arrays, tensors in json.loads(sys.argv[1]):
     module = modules[path]
     with np.load(arrays) as data:
         args = [data[f"arg{i}"] for i in range(len(data.files))]
-    if tensors:                  # a Triton replica: torch tensors of that dtype in, a tensor out
+    if tensors:                  # a Triton replica: torch tensors of that dtype (or one per argument) in
         import torch
 
-        args = [torch.from_numpy(a).to(getattr(torch, tensors)) for a in args]
+        dtypes = tensors if isinstance(tensors, list) else [tensors] * len(args)
+        args = [torch.from_numpy(a).to(getattr(torch, t)) for a, t in zip(args, dtypes)]
     try:
-        got = getattr(module, function)(*args)
+        got = getattr(module, function)(*args, **options)
+        dtype = str(getattr(got, "dtype", type(got).__name__)).removeprefix("torch.")
         got = got.double().cpu().numpy() if hasattr(got, "detach") else got
-        out.append(["ok", np.asarray(got, np.float64).ravel().tolist()])
+        out.append(["ok", np.asarray(got, np.float64).ravel().tolist(), dtype])
     except Exception as e:
-        out.append(["raised", f"{type(e).__name__}: {e}"])
+        out.append(["raised", f"{type(e).__name__}: {e}", None])
 print(json.dumps(out))
 """
 
 
-def run_fresh(calls, folder: Path) -> list:
+def run_fresh(calls, folder: Path, dtypes: bool = False) -> list:
     """Replicas as a user runs them: each call (replica source, public function, argument
-    arrays[, torch dtype name: the arrays passed as tensors of it, for Triton]) has its
+    arrays[, torch dtype name or one per argument: the arrays passed as tensors of it, for
+    Triton[, keyword arguments]]) has its
     replica written to a file under `folder` and imported by path in one fresh interpreter
     for all the calls.  Per call: its outputs as a flat float64 array (exact: every output
-    format widens exactly), or the text of the error it raised."""
+    format widens exactly), or the text of the error it raised; with `dtypes`, a pair of that
+    and the name of the dtype the call returned (None where it raised)."""
     jobs, written = [], {}
-    for c, (source, function, args, *tensors) in enumerate(calls):
+    for c, (source, function, args, *rest) in enumerate(calls):
+        tensors, options = (list(rest) + [None, None])[:2]
         if source not in written:
             written[source] = folder / f"replica_{len(written)}.py"
             write_atomic(written[source], source)
         data = folder / f"args_{c}.npz"
         np.savez(data, **{f"arg{i}": a for i, a in enumerate(args)})
-        jobs.append([str(written[source]), function, str(data), tensors[0] if tensors else None])
+        jobs.append([str(written[source]), function, str(data), tensors, options or {}])
     env = dict(os.environ)
     env.pop("NUMBA_CACHE_DIR", None)
     done = subprocess.run([sys.executable, "-c", FRESH_RUNNER, json.dumps(jobs)], capture_output=True, text=True,
                           cwd=folder, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    return [np.array(v, np.float64) if status == "ok" else v
-            for status, v in json.loads(done.stdout.splitlines()[-1])]
+    results = [(np.array(v, np.float64) if status == "ok" else v, dtype)
+               for status, v, dtype in json.loads(done.stdout.splitlines()[-1])]
+    return results if dtypes else [v for v, _ in results]
 
 
 def reference_outputs(spec, function: str, args) -> np.ndarray:

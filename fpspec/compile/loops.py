@@ -121,8 +121,10 @@ class LoopEmitter:
     """Builds the loop program of one kernel (see `emit_program`)."""
 
     def __init__(self, kernel: Kernel, vector_lanes: bool = False, iterative_splits: bool = False,
-                 typed_ints: bool = False):
+                 typed_ints: bool = False, gather_leaves: bool = False):
         self.kernel = kernel
+        # the backend indexes term arrays by an index array (emit_vlanes): NumPy
+        self.gather_leaves = gather_leaves
         # note [vector lanes]: the backend provides `_lane_folds` and `_term` is the identity
         self.vector_lanes = vector_lanes
         # note [iterative splits]
@@ -262,17 +264,20 @@ class LoopEmitter:
     def emit_witharithmetic(self, r: WithArithmetic, lst, code):
         """note [regions in loops]"""
         self.region_fits(r.name, r.reducer)
-        if isinstance(lst, Values):
-            return self._region(r, lst, code)
-        # a region over one leaf makes no node: the enclosing arithmetic forms that leaf
-        # (docs/fps.md, `using`)
-        out = self.fresh("w")
+        # a region over one operand makes no node (docs/fps.md, `using`): a leaf is formed by the
+        # node that takes it, a value (maybe wider than the region's carrier) goes on as it is
+        return self.unless_one(lst, code, lambda: self._region(r, lst, code))
+
+    def unless_one(self, lst, code, body) -> str:
+        """`body()` (code emitted in place), or the one operand of `lst` as it is when it holds
+        one: an order applied to one operand returns it, making no node."""
+        out = self.fresh("r")
         code(f"if {lst.m} == 1:")
         with code.indent():
             code(f"{out} = {self.emit(Fold(), lst, code)}")
         code("else:")
         with code.indent():
-            code(f"{out} = {self._region(r, lst, code)}")
+            code(f"{out} = {body()}")
         return out
 
     def _region(self, r: WithArithmetic, lst, code):
@@ -312,7 +317,7 @@ class LoopEmitter:
                 code(f"for {i} in {rng}:")
                 with code.indent():
                     code(f"{acc} = {self.join(acc, at, lst.at(i), lst.tag(i))}")
-                    code(f"{at} = -1")
+                    code(f"{at} = {_joined_tag(at, lst.tag(i))}")
                 return acc
             code(f"for {i} in {rng}:")
             with code.indent():
@@ -414,7 +419,7 @@ class LoopEmitter:
                 code(f"{vp} -= 1")
                 if vt:
                     code(f"{vs}[{vp} - 1] = {self.join(f'{vs}[{vp} - 1]', f'{vt}[{vp} - 1]', f'{vs}[{vp}]', f'{vt}[{vp}]')}")
-                    code(f"{vt}[{vp} - 1] = -1")
+                    code(f"{vt}[{vp} - 1] = {_joined_tag(f'{vt}[{vp} - 1]', f'{vt}[{vp}]')}")
                 else:
                     code(f"{vs}[{vp} - 1] = _add({vs}[{vp} - 1], {vs}[{vp}])")
                 code("continue")
@@ -513,7 +518,7 @@ class LoopEmitter:
                 if lst.tags:
                     t = lst.tags
                     code(f"{lst.vals}[{i}] = {self.join(f'{lst.vals}[{i}]', f'{t}[{i}]', f'{lst.vals}[{i} + {h}]', f'{t}[{i} + {h}]')}")
-                    code(f"{t}[{i}] = -1")
+                    code(f"{t}[{i}] = {_joined_tag(f'{t}[{i}]', f'{t}[{i} + {h}]')}")
                 else:
                     code(f"{lst.vals}[{i}] = _add({lst.vals}[{i}], {lst.vals}[{i} + {h}])")
             code(f"{cnt} = {h}")
@@ -799,11 +804,10 @@ class LoopEmitter:
         return res
 
     def emit_vlanes(self, r: VLanes, lst, code):
-        """Each lane's operands (whole vectors, then its leftover) copied into a
-        values list, `inner` over it; `outer` over the lane results."""
-        if isinstance(lst, Leaves):
-            # a copied leaf is a value: an FMA or fused node would see it rounded
-            self.require_plain_leaves("vlanes over leaves")
+        """Each lane's operands (whole vectors, then its leftover) gathered in lane order,
+        `inner` over them; `outer` over the lane results.  Leaves are gathered as leaves
+        (copies of their terms, `gather_leaves`) or as a values list tagged with the leaves
+        they are (note [lone leaves]), so every node still forms its own leaves."""
         v = self.let(code, "vw", py_int(r.v, m=lst.m))
         k = self.let(code, "k", py_int(r.k, m=lst.m))
         code(f"if {v} < 1 or {k} < 1:")
@@ -813,31 +817,52 @@ class LoopEmitter:
         rest = self.let(code, "vr", f"{lst.m} % {v}")
         nl = self.let(code, "nl", f"min({k}, max({nv}, {rest}))")
         lanes, j, buf, cnt, i, t, c = (self.fresh(x) for x in ("lanes", "j", "buf", "cnt", "i", "t", "c"))
+        gather = isinstance(lst, Leaves) and self.gather_leaves
+        # a lane's operand number c is operand `at` of the list; `put` stores it in the lane's buffers
+        if gather:
+            put = lambda at: [f"{buf}[{c}] = {_plus(lst.lo, _times(at, lst.step))}"]   # noqa: E731
+        else:
+            btags = self.fresh("bt") if (isinstance(lst, Leaves) and self.tagging) or \
+                (isinstance(lst, Values) and lst.tags) else None
 
-        def operand(idx: str) -> str:
-            if isinstance(lst, Leaves):
-                return f"_term(a, b, {_plus(lst.lo, _times(idx, lst.step))})"
-            return lst.at(idx)
-
+            def put(at):
+                if isinstance(lst, Leaves):
+                    leaf = _plus(lst.lo, _times(at, lst.step))
+                    return [f"{buf}[{c}] = _term(a, b, {leaf})"] + ([f"{btags}[{c}] = {leaf}"] if btags else [])
+                return [f"{buf}[{c}] = {lst.at(at)}"] + ([f"{btags}[{c}] = {lst.tag(at)}"] if btags else [])
         code(f"{lanes} = _vals({nl})")
+        tags = self.new_tags(code, nl, lst)
         code(f"for {j} in range({nl}):")
         with code.indent():
             code(f"{cnt} = {v} * ({nv} // {k} + (1 if {j} < {nv} % {k} else 0)) "
                  f"+ max(0, ({rest} - {j} + {k} - 1) // {k})")
-            code(f"{buf} = _vals({cnt})")
+            code(f"{buf} = np.empty({cnt}, np.int64)" if gather else f"{buf} = _vals({cnt})")
+            if not gather and btags:
+                code(f"{btags} = np.full({cnt}, -1, np.int64)")
             code(f"{c} = 0")
             code(f"for {i} in range({j}, {nv}, {k}):")
             with code.indent():
                 code(f"for {t} in range({v}):")
                 with code.indent():
-                    code(f"{buf}[{c}] = {operand(f'({i} * {v} + {t})')}")
+                    for line in put(f"({i} * {v} + {t})"):
+                        code(line)
                     code(f"{c} += 1")
             code(f"for {t} in range({j}, {rest}, {k}):")
             with code.indent():
-                code(f"{buf}[{c}] = {operand(f'({nv} * {v} + {t})')}")
+                for line in put(f"({nv} * {v} + {t})"):
+                    code(line)
                 code(f"{c} += 1")
-            code(f"{lanes}[{j}] = {self.emit(r.inner, Values(buf, cnt), code)}")
-        return self.emit(r.outer, Values(lanes, nl), code)
+            if gather:
+                # the lane's leaves as terms of their own: the inner order forms them as leaves
+                fn = self.function_for(r.inner, "L1", f"vlanes{self.node_id(r)}")
+                code(f"{lanes}[{j}] = {fn}(a[{buf}], b[{buf}], 0, {cnt})")
+                if tags:
+                    code(f"{tags}[{j}] = {buf}[0] if {cnt} == 1 else -1")
+            else:
+                sub = Values(buf, cnt, tags=btags)
+                code(f"{lanes}[{j}] = {self.emit(r.inner, sub, code)}")
+                self.set_tag(code, tags, j, sub)
+        return self.emit(r.outer, Values(lanes, nl, tags=tags), code)
 
     def emit_blocks(self, r: Blocks, lst, code):
         bs = self.let(code, "bs", py_int(r.b, m=lst.m))
@@ -892,14 +917,7 @@ class LoopEmitter:
         """note [phantoms]: the operands copied with c phantoms after the first r,
         then `inner` over the padded list; one operand is returned as it is (no node
         meets a phantom: an order applied to one operand returns it)."""
-        res = self.fresh("r")
-        code(f"if {lst.m} == 1:")
-        with code.indent():
-            code(f"{res} = {self.emit(Fold(), lst, code)}")
-        code("else:")
-        with code.indent():
-            code(f"{res} = {self.pad_body(r, lst, code)}")
-        return res
+        return self.unless_one(lst, code, lambda: self.pad_body(r, lst, code))
 
     def pad_body(self, r: Pad, lst, code):
         mult = self.let(code, "pm", py_int(r.m, m=lst.m))
@@ -919,7 +937,7 @@ class LoopEmitter:
                      f"if {i} >= {rest} + {cnt} else -_ZERO)")
                 if tags:
                     code(f"{tags}[{i}] = {lst.tag(i)} if {i} < {rest} else ({lst.tag(f'{i} - {cnt}')} "
-                         f"if {i} >= {rest} + {cnt} else -1)")
+                         f"if {i} >= {rest} + {cnt} else {PHANTOM})")
             return self.emit(r.inner, Values(vals, total, tags=tags), code)
         pa, pb = self.fresh("pa"), self.fresh("pb")
         code(f"{pa}, {pb} = _padded(a, b, {lst.lo}, {lst.step}, {lst.m}, {rest}, {cnt})")
@@ -1146,16 +1164,6 @@ class LoopEmitter:
         if self.arith().product == "fma_first":
             raise CompileError(f"{what} with product = fma_first cannot be compiled yet")
 
-    def require_plain_leaves(self, what: str) -> None:
-        """Loops that copy leaves as rounded values: not where a node forms its
-        leaves (FMA, fused nodes) or a part forms a lone one (note [lone leaves])."""
-        a = self.arith()
-        if self.leafy() or self.tagging:
-            raise CompileError(f"{what} with product = {a.product}"
-                               f"{' and fused nodes' if a.fused is not None else ''}"
-                               f"{' and named arithmetic parts' if self.tagging and not self.leafy() else ''}"
-                               " cannot be expressed")
-
     def require_fused(self) -> None:
         self.uses_fused = True
         if self.kernel.arithmetic.fused is None:
@@ -1195,7 +1203,11 @@ class LoopEmitter:
 # zeroed upper lanes these are.  The model (fpspec.spec.expand) removes the
 # phantoms from the tree and rounds a product they left alone (note [lone
 # products] there): the same bits.  Over partial sums a phantom is the value
-# -0.0.
+# -0.0; in a tagged list (note [lone leaves]) its tag is PHANTOM, and `_join`
+# returns the other operand as it is: x + (-0.0) would round a wider x into a
+# narrower part's accumulator, where the model, which has no such node, hands x
+# on unrounded to the next node.
+PHANTOM = -2
 # Note [vector lanes]: k lanes of sequential folds over contiguous leaves are
 # k independent accumulators, so a row of k leaves is one k-wide vector add:
 # elementwise IEEE adds, the same k roundings as k scalar adds, nothing
@@ -1235,6 +1247,12 @@ SPLIT_PARTS = "a recursive split must cut its list into two non-empty parts that
 
 
 
+def _joined_tag(tu: str, tv: str) -> str:
+    """The tag of a node's result over operands tagged tu, tv: a phantom where both were
+    phantoms (note [phantoms]: no node was made), else a value."""
+    return f"({PHANTOM} if {tu} == {PHANTOM} and {tv} == {PHANTOM} else -1)"
+
+
 def _plus(a: str, b: str) -> str:
     """a + b as source, dropping a literal 0 (keeps generated index code short)."""
     return b if a == "0" else a if b == "0" else f"({a} + {b})"
@@ -1267,11 +1285,12 @@ def _check_fused_table(r: Table) -> None:
 
 
 def emit_program(kernel: Kernel, vector_lanes: bool = False, iterative_splits: bool = False,
-                 typed_ints: bool = False) -> LoopProgram:
+                 typed_ints: bool = False, gather_leaves: bool = False) -> LoopProgram:
     """The loop program of `kernel`: runtime functions, then `_reduce(a, b, n)`.
     `vector_lanes`, `iterative_splits`: notes [vector lanes], [iterative splits] (with
-    [pairwise walk]); `typed_ints`: literal arguments of generated functions as np.int64."""
-    em = LoopEmitter(kernel, vector_lanes, iterative_splits, typed_ints)
+    [pairwise walk]); `typed_ints`: literal arguments of generated functions as np.int64;
+    `gather_leaves`: lanes of scattered leaves run over copies of their terms (emit_vlanes)."""
+    em = LoopEmitter(kernel, vector_lanes, iterative_splits, typed_ints, gather_leaves)
     code = _Code()
     res = em.emit(kernel.root, Leaves("0", "1", "n"), code)
     code(f"return {res}")

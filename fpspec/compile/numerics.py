@@ -113,8 +113,8 @@ def plan(kernel: Kernel) -> Plan:
     if a.fused is not None and get_format(a.fused.output).precision < p_acc:
         raise CompileError(f"fused nodes write {a.fused.output}, narrower than the {a.accumulator} accumulator")
     exact_sum = term == "sum" and not _fits(get_format(a.input), get_format(a.accumulator))
-    # (fused kernels: products go to fused nodes exactly, and their other nodes add partial sums)
-    exact_products = (term == "product" and a.product == "exact" and a.fused is None
+    # (fused kernels too: a binary node of a fused arithmetic may take leaves, `order seq`)
+    exact_products = (term == "product" and a.product == "exact"
                       and not _products_fit(get_format(a.input), get_format(a.accumulator)))
     # note [exact leaves]: values wait unrounded in a float64 carrier (every cast of one exact)
     native_acc = a.accumulator in NATIVE and not (exact_sum or exact_products)

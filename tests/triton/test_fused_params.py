@@ -1,19 +1,23 @@
 """Every named fused parameter set (fpspec.arith.params, GPU-INPUT[-to-OUTPUT]) through the
 emulated Triton path: a gemm spec `order chain(w)` compiled by fpspec.compile for triton and
-for numpy, on random and adversarial blocks; Triton bits == NumPy replica bits == the model."""
+for numpy, on random and adversarial blocks; Triton bits == NumPy replica bits == the model.
+The replicas are written to files and run in one fresh interpreter (tests/fresh_replicas.py),
+as a user runs them."""
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from fresh_replicas import run_fresh
 
 from fpspec.arith.fused import _FORMATS, fused_chain, round_value
 from fpspec.arith.model import Arithmetic
 from fpspec.arith.params import PARAMS
-from fpspec.compile import compile_spec, load_replica
+from fpspec.compile import compile_spec
 from fpspec.spec import ast as A
 from fpspec.spec import parse
 
@@ -39,13 +43,10 @@ def _spec(params) -> A.Spec:
     return parse(str(A.Spec(header, (), A.Chain(A.Num(params.w)))))
 
 
-@lru_cache(maxsize=None)
-def _replicas(params):
-    """(triton module, numpy module) of the spec at n = 2 w: one replica per distinct set."""
+def _sources(params):
+    """(triton source, numpy source) of the spec at n = 2 w."""
     spec = _spec(params)
-    label = f"fused_params_{abs(hash(params))}"
-    return (load_replica(compile_spec(spec, "triton", n=2 * params.w), label + "_triton"),
-            load_replica(compile_spec(spec, "numpy", n=2 * params.w), label + "_numpy"))
+    return compile_spec(spec, "triton", n=2 * params.w), compile_spec(spec, "numpy", n=2 * params.w)
 
 
 def _grid(v, fmt):
@@ -95,9 +96,9 @@ def _blocks(params, seed):
     return a, b
 
 
-def _torch(v, fmt):
-    t = torch.from_numpy(v.astype(np.float32))
-    return t.to(TORCH[fmt]) if fmt in TORCH else t
+def _torch_dtype(fmt) -> str:
+    """The torch dtype a Triton replica takes fmt's values in (fp6, fp4: fp32 tensors)."""
+    return str(TORCH.get(fmt, torch.float32)).removeprefix("torch.")
 
 
 def _bits(v):
@@ -123,7 +124,7 @@ def test_every_named_set_compiles_for_triton(name):
 # so not all 139 distinct sets: each of these reads its formats, conventions and combine
 # through another arm of fp_operand / fp_fused_node / fp_amd_node).  Every named set equals
 # the model on these blocks: `TRITON_INTERPRET=1 PYTHONPATH=. python tests/triton/test_fused_params.py` runs
-# this test's body over every distinct set (139 sets of 199 names, about 2 minutes).
+# this test's calls over every distinct set (139 sets of 199 names, about 2 minutes).
 BITS = {
     "h100-fp8e4m3xfp8e5m2-to-fp16": PARAMS["h100-fp8e4m3xfp8e5m2-to-fp16"],   # two fp8 formats, fp16 nodes
     "h100-fp8e5m2xfp8e4m3": PARAMS["h100-fp8e5m2xfp8e4m3"],                   # 13 result bits, e4m3 b
@@ -141,23 +142,43 @@ BITS = {
 }
 
 
+def fresh_outputs(sets: dict, folder: Path) -> dict:
+    """label -> (Triton outputs, their dtype, NumPy replica outputs, the model's bits) of every
+    set on its blocks, both replicas of every set run in one fresh interpreter."""
+    calls, wants = [], {}
+    for label, params in sets.items():
+        a, b = _blocks(params, [params.w, len(label)])
+        rows_a = np.repeat(a, N, axis=0)                     # row i * N + j: a[i, :] with b[:, j]
+        rows_b = np.tile(b.T, (M, 1))
+        with np.errstate(all="ignore"):
+            wants[label] = fused_chain(rows_a, rows_b, 0.0, params).reshape(M, N)
+        fb = params.input_b or params.input
+        source_triton, source_numpy = _sources(params)
+        calls.append((source_triton, "gemm", (a.astype(np.float32), b.astype(np.float32)),
+                      [_torch_dtype(params.input), _torch_dtype(fb)], {"path": "emulated"}))
+        calls.append((source_numpy, "gemm", (a.astype(NUMPY.get(params.input, np.float32)),
+                                             b.astype(NUMPY.get(fb, np.float32)))))
+    outputs = run_fresh(calls, folder, dtypes=True)
+    return {label: (*outputs[2 * c], outputs[2 * c + 1][0], wants[label]) for c, label in enumerate(sets)}
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    return fresh_outputs(BITS, tmp_path_factory.mktemp("fused_params"))
+
+
+def _equal(label, got, want) -> bool:
+    assert not isinstance(got, str), f"{label}: the replica raised {got}"
+    return np.array_equal(_bits(got.reshape(M, N)), _bits(want))
+
+
 @pytest.mark.parametrize("label", sorted(BITS))
-def test_triton_equals_numpy_equals_model(label):
-    params = BITS[label]
-    rep_triton, rep_numpy = _replicas(params)
-    a, b = _blocks(params, [params.w, len(label)])
-    rows_a = np.repeat(a, N, axis=0)                     # row i * N + j: a[i, :] with b[:, j]
-    rows_b = np.tile(b.T, (M, 1))
-    with np.errstate(all="ignore"):
-        want = fused_chain(rows_a, rows_b, 0.0, params).reshape(M, N)
-    fb = params.input_b or params.input
-    got = rep_triton.gemm(_torch(a, params.input), _torch(b, fb), path="emulated")
-    got_np = rep_numpy.gemm(a.astype(NUMPY.get(params.input, np.float32)), b.astype(NUMPY.get(fb, np.float32)))
-    assert rep_triton.REPLICA.last_path == "emulated"
-    assert got.dtype == (torch.float16 if params.output == "fp16" else torch.float32)
-    want_bits = _bits(want)
-    assert np.array_equal(_bits(got.float().numpy()), want_bits), label
-    assert np.array_equal(_bits(got_np), want_bits), label
+def test_triton_equals_numpy_equals_model(fresh, label):
+    got_triton, dtype, got_numpy, want = fresh[label]
+    assert dtype == ("float16" if BITS[label].output == "fp16" else "float32"), label
+    # (the output format widens exactly to fp32: an fp16 output has the bits of its fp32 value)
+    assert _equal(label, got_triton, want), label
+    assert _equal(label, got_numpy, want), label
 
 
 @pytest.mark.parametrize("params,says", [
@@ -182,11 +203,9 @@ def test_fp16_nodes_only_in_chains():
 
 
 if __name__ == "__main__":
-    differ = []
-    for every, label in sorted(DISTINCT.items(), key=lambda item: item[1]):
-        BITS[label] = every
-        try:
-            test_triton_equals_numpy_equals_model(label)
-        except AssertionError:
-            differ.append(label)
+    every = {label: params for params, label in sorted(DISTINCT.items(), key=lambda item: item[1])}
+    with tempfile.TemporaryDirectory() as folder:
+        results = fresh_outputs(every, Path(folder))
+    differ = [label for label, (got_triton, _, got_numpy, want) in results.items()
+              if not (_equal(label, got_triton, want) and _equal(label, got_numpy, want))]
     print(f"{len(DISTINCT)} distinct sets of {len(PARAMS)} names; {len(differ)} differ: {', '.join(differ) or '-'}")

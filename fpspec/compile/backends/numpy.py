@@ -38,7 +38,7 @@ class NumpyBackend(Backend):
         if binned.is_binned(kernel):   # order-independent: no loops (fpspec.compile.binned)
             return binned.render_numpy(self, kernel)
         p = plan(kernel)
-        program = emit_program(kernel)
+        program = emit_program(kernel, gather_leaves=True)
         # fp64 inputs (and so, plan() says, an fp64 accumulator) FMA through fpspec.formats' exact fp64 fma
         fma = "_add_leaf_fma64" if kernel.arithmetic.input == "fp64" else "_add_leaf_fma"
         names, rename = runtime_names(p, program, fma=fma, exact=True)

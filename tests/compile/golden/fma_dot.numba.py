@@ -132,7 +132,12 @@ def _vals(m):
 @_inline
 def _join(a, b, u, tu, v, tv):
     """One node over two operands of a tagged value list (fpspec.compile.loops note
-    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms."""
+    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms;
+    -2 a phantom (note [phantoms]): no node, the other operand as it is (a leaf rounded alone)."""
+    if tu == -2 and tv < 0:
+        return v
+    if tv == -2 and tu < 0:
+        return u
     if tu < 0 and tv < 0:
         return _add(u, v)
     if tu < 0:
@@ -393,7 +398,7 @@ def _pairwise1_T(a, b, vals, tags, off, step, m):
         if cm58 == -1:
             vp56 -= 1
             vs54[vp56 - 1] = _join(a, b, vs54[vp56 - 1], vt61[vp56 - 1], vs54[vp56], vt61[vp56])
-            vt61[vp56 - 1] = -1
+            vt61[vp56 - 1] = (-2 if vt61[vp56 - 1] == -2 and vt61[vp56] == -2 else -1)
             continue
         if vp56 == vs54.shape[0]:
             grown62 = np.empty(2 * vp56, vals.dtype)
@@ -452,7 +457,7 @@ def _pairwise0_T(a, b, vals, tags, off, step, m):
         if cm74 == -1:
             vp72 -= 1
             vs70[vp72 - 1] = _join(a, b, vs70[vp72 - 1], vt77[vp72 - 1], vs70[vp72], vt77[vp72])
-            vt77[vp72 - 1] = -1
+            vt77[vp72 - 1] = (-2 if vt77[vp72 - 1] == -2 and vt77[vp72] == -2 else -1)
             continue
         if vp72 == vs70.shape[0]:
             grown78 = np.empty(2 * vp72, vals.dtype)
