@@ -696,9 +696,9 @@ class LoopEmitter:
         if part is not None and not self.region_fits(part):
             part = None
         region = (lambda line: in_region(line, part)) if part else (lambda line: line)
-        code(region(f"{lanes} = _vals({nl})"))
         first_fused = (self.kernel.named_arithmetic(part) if part else self.arith()).product == "fma_first"
         if isinstance(lst, Leaves) and (r.inner == Fold() or part is not None) and not first_fused:
+            code(region(f"{lanes} = _vals({nl})"))
             # k accumulators side by side: the inner loop runs across lanes,
             # which vectorizes without reassociating any lane
             if part is not None:
@@ -729,6 +729,8 @@ class LoopEmitter:
                     self.set_tag(code, tags, j, Leaves(_plus(lo, _times(j, step)), _times(step, k),
                                                        f"(({m} - {j} + {k} - 1) // {k})"))
         else:
+            # the lane results are values of this code (a part's widened by emit_witharithmetic)
+            code(f"{lanes} = _vals({nl})")
             lm = self.fresh("lm")
             tags = self.new_tags(code, nl, lst)
             code(f"for {j} in range({nl}):")

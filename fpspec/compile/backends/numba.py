@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 
 from fpspec.compile.backends import Backend, header, render_template
-from fpspec.compile.backends.numpy import PUBLIC, spec_literal
+from fpspec.compile.backends.numpy import PUBLIC, exact_adds, spec_literal
 from fpspec.compile.ir import Blocks, Call, Const, Fold, Kernel, Lanes
 from fpspec.compile.loops import emit_program
 from fpspec.compile.numerics import (runtime_names, in_region, plan, region_runtime_names, region_plans,
@@ -55,8 +55,8 @@ class NumbaBackend(Backend):
         if binned.is_binned(kernel):   # order-independent: no loops (fpspec.compile.binned)
             return binned.render_numba(self, kernel)
         p = plan(kernel)
-        program = emit_program(kernel, vector_lanes=vector_lanes(kernel, p), iterative_splits=True,
-                               typed_ints=True)
+        program = wide_lists(emit_program(kernel, vector_lanes=vector_lanes(kernel, p), iterative_splits=True,
+                                          typed_ints=True))
         names, rename = runtime_names(p, program, fma=_numba_fma(p))
         if "_table_step" in names:
             # without fused nodes the table step must not mention the fused model
@@ -70,11 +70,13 @@ class NumbaBackend(Backend):
             plain.insert(0, "round_value")
         regions = region_plans(kernel, program)
         table = "_table_step_binary" if program.uses_tables else None
-        base = ["_fma"] if p.fma or any(rp.fma for _, rp in regions) else []
-        base += ["_round_dir"]
+        fma = p.fma or any(rp.fma for _, rp in regions)
+        # (`_round_odd_sum`: emulated FMAs and the nodes of note [wider partial sums] round to odd first)
+        odd = fma or bool(regions) or program.uses_fused
+        intrinsics = (["_fma"] if fma else []) + (["_f64_bits", "_bits_f64"] if odd else [])
+        base = ["_round_dir"] + (["_round_odd_sum"] if odd else []) + (["_vals_wide"] if regions else [])
         if program.uses_fused:
-            base += ["_decode", "_shift", "_leaf_index", "_round_odd_sum", "_product_term", "_shift_floor", "_amd_exact",
-                     "_fused_core"]
+            base += ["_decode", "_shift", "_leaf_index", "_product_term", "_shift_floor", "_amd_exact", "_fused_core"]
         if p.out_fmt is None:
             jitted.insert(jitted.index("_final"), "_round_out_native")
             rename["_round_out_native"] = "_round_out"
@@ -89,13 +91,13 @@ class NumbaBackend(Backend):
         serial = [k for k in kernels if k == "_one_kernel"]
         parallel = [k for k in kernels if k != "_one_kernel"]
         runtime = "\n\n".join(filter(None, [
-            embed(numba_rt, ["_fma"]) if "_fma" in base else "",
-            embed(numba_rt, [n for n in base if n != "_fma"], decorator="@_jit"),
+            embed(numba_rt, intrinsics),
+            embed(numba_rt, base, decorator="@_jit"),
+            embed(numba_rt, ["_fma_into", "_fma_into_typed"]) if fma else "",
             embed(numba_rt, [n for n in jitted if rename.get(n, n) not in INLINE], rename, decorator="@_jit"),
             embed(numba_rt, [n for n in jitted if rename.get(n, n) in INLINE], rename, decorator="@_inline"),
             embed(numba_rt, plain),
-        ] + [in_region(embed(numba_rt, *region_runtime_names(rp, _numba_fma(rp), table, tags=program.uses_tags),
-                             decorator="@_jit"), name)
+        ] + [in_region(embed(numba_rt, *region_names(rp, table, program.uses_tags), decorator="@_jit"), name)
              for name, rp in regions]))
         if program.uses_fused:
             runtime += "\n\n_NO_KS = np.empty(0, np.int64)\n"
@@ -222,13 +224,19 @@ def plan_lowering(program, runtime: str) -> tuple[str, set[str]]:
         term = add(f"_term{s}", "term", leafy(f"_term{s}(A, B, {col(2)})"))
         # operands as they are: a wider one (a value list of an enclosing arithmetic) is added unrounded
         add(f"_add{s}", "add", f"vs[t] = _add{s}(vs[{col(1)}], vs[{col(2)}])")
-        leaf = add(f"_add_leaf{s}", "add_leaf", leafy(f"_add_leaf{s}({acc}(vs[{col(2)}]), A, B, {col(3)})"))
+        # (a part's FMA takes a wider one too: note [wider partial sums] in fpspec.compile.runtime.numba_rt)
+        held = f"vs[{col(2)}]" if s else f"{acc}(vs[{col(2)}])"
+        leaf = add(f"_add_leaf{s}", "add_leaf", leafy(f"_add_leaf{s}({held}, A, B, {col(3)})"))
         add(f"_add_leaves{s}", "add_leaves", leafy(f"_add_leaves{s}(A, B, {col(2)}, {col(3)})"))
         add(f"_round_acc{s}", "value", f"vs[t] = _round_acc{s}(vs[{col(1)}])")
         add(acc, "value", f"vs[t] = {acc}(vs[{col(1)}])")
         carriers.append(add(f"_vals{s}", "vals", None))
         if not s and "_lane_folds(" in text:
             table.append(("_lane_folds", f"({term}, {leaf})", "lane_folds"))
+    allocators = [f"_vals{s}" for s in suffixes]
+    if program.regions:     # the float64 lists of a part's own functions (`wide_lists`)
+        carriers.append(add("_vals_wide", "vals", None))
+        allocators.append("_vals_wide")
     if defined("_fused_range"):
         add("_fused_range", "fused_range",
             leafy(f"_fused_range(A, B, {col(2)}, {col(3)}, {col(4)}, _ACC(vs[{col(5)}]))"))
@@ -251,17 +259,17 @@ def plan_lowering(program, runtime: str) -> tuple[str, set[str]]:
             gather = (f"tags = np.empty({col(3)}, np.int64)\nfor i in range({col(3)}):\n"
                       f"    tags[i] = side[{col(2)} + {col(3)} + i]\n")
             gather += "\n".join(f"{'if' if k == 0 else 'elif'} {col(4)} == {code}:\n"
-                                 f"    buf = _vals{suffix}({col(3)})\n"
+                                 f"    buf = {alloc}({col(3)})\n"
                                  f"    for i in range({col(3)}):\n        buf[i] = vs[side[{col(2)} + i]]\n" + call
-                                 for k, (code, suffix) in enumerate(zip(carriers, suffixes)))
+                                 for k, (code, alloc) in enumerate(zip(carriers, allocators)))
             add(f.name, "call_T", gather)
         elif f.params[0] == "vals":
             # the list in the carrier it was made in (column 3), as the caller passed it
             gather = "\n".join(f"{'if' if k == 0 else 'elif'} {col(3)} == {code}:\n"
-                                f"    buf = _vals{suffix}({col(2)})\n"
+                                f"    buf = {alloc}({col(2)})\n"
                                 f"    for i in range({col(2)}):\n        buf[i] = vs[side[{col(1)} + i]]\n"
                                 f"    vs[t] = {f.name}(buf, 0, 1, {col(2)})"
-                                for k, (code, suffix) in enumerate(zip(carriers, suffixes)))
+                                for k, (code, alloc) in enumerate(zip(carriers, allocators)))
             add(f.name, "call_V", gather)
         elif "step" in f.params:
             add(f.name, "call_L", leafy(f"{f.name}(A, B, {col(2)}, {col(3)}, {col(4)})"))
@@ -299,6 +307,28 @@ def _order(a, b, n, plan):
 def _numba_fma(p) -> str:
     """The numba FMA variant of _add_leaf for a plan's accumulator."""
     return "_add_leaf_fma_native" if p.acc_fmt is None else "_add_leaf_fma_emulated"
+
+
+def region_names(rp, table: str | None, tags: bool) -> tuple[list[str], dict[str, str]]:
+    """The runtime functions of a part (`using`) and their renames: those of its plan, additions
+    rounding the exact sum once unless its carrier is fp64 (note [wider partial sums] in
+    fpspec.compile.runtime.numba_rt)."""
+    return exact_adds(rp, region_runtime_names(rp, _numba_fma(rp), table, tags=tags))
+
+
+def wide_lists(program):
+    """The program with every value list that a part's own functions build made by `_vals_wide`
+    (float64: a lone partial sum of the code around the part keeps its bits, note [wider partial
+    sums] in fpspec.compile.runtime.numba_rt).  Lists of lanes folded in a part from code
+    outside it (fpspec.compile.loops `lanes_loop`) hold the part's own sums: they keep its carrier."""
+    from dataclasses import replace
+
+    def widened(f):
+        part = f.name.rsplit("__", 1)[1] if "__" in f.name[1:] else None
+        if part not in program.regions:
+            return f
+        return replace(f, body=tuple(line.replace(f"_vals__{part}(", "_vals_wide(") for line in f.body))
+    return replace(program, functions=tuple(widened(f) for f in program.functions))
 
 
 # Note [gemm by columns]: the order fixes only each output's additions, so a
@@ -589,7 +619,7 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
         add(f"_add{s}", "add", ["a0, a1 = vs[ops[t, 1]], vs[ops[t, 2]]"] + each(f"_add{s}(a0[j], a1[j])"))
         hold, x, y = leaf("ops[t, 3]", "0")
         add(f"_add_leaf{s}", "add_leaf",
-            ["a0 = vs[ops[t, 2]]"] + hold + each(f"_add_leaf_xy{s}(_ACC{s}(a0[j]), {x}, {y})"))
+            ["a0 = vs[ops[t, 2]]"] + hold + each(f"_add_leaf_xy{s}({'a0[j]' if s else '_ACC(a0[j])'}, {x}, {y})"))
         if defined(f"_add_leaves{s}"):
             h0, x0, y0 = leaf("ops[t, 2]", "0")
             h1, x1, y1 = leaf("ops[t, 3]", "1")
@@ -599,6 +629,8 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
         add(f"_round_acc{s}", "value", ["a0 = vs[ops[t, 1]]"] + each(f"_round_acc{s}(a0[j])"))
         add(f"_ACC{s}", "value", ["a0 = vs[ops[t, 1]]"] + each(f"_ACC{s}(a0[j])"))
         add(f"_vals{s}", "vals", None)
+    if program.regions:
+        add("_vals_wide", "vals", None)
     if program.uses_pad:
         add("_padded", "padded", None)     # resolved away by `_schedule`
     fused = program.uses_fused
@@ -640,7 +672,7 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
     rows = "".join(f"    ({obj}, {code}, {kind!r}),\n" for obj, code, kind in table)
     parts = list(runtime_xy)
     if fused:
-        parts += [embed(numba_rt, ["_f64_bits", "_bits_f64"]),
+        parts += [embed(numba_rt, [f for f in ("_f64_bits", "_bits_f64") if not defined(f)]),
                   embed(numba_rt, ["_decode_bits", "_fused_round", "_fused_tile"], decorator="@_jit")]
         plain.insert(0, "_fused_decode")
     parts += [kernel_src,

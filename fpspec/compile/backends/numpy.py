@@ -44,7 +44,7 @@ class NumpyBackend(Backend):
         names, rename = runtime_names(p, program, fma=fma, exact=True)
         regions = region_plans(kernel, program)
         plans = [p] + [rp for _, rp in regions]
-        if any(q.fma or q.exact_sum or q.exact_products for q in plans):
+        if regions or any(q.fma or q.exact_sum or q.exact_products for q in plans):
             names.insert(names.index("_vals"), "_round_odd_sum")
         fma64 = fma == "_add_leaf_fma64" and any(q.fma for q in plans)
         fused_src = fused_model(kernel) if program.uses_fused else ""
@@ -58,8 +58,8 @@ class NumpyBackend(Backend):
             embed(formats, ["two_sum", "round_to_odd_sum", "_two_prod_err", "_fma64", "_fma64_exact"]) if fma64 else "",
             fused_src,
             embed(numpy_rt, names, rename),
-        ] + [in_region(embed(numpy_rt, *region_runtime_names(rp, fma, "_table_step" if program.uses_tables
-                                                              else None, exact=True, tags=program.uses_tags)), name)
+        ] + [in_region(embed(numpy_rt, *exact_adds(rp, region_runtime_names(
+                rp, fma, "_table_step" if program.uses_tables else None, exact=True, tags=program.uses_tags))), name)
              for name, rp in regions]))
         source = render_template(
             self.template,
@@ -77,6 +77,16 @@ class NumpyBackend(Backend):
             api=embed(numpy_rt, api_names, {f"api_{n}": n for n in public}),
         )
         return source
+
+
+def exact_adds(rp, chosen: tuple[list[str], dict[str, str]]) -> tuple[list[str], dict[str, str]]:
+    """A part narrower than fp64 adds with `_add_exact`: an operand may be a wider partial sum of the
+    code around it, and the node rounds the exact sum once (fpspec.arith.evaluate note [regions])."""
+    names, rename = chosen
+    if (rp.acc_fmt is None and rp.acc_dtype == "float64") or "_add_plain" not in names:
+        return names, rename
+    rename["_add_exact"] = rename.pop("_add_plain")
+    return [("_add_exact" if n == "_add_plain" else n) for n in names], rename
 
 
 def fused_model(kernel: Kernel) -> str:

@@ -11,7 +11,7 @@ _ZERO, and for fused nodes the _FP_* constants (see `_fused_core`).
 import math
 
 import numpy as np
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 from fpspec.arith.fused import round_value  # noqa: F401 (embedded)
 from fpspec.compile.runtime.inputs_rt import _input, _length, _shape  # noqa: F401 (embedded)
@@ -37,6 +37,33 @@ def _fma(typingctx, x, y, z):
     def codegen(context, builder, signature, args):
         return builder.fma(*args)
     return x(x, y, z), codegen
+
+
+# Note [wider partial sums]: a part (`using`) narrower than the code around it
+# can meet a partial sum of that code, held in the wider carrier: a value list
+# it reduces, or a lone leaf's node over such a sum (fpspec.compile.loops note
+# [lone leaves]).  That sum enters its node exactly (fpspec.arith.evaluate
+# note [regions]): the node rounds the exact x*y + acc, or u + v, once.  Numba
+# types tell where: `_fma_into` takes the machine's FMA when acc is in the
+# node's carrier, widens a narrower acc exactly into an fp64 node, and for a
+# wider acc in an fp32 node adds the exact float64 product (inputs of <= 26
+# bits) to acc rounded to odd, then rounds once to fp32 (53 >= 24 + 2 bits).
+# A part's value lists are float64 arrays (a lone operand from outside keeps
+# every bit) and its additions are `_add_exact` unless its carrier is fp64.
+def _fma_into(x, y, acc):
+    """x*y + acc rounded once into the type of x and y (note [wider partial sums])."""
+    return _fma(x, y, acc)
+
+
+@overload(_fma_into, inline="always")
+def _fma_into_typed(x, y, acc):
+    from numba.core import types
+
+    if acc == x:
+        return lambda x, y, acc: _fma(x, y, acc)
+    if x == types.float64:      # a narrower acc widens exactly
+        return lambda x, y, acc: _fma(x, y, np.float64(acc))
+    return lambda x, y, acc: np.float32(_round_odd_sum(np.float64(x) * np.float64(y), np.float64(acc)))
 
 
 @intrinsic
@@ -226,12 +253,18 @@ def _add_leaf_plain(acc, a, b, k):
 
 
 def _add_leaf_fma_native(acc, a, b, k):
-    return _fma(_ACC(a[k]), _ACC(b[k]), acc)
+    return _fma_into(_ACC(a[k]), _ACC(b[k]), acc)
 
 
 def _add_leaf_fma_emulated(acc, a, b, k):
-    # an fp64 FMA then one rounding to the narrow accumulator (53 >= 2p + 2 bits)
-    return _round_acc(_fma(np.float64(a[k]), np.float64(b[k]), np.float64(acc)))
+    # the exact product (inputs of <= 26 bits) plus acc rounded to odd, then once to the narrow
+    # accumulator: one rounding of the exact sum, whatever acc's width (note [wider partial sums])
+    return _round_acc(_round_odd_sum(np.float64(a[k]) * np.float64(b[k]), np.float64(acc)))
+
+
+def _add_exact(u, v):
+    # note [wider partial sums]: the exact u + v rounded once, an operand wider than the node or not
+    return _round_acc(_round_odd_sum(np.float64(u), np.float64(v)))
 
 
 def _add_leaves(a, b, i, j):
@@ -263,6 +296,11 @@ def _vals(m):
     return np.empty(m, _ACC)
 
 
+def _vals_wide(m):
+    # note [wider partial sums]: a part's list may hold a lone partial sum of the code around it
+    return np.empty(m, np.float64)
+
+
 # Scalar forms of _term and _add_leaf for one term x*y (the column-blocked
 # gemm kernel reads A[i, k] and a row of B, not two arrays indexed by k).
 def _term_product_xy(x, y):
@@ -278,11 +316,11 @@ def _add_leaf_plain_xy(acc, x, y):
 
 
 def _add_leaf_fma_native_xy(acc, x, y):
-    return _fma(_ACC(x), _ACC(y), acc)
+    return _fma_into(_ACC(x), _ACC(y), acc)
 
 
 def _add_leaf_fma_emulated_xy(acc, x, y):
-    return _round_acc(_fma(np.float64(x), np.float64(y), np.float64(acc)))
+    return _round_acc(_round_odd_sum(np.float64(x) * np.float64(y), np.float64(acc)))
 
 
 def _decode(x, emin):
@@ -437,9 +475,9 @@ def _round_odd_sum(x, y):
     bb = s - x
     err = (x - (s - bb)) + (y - bb)
     if err != 0.0 and math.isfinite(s):
-        m, e = math.frexp(s)
-        if int(math.ldexp(abs(m), 53)) % 2 == 0:
-            s = np.nextafter(s, math.inf if err > 0 else -math.inf)
+        bits = _f64_bits(s)
+        if bits & 1 == 0:       # the neighbour toward the exact sum: +1 on the bits grows |s|
+            s = _bits_f64(bits + 1 if (err > 0) == (s > 0) else bits - 1)
     return s
 
 
