@@ -40,8 +40,12 @@ gemv/gemm: two fingerprint calls (the same masked random row in every row of A,
 masks at leaves 0 and 1, then at the last two) pick the outputs that compute
 like element (0, 0); rows of A and columns of B then both carry queries
 (LcaOracle.set_channels), and the fingerprint input is repeated on idle rows
-of the next call for the determinism check (note [repeat]).  A 512^3 numpy
-gemm takes 4 calls.
+of the next call for the determinism check (note [repeat]).  The fingerprint
+can miss an order (note [blind fingerprint]), so the tree is then checked at
+every output that looked like element (0, 0): proven, one call per pair, when
+its proof has at most PROOF_PAIRS pairs, else on sampled pairs in one call;
+when element (0, 0) itself answers unlike the tree, the tree is asked again
+from element (0, 0) alone.  A 512^3 numpy gemm takes 5 calls.
 
 Every answer is checked: l must be an integer in [2, |S|], each level of a
 pivot's path must hold exactly the leaves counted so far, and the tree is
@@ -1030,8 +1034,8 @@ def _sharing_check(tree: Tree, checks: list, oracle: LcaOracle, same) -> tuple[n
     pair when the masks are split across A and B)."""
     t = oracle.target
     bad = ~np.asarray(same, bool).reshape(t.m, -1)
-    if bad.size == 1:
-        return bad, False       # one output: nothing else answered its queries
+    if int((~bad).sum()) <= 1:
+        return bad, False       # no other output looked like element (0, 0) or answered its queries
     proof = _proof_pairs(tree, PROOF_PAIRS)
     if proof is not None:
         for i, j, e in proof.tolist():
