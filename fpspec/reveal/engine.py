@@ -40,8 +40,12 @@ gemv/gemm: two fingerprint calls (the same masked random row in every row of A,
 masks at leaves 0 and 1, then at the last two) pick the outputs that compute
 like element (0, 0); rows of A and columns of B then both carry queries
 (LcaOracle.set_channels), and the fingerprint input is repeated on idle rows
-of the next call for the determinism check (note [repeat]).  A 512^3 numpy
-gemm takes 4 calls.
+of the next call for the determinism check (note [repeat]).  The fingerprint
+can miss an order (note [blind fingerprint]), so the tree is then checked at
+every output that looked like element (0, 0): proven, one call per pair, when
+its proof has at most PROOF_PAIRS pairs, else on sampled pairs in one call;
+when element (0, 0) itself answers unlike the tree, the tree is asked again
+from element (0, 0) alone.  A 512^3 numpy gemm takes 5 calls.
 
 Every answer is checked: l must be an integer in [2, |S|], each level of a
 pivot's path must hold exactly the leaves counted so far, and the tree is
@@ -193,7 +197,7 @@ def _reveal(target, algorithm, seed, progress, pivot, split, check, guess, withi
     attempt = 0
     last_attempt = 2 if matrix and target.m * target.ncols > 1 else 0    # one output: no retry
     while True:
-        bad, err = None, None
+        bad, err, proven = None, None, False
         try:
             tree, checks, sharing = _construct(oracle, n, rng, algorithm, pivot, progress, guess)
         except RevealRefused as e:
@@ -205,22 +209,31 @@ def _reveal(target, algorithm, seed, progress, pivot, split, check, guess, withi
                 if check:
                     _validate(checks, oracle)
                 if check and matrix:
-                    bad = _sharing_check(sharing, oracle, same)
+                    bad, proven = _sharing_check(tree, sharing, oracle, same)
             except RevealRefused as e:
                 err = e
+        alone = int(oracle.channel_elements().sum()) == 1
         if err is None and (bad is None or not (bad & oracle.channel_elements().reshape(bad.shape)).any()):
             break
+        if err is None and proven and not bad.flat[0]:
+            break       # element (0, 0) answers the whole tree: the others that do not merely differ
+        if err is None and alone:
+            # element (0, 0) answered every query alone and now answers unlike the tree it gave
+            raise RevealRefused("answers inconsistent with any tree: element (0, 0) answered a fresh "
+                                "query unlike the tree it revealed (nondeterministic or value-dependent order?)")
         if attempt == last_attempt:
             if err is not None:
                 raise err
             break
         # outputs that answered queries failed a check: ask again where every check passed;
         # after a refusal (the culprit unknown) where a second random input also agrees with
-        # element (0, 0), and after a second refusal at element (0, 0) alone
+        # element (0, 0), and after a second refusal at element (0, 0) alone.  When element
+        # (0, 0) itself answers unlike the tree, the tree holds other outputs' answers
+        # (note [blind fingerprint]): ask again at element (0, 0) alone
         attempt += 1
-        if err is None:
+        if err is None and not bad.flat[0] and attempt < last_attempt:
             keep = same & ~bad.reshape(same.shape)
-        elif attempt == 1:
+        elif err is not None and attempt == 1:
             keep = same & _fingerprint(target, oracle, rng)
         else:
             keep = np.zeros_like(same)
@@ -273,10 +286,10 @@ def _construct(oracle, n, rng, algorithm, pivot, progress, guess=True):
                                          bar=bar, hypotheses=guess)
         # fprev's cross-checks rode along the waves; the last wave's are left
         checks = _checks_from_learned(learned, rng, 32) if algorithm == "modified" else learned.unasked
-        # sharing-check pairs: gemv/gemm only, and only where no masked fingerprint stands for them
+        # sharing-check pairs: gemv/gemm only (a masked fingerprint can miss an order: note
+        # [blind fingerprint])
         sharing = (_checks_from_learned(learned, rng, 8, root_only=True)
-                   if oracle.target.op in ("gemv", "gemm") and not getattr(oracle, "fingerprint_masked", False)
-                   else [])
+                   if oracle.target.op in ("gemv", "gemm") else [])
         return tree, checks, sharing
     finally:
         bar.close()
@@ -860,11 +873,19 @@ def _order_sensitive(target, oracle: LcaOracle, rng) -> np.ndarray:
     top = min(10, int(np.log2(p.window * p.u)) - int(target.n).bit_length() - spread - 1)
     x = _random_exact(target, (target.n,), rng, spread) * 2.0 ** top
     if target.format.emin > -126:
-        # a narrow format (fp8) has no values that far down: the ones it holds (a library's
+        # a narrow format (fp16, fp8) has no values that far down: the ones it holds (a library's
         # own conversion would round them so; a replica that checks its inputs refuses others)
         from fpspec.formats import round_to
 
         x = round_to(target.format, x)
+        # Note [vanished values]: below the format's smallest subnormal a value rounds to zero,
+        # and with every value zero each order gives zero: every output looks like element
+        # (0, 0) and all of them answer queries (fp16 at n = 3: 2^-19 scaled values round to
+        # 0).  Zeros become random multiples of the smallest subnormal, still below the bound.
+        q = target.format.smallest_subnormal
+        most = max(1, int(2.0 ** (top + spread) // q))
+        zero = np.flatnonzero(x == 0)
+        x[zero] = rng.integers(1, most + 1, len(zero)) * q * rng.choice([-1.0, 1.0], len(zero))
     if oracle.fingerprint_masked:
         x[0], x[1] = p.a_mask, -p.a_mask
     return x
@@ -972,26 +993,65 @@ def _validate(checks: list, oracle: LcaOracle) -> None:
     _refuse_unless_equal(P, oracle.l_many(P[:, :2], sets, P[:, 2]), np.array(expect))
 
 
-def _sharing_check(checks: list, oracle: LcaOracle, same) -> np.ndarray:
-    """Outputs (bool, m x ncols) that do not share the revealed order: their bits differed from
-    element (0, 0)'s on the random input (`same`), or they answer a check pair of the root frame
-    unlike the tree.  Row r of A asks pair r mod k, so one call checks every output (one call per
+# Note [blind fingerprint]: the fingerprint (masks at leaves 0 and 1, then at the last two)
+# sees an output's order only through the leaves outside those two lcas and the rounding of
+# the rest.  Orders that agree there give the same bits: the fused [0 1 2] and ((0 2) 1) both
+# swamp every value at n = 3, and fp16 values small enough to be swamped sum exactly in an
+# fp32 accumulator, in any order.  Such outputs answer queries beside element (0, 0), and the
+# tree mixes their orders with its own.  So the tree is checked at every output that answered
+# queries: completely when it is small (PROOF_PAIRS), else on sampled pairs.  When element
+# (0, 0) answers unlike the tree, the tree is rebuilt from element (0, 0)'s answers alone.
+
+PROOF_PAIRS = 64        # trees proven at every output when their proof takes at most this many calls
+
+
+def _proof_pairs(tree: Tree, limit: int) -> np.ndarray | None:
+    """(a, b, l) rows that pin `tree` down, or None beyond `limit` rows: for every node, a
+    first leaf of each of two children and the node's size, for every pair of its children.
+
+    Why it suffices: the answers are some tree's l; the lca subtrees of a node's pairs form a
+    laminar family joined through shared leaves, so the node's leaves are a subtree there, and
+    no subtree holds two of its children without all of them (that pair would give less than
+    the node's size).  Every cluster is then a cluster of the answering tree and vice versa."""
+    rows: list = []
+    for node in postorder(tree):
+        if isinstance(node, int):
+            continue
+        firsts = [c if isinstance(c, int) else c.first for c in node.children]
+        k = len(firsts)
+        if len(rows) + k * (k - 1) // 2 > limit:
+            return None
+        rows.extend((firsts[x], firsts[y], node.size) for x in range(k) for y in range(x + 1, k))
+    return np.array(rows, np.int64).reshape(-1, 3)
+
+
+def _sharing_check(tree: Tree, checks: list, oracle: LcaOracle, same) -> tuple[np.ndarray, bool]:
+    """(outputs that do not share the revealed order, proven): outputs (bool, m x ncols) whose
+    bits differed from element (0, 0)'s on the fingerprint (`same`), or that answer a pair unlike
+    the tree (note [blind fingerprint]).  proven: every output was asked the tree's whole proof
+    (_proof_pairs), one call per pair, so those not marked compute in the revealed order.
+    Otherwise row r of A asks sampled pair r mod k, so one call checks every output (one call per
     pair when the masks are split across A and B)."""
     t = oracle.target
     bad = ~np.asarray(same, bool).reshape(t.m, -1)
-    if not checks or oracle.fingerprint_masked:
-        # the fingerprint held masks at leaves 0 and 1: an output with its bits sums the same
-        # values outside the same lca in the same rounding, which one l per output adds little to
-        return bad
+    if int((~bad).sum()) <= 1:
+        return bad, False       # no other output looked like element (0, 0) or answered its queries
+    proof = _proof_pairs(tree, PROOF_PAIRS)
+    if proof is not None:
+        for i, j, e in proof.tolist():
+            bad |= ~oracle.agrees_everywhere(i, j, e).reshape(t.m, -1)
+        return bad, True
+    if not checks:
+        return bad, False
     a = np.array([c[1] for c in checks])
     b = np.array([c[2] for c in checks])
     expect = np.array([c[3] for c in checks])
     if oracle.plan.split:
         for i, j, e in zip(a.tolist(), b.tolist(), expect.tolist()):
             bad |= ~oracle.agrees_everywhere(i, j, e).reshape(t.m, -1)
-        return bad
+        return bad, False
     k = np.arange(t.m) % len(checks)
-    return bad | ~oracle.agrees_everywhere(a[k], b[k], expect[k]).reshape(t.m, -1)
+    return bad | ~oracle.agrees_everywhere(a[k], b[k], expect[k]).reshape(t.m, -1), False
 
 
 class _Progress:
