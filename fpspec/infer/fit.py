@@ -31,6 +31,7 @@ from fpspec.spec.check import ORDER_FIELDS, order_children
 from fpspec.spec.expand import apply_order, eval_expr
 from fpspec.spec.lower import chunk_size_expr
 from fpspec.infer.exprs import constants, expr_cost, fit_values, roundness
+from fpspec.infer.rules import decision_list
 from fpspec.infer.shapes import (Obs, block_parts, chunk_parts, equal_shifted, lane_candidates, lane_parts, lane_parts_left, lane_strides, prefix_sizes,
                                  split_parts, split_point, tail_parts)
 from fpspec.tree import Tree, building, chain_shape, observable
@@ -53,6 +54,15 @@ PAD_OTHER_DEPTH = 1          # deeper, pad(2, ...) competes with lanes of 2 for 
 PAD_DEPTH = 3                # pad is tried this many levels below the root at most
 BLOCK_COUNTS = tuple(range(2, 9))  # blocks(max(1, n // c)), lanes(max(1, n // c)): the c tried
 OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocking is at least this
+# Note [blocks seen]: a block size b is taken from the largest observation's
+# tree; where it splits only the two largest n (63 and 64 over 1..64), every
+# smaller n is one whole block and the inner order is the whole fitting
+# problem again, one level deeper: a guard in disguise that costs a full
+# search (blocks(60, blocks(max(1, n // 6), ...), seq) for blocks(max(1, n // 6),
+# rev, seq)).  So b must cut at least this many observations into blocks;
+# a larger b is a guard arm (`if n <= b: ...`) or an outer block.  (Fewer
+# observations than that: each must be cut.)
+BLOCKS_SEEN = 3
 
 
 # Note [bounded search]: the search is exponential in the depth of the order
@@ -196,6 +206,12 @@ class Fitter:
         """The root order for the observations, recursion and guards allowed."""
         with building():  # one pause of the cyclic GC for the whole search
             simple = self._simple_runs(obs)
+            if simple is None or len(simple) > RESIDUE_AFTER:
+                listed = self._simple_list(obs)
+                if listed is not None:
+                    ns = sorted({o.n for o in obs})
+                    self.runs = [Run(ns[0], ns[-1], listed)]
+                    return listed
             try:
                 return self._outer_blocks(obs) or self.fit_guarded(obs, 0, root=True)
             except Stopped:
@@ -241,6 +257,41 @@ class Fitter:
                 return None
         return (exceptions + runs) if runs else None
 
+    # Note [simple lists]: runs of one order are ranges of n; a kernel that
+    # picks its order by size and alignment at once (`if n > 39 or n % 3 != 1:
+    # rev else: seq`) gives more runs than MAX_RUNS, none of them a residue
+    # class alone, and the search fails at every combinator before the runs
+    # are cut.  When every n has a simple order (up to MAX_EXCEPTIONS that
+    # keep their trees, as in note [simple runs]), the guard is read off the
+    # n themselves: fpspec.infer.rules.decision_list, conditions that are
+    # conjunctions of thresholds and residues.  Each arm is then checked
+    # against every observation it claims.
+    def _simple_list(self, obs: list[Obs]):
+        by_n: dict[int, list[Obs]] = {}
+        for o in obs:
+            by_n.setdefault(o.n, []).append(o)
+        labels: dict[int, frozenset] = {}
+        exceptions = []
+        for n in sorted(by_n):
+            if n <= 2:
+                continue   # every order gives the same tree
+            fits = frozenset(i for i, order in enumerate(SIMPLE[:4]) if all(self._same(order, o) for o in by_n[n]))
+            if fits:
+                labels[n] = fits
+            elif len({hash(o.tree) for o in by_n[n]}) > 1 or len(exceptions) >= MAX_EXCEPTIONS:
+                return None
+            else:
+                exceptions.append(A.Case(A.Compare("==", N, A.Num(n)), A.Literal(by_n[n][0].tree)))
+        if len(labels) < SAMPLE:
+            return None
+        listed = decision_list(labels, list(SIMPLE[:4]))
+        if listed is None:
+            return None
+        if exceptions:
+            listed = (A.Guard(tuple(exceptions) + listed.cases, listed.otherwise) if isinstance(listed, A.Guard)
+                      else A.Guard(tuple(exceptions), listed))
+        return listed if self._explains(listed, obs) else None
+
     def _same(self, order, o: Obs) -> bool:
         try:
             return o.n <= 1 or hash(self._build(order, o.n)) == hash(o.tree)
@@ -277,7 +328,9 @@ class Fitter:
         ranges of n, or residue classes (`n % c == r`) when a library picks its
         kernel by n's alignment (cuBLAS: odd K, K % 8 == 0, the rest)."""
         ns = sorted({o.n for o in obs})
-        classes = self._class_proposals(_dedupe(obs) or []) if residues and depth <= RESIDUE_DEPTH else []
+        if _dedupe(obs) is None:
+            return None   # two trees at one n: no order in n alone gives both, guarded or not
+        classes = self._class_proposals(_dedupe(obs)) if residues and depth <= RESIDUE_DEPTH else []
         classed = self._class_guard(obs, depth, root, residues, classes) if classes else None
         if classed is not None:
             if root:
@@ -813,8 +866,8 @@ class Fitter:
                     break
                 parts.append(p)
             else:
-                if not any(len(p[0]) > 1 and p[0][0].n > 1 for p in parts):
-                    continue
+                if sum(len(p[0]) > 1 and p[0][0].n > 1 for p in parts) < min(BLOCKS_SEEN, len(parts)):
+                    continue   # note [blocks seen]
                 inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
                 if inner is None:
                     continue
