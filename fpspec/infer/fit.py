@@ -28,7 +28,7 @@ from typing import Callable
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
 from fpspec.spec.check import ORDER_FIELDS, order_children
-from fpspec.spec.expand import apply_order, eval_expr
+from fpspec.spec.expand import apply_order, eval_cond, eval_expr
 from fpspec.spec.lower import chunk_size_expr
 from fpspec.infer.check import replace_at, walk
 from fpspec.infer.exprs import constants, expr_cost, fit_values, roundness
@@ -39,6 +39,7 @@ from fpspec.tree import Tree, building, chain_shape, observable
 
 N = A.Var()
 SIMPLE = (A.Seq(), A.Pairwise(), A.Rev(), A.GpuTree(), A.Fused())
+SEARCHED = A.Ref("searched arm")   # note [simple lists]: a guard arm whose order a search fits
 MAX_DEPTH = 5
 SAMPLE = 10  # observations a search starts from (see Fitter.fit)
 MAX_RUNS = 16  # guard arms beyond this are a case list, not a spec: give up
@@ -264,36 +265,70 @@ class Fitter:
     # picks its order by size and alignment at once (`if n > 39 or n % 3 != 1:
     # rev else: seq`) gives more runs than MAX_RUNS, none of them a residue
     # class alone, and the search fails at every combinator before the runs
-    # are cut.  When every n has a simple order (up to MAX_EXCEPTIONS that
-    # keep their trees, as in note [simple runs]), the guard is read off the
-    # n themselves: fpspec.infer.rules.decision_list, conditions that are
-    # conjunctions of thresholds and residues.  Each arm is then checked
-    # against every observation it claims.
+    # are cut.  The n a simple order gives are known without a search, so the
+    # guard is read off the n themselves (fpspec.infer.rules.decision_list,
+    # conditions that are conjunctions of thresholds and residues), the n no
+    # simple order gives taking one more arm, SEARCHED, whose order one search
+    # over exactly those n then fits (`if n > 33 and n % 2 == 1: split(...)
+    # else: pairwise`).  A few such n may instead keep their trees as `n == c`
+    # arms (note [simple runs]): all of them, or those up to EXCEPTION_N.
+    # The whole guard is checked against every observation.
     def _simple_list(self, obs: list[Obs]):
         by_n: dict[int, list[Obs]] = {}
         for o in obs:
             by_n.setdefault(o.n, []).append(o)
         labels: dict[int, frozenset] = {}
-        exceptions = []
+        odd = []
         for n in sorted(by_n):
             if n <= 2:
                 continue   # every order gives the same tree
             fits = frozenset(i for i, order in enumerate(SIMPLE[:4]) if all(self._same(order, o) for o in by_n[n]))
             if fits:
                 labels[n] = fits
-            elif len({hash(o.tree) for o in by_n[n]}) > 1 or len(exceptions) >= MAX_EXCEPTIONS:
+            elif len({hash(o.tree) for o in by_n[n]}) > 1:
                 return None
             else:
-                exceptions.append(A.Case(A.Compare("==", N, A.Num(n)), A.Literal(by_n[n][0].tree)))
+                odd.append(n)
         if len(labels) < SAMPLE:
             return None
-        listed = decision_list(labels, list(SIMPLE[:4]))
-        if listed is None:
+        small = [n for n in odd if n <= EXCEPTION_N]
+        variants = [(odd, [])] if len(odd) <= MAX_EXCEPTIONS else []
+        if small and len(small) <= MAX_EXCEPTIONS and len(small) < len(odd):
+            variants.append((small, [n for n in odd if n > EXCEPTION_N]))
+        if odd:
+            variants.append(([], odd))
+        searched = len(SIMPLE[:4])   # the label of the n whose arm is searched
+        for exceptions, rest in variants:
+            listed = decision_list({**labels, **{n: frozenset({searched}) for n in rest}},
+                                   list(SIMPLE[:4]) + [SEARCHED])
+            if listed is None:
+                continue
+            if rest:
+                listed = self._searched_arm(listed, by_n)
+                if listed is None:
+                    continue
+            if exceptions:
+                arms = tuple(A.Case(A.Compare("==", N, A.Num(n)), A.Literal(by_n[n][0].tree)) for n in exceptions)
+                listed = (A.Guard(arms + listed.cases, listed.otherwise) if isinstance(listed, A.Guard)
+                          else A.Guard(arms, listed))
+            if self._explains(listed, obs):
+                return listed
+        return None
+
+    def _searched_arm(self, listed, by_n: dict):
+        """The guard with its SEARCHED arm fitted to the observations at the n that take it."""
+        cases = listed.cases if isinstance(listed, A.Guard) else ()
+        conds = [c.cond for c in cases]
+        arm_of = {n: next((i for i, c in enumerate(conds) if eval_cond(c, n)), len(conds)) for n in by_n}
+        orders = [c.order for c in cases] + [listed.otherwise if isinstance(listed, A.Guard) else listed]
+        i = orders.index(SEARCHED)
+        got = self.fit([o for n in by_n if arm_of[n] == i for o in by_n[n]], 0, True)
+        if got is None:
             return None
-        if exceptions:
-            listed = (A.Guard(tuple(exceptions) + listed.cases, listed.otherwise) if isinstance(listed, A.Guard)
-                      else A.Guard(tuple(exceptions), listed))
-        return listed if self._explains(listed, obs) else None
+        orders[i] = got
+        if not cases:
+            return got
+        return A.Guard(tuple(A.Case(c, o) for c, o in zip(conds, orders)), orders[-1])
 
     def _same(self, order, o: Obs) -> bool:
         try:

@@ -7,7 +7,7 @@ shows, n by n, an order that changes too often for ranges of n (runs of one
 n each) and that no single residue class separates.  Given, for each observed
 n, the set of candidate orders that give its tree, `decision_list` finds the
 arms: `if C1: A elif C2: B ... else: Z`, each C a conjunction of at most
-MAX_ATOMS atoms `n <= c`, `n > c`, `n % m == r`, `n % m != r`, every n taking
+MAX_ATOMS atoms `n == c`, `n <= c`, `n > c`, `n % m == r`, `n % m != r`, every n taking
 the first arm whose condition holds and that arm's order giving its tree.
 Thresholds are placed at observed n (the last n of the side they keep), as
 the range guards of fpspec.infer.fit are; fewer arms first, then fewer atoms.
@@ -26,7 +26,7 @@ MAX_ARMS = 3
 
 def _atoms(ns: list[int]) -> list[tuple[object, int]]:
     """(condition, bitmask over ns of the n it holds for), every atom over these n."""
-    out = []
+    out = [(A.Compare("==", N, A.Num(c)), 1 << i) for i, c in enumerate(ns)]
     for c in ns[:-1]:
         low = sum(1 << i for i, n in enumerate(ns) if n <= c)
         full = (1 << len(ns)) - 1
