@@ -520,6 +520,8 @@ class Fitter:
             with self.budget.capped(cap) as token:
                 try:
                     a = self.fit(cls, depth, root)
+                    if a is not None and all(self._verify(a, o, root) for o in obs):
+                        return a   # the class was a guess: its order explains every n
                     b = None if a is None else self.fit_guarded(rest, depth, root, residues - 1)
                     arms = [] if b is None else [self._exception(obs, n, depth) for n in odd]
                 except Capped as e:
