@@ -86,20 +86,20 @@ def alternatives(spec: A.Spec, limit: int = 48) -> list[A.Spec]:
             seen.add(s)
             out.append(s)
 
-    for path, node in _walk(spec):
+    for path, node in walk(spec):
         if isinstance(node, A.Num):
             c = node.value
             for v in (c - 1, c + 1, 2 * c, c // 2):
                 if v >= 1 and v != c:
-                    add(_replace(spec, path, A.Num(v)))
+                    add(replace_at(spec, path, A.Num(v)))
         elif type(node) in {type(s) for s in SIMPLE_SWAPS} and not (isinstance(node, A.Pairwise) and node.split):
             for s in SIMPLE_SWAPS:
                 if type(s) is not type(node):
-                    add(_replace(spec, path, s))
+                    add(replace_at(spec, path, s))
     return out
 
 
-def _walk(node, path=()):
+def walk(node, path=()):
     if isinstance(node, (A.Header, A.Range, A.Literal)):
         return
     yield path, node
@@ -111,20 +111,20 @@ def _walk(node, path=()):
             if isinstance(v, tuple):
                 for i, x in enumerate(v):
                     if dataclasses.is_dataclass(x):
-                        yield from _walk(x, path + ((f.name, i),))
+                        yield from walk(x, path + ((f.name, i),))
             elif dataclasses.is_dataclass(v):
-                yield from _walk(v, path + ((f.name, None),))
+                yield from walk(v, path + ((f.name, None),))
 
 
-def _replace(node, path, new):
+def replace_at(node, path, new):
     if not path:
         return new
     (name, i), rest = path[0], path[1:]
     v = getattr(node, name)
     if i is None:
-        return dataclasses.replace(node, **{name: _replace(v, rest, new)})
+        return dataclasses.replace(node, **{name: replace_at(v, rest, new)})
     items = list(v)
-    items[i] = _replace(items[i], rest, new)
+    items[i] = replace_at(items[i], rest, new)
     return dataclasses.replace(node, **{name: tuple(items)})
 
 

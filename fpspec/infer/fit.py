@@ -28,31 +28,45 @@ from typing import Callable
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
 from fpspec.spec.check import ORDER_FIELDS, order_children
-from fpspec.spec.expand import apply_order, eval_expr
+from fpspec.spec.expand import apply_order, eval_cond, eval_expr
 from fpspec.spec.lower import chunk_size_expr
+from fpspec.infer.check import replace_at, walk
 from fpspec.infer.exprs import constants, expr_cost, fit_values, roundness
+from fpspec.infer.rules import decision_list
 from fpspec.infer.shapes import (Obs, block_parts, chunk_parts, equal_shifted, lane_candidates, lane_parts, lane_parts_left, lane_strides, prefix_sizes,
                                  split_parts, split_point, tail_parts)
 from fpspec.tree import Tree, building, chain_shape, observable
 
 N = A.Var()
 SIMPLE = (A.Seq(), A.Pairwise(), A.Rev(), A.GpuTree(), A.Fused())
+SEARCHED = A.Ref("searched arm")   # note [simple lists]: a guard arm whose order a search fits
 MAX_DEPTH = 5
 SAMPLE = 10  # observations a search starts from (see Fitter.fit)
 MAX_RUNS = 16  # guard arms beyond this are a case list, not a spec: give up
 MAX_EXCEPTIONS = 4  # notes [simple runs], [small exceptions]: single n given as their trees, at most this many
 EXCEPTION_N = 9     # note [small exceptions]: n up to this may be exceptions to the order of the rest
+THRESHOLD_MOVE = 8  # note [moved thresholds]
 RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
 RESIDUE_DEPTH = 1  # residue guards this many levels below the root at most (each is a search per class)
 CLASS_MODULI = tuple(range(2, 9))  # note [residue classes]: moduli whose classes are read off the trees
 CLASS_WORK = 80    # note [residue classes]: a proposal's arms may cost this many searches of the sample
+CLASS_EXCEPTIONS = 1  # note [residue classes]: n a class's fixed feature may miss, given their own arms
 PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to (pad)
 PAD_OTHER = (2, 5, 3, 6, 7)  # other multiples, tried near the root only (PAD_OTHER_DEPTH)
 PAD_OTHER_DEPTH = 1          # deeper, pad(2, ...) competes with lanes of 2 for the same trees
 PAD_DEPTH = 3                # pad is tried this many levels below the root at most
 BLOCK_COUNTS = tuple(range(2, 9))  # blocks(max(1, n // c)), lanes(max(1, n // c)): the c tried
 OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocking is at least this
+# Note [blocks seen]: a block size b is taken from the largest observation's
+# tree; where it splits only the two largest n (63 and 64 over 1..64), every
+# smaller n is one whole block and the inner order is the whole fitting
+# problem again, one level deeper: a guard in disguise that costs a full
+# search (blocks(60, blocks(max(1, n // 6), ...), seq) for blocks(max(1, n // 6),
+# rev, seq)).  So b must cut at least this many observations into blocks;
+# a larger b is a guard arm (`if n <= b: ...`) or an outer block.  (Fewer
+# observations than that: each must be cut.)
+BLOCKS_SEEN = 3
 
 
 # Note [bounded search]: the search is exponential in the depth of the order
@@ -196,6 +210,12 @@ class Fitter:
         """The root order for the observations, recursion and guards allowed."""
         with building():  # one pause of the cyclic GC for the whole search
             simple = self._simple_runs(obs)
+            if simple is None or len(simple) > RESIDUE_AFTER:
+                listed = self._simple_list(obs)
+                if listed is not None:
+                    ns = sorted({o.n for o in obs})
+                    self.runs = [Run(ns[0], ns[-1], listed)]
+                    return listed
             try:
                 return self._outer_blocks(obs) or self.fit_guarded(obs, 0, root=True)
             except Stopped:
@@ -241,6 +261,75 @@ class Fitter:
                 return None
         return (exceptions + runs) if runs else None
 
+    # Note [simple lists]: runs of one order are ranges of n; a kernel that
+    # picks its order by size and alignment at once (`if n > 39 or n % 3 != 1:
+    # rev else: seq`) gives more runs than MAX_RUNS, none of them a residue
+    # class alone, and the search fails at every combinator before the runs
+    # are cut.  The n a simple order gives are known without a search, so the
+    # guard is read off the n themselves (fpspec.infer.rules.decision_list,
+    # conditions that are conjunctions of thresholds and residues), the n no
+    # simple order gives taking one more arm, SEARCHED, whose order one search
+    # over exactly those n then fits (`if n > 33 and n % 2 == 1: split(...)
+    # else: pairwise`).  A few such n may instead keep their trees as `n == c`
+    # arms (note [simple runs]): all of them, or those up to EXCEPTION_N.
+    # The whole guard is checked against every observation.
+    def _simple_list(self, obs: list[Obs]):
+        by_n: dict[int, list[Obs]] = {}
+        for o in obs:
+            by_n.setdefault(o.n, []).append(o)
+        labels: dict[int, frozenset] = {}
+        odd = []
+        for n in sorted(by_n):
+            if n <= 2:
+                continue   # every order gives the same tree
+            fits = frozenset(i for i, order in enumerate(SIMPLE[:4]) if all(self._same(order, o) for o in by_n[n]))
+            if fits:
+                labels[n] = fits
+            elif len({hash(o.tree) for o in by_n[n]}) > 1:
+                return None
+            else:
+                odd.append(n)
+        if len(labels) < SAMPLE:
+            return None
+        small = [n for n in odd if n <= EXCEPTION_N]
+        variants = [(odd, [])] if len(odd) <= MAX_EXCEPTIONS else []
+        if small and len(small) <= MAX_EXCEPTIONS and len(small) < len(odd):
+            variants.append((small, [n for n in odd if n > EXCEPTION_N]))
+        if odd:
+            variants.append(([], odd))
+        searched = len(SIMPLE[:4])   # the label of the n whose arm is searched
+        for exceptions, rest in variants:
+            listed = decision_list({**labels, **{n: frozenset({searched}) for n in rest}},
+                                   list(SIMPLE[:4]) + [SEARCHED])
+            if listed is None:
+                continue
+            if rest:
+                listed = self._searched_arm(listed, by_n)
+                if listed is None:
+                    continue
+            if exceptions:
+                arms = tuple(A.Case(A.Compare("==", N, A.Num(n)), A.Literal(by_n[n][0].tree)) for n in exceptions)
+                listed = (A.Guard(arms + listed.cases, listed.otherwise) if isinstance(listed, A.Guard)
+                          else A.Guard(arms, listed))
+            if self._explains(listed, obs):
+                return listed
+        return None
+
+    def _searched_arm(self, listed, by_n: dict):
+        """The guard with its SEARCHED arm fitted to the observations at the n that take it."""
+        cases = listed.cases if isinstance(listed, A.Guard) else ()
+        conds = [c.cond for c in cases]
+        arm_of = {n: next((i for i, c in enumerate(conds) if eval_cond(c, n)), len(conds)) for n in by_n}
+        orders = [c.order for c in cases] + [listed.otherwise if isinstance(listed, A.Guard) else listed]
+        i = orders.index(SEARCHED)
+        got = self.fit([o for n in by_n if arm_of[n] == i for o in by_n[n]], 0, True)
+        if got is None:
+            return None
+        orders[i] = got
+        if not cases:
+            return got
+        return A.Guard(tuple(A.Case(c, o) for c, o in zip(conds, orders)), orders[-1])
+
     def _same(self, order, o: Obs) -> bool:
         try:
             return o.n <= 1 or hash(self._build(order, o.n)) == hash(o.tree)
@@ -277,7 +366,9 @@ class Fitter:
         ranges of n, or residue classes (`n % c == r`) when a library picks its
         kernel by n's alignment (cuBLAS: odd K, K % 8 == 0, the rest)."""
         ns = sorted({o.n for o in obs})
-        classes = self._class_proposals(_dedupe(obs) or []) if residues and depth <= RESIDUE_DEPTH else []
+        if _dedupe(obs) is None:
+            return None   # two trees at one n: no order in n alone gives both, guarded or not
+        classes = self._class_proposals(_dedupe(obs)) if residues and depth <= RESIDUE_DEPTH else []
         classed = self._class_guard(obs, depth, root, residues, classes) if classes else None
         if classed is not None:
             if root:
@@ -297,8 +388,10 @@ class Fitter:
         # greedy runs from the smallest n up, and from the largest down: the
         # structure of large n often explains everything above a small
         # threshold, which the upward pass cuts into pieces; keep the cheaper
-        options = [r for r in (self._runs(ns, by_n, depth, root, False),
-                               self._runs(ns, by_n, depth, root, True)) if r is not None]
+        ends = self._simple_end(ns, by_n, depth, root)
+        options = [ends] if ends is not None else [
+            r for r in (self._runs(ns, by_n, depth, root, False), self._runs(ns, by_n, depth, root, True))
+            if r is not None]
         ranged = None
         if options:
             runs = _merge_runs(min(options, key=lambda rs: sum(2 + order_cost(r.order) for r in rs)))
@@ -340,13 +433,9 @@ class Fitter:
             return None, False
         if not bad:
             return order, False
-        cases = []
-        for n in bad:
-            at = [o for o in obs if o.n == n]
-            if len({hash(o.tree) for o in at}) > 1:
-                return None, False
-            own = self.fit(at, depth + 1)
-            cases.append(A.Case(A.Compare("==", N, A.Num(n)), own if own is not None else A.Literal(at[0].tree)))
+        cases = [self._exception(obs, n, depth) for n in bad]
+        if None in cases:
+            return None, False
         below = [o for o in obs if o.n <= bad[-1]]
         if len({c.order for c in cases}) == 1 and self._explains(cases[0].order, below):
             # one order for every n up to the last exception: a threshold, as a kernel writes it
@@ -371,6 +460,9 @@ class Fitter:
     # wrong one (a tail by 4 read as classes mod 4) otherwise sends the search
     # into nested guards for minutes.  Part sizes equal to n % m on the
     # classes where they are fixed are such cuts, and are not proposed.
+    # A kernel's hand-written case for one n (`if n == 25: ...`) breaks the
+    # fixed feature of its side: up to CLASS_EXCEPTIONS such n are proposed
+    # with the class, and get their own `n == c` arms before it.
     def _class_proposals(self, obs: list[Obs]) -> list[tuple[int, int]]:
         by_n = {o.n: o for o in obs}
         feats: dict[int, tuple] = {}
@@ -397,34 +489,60 @@ class Fitter:
                 for k in range(3):
                     if k in own:
                         continue
-                    vin = {feats[n][k] for n in inside}
-                    vout = {feats[n][k] for n in outside}
-                    one = vin if len(vin) == 1 else vout if len(vout) == 1 else None
-                    if one is not None and None not in one and () not in one and not (vin & vout):
-                        out.append((m, r))
+                    odd = self._fixed_but(feats, k, inside, outside)
+                    if odd is None:
+                        odd = self._fixed_but(feats, k, outside, inside)
+                    if odd is not None:
+                        out.append((m, r, odd))
                         break
-        return out
+        return sorted(out, key=lambda p: len(p[2]))   # stable: exact classes first, by modulus
 
-    def _class_guard(self, obs: list[Obs], depth: int, root: bool, residues: int, classes: list[tuple[int, int]]):
+    @staticmethod
+    def _fixed_but(feats: dict, k: int, side: list, other: list):
+        """The n of `side` whose feature k differs from the one value all the others
+        share, a value no n of `other` takes (at most CLASS_EXCEPTIONS of them; none:
+        ()); None when there is no such value."""
+        values = [feats[n][k] for n in side]
+        v = max(set(values), key=values.count)
+        odd = tuple(n for n in side if feats[n][k] != v)
+        if len(odd) > CLASS_EXCEPTIONS or v is None or v == () or any(feats[n][k] == v for n in other):
+            return None
+        return odd
+
+    def _class_guard(self, obs: list[Obs], depth: int, root: bool, residues: int, classes: list[tuple]):
         """Note [residue classes]: `if n % m == r: A else: (the rest, guarded)` for the
-        classes the trees propose (m, r), the first whose arms fit."""
+        classes the trees propose (m, r, exceptions), the first whose arms fit; each
+        exception n first, as `n == c` with its own order (else its tree)."""
         cap = CLASS_WORK * sum(o.n for o in _spread(sorted(obs, key=lambda o: o.n), SAMPLE))
-        for m, r in classes:
-            cls = [o for o in obs if o.n % m == r]
-            rest = [o for o in obs if o.n % m != r]
+        for m, r, odd in classes:
+            cls = [o for o in obs if o.n % m == r and o.n not in odd]
+            rest = [o for o in obs if o.n % m != r and o.n not in odd]
             with self.budget.capped(cap) as token:
                 try:
                     a = self.fit(cls, depth, root)
+                    if a is not None and all(self._verify(a, o, root) for o in obs):
+                        return a   # the class was a guess: its order explains every n
                     b = None if a is None else self.fit_guarded(rest, depth, root, residues - 1)
+                    arms = [] if b is None else [self._exception(obs, n, depth) for n in odd]
                 except Capped as e:
                     if e.token is not token:
                         raise
                     continue
-            if b is None:
+            if b is None or None in arms:
                 continue
             case = A.Case(A.Compare("==", A.BinOp("%", N, A.Num(m)), A.Num(r)), a)
-            return A.Guard((case,) + b.cases, b.otherwise) if isinstance(b, A.Guard) else A.Guard((case,), b)
+            cases = tuple(arms) + (case,)
+            return A.Guard(cases + b.cases, b.otherwise) if isinstance(b, A.Guard) else A.Guard(cases, b)
         return None
+
+    def _exception(self, obs: list[Obs], n: int, depth: int):
+        """`n == c` with the order of the observations at n (else their tree); None
+        when they differ."""
+        at = [o for o in obs if o.n == n]
+        if len({hash(o.tree) for o in at}) > 1:
+            return None
+        own = self.fit(at, depth + 1)
+        return A.Case(A.Compare("==", N, A.Num(n)), own if own is not None else A.Literal(at[0].tree))
 
     def _residue_guard(self, obs: list[Obs], depth: int, root: bool, residues: int):
         """`if n % c == r: A else: (the rest, guarded)`, the cheapest over c and r."""
@@ -449,6 +567,32 @@ class Fitter:
             if best is not None:
                 return best   # the smallest modulus that works: the simplest rule
         return best
+
+    # Note [simple ends]: a kernel often runs a plain loop up to a size and a
+    # structured order above it (`if n <= 31: seq else: blocks(12, ...)`).
+    # The binary search of _runs finds that cut with failing searches over
+    # sets of n that straddle it, each a whole search; but the n a simple
+    # order gives are seen at no cost (their trees are built, not searched).
+    # So the longest run of n from either end that one simple order gives
+    # (at least 3 n above 2) is cut off first, and one search fits the rest:
+    # when it does, the two runs are the guard.
+    def _simple_end(self, ns: list[int], by_n: dict, depth: int, root: bool):
+        for downward in (False, True):
+            walk = ns[::-1] if downward else ns
+            live, count, seen = list(SIMPLE[:4]), 0, 0
+            for n in walk:
+                keep = [order for order in live if all(self._same(order, o) for o in by_n[n])]
+                if not keep:
+                    break
+                live, count, seen = keep, count + 1, seen + (n > 2)
+            if seen < 3 or count == len(walk):
+                continue
+            got = self.fit([o for n in walk[count:] for o in by_n[n]], depth, root)
+            if got is not None:
+                plain, rest = Run(min(walk[:count]), max(walk[:count]), live[0]), Run(
+                    min(walk[count:]), max(walk[count:]), got)
+                return sorted((plain, rest), key=lambda r: r.lo)
+        return None
 
     def _runs(self, ns: list[int], by_n: dict, depth: int, root: bool, downward: bool):
         """Maximal runs of consecutive observed n that one order explains each
@@ -499,9 +643,44 @@ class Fitter:
             bad = [o for o in obs if not self._verify(got, o, root)]
             if not bad:
                 return got
+            moved = self._moved_threshold(got, obs, bad, root)
+            if moved is not None:
+                return moved
             chosen = {o.n for o in sample}
             extra = [o for o in (bad[0], bad[-1], bad[len(bad) // 2]) if o.n not in chosen]
             sample = sorted(sample + list({o.n: o for o in extra}.values()), key=lambda o: o.n)
+
+    # Note [moved thresholds]: a guard fitted on a sample puts its threshold
+    # anywhere in the gap between two sampled n (`if n <= 27: seq` where the
+    # order changes after 31), and the next round searches everything again
+    # with three more n.  So first each threshold in turn is moved by at most
+    # THRESHOLD_MOVE to where the fewest of the wrong observations stay wrong
+    # (the nearest such place), kept when fewer observations are wrong in all
+    # (two passes: guards nested in parts have their own thresholds); only an
+    # order right at every observation is returned.
+    def _moved_threshold(self, got, obs: list[Obs], bad: list[Obs], root: bool):
+        if not _guarded(got):
+            return None
+        for _ in range(2):
+            for path, node in list(walk(got)):
+                if not (isinstance(node, A.Compare) and node.op in ("<=", "<", ">", ">=")
+                        and isinstance(node.left, A.Var) and isinstance(node.right, A.Num)):
+                    continue
+                moves = []
+                for d in range(-THRESHOLD_MOVE, THRESHOLD_MOVE + 1):
+                    if d and node.right.value + d >= 0:
+                        cand = replace_at(got, path, A.Compare(node.op, node.left, A.Num(node.right.value + d)))
+                        moves.append((sum(not self._verify(cand, o, root) for o in bad), abs(d), cand))
+                if not moves:
+                    continue
+                left, _, cand = min(moves, key=lambda m: m[:2])
+                if left < len(bad):
+                    worse = [o for o in obs if not self._verify(cand, o, root)]
+                    if len(worse) < len(bad):
+                        got, bad = cand, worse
+                        if not bad:
+                            return got
+        return None
 
     def _fit_sample(self, obs: list[Obs], depth: int, root: bool):
         key = (root, tuple(o.key for o in obs))
@@ -803,7 +982,10 @@ class Fitter:
         # a first block whose inner order is seq has every smaller prefix: the end of the
         # run 2, 3, ..., b of prefix sizes is b
         run_end = next((b for b in range(2, big.n) if b + 1 not in bs), None) if 2 in bs else None
-        bs = bs[:6] + ([run_end] if run_end is not None and run_end not in bs[:6] else [])
+        # (and the first prefix above that run: blocks of 12 whose inner order is
+        # blocks(9, seq, ...) have prefixes 2..9 and 12, and 12 is the block)
+        above = min((b for b in bs if run_end is not None and b > run_end), default=None)
+        bs = bs[:6] + [b for b in (run_end, above) if b is not None and b not in bs[:6]]
         found = 0
         for b in bs:
             parts = []
@@ -813,8 +995,8 @@ class Fitter:
                     break
                 parts.append(p)
             else:
-                if not any(len(p[0]) > 1 and p[0][0].n > 1 for p in parts):
-                    continue
+                if sum(len(p[0]) > 1 and p[0][0].n > 1 for p in parts) < min(BLOCKS_SEEN, len(parts)):
+                    continue   # note [blocks seen]
                 inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
                 if inner is None:
                     continue

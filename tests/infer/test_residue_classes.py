@@ -35,7 +35,7 @@ def test_a_residue_guarded_spec_is_fitted_exactly_at_held_out_n(name):
     assert str(spec.order) == order
     cut = hi * 3 // 4
     trees = _trees(spec, range(lo, cut + 1))
-    assert Fitter()._class_proposals([Obs(n, t) for n, t in trees.items()])[0] == first
+    assert Fitter()._class_proposals([Obs(n, t) for n, t in trees.items()])[0] == first + ((),)
     fitted, _ = _fit(trees, "order", lo, hi, budget=Budget(work=300_000))
     held_out = range(cut + 1, hi + 1)
     assert {n: observable(expand(fitted, n)) for n in held_out} == _trees(spec, held_out)
@@ -55,7 +55,7 @@ def test_a_class_mod_4_is_proposed_and_fitted_but_a_tail_by_4_proposes_none():
 
     trees = _trees(parse(guarded), range(1, 49))
     obs = [Obs(n, t) for n, t in trees.items()]
-    assert (4, 3) in Fitter()._class_proposals(obs)
+    assert (4, 3, ()) in Fitter()._class_proposals(obs)
     fitted, _ = _fit(trees, "order", 1, 64, budget=Budget(work=100_000))
     assert {n: observable(expand(fitted, n)) for n in range(49, 65)} == _trees(parse(guarded), range(49, 65))
     tail = _trees(parse("n in 1..\norder tail(4, lanes(4, seq, pairwise), seq)\n"), range(1, 49))
