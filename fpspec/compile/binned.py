@@ -119,11 +119,11 @@ def render_numba(backend, kernel: Kernel) -> str:
         public=", ".join(public),
         spec_literal=repr(kernel.source),
         settings=numba_settings(kernel),
-        cache=True,
         runtime=runtime,
         constants=[],
         functions=[],
-        kernels="_nogil = njit(fastmath=False, cache=True, nogil=True)\n\n\n" +
+        # no cache directory (note [compile time] in fpspec.compile.backends.numba)
+        kernels="_nogil = _parallel\n\n\n" +
                 embed(binned_numba, _NUMBA_NOGIL, decorator="@_nogil"),
         api="\n\n".join([embed(binned_rt, ["_checked"]), embed(binned_numba, _NUMBA_HOST),
                          embed(binned_numba, [f"api_{n}" for n in public], {f"api_{n}": n for n in public})]),

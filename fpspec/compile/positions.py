@@ -42,16 +42,17 @@ def compose(positional: Positional, sources: list[str], target: str) -> str:
     body: list[str] = []
     body += [text for name, text in parts[0].statements if name in shared]
     entries = [e for e in ENTRIES if e in parts[0].names]
+    owner = _owners(parts, shared)
     for k, p in enumerate(parts):
         cond = positional.cases[k][0] if k < len(positional.cases) else None
         text = positional.texts[k] if k < len(positional.texts) else cond is not None and py_cond(cond)
         where = "every other output" if cond is None else f"outputs where {text}"
         body.append(f"# ---------------------------------------------------------------- order {k}: {where}")
-        suffix = f"_o{k}"
-        names = {x.split("[")[0] for key, _ in p.statements if key not in shared for x in key.split(",")}
+        suffixes = {x.split("[")[0]: f"_o{owner.get((key, k), k)}" for key, _ in p.statements if key not in shared
+                    for x in key.split(",")}
         for name, text in p.statements:
-            if name not in shared:
-                body.append(_renamed(text, names, suffix))
+            if name not in shared and owner.get((name, k), k) == k:
+                body.append(_renamed(text, suffixes))
     # n is the kernel's length, m the list's: one and the same at the root
     conds = ", ".join(f"lambda i, j, n: {py_cond(c, m='n', vector=True)}" for c, _ in positional.cases)
     arms = len(parts)
@@ -146,9 +147,34 @@ def _shared(parts: list[_Module]) -> set[str]:
     return cand
 
 
-def _renamed(text: str, names: set[str], suffix: str) -> str:
-    """`text` with every top-level name in `names` suffixed (not attributes, not keyword
-    arguments, not the keys of subscript-assigned names)."""
+def _owners(parts: list[_Module], shared: set[str]) -> dict[tuple[str, int], int]:
+    """(name, arm k) -> the first arm j < k whose definition of the name is the same: the
+    same text, referring to names that are the same in arms j and k or shared.  Arm k then
+    uses arm j's (`_sched_gemv_o1` for arms 1 and 2 whose schedules differ only in their
+    rows): numba compiles each definition at its first call, so a kernel written once
+    compiles once (note [compile time] in fpspec.compile.backends.numba)."""
+    indexed = {x.split("[")[0] for p in parts for x, _ in p.statements if "[" in x}   # changed in place: per arm
+    fixed = set(ENTRIES) | {"SPEC", "last_path"} | indexed
+    same = {(name, j, k) for k, p in enumerate(parts) for j in range(k) for name, text in p.statements
+            if name not in shared and name not in fixed and "," not in name and "[" not in name
+            and parts[j].text.get(name) == text}
+    changed = True
+    while changed:
+        changed = False
+        for name, j, k in sorted(same):
+            local = parts[k].refs[name] & parts[k].names - shared - {name}
+            if any((r, j, k) not in same for r in local):
+                same.discard((name, j, k))
+                changed = True
+    owner: dict[tuple[str, int], int] = {}
+    for name, j, k in sorted(same, key=lambda t: t[1]):
+        owner.setdefault((name, k), owner.get((name, j), j))
+    return owner
+
+
+def _renamed(text: str, suffixes: dict[str, str]) -> str:
+    """`text` with every top-level name in `suffixes` given its suffix (not attributes, not
+    keyword arguments, not the keys of subscript-assigned names)."""
     toks = list(tokenize.generate_tokens(io.StringIO(text + "\n").readline))
     lines = (text + "\n").splitlines(keepends=True)
     edits = []
@@ -159,7 +185,7 @@ def _renamed(text: str, names: set[str], suffix: str) -> str:
             depth -= t.string in ")]}"
         if t.type != tokenize.NAME:
             continue
-        if t.string not in names:
+        if t.string not in suffixes:
             continue
         prev = next((p for p in reversed(toks[:k]) if p.type not in (tokenize.NL, tokenize.COMMENT)), None)
         nxt = toks[k + 1] if k + 1 < len(toks) else None
@@ -167,8 +193,8 @@ def _renamed(text: str, names: set[str], suffix: str) -> str:
             continue
         if depth > 0 and nxt is not None and nxt.string == "=" and prev is not None and prev.string in "(,":
             continue
-        edits.append(t.start)
-    for (row, col) in reversed(edits):
+        edits.append((t.start, suffixes[t.string]))
+    for (row, col), suffix in reversed(edits):
         line = lines[row - 1]
         end = col
         while end < len(line) and (line[end].isalnum() or line[end] == "_"):
