@@ -22,6 +22,9 @@ _LANE_STEPS = 4      # k steps a pass of gemm's lanes (block_loops)
 # (benchmarks/results/bench_binned_h200_2026-11-27.txt): a sum is bound by its operations (two
 # chains interleaved), a dot by the loads in flight.  The bits do not depend on them.
 DEPOSIT = {"sum": (2, 0, 64, 4096), "product": (1, 1024, 128, 16384)}
+# The deposit in vector registers (binned_numba._deposit_regs) per kind of term: (bits a vector,
+# vectors side by side); (0, 0): DEPOSIT's loop alone.  Its prefetch distance is DEPOSIT's.
+REGS = {"sum": (0, 0), "product": (256, 4)}
 PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("gemm",)}
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
@@ -95,7 +98,15 @@ def numba_settings(kernel: Kernel) -> list[str]:
         f"_ABS_MASK = {(1 << (bits - 1)) - 1:#x}",
         f"_BLOCK = {DEPOSIT['sum' if kernel.op == 'sum' else 'product'][3]}",
         f"_GEMM_TILE, _ENDURANCE = {binned_numba._GEMM_TILE}, {fmt.endurance}",
+        f"_REGS = {_regs(kernel.op != 'sum', bits)!r}",
     ]
+
+
+def _regs(product: bool, bits: int) -> tuple:
+    """binned_numba._REGS for terms of `bits` bits: (lanes a vector, vectors, prefetch distance)."""
+    kind = "product" if product else "sum"
+    width, group = REGS[kind]
+    return (width // bits, group, DEPOSIT[kind][1]) if width else (0, 0, 0)
 
 
 def render_numba(backend, kernel: Kernel) -> str:
@@ -106,7 +117,7 @@ def render_numba(backend, kernel: Kernel) -> str:
     runtime = "\n\n".join([
         "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\n"
         "from numba import get_num_threads, types\nfrom numba.core import cgutils",
-        embed(binned_numba, ["_or1", "_bits", "_prefetch"]),
+        embed(binned_numba, ["_or1", "_bits", "_prefetch", "_deposit_regs"]),
         embed(model, ["convert"], decorator="@_jit"),
         embed(binned_numba, _NUMBA_JIT, decorator="@_jit"),
         block_loops(kernel.arithmetic.binned, kernel.op != "sum", 8 if kernel.arithmetic.input == "fp64" else 16),
@@ -221,4 +232,35 @@ def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
             "    h = 0", "    for i in range(X.shape[0]):", f"        b = _bits({term}) & _ABS_MASK",
             "        h = b if b > h else h", "    return h"]
     blocks = [deposit("_deposit", False), deposit("_deposit_top", True), "\n".join(amax), "\n".join(lanes)]
+    if REGS["product" if product else "sum"][0]:
+        blocks[0] = deposit("_deposit_loop", False)
+        blocks.append(deposit_regs(fold, product))
     return "\n\n\n".join(blocks) + "\n"
+
+
+def deposit_regs(fold: int, product: bool) -> str:
+    """binned_numba's _deposit over _deposit_regs: the block's terms in whole groups of lanes, at
+    most _ENDURANCE a lane a call; the rest one by one (counted as _deposit_loop counts).  A block
+    where a primary left its binade (an inf, a nan, a term far above the bin) goes through
+    _deposit_loop again: its counts and largest pattern are the ones the caller needs."""
+    term = "X[i] * Y[i]" if product else "X[i]"
+    lines = ["@_jit\ndef _deposit(X, Y, index, counts):",
+             '    """Count the slices of the block\'s terms in each slot\'s ulps; the largest |term| pattern."""',
+             "    n = X.shape[0]", "    step = _REGS[0] * _REGS[1]", "    whole = n - n % step",
+             "    bins = _BINS[index:index + _FOLD]"]
+    lines += [f"    counts[{j}] = 0" for j in range(fold)]
+    lines += ["    h = 0", "    c = 0", "    while c < whole:", "        e = min(c + _ENDURANCE * step, whole)",
+              "        g = _deposit_regs(X[c:e], Y[c:e], bins, counts)",
+              "        if g < 0:", "            return _deposit_loop(X, Y, index, counts)",
+              "        h = g if g > h else h", "        c = e"]
+    lines += [f"    m{j} = _BINS[index + {j}]" for j in range(fold)]
+    lines += [f"    k{j} = 0" for j in range(fold)]
+    lines += ["    for i in range(whole, n):", f"        r = {term}", "        b = _bits(r) & _ABS_MASK",
+              "        h = b if b > h else h"]
+    for j in range(fold):
+        lines += [f"        s = m{j} + _or1(r)", f"        k{j} += _bits(s) - _bits(m{j})"]
+        if j < fold - 1:
+            lines.append(f"        r = r + (m{j} - s)")
+    lines += [f"    counts[{j}] += k{j}" for j in range(fold)]
+    lines.append("    return h")
+    return "\n".join(lines)

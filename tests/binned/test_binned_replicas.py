@@ -276,3 +276,38 @@ def test_numba_gemm_lanes_and_their_fallback(fmt):
     A, B = A.astype(dt), B.astype(dt)
     want = np.stack([evaluate_binned(A.T, B[:, j], fmt, 3) for j in range(N)], axis=1).astype(dt)
     assert bits(rep.gemm(A, B)) == bits(want)
+
+
+@pytest.mark.parametrize("fmt", ["fp64", "fp32"])
+def test_numba_register_deposit_and_its_fallback(fmt):
+    # the deposit in vector registers (binned_numba._deposit_regs) in a later block: a term in a
+    # higher bin (the largest pattern sends the block back), the format's largest value (a primary
+    # overflows: the block goes through the loop again), an inf, both infinities, a nan; lengths
+    # past the format's endurance a lane, whole groups and a rest; every case the model's bits
+    dt = DTYPES[fmt]
+    op = "dot" if fmt == "fp64" else "gemv"     # gemv's rows: the same deposit, no other compilation
+    rep = replica(op, fmt, "numba")
+    fi = np.finfo(dt)
+    rng = np.random.default_rng(11)
+    n = 2 * rep._BLOCK + 37
+    at = rep._BLOCK + 101               # inside the second block's whole groups of lanes
+    base = rng.standard_normal(n) * 2.0 ** rng.integers(-8, 8, n)
+    rows = []
+    for scale, value in ((1.0, 2.0 ** 60), (2.0 ** (fi.maxexp - 2 * (40 if fmt == "fp64" else 13) + 8), fi.max),
+                         (1.0, np.inf), (1.0, np.nan), (1.0, 1.0)):
+        row = base * scale
+        row[at] = value
+        rows.append(row)
+    rows.append(np.where(np.arange(n) == at + 7, -np.inf, rows[2]))
+    with np.errstate(over="ignore"):
+        A = np.array(rows).astype(dt)
+    y = np.where(np.arange(n) % 3 == 0, 1.0, rng.standard_normal(n)).astype(dt)
+    want = evaluate_binned(A.T, y, fmt, 3).astype(dt)
+    if op == "gemv":
+        got = rep.gemv(A, y)
+    else:                               # one piece (a thread's), whatever the thread count
+        states = np.zeros((len(A), 1, rep._STATE), np.int64)
+        for a, state in zip(A, states):
+            rep._partial(a, y, 0, n, state[0])
+        got = np.array([rep._merged(state) for state in states])
+    assert bits(got) == bits(want)
