@@ -83,6 +83,7 @@ class Side:
     # a spec whose order depends on the output position: ((row, column), mask of the outputs in
     # that position's order), one or two per order; trees and arithmetic are compared at each
     positions: tuple = ()
+    bias: str = "none"             # a spec's `bias = after | inside`: samples carry a bias vector
 
     @property
     def live(self) -> bool:
@@ -377,6 +378,8 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
                 continue
             batch = list(fpinputs.samples(reference.op, n, reference.fmt, count, seed=seed,
                                           m=reference.m, ncols=reference.ncols))
+            if reference.bias != "none":
+                batch = with_bias(batch, reference.fmt, seed)
             inputs += len(batch)
             cache: dict[int, list | None] = {}     # id(side) -> its outputs on the batch
             for left, right in sample_pairs:
@@ -407,6 +410,28 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
 
 # inputs per n that is checked by samples only (its reference is evaluated on the whole tree)
 SAMPLED_INPUTS = 8
+
+
+def with_bias(batch, fmt: str, seed: int) -> list:
+    """Each gemm sample with a third argument, a bias per output column exact in `fmt`: its
+    magnitudes spread around the outputs' (so that where it enters shows in the bits), some
+    zeros and signed zeros."""
+    from fpspec.formats import get_format, round_to
+
+    out = []
+    for s in batch:
+        A, B = (np.asarray(v, np.float64) for v in s.args[:2])
+        rng = np.random.default_rng([seed, s.index, A.shape[1], 7])
+        with np.errstate(all="ignore"):
+            scale = np.abs(A) @ np.abs(B)
+        scale = np.where(np.isfinite(scale), scale, 1.0).max(axis=0)
+        scale = np.where(scale > 0, scale, 1.0)
+        b = rng.standard_normal(B.shape[1]) * scale * np.exp2(rng.integers(-12, 3, B.shape[1]))
+        b = round_to(get_format(fmt), np.clip(b, -get_format(fmt).largest, get_format(fmt).largest))
+        b[rng.random(B.shape[1]) < 0.1] = 0.0
+        b[rng.random(B.shape[1]) < 0.05] = -0.0
+        out.append(dataclasses.replace(s, args=s.args[:2] + (b,)))
+    return out
 
 
 def _is_nondeterminism(e: BaseException) -> bool:
@@ -839,7 +864,9 @@ def make_spec_side(spec, name: str, *, m: int | None = None, ncols: int | None =
     names = tuple(a.name for a in spec.header.arithmetics)
     labels, reps = position_labels(spec, m, ncols)
 
-    def tree_at(n: int, pos: tuple = (0, 0)) -> Tree:
+    inside = arith is not None and arith.bias == "inside"   # the order over the bias and n terms
+
+    def full_tree(n: int, pos: tuple = (0, 0)) -> Tree:
         key = (n, pos)
         if key not in trees:
             if names:
@@ -848,29 +875,53 @@ def make_spec_side(spec, name: str, *, m: int | None = None, ncols: int | None =
                 trees[key] = expand(spec, n, pos)
         return trees[key]
 
+    def tree_at(n: int, pos: tuple = (0, 0)) -> Tree:
+        # fpspec.arith.model note [bias]: a bias inside is seen (as +0.0) as no operand at all
+        return without_first_leaf(full_tree(n + 1, pos)) if inside else full_tree(n, pos)
+
     def outputs(n: int, samples) -> list:
         if arith is None:
             raise SideFailure("the spec has no arithmetic section: nothing defines its outputs")
+        k_tree = n + 1 if inside else n
         if labels is None:
-            return reference_outputs(tree_at(n), arith, op, samples, regions.get((n, (0, 0))))
+            return reference_outputs(full_tree(k_tree), arith, op, samples, regions.get((k_tree, (0, 0))))
         # each order on every output, kept where the output is in that order
         out = None
         for k, pos in enumerate(reps):
-            part = reference_outputs(tree_at(n, pos), arith, op, samples, regions.get((n, pos)))
+            part = reference_outputs(full_tree(k_tree, pos), arith, op, samples, regions.get((k_tree, pos)))
             here = labels.reshape(part[0].shape) == k
             out = part if out is None else [np.where(here, p, o) for p, o in zip(part, out)]
         return out
 
+    # the probes call without a bias (+0.0): they see the arithmetic without it; the samples
+    # carry a bias and check where it enters by bits
+    # (a +0.0 bias is an initial +0.0: fpspec.arith.model note [init +0.0])
+    probed = arith if arith is None or arith.bias == "none" else dataclasses.replace(arith, bias="none", init="+0.0")
+
     def arithmetic_at(n: int, t, pos: tuple = (0, 0), mask=None):
         tree_at(n, pos)
-        found = regions.get((n, pos))
-        return RegionalArithmetic(arith, found, names) if names and found else arith
+        found = regions.get((n + 1 if inside else n, pos))
+        return RegionalArithmetic(probed, found, names) if names and found else probed
 
     points = () if labels is None else tuple(
         (p, labels == k) for k, first in enumerate(reps)
         for p in dict.fromkeys([first, tuple(int(v) for v in np.argwhere(labels == k)[-1])]))
     return Side(name, "spec", op, fmt, tree_at=tree_at, arithmetic_at=arithmetic_at, outputs=outputs,
-                out_fmt=out_fmt, m=m, ncols=ncols, positions=points)
+                out_fmt=out_fmt, m=m, ncols=ncols, positions=points,
+                bias="none" if arith is None else arith.bias)
+
+
+def without_first_leaf(t: Tree) -> Tree:
+    """`t` without leaf 0, the others numbered from 0 (a node left with one child is that child)."""
+    from fpspec.tree import Node
+
+    def strip(u):
+        if isinstance(u, (int, np.integer)):
+            return None if u == 0 else int(u) - 1
+        kids = tuple(k for k in (strip(c) for c in u.children) if k is not None)
+        return kids[0] if len(kids) == 1 else Node(kids, u.fused)
+
+    return strip(t)
 
 
 def position_labels(spec, m, ncols):
@@ -904,12 +955,13 @@ def _shape(op: str, m, ncols, spec=None) -> tuple[int | None, int | None]:
 
 def reference_outputs(tree: Tree, arith, op: str, samples, regions: dict | None = None) -> list:
     """The arithmetic model's result for each sample, all samples in one tree walk
-    (`regions`: node key -> Arithmetic, fpspec.arith.evaluate note [regions])."""
+    (`regions`: node key -> Arithmetic, fpspec.arith.evaluate note [regions]); a gemm
+    sample's third argument is its bias (none: +0.0), where the arithmetic takes one."""
     from fpspec.arith import evaluate
 
     if not samples:
         return []
-    xs, ys, shapes = [], [], []
+    xs, ys, shapes, biases = [], [], [], []
     for s in samples:
         a = np.asarray(s.args[0], np.float64)
         b = np.asarray(s.args[1], np.float64) if len(s.args) > 1 else None
@@ -923,13 +975,16 @@ def reference_outputs(tree: Tree, arith, op: str, samples, regions: dict | None 
             mm, nc = a.shape[0], b.shape[1]
             cols_x = np.repeat(a.T, nc, axis=1)
             cols_y = np.tile(b, (1, mm))
+            biases.append(np.tile(np.asarray(s.args[2], np.float64) if len(s.args) > 2 else np.zeros(nc), mm))
         xs.append(cols_x)
         ys.append(cols_y)
         shapes.append(() if op in ("sum", "dot") else (a.shape[0],) if op == "gemv" else (a.shape[0], b.shape[1]))
     x = np.concatenate(xs, axis=1)
     y = None if op == "sum" else np.concatenate(ys, axis=1)
+    bias = np.concatenate(biases) if biases and getattr(arith, "bias", "none") != "none" else None
     with np.errstate(all="ignore"):
-        flat = np.asarray(evaluate(tree, x, y, arith, regions), np.float64).reshape(-1)
+        flat = np.asarray(evaluate(tree, x, y, arith, regions, **({} if bias is None else {"bias": bias})),
+                          np.float64).reshape(-1)
     out, k = [], 0
     for shape in shapes:
         size_ = int(np.prod(shape)) if shape else 1
@@ -1027,12 +1082,16 @@ def make_replica_side(fn: Callable, label: str, op: str, fmt: str, *, out_fmt: s
 
 
 def make_target_side(name: str, op: str | None, fmt: str, *, role: str = "original", m: int | None = None,
-                     ncols: int | None = None, device: str = "cpu") -> Side:
-    """A library function named on the command line (numpy.sum, torch.matmul, pkg.mod:fn)."""
+                     ncols: int | None = None, device: str = "cpu", bias: str = "none") -> Side:
+    """A library function named on the command line (numpy.sum, torch.matmul, pkg.mod:fn);
+    `bias`: the spec's bias clause, which the function must take (torch.nn.functional.linear)."""
     resolve_target = _resolve_target()
     base, _, dev = name.partition("@")     # torch.sum@cuda names a device
     device = dev or device
     first = resolve_target(base, op=op, n=8, dtype=fmt, m=m, ncols=ncols, device=device)
+    if bias != "none" and not getattr(first, "takes_bias", False):
+        raise FpspecError(f"the spec adds a bias (bias = {bias}), but {name} takes none "
+                          "(torch.nn.functional.linear does)")
     op = first.op
     m, ncols = (first.m if op in ("gemv", "gemm") else None), (first.ncols if op == "gemm" else None)
 
@@ -1170,7 +1229,7 @@ def _verify_sides(ref: Side, rep: Side, extra: Sequence[Side], against: str | No
         notes.append(note)
     if against:
         orig = make_target_side(against, ref.op, ref.fmt, role="original", m=ref.m, ncols=ref.ncols,
-                                device=device)
+                                device=device, bias=ref.bias)
         sides.append(orig)
         pairs.insert(0, (orig, rep))
     return compare(ref, sides, n_values, samples=samples, seed=seed, sample_pairs=pairs,

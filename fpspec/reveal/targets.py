@@ -59,6 +59,7 @@ class Target:
     call_rows: Callable | None = field(default=None, compare=False, repr=False)  # (b, n) -> (b,) in one call
     count_bits: int = 0         # counts read back exactly below 2^count_bits (0: the output format's precision)
     out_shift: int = 0          # the output is the sum / 2^out_shift (a mean at n = 2^out_shift)
+    takes_bias: bool = False    # gemm only: fn(A, B, bias) adds a bias per output column (F.linear)
     versions: tuple = field(default=(), compare=False)  # ((package, version), ...)
 
     def __post_init__(self):
@@ -277,6 +278,17 @@ def _torch_target(name, func, op, n, fmt, m, ncols, device) -> Target:
         fn = torch.matmul
         if fmt == "tf32":   # tf32 inputs: fp32 tensors through TF32 Tensor Cores
             torch.backends.cuda.matmul.allow_tf32 = True
+    elif func == "linear":
+        # F.linear(x, W, b) = x @ W.T + b, W as a layer holds it ((ncols, K), row-major): a gemm of
+        # A = x and B = W.T.  Without a bias operand (the revelation's calls) the bias is +0.0, so that
+        # the kernel is the one a layer with a bias runs (cuBLASLt's bias epilogue, not plain cuBLAS)
+        _check_op(name, op, ("gemm",))
+        functional = torch.nn.functional
+
+        def fn(A, B, bias=None, _f=functional.linear):
+            W = B.t().contiguous()
+            return _f(A, W, torch.zeros(W.shape[0], dtype=W.dtype, device=W.device) if bias is None else bias)
+        extra = {"takes_bias": True}
     elif func == "bmm":
         _check_op(name, op, ("gemm",))
         fn = lambda A, B: torch.bmm(A[None], B[None])[0]  # noqa: E731
@@ -293,7 +305,7 @@ def _torch_target(name, func, op, n, fmt, m, ncols, device) -> Target:
                                            out_dtype=torch.float32)
     else:
         raise FpspecError(f"unknown torch target {name!r}; expected torch.sum, torch.mean, torch.dot, torch.mv, "
-                          "torch.matmul, torch.bmm or torch._scaled_mm")
+                          "torch.matmul, torch.bmm, torch._scaled_mm or torch.nn.functional.linear")
     if device.startswith("cuda"):
         inner = fn
 
@@ -385,8 +397,10 @@ def _import_callable(spec: str) -> tuple[Callable, str]:
 _ALIASES = {
     "np.sum": "numpy.sum", "np.dot": "numpy.dot", "np.matmul": "numpy.matmul",
     "jnp.sum": "jax.numpy.sum", "jnp.dot": "jax.numpy.dot", "jnp.matmul": "jax.numpy.matmul",
+    "F.linear": "torch.nn.functional.linear",
 }
-_DEFAULT_OPS = {"sum": "sum", "mean": "sum", "dot": "dot", "mv": "gemv", "matmul": "gemm", "bmm": "gemm", "_scaled_mm": "gemm"}
+_DEFAULT_OPS = {"sum": "sum", "mean": "sum", "dot": "dot", "mv": "gemv", "matmul": "gemm", "bmm": "gemm", "_scaled_mm": "gemm",
+                "linear": "gemm"}
 # library functions with their own adapters (named in messages); any other numpy.X / torch.X is a
 # user callable.  numpy.dot_matrix: numpy.matmul under another name, adapted too
 _KNOWN = {"numpy": ("sum", "dot", "matmul"), "torch": ("sum", "mean", "dot", "mv", "matmul", "bmm", "_scaled_mm"),
@@ -418,6 +432,8 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
     key = _ALIASES.get(name, name)
     if op is None and ncols is None and key.endswith("matmul") and m is not None:
         op = "gemv"
+    if key == "torch.nn.functional.linear":   # a layer's op, adapted like torch's own (a bias operand)
+        return _torch_target(name, "linear", op or "gemm", n, fmt, m, ncols, device)
     library = _library_function(key)
     if library is not None and library[2] in _ADAPTED[library[0]]:
         lib, _, func = library
@@ -454,7 +470,18 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
     if _isolate is not None:
         probe_in_subprocess(name, op=op, n=n, dtype=dtype, m=m, ncols=ncols, device=device)
     return checked_target(Target(name, op, n, fmt, device, m, ncols, package, fn=fn, native=native,
-                                 to_float64=to64, versions=versions))
+                                 to_float64=to64, versions=versions,
+                                 takes_bias=op == "gemm" and _has_bias_parameter(fn)))
+
+
+def _has_bias_parameter(fn: Callable) -> bool:
+    """A user gemm that takes a bias per output column: a parameter named `bias` (F.linear's)."""
+    import inspect
+
+    try:
+        return "bias" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):   # a builtin without a signature
+        return False
 
 
 # Note [crashing targets]: a user callable runs in fpspec's process (millions of
