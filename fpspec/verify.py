@@ -1307,3 +1307,58 @@ def diff_sides(a: Side, b: Side, n_values, *, samples: int = 0, seed: int = 0, n
     pairs = [(a, b)] if samples and a.outputs is not None and b.outputs is not None else []
     return compare(a, [b], n_values, samples=samples, seed=seed, sample_pairs=pairs,
                    command="diff", notes=notes, sampled_n=sampled_n, not_covered=not_covered)
+
+
+# ================================================================ where a bias enters
+
+BIAS_SAMPLES = 48
+
+
+def reveal_bias(spec, target, *, samples: int = BIAS_SAMPLES, seed: int = 0):
+    """`spec` (revealed from `target`, a gemm that takes a bias: torch.nn.functional.linear, probed
+    with a +0.0 bias) with its arithmetic's `bias` clause: after or inside, whichever gives the
+    target's bits on `samples` inputs with a bias (note [bias] in fpspec.arith.model).  A bias
+    +0.0 made the probe see init = +0.0; with the bias clause init is none.  FpspecError (a
+    refusal) when neither or both fit."""
+    from fpspec.errors import RevealRefused
+    from fpspec.spec.ast import Block, Header, Spec
+
+    arith = spec_arithmetic(spec)
+    if arith is None:
+        raise RevealRefused("where the bias enters is told from the bits of the probed arithmetic: probe it "
+                            "(no --no-probe)")
+    n = target.n
+    batch = with_bias(list(fpinputs.samples("gemm", n, target.fmt, samples, seed=seed, m=target.m,
+                                            ncols=target.ncols)), target.fmt, seed)
+    with np.errstate(all="ignore"):
+        got = [np.asarray(target.to_float64(target.fn(*(target.native(np.asarray(a, np.float64)) for a in s.args))),
+                          np.float64).reshape(target.m, target.ncols) for s in batch]
+    fits, misses = [], {}
+    for place in ("after", "inside"):
+        candidate = dataclasses.replace(arith, bias=place, init="none")
+        blocks = tuple(Block("arithmetic", candidate.to_entries()) if b.name == "arithmetic" else b
+                       for b in spec.header.sections)
+        trial = Spec(dataclasses.replace(spec.header, sections=blocks, n=_range_with(spec.header.n, n + 1)
+                                         if place == "inside" else spec.header.n), spec.lets, spec.order)
+        side = make_spec_side(trial, "spec", m=target.m, ncols=target.ncols)
+        try:
+            want = side.outputs(n, batch)
+        except Exception as e:     # an order that does not extend to n + 1 terms cannot hold a bias inside
+            misses[place] = f"not defined ({_one_line(e)})"
+            continue
+        bad = sum(int(not np.all(same_bits(w, g))) for w, g in zip(want, got))
+        misses[place] = f"{bad} of {len(batch)} inputs differ"
+        if not bad:
+            fits.append(trial)
+    if len(fits) != 1:
+        raise RevealRefused(f"{target.name}: the bias enters neither after nor inside the accumulation as modelled "
+                            f"(after: {misses.get('after')}; inside: {misses.get('inside')})" if not fits else
+                            f"{target.name}: these inputs do not tell where the bias enters (both fit)")
+    return fits[0], tuple(f"bias: {p}: {t}" for p, t in misses.items())
+
+
+def _range_with(r, n: int):
+    """The range `r` widened to hold n (the order of a bias inside is expanded at n + 1)."""
+    if r is None or n in r:
+        return r
+    return dataclasses.replace(r, hi=max(r.hi, n) if r.hi is not None else None, lo=min(r.lo, n))

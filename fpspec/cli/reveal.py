@@ -411,7 +411,13 @@ def reveal(
             elif file_format == "fps":
                 spec = revealed_spec(rev.tree, prov, rev, report, order_target(tgt, rev.shared, (0, 0)), lines)
                 text = str(spec)
-            else:
+            if spec is not None and tgt.takes_bias:   # F.linear: where its bias enters (fpspec.verify.reveal_bias)
+                from fpspec.verify import reveal_bias
+
+                spec, found = reveal_bias(spec, tgt, seed=seed)
+                lines += found
+                text = str(spec)
+            elif spec is None:
                 text = tree_file_text(rev.tree, prov, rev, lines)
         write_output(output, text, "-o")
     many = orders is not None and len(orders) > 1
