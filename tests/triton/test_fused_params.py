@@ -156,7 +156,7 @@ def test_triton_equals_numpy_equals_model(label):
     assert rep_triton.REPLICA.last_path == "emulated"
     assert got.dtype == (torch.float16 if params.output == "fp16" else torch.float32)
     want_bits = _bits(want)
-    assert np.array_equal(_bits(got.float().numpy()), want_bits), label
+    assert np.array_equal(_bits(got.float().cpu().numpy()), want_bits), label
     assert np.array_equal(_bits(got_np), want_bits), label
 
 
