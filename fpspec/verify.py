@@ -895,8 +895,10 @@ def make_spec_side(spec, name: str, *, m: int | None = None, ncols: int | None =
 
     # the probes call without a bias (+0.0): they see the arithmetic without it; the samples
     # carry a bias and check where it enters by bits
-    # (a +0.0 bias is an initial +0.0: fpspec.arith.model note [init +0.0])
-    probed = arith if arith is None or arith.bias == "none" else dataclasses.replace(arith, bias="none", init="+0.0")
+    # (a +0.0 bias inside is an initial +0.0, fpspec.arith.model note [init +0.0]; after, the spec's init is
+    # the accumulation's own, as probed)
+    probed = arith if arith is None or arith.bias == "none" else dataclasses.replace(
+        arith, bias="none", init="+0.0" if arith.bias == "inside" else arith.init)
 
     def arithmetic_at(n: int, t, pos: tuple = (0, 0), mask=None):
         tree_at(n, pos)
@@ -1317,9 +1319,9 @@ BIAS_SAMPLES = 48
 def reveal_bias(spec, target, *, samples: int = BIAS_SAMPLES, seed: int = 0):
     """`spec` (revealed from `target`, a gemm that takes a bias: torch.nn.functional.linear, probed
     with a +0.0 bias) with its arithmetic's `bias` clause: after or inside, whichever gives the
-    target's bits on `samples` inputs with a bias (note [bias] in fpspec.arith.model).  A bias
-    +0.0 made the probe see init = +0.0; with the bias clause init is none.  FpspecError (a
-    refusal) when neither or both fit."""
+    target's bits on `samples` inputs with a bias (note [bias] in fpspec.arith.model).  After:
+    the probed init stays (the accumulation's own); inside, the +0.0 bias is what the probe saw
+    as init = +0.0, so init is none.  RevealRefused when neither or both fit."""
     from fpspec.errors import RevealRefused
     from fpspec.spec.ast import Block, Header, Spec
 
@@ -1335,7 +1337,7 @@ def reveal_bias(spec, target, *, samples: int = BIAS_SAMPLES, seed: int = 0):
                           np.float64).reshape(target.m, target.ncols) for s in batch]
     fits, misses = [], {}
     for place in ("after", "inside"):
-        candidate = dataclasses.replace(arith, bias=place, init="none")
+        candidate = dataclasses.replace(arith, bias=place, init=arith.init if place == "after" else "none")
         blocks = tuple(Block("arithmetic", candidate.to_entries()) if b.name == "arithmetic" else b
                        for b in spec.header.sections)
         trial = Spec(dataclasses.replace(spec.header, sections=blocks, n=_range_with(spec.header.n, n + 1)
