@@ -84,6 +84,7 @@ class Side:
     # that position's order), one or two per order; trees and arithmetic are compared at each
     positions: tuple = ()
     bias: str = "none"             # a spec's `bias = after | inside`: samples carry a bias vector
+    fmt_b: str = ""                # B's format where fused nodes read two (e4m3 x e5m2): samples' B in it
 
     @property
     def live(self) -> bool:
@@ -380,6 +381,8 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
                                           m=reference.m, ncols=reference.ncols))
             if reference.bias != "none":
                 batch = with_bias(batch, reference.fmt, seed)
+            if reference.fmt_b:
+                batch = with_b_format(batch, reference.fmt_b)
             inputs += len(batch)
             cache: dict[int, list | None] = {}     # id(side) -> its outputs on the batch
             for left, right in sample_pairs:
@@ -410,6 +413,16 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
 
 # inputs per n that is checked by samples only (its reference is evaluated on the whole tree)
 SAMPLED_INPUTS = 8
+
+
+def with_b_format(batch, fmt_b: str) -> list:
+    """Each gemm sample with B rounded to nearest in `fmt_b` (B of another format than A's)."""
+    from fpspec.formats import get_format, round_to
+
+    f = get_format(fmt_b)
+    return [dataclasses.replace(s, args=(s.args[0], round_to(f, np.clip(np.asarray(s.args[1], np.float64),
+                                                                        -f.largest, f.largest))) + s.args[2:])
+            for s in batch]
 
 
 def with_bias(batch, fmt: str, seed: int) -> list:
@@ -910,7 +923,8 @@ def make_spec_side(spec, name: str, *, m: int | None = None, ncols: int | None =
         for p in dict.fromkeys([first, tuple(int(v) for v in np.argwhere(labels == k)[-1])]))
     return Side(name, "spec", op, fmt, tree_at=tree_at, arithmetic_at=arithmetic_at, outputs=outputs,
                 out_fmt=out_fmt, m=m, ncols=ncols, positions=points,
-                bias="none" if arith is None else arith.bias)
+                bias="none" if arith is None else arith.bias,
+                fmt_b=(arith.fused.input_b or "") if arith is not None and arith.fused is not None else "")
 
 
 def without_first_leaf(t: Tree) -> Tree:
@@ -1084,13 +1098,14 @@ def make_replica_side(fn: Callable, label: str, op: str, fmt: str, *, out_fmt: s
 
 
 def make_target_side(name: str, op: str | None, fmt: str, *, role: str = "original", m: int | None = None,
-                     ncols: int | None = None, device: str = "cpu", bias: str = "none") -> Side:
+                     ncols: int | None = None, device: str = "cpu", bias: str = "none", fmt_b: str = "") -> Side:
     """A library function named on the command line (numpy.sum, torch.matmul, pkg.mod:fn);
     `bias`: the spec's bias clause, which the function must take (torch.nn.functional.linear)."""
     resolve_target = _resolve_target()
     base, _, dev = name.partition("@")     # torch.sum@cuda names a device
     device = dev or device
-    first = resolve_target(base, op=op, n=8, dtype=fmt, m=m, ncols=ncols, device=device)
+    two = {"dtype_b": fmt_b} if fmt_b else {}
+    first = resolve_target(base, op=op, n=8, dtype=fmt, m=m, ncols=ncols, device=device, **two)
     if bias != "none" and not getattr(first, "takes_bias", False):
         raise FpspecError(f"the spec adds a bias (bias = {bias}), but {name} takes none "
                           "(torch.nn.functional.linear does)")
@@ -1098,7 +1113,7 @@ def make_target_side(name: str, op: str | None, fmt: str, *, role: str = "origin
     m, ncols = (first.m if op in ("gemv", "gemm") else None), (first.ncols if op == "gemm" else None)
 
     def target_at(n: int):
-        return resolve_target(base, op=op, n=n, dtype=fmt, m=m, ncols=ncols, device=device)
+        return resolve_target(base, op=op, n=n, dtype=fmt, m=m, ncols=ncols, device=device, **two)
 
     return make_live_side(name, role, op, first.fmt, target_at, out_fmt=first.out_fmt, m=m, ncols=ncols)
 
@@ -1231,11 +1246,14 @@ def _verify_sides(ref: Side, rep: Side, extra: Sequence[Side], against: str | No
         notes.append(note)
     if against:
         orig = make_target_side(against, ref.op, ref.fmt, role="original", m=ref.m, ncols=ref.ncols,
-                                device=device, bias=ref.bias)
+                                device=device, bias=ref.bias, fmt_b=ref.fmt_b)
         sides.append(orig)
         pairs.insert(0, (orig, rep))
     return compare(ref, sides, n_values, samples=samples, seed=seed, sample_pairs=pairs,
-                   command="verify", notes=notes, sampled_n=sampled, not_covered=uncovered, probe=fold is None)
+                   command="verify", notes=notes, sampled_n=sampled, not_covered=uncovered,
+                   # the probes draw both operands from one format: two (e4m3 x e5m2) are held to the
+                   # spec by the trees and the bits of the samples
+                   probe=fold is None and not ref.fmt_b)
 
 
 def binned_sides(ref: Side, rep: Side, fold: int, seed: int) -> tuple[Side, Side, str]:

@@ -123,8 +123,9 @@ def verify(
         from fpspec.verify import make_target_side, spec_format
 
         # resolved (a user callable tried once) before the replica is compiled
+        fused = getattr(spec_arithmetic(spec), "fused", None)
         make_target_side(against, spec.header.op or "sum", spec_format(spec)[0], device=device, m=m, ncols=ncols,
-                         bias=spec_bias)
+                         bias=spec_bias, fmt_b=getattr(fused, "input_b", None) or "")
     source = label = None
     if replica is not None:
         if not replica.exists():

@@ -60,6 +60,7 @@ class Target:
     count_bits: int = 0         # counts read back exactly below 2^count_bits (0: the output format's precision)
     out_shift: int = 0          # the output is the sum / 2^out_shift (a mean at n = 2^out_shift)
     takes_bias: bool = False    # gemm only: fn(A, B, bias) adds a bias per output column (F.linear)
+    fmt_b: str = ""             # B's format where it is not `fmt` (torch._scaled_mm e4m3 x e5m2)
     versions: tuple = field(default=(), compare=False)  # ((package, version), ...)
 
     def __post_init__(self):
@@ -146,7 +147,8 @@ class Target:
     def describe(self) -> str:
         shape = {"sum": f"n={self.n}", "dot": f"n={self.n}", "gemv": f"m={self.m} k={self.n}",
                  "gemm": f"m={self.m} n={self.ncols} k={self.n}"}[self.op]
-        return f"{self.name} ({self.op}, {shape}, {self.fmt}, {self.device})"
+        fmt = self.fmt if not self.fmt_b else f"{self.fmt} x {self.fmt_b}"
+        return f"{self.name} ({self.op}, {shape}, {fmt}, {self.device})"
 
 
 # ================================================================ adapters
@@ -249,7 +251,11 @@ def _numpy_target(name, func, op, n, fmt, m, ncols) -> Target:
                   call_rows=call_rows, versions=_versions("numpy"))
 
 
-def _torch_target(name, func, op, n, fmt, m, ncols, device) -> Target:
+def _fp8_dtype(torch, fmt: str):
+    return {"fp8e4m3": torch.float8_e4m3fn, "fp8e5m2": torch.float8_e5m2}[fmt]
+
+
+def _torch_target(name, func, op, n, fmt, m, ncols, device, fmt_b: str = "") -> Target:
     torch = _torch()
     native, to64 = _torch_adapters(fmt, device)
     call_rows = None
@@ -297,12 +303,23 @@ def _torch_target(name, func, op, n, fmt, m, ncols, device) -> Target:
         _check_op(name, op, ("gemm",))
         if not fmt.startswith("fp8"):
             raise FpspecError(f"{name} takes fp8 inputs (--dtype float8_e4m3fn or float8_e5m2), not {fmt}")
-        if fmt == "fp8e5m2" and device.startswith("cuda"):   # measured on an H200, torch 2.11: "Multiplication of two Float8_e5m2 matrices"
+        if fmt == "fp8e5m2" and fmt_b in ("", fmt) and device.startswith("cuda"):   # measured on an H200, torch 2.11: "Multiplication of two Float8_e5m2 matrices"
             raise FpspecError(f"{name} has no e5m2 x e5m2 kernel (cuBLASLt pairs e5m2 with e4m3 only); "
                               "reveal it with --dtype float8_e4m3fn")
         one = torch.ones((), device=device)
-        fn = lambda A, B: torch._scaled_mm(A, B.t().contiguous().t(), scale_a=one, scale_b=one,  # noqa: E731
-                                           out_dtype=torch.float32)
+        if fmt_b and fmt_b != fmt:
+            # two fp8 formats (e4m3 x e5m2): operands travel as fp32 tensors (exact for both) and
+            # become each one's format in the call, so that one `native` serves both
+            if not fmt_b.startswith("fp8"):
+                raise FpspecError(f"{name} takes fp8 inputs: --dtype-b float8_e4m3fn or float8_e5m2, not {fmt_b}")
+            dt_a, dt_b = (_fp8_dtype(torch, f) for f in (fmt, fmt_b))
+            native, to64 = _torch_adapters("fp32", device)
+            fn = lambda A, B: torch._scaled_mm(A.to(dt_a), B.to(dt_b).t().contiguous().t(),  # noqa: E731
+                                               scale_a=one, scale_b=one, out_dtype=torch.float32)
+            extra = {"fmt_b": fmt_b}
+        else:
+            fn = lambda A, B: torch._scaled_mm(A, B.t().contiguous().t(), scale_a=one, scale_b=one,  # noqa: E731
+                                               out_dtype=torch.float32)
     else:
         raise FpspecError(f"unknown torch target {name!r}; expected torch.sum, torch.mean, torch.dot, torch.mv, "
                           "torch.matmul, torch.bmm, torch._scaled_mm or torch.nn.functional.linear")
@@ -418,12 +435,17 @@ def _library_function(key: str):
 
 
 def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "float32",
-                   m: int | None = None, ncols: int | None = None, device: str = "cpu") -> Target:
-    """Build a Target from a name: numpy.*, torch.*, jax.numpy.*, or any `pkg.mod:func` with `op`."""
+                   m: int | None = None, ncols: int | None = None, device: str = "cpu",
+                   dtype_b: str | None = None) -> Target:
+    """Build a Target from a name: numpy.*, torch.*, jax.numpy.*, or any `pkg.mod:func` with `op`;
+    `dtype_b`: B's format where it differs (torch._scaled_mm only)."""
     try:
         fmt = get_format(dtype).name
+        fmt_b = "" if dtype_b is None else get_format(dtype_b).name
     except ValueError as e:
         raise FpspecError(str(e)) from None
+    if fmt_b and fmt_b != fmt and _ALIASES.get(name, name) != "torch._scaled_mm":
+        raise FpspecError(f"a second input format (B as {fmt_b}) is for torch._scaled_mm, not {name}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise FpspecError(f"n must be an integer >= 2, got {n!r}")
     n = int(n)
@@ -443,7 +465,7 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
                 raise FpspecError("numpy runs on the cpu only")
             return _numpy_target(name, func, op, n, fmt, m, ncols)
         if lib == "torch":
-            return _torch_target(name, func, op, n, fmt, m, ncols, device)
+            return _torch_target(name, func, op, n, fmt, m, ncols, device, fmt_b)
         return _jax_target(name, func, op, n, fmt, m, ncols, device)
     if library is not None:     # another function of the library (numpy.vdot, torch.inner): a user callable
         lib, module, func = library
