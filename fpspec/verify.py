@@ -1382,3 +1382,19 @@ def _range_with(r, n: int):
     if r is None or n in r:
         return r
     return dataclasses.replace(r, hi=max(r.hi, n) if r.hi is not None else None, lo=min(r.lo, n))
+
+
+def with_input_b(spec, fmt_b: str):
+    """`spec` whose fused nodes read B as `fmt_b` (fused input_b; a spec without fused nodes is
+    refused: its products would be formed from two formats that no arithmetic entry names)."""
+    from fpspec.errors import RevealRefused
+    from fpspec.spec.ast import Block, Spec
+
+    arith = spec_arithmetic(spec)
+    if arith is None or arith.fused is None:
+        raise RevealRefused(f"B in {fmt_b}: only fused nodes read two input formats, and the probed "
+                            "arithmetic has none")
+    new = dataclasses.replace(arith, fused=dataclasses.replace(arith.fused, input_b=fmt_b))
+    blocks = tuple(Block("arithmetic", new.to_entries()) if b.name == "arithmetic" else b
+                   for b in spec.header.sections)
+    return Spec(dataclasses.replace(spec.header, sections=blocks), spec.lets, spec.order)
