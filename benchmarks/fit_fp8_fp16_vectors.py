@@ -70,6 +70,18 @@ def candidates(a, b, c, fmt):
     yield "fp16(fp16(sum) + c): products first, c last", f16(f16(s) + c)
     node = fused_sum(a, b, np.zeros_like(c), dataclasses.replace(PARAMS[name], extra_bits=-9))
     yield "fp16(fp16(node of 14 bits) + c)", f16(f16(node) + c)
+    # fp8 fragments converted to fp16 and run as two HMMA k16 steps with an fp16 accumulator: the
+    # registers pair k = 4t, 4t+1 with 16+4t, 16+4t+1 (t = 0..3) in the first step, the rest in the second
+    fp16_node = PARAMS["h100-fp16-to-fp16"]
+    first = GROUPS["alternate 2"][0]
+    second = GROUPS["alternate 2"][1]
+    yield "two fp16 HMMA steps over converted fragments", fused_sum(
+        a[:, second], b[:, second], fused_sum(a[:, first], b[:, first], c, fp16_node), fp16_node)
+    node = fused_sum(a, b, np.zeros_like(c), dataclasses.replace(PARAMS[name], w=16, extra_bits=-8))
+    halves = fused_sum(a[:, 16:], b[:, 16:], fused_sum(a[:, :16], b[:, :16], np.zeros_like(c),
+                       dataclasses.replace(PARAMS[name], w=16, extra_bits=-8, aligned="floor")),
+                       dataclasses.replace(PARAMS[name], w=16, extra_bits=-8, aligned="floor"))
+    yield "fp16(fp16(two 16-product nodes of 15 bits, floor) + c)", f16(f16(halves) + c)
 
 
 def _exponent(x):

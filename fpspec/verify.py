@@ -83,6 +83,8 @@ class Side:
     # a spec whose order depends on the output position: ((row, column), mask of the outputs in
     # that position's order), one or two per order; trees and arithmetic are compared at each
     positions: tuple = ()
+    bias: str = "none"             # a spec's `bias = after | inside`: samples carry a bias vector
+    fmt_b: str = ""                # B's format where fused nodes read two (e4m3 x e5m2): samples' B in it
 
     @property
     def live(self) -> bool:
@@ -377,6 +379,10 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
                 continue
             batch = list(fpinputs.samples(reference.op, n, reference.fmt, count, seed=seed,
                                           m=reference.m, ncols=reference.ncols))
+            if reference.bias != "none":
+                batch = with_bias(batch, reference.fmt, seed)
+            if reference.fmt_b:
+                batch = with_b_format(batch, reference.fmt_b)
             inputs += len(batch)
             cache: dict[int, list | None] = {}     # id(side) -> its outputs on the batch
             for left, right in sample_pairs:
@@ -407,6 +413,38 @@ def compare(reference: Side, others: Sequence[Side], n_values: Sequence[int], *,
 
 # inputs per n that is checked by samples only (its reference is evaluated on the whole tree)
 SAMPLED_INPUTS = 8
+
+
+def with_b_format(batch, fmt_b: str) -> list:
+    """Each gemm sample with B rounded to nearest in `fmt_b` (B of another format than A's)."""
+    from fpspec.formats import get_format, round_to
+
+    f = get_format(fmt_b)
+    return [dataclasses.replace(s, args=(s.args[0], round_to(f, np.clip(np.asarray(s.args[1], np.float64),
+                                                                        -f.largest, f.largest))) + s.args[2:])
+            for s in batch]
+
+
+def with_bias(batch, fmt: str, seed: int) -> list:
+    """Each gemm sample with a third argument, a bias per output column exact in `fmt`: its
+    magnitudes spread around the outputs' (so that where it enters shows in the bits), some
+    zeros and signed zeros."""
+    from fpspec.formats import get_format, round_to
+
+    out = []
+    for s in batch:
+        A, B = (np.asarray(v, np.float64) for v in s.args[:2])
+        rng = np.random.default_rng([seed, s.index, A.shape[1], 7])
+        with np.errstate(all="ignore"):
+            scale = np.abs(A) @ np.abs(B)
+        scale = np.where(np.isfinite(scale), scale, 1.0).max(axis=0)
+        scale = np.where(scale > 0, scale, 1.0)
+        b = rng.standard_normal(B.shape[1]) * scale * np.exp2(rng.integers(-12, 3, B.shape[1]))
+        b = round_to(get_format(fmt), np.clip(b, -get_format(fmt).largest, get_format(fmt).largest))
+        b[rng.random(B.shape[1]) < 0.1] = 0.0
+        b[rng.random(B.shape[1]) < 0.05] = -0.0
+        out.append(dataclasses.replace(s, args=s.args[:2] + (b,)))
+    return out
 
 
 def _is_nondeterminism(e: BaseException) -> bool:
@@ -839,7 +877,9 @@ def make_spec_side(spec, name: str, *, m: int | None = None, ncols: int | None =
     names = tuple(a.name for a in spec.header.arithmetics)
     labels, reps = position_labels(spec, m, ncols)
 
-    def tree_at(n: int, pos: tuple = (0, 0)) -> Tree:
+    inside = arith is not None and arith.bias == "inside"   # the order over the bias and n terms
+
+    def full_tree(n: int, pos: tuple = (0, 0)) -> Tree:
         key = (n, pos)
         if key not in trees:
             if names:
@@ -848,29 +888,56 @@ def make_spec_side(spec, name: str, *, m: int | None = None, ncols: int | None =
                 trees[key] = expand(spec, n, pos)
         return trees[key]
 
+    def tree_at(n: int, pos: tuple = (0, 0)) -> Tree:
+        # fpspec.arith.model note [bias]: a bias inside is seen (as +0.0) as no operand at all
+        return without_first_leaf(full_tree(n + 1, pos)) if inside else full_tree(n, pos)
+
     def outputs(n: int, samples) -> list:
         if arith is None:
             raise SideFailure("the spec has no arithmetic section: nothing defines its outputs")
+        k_tree = n + 1 if inside else n
         if labels is None:
-            return reference_outputs(tree_at(n), arith, op, samples, regions.get((n, (0, 0))))
+            return reference_outputs(full_tree(k_tree), arith, op, samples, regions.get((k_tree, (0, 0))))
         # each order on every output, kept where the output is in that order
         out = None
         for k, pos in enumerate(reps):
-            part = reference_outputs(tree_at(n, pos), arith, op, samples, regions.get((n, pos)))
+            part = reference_outputs(full_tree(k_tree, pos), arith, op, samples, regions.get((k_tree, pos)))
             here = labels.reshape(part[0].shape) == k
             out = part if out is None else [np.where(here, p, o) for p, o in zip(part, out)]
         return out
 
+    # the probes call without a bias (+0.0): they see the arithmetic without it; the samples
+    # carry a bias and check where it enters by bits
+    # (a +0.0 bias inside is an initial +0.0, fpspec.arith.model note [init +0.0]; after, the spec's init is
+    # the accumulation's own, as probed)
+    probed = arith if arith is None or arith.bias == "none" else dataclasses.replace(
+        arith, bias="none", init="+0.0" if arith.bias == "inside" else arith.init)
+
     def arithmetic_at(n: int, t, pos: tuple = (0, 0), mask=None):
         tree_at(n, pos)
-        found = regions.get((n, pos))
-        return RegionalArithmetic(arith, found, names) if names and found else arith
+        found = regions.get((n + 1 if inside else n, pos))
+        return RegionalArithmetic(probed, found, names) if names and found else probed
 
     points = () if labels is None else tuple(
         (p, labels == k) for k, first in enumerate(reps)
         for p in dict.fromkeys([first, tuple(int(v) for v in np.argwhere(labels == k)[-1])]))
     return Side(name, "spec", op, fmt, tree_at=tree_at, arithmetic_at=arithmetic_at, outputs=outputs,
-                out_fmt=out_fmt, m=m, ncols=ncols, positions=points)
+                out_fmt=out_fmt, m=m, ncols=ncols, positions=points,
+                bias="none" if arith is None else arith.bias,
+                fmt_b=(arith.fused.input_b or "") if arith is not None and arith.fused is not None else "")
+
+
+def without_first_leaf(t: Tree) -> Tree:
+    """`t` without leaf 0, the others numbered from 0 (a node left with one child is that child)."""
+    from fpspec.tree import Node
+
+    def strip(u):
+        if isinstance(u, (int, np.integer)):
+            return None if u == 0 else int(u) - 1
+        kids = tuple(k for k in (strip(c) for c in u.children) if k is not None)
+        return kids[0] if len(kids) == 1 else Node(kids, u.fused)
+
+    return strip(t)
 
 
 def position_labels(spec, m, ncols):
@@ -904,12 +971,13 @@ def _shape(op: str, m, ncols, spec=None) -> tuple[int | None, int | None]:
 
 def reference_outputs(tree: Tree, arith, op: str, samples, regions: dict | None = None) -> list:
     """The arithmetic model's result for each sample, all samples in one tree walk
-    (`regions`: node key -> Arithmetic, fpspec.arith.evaluate note [regions])."""
+    (`regions`: node key -> Arithmetic, fpspec.arith.evaluate note [regions]); a gemm
+    sample's third argument is its bias (none: +0.0), where the arithmetic takes one."""
     from fpspec.arith import evaluate
 
     if not samples:
         return []
-    xs, ys, shapes = [], [], []
+    xs, ys, shapes, biases = [], [], [], []
     for s in samples:
         a = np.asarray(s.args[0], np.float64)
         b = np.asarray(s.args[1], np.float64) if len(s.args) > 1 else None
@@ -923,13 +991,16 @@ def reference_outputs(tree: Tree, arith, op: str, samples, regions: dict | None 
             mm, nc = a.shape[0], b.shape[1]
             cols_x = np.repeat(a.T, nc, axis=1)
             cols_y = np.tile(b, (1, mm))
+            biases.append(np.tile(np.asarray(s.args[2], np.float64) if len(s.args) > 2 else np.zeros(nc), mm))
         xs.append(cols_x)
         ys.append(cols_y)
         shapes.append(() if op in ("sum", "dot") else (a.shape[0],) if op == "gemv" else (a.shape[0], b.shape[1]))
     x = np.concatenate(xs, axis=1)
     y = None if op == "sum" else np.concatenate(ys, axis=1)
+    bias = np.concatenate(biases) if biases and getattr(arith, "bias", "none") != "none" else None
     with np.errstate(all="ignore"):
-        flat = np.asarray(evaluate(tree, x, y, arith, regions), np.float64).reshape(-1)
+        flat = np.asarray(evaluate(tree, x, y, arith, regions, **({} if bias is None else {"bias": bias})),
+                          np.float64).reshape(-1)
     out, k = [], 0
     for shape in shapes:
         size_ = int(np.prod(shape)) if shape else 1
@@ -1027,17 +1098,22 @@ def make_replica_side(fn: Callable, label: str, op: str, fmt: str, *, out_fmt: s
 
 
 def make_target_side(name: str, op: str | None, fmt: str, *, role: str = "original", m: int | None = None,
-                     ncols: int | None = None, device: str = "cpu") -> Side:
-    """A library function named on the command line (numpy.sum, torch.matmul, pkg.mod:fn)."""
+                     ncols: int | None = None, device: str = "cpu", bias: str = "none", fmt_b: str = "") -> Side:
+    """A library function named on the command line (numpy.sum, torch.matmul, pkg.mod:fn);
+    `bias`: the spec's bias clause, which the function must take (torch.nn.functional.linear)."""
     resolve_target = _resolve_target()
     base, _, dev = name.partition("@")     # torch.sum@cuda names a device
     device = dev or device
-    first = resolve_target(base, op=op, n=8, dtype=fmt, m=m, ncols=ncols, device=device)
+    two = {"dtype_b": fmt_b} if fmt_b else {}
+    first = resolve_target(base, op=op, n=8, dtype=fmt, m=m, ncols=ncols, device=device, **two)
+    if bias != "none" and not getattr(first, "takes_bias", False):
+        raise FpspecError(f"the spec adds a bias (bias = {bias}), but {name} takes none "
+                          "(torch.nn.functional.linear does)")
     op = first.op
     m, ncols = (first.m if op in ("gemv", "gemm") else None), (first.ncols if op == "gemm" else None)
 
     def target_at(n: int):
-        return resolve_target(base, op=op, n=n, dtype=fmt, m=m, ncols=ncols, device=device)
+        return resolve_target(base, op=op, n=n, dtype=fmt, m=m, ncols=ncols, device=device, **two)
 
     return make_live_side(name, role, op, first.fmt, target_at, out_fmt=first.out_fmt, m=m, ncols=ncols)
 
@@ -1170,11 +1246,14 @@ def _verify_sides(ref: Side, rep: Side, extra: Sequence[Side], against: str | No
         notes.append(note)
     if against:
         orig = make_target_side(against, ref.op, ref.fmt, role="original", m=ref.m, ncols=ref.ncols,
-                                device=device)
+                                device=device, bias=ref.bias, fmt_b=ref.fmt_b)
         sides.append(orig)
         pairs.insert(0, (orig, rep))
     return compare(ref, sides, n_values, samples=samples, seed=seed, sample_pairs=pairs,
-                   command="verify", notes=notes, sampled_n=sampled, not_covered=uncovered, probe=fold is None)
+                   command="verify", notes=notes, sampled_n=sampled, not_covered=uncovered,
+                   # the probes draw both operands from one format: two (e4m3 x e5m2) are held to the
+                   # spec by the trees and the bits of the samples
+                   probe=fold is None and not ref.fmt_b)
 
 
 def binned_sides(ref: Side, rep: Side, fold: int, seed: int) -> tuple[Side, Side, str]:
@@ -1248,3 +1327,74 @@ def diff_sides(a: Side, b: Side, n_values, *, samples: int = 0, seed: int = 0, n
     pairs = [(a, b)] if samples and a.outputs is not None and b.outputs is not None else []
     return compare(a, [b], n_values, samples=samples, seed=seed, sample_pairs=pairs,
                    command="diff", notes=notes, sampled_n=sampled_n, not_covered=not_covered)
+
+
+# ================================================================ where a bias enters
+
+BIAS_SAMPLES = 48
+
+
+def reveal_bias(spec, target, *, samples: int = BIAS_SAMPLES, seed: int = 0):
+    """`spec` (revealed from `target`, a gemm that takes a bias: torch.nn.functional.linear, probed
+    with a +0.0 bias) with its arithmetic's `bias` clause: after or inside, whichever gives the
+    target's bits on `samples` inputs with a bias (note [bias] in fpspec.arith.model).  After:
+    the probed init stays (the accumulation's own); inside, the +0.0 bias is what the probe saw
+    as init = +0.0, so init is none.  RevealRefused when neither or both fit."""
+    from fpspec.errors import RevealRefused
+    from fpspec.spec.ast import Block, Header, Spec
+
+    arith = spec_arithmetic(spec)
+    if arith is None:
+        raise RevealRefused("where the bias enters is told from the bits of the probed arithmetic: probe it "
+                            "(no --no-probe)")
+    n = target.n
+    batch = with_bias(list(fpinputs.samples("gemm", n, target.fmt, samples, seed=seed, m=target.m,
+                                            ncols=target.ncols)), target.fmt, seed)
+    with np.errstate(all="ignore"):
+        got = [np.asarray(target.to_float64(target.fn(*(target.native(np.asarray(a, np.float64)) for a in s.args))),
+                          np.float64).reshape(target.m, target.ncols) for s in batch]
+    fits, misses = [], {}
+    for place in ("after", "inside"):
+        candidate = dataclasses.replace(arith, bias=place, init=arith.init if place == "after" else "none")
+        blocks = tuple(Block("arithmetic", candidate.to_entries()) if b.name == "arithmetic" else b
+                       for b in spec.header.sections)
+        trial = Spec(dataclasses.replace(spec.header, sections=blocks, n=_range_with(spec.header.n, n + 1)
+                                         if place == "inside" else spec.header.n), spec.lets, spec.order)
+        side = make_spec_side(trial, "spec", m=target.m, ncols=target.ncols)
+        try:
+            want = side.outputs(n, batch)
+        except Exception as e:     # an order that does not extend to n + 1 terms cannot hold a bias inside
+            misses[place] = f"not defined ({_one_line(e)})"
+            continue
+        bad = sum(int(not np.all(same_bits(w, g))) for w, g in zip(want, got))
+        misses[place] = f"{bad} of {len(batch)} inputs differ"
+        if not bad:
+            fits.append(trial)
+    if len(fits) != 1:
+        raise RevealRefused(f"{target.name}: the bias enters neither after nor inside the accumulation as modelled "
+                            f"(after: {misses.get('after')}; inside: {misses.get('inside')})" if not fits else
+                            f"{target.name}: these inputs do not tell where the bias enters (both fit)")
+    return fits[0], tuple(f"bias: {p}: {t}" for p, t in misses.items())
+
+
+def _range_with(r, n: int):
+    """The range `r` widened to hold n (the order of a bias inside is expanded at n + 1)."""
+    if r is None or n in r:
+        return r
+    return dataclasses.replace(r, hi=max(r.hi, n) if r.hi is not None else None, lo=min(r.lo, n))
+
+
+def with_input_b(spec, fmt_b: str):
+    """`spec` whose fused nodes read B as `fmt_b` (fused input_b; a spec without fused nodes is
+    refused: its products would be formed from two formats that no arithmetic entry names)."""
+    from fpspec.errors import RevealRefused
+    from fpspec.spec.ast import Block, Spec
+
+    arith = spec_arithmetic(spec)
+    if arith is None or arith.fused is None:
+        raise RevealRefused(f"B in {fmt_b}: only fused nodes read two input formats, and the probed "
+                            "arithmetic has none")
+    new = dataclasses.replace(arith, fused=dataclasses.replace(arith.fused, input_b=fmt_b))
+    blocks = tuple(Block("arithmetic", new.to_entries()) if b.name == "arithmetic" else b
+                   for b in spec.header.sections)
+    return Spec(dataclasses.replace(spec.header, sections=blocks), spec.lets, spec.order)

@@ -37,6 +37,11 @@ arithmetic: its accumulator, and the product handling of its leaf children
 region enters exactly: widening is exact, and a node narrower than a child
 rounds the exact sum once (round to odd, then to the node's format).  init
 and the output cast belong to the whole accumulation (the main arithmetic).
+
+Note [bias]: with `bias = after` the bias (one value per accumulation, the
+same shape as the result) is added to the result in the accumulator, rounded
+once, before the output cast; with `bias = inside` the tree has n + 1 leaves
+and leaf 0 is the bias, a term bias * 1 (fpspec.arith.model note [bias]).
 """
 from __future__ import annotations
 
@@ -49,15 +54,31 @@ from fpspec.formats import add, fma, get_format, round_to, round_to_odd_sum
 from fpspec.tree import postorder
 
 
-def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None, regions: dict | None = None) -> np.ndarray:
+def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None, regions: dict | None = None,
+             bias=None) -> np.ndarray:
     """Result of the accumulation `tree` over terms from x (and y), under `arithmetic`.
 
     x: (n,) or (n, m); y: None for a sum, else (n,) or (n, m).  Returns
     float64 values of the output format, shape () or (m,).  `regions` maps
     the key (smallest leaf, number of leaves) of a node to its own
     Arithmetic (note [regions]); every other node uses `arithmetic`.
+    `bias`: () or (m,) values where the arithmetic takes one (note [bias]).
     """
     ar = arithmetic or Arithmetic()
+    if ar.bias != "none":
+        if bias is None:
+            raise FpspecError(f"the arithmetic adds a bias (bias = {ar.bias}): evaluate needs its values")
+        b = np.asarray(bias, np.float64)
+        if ar.bias == "inside":   # the bias is operand 0 of n + 1: a term b * 1
+            X = np.asarray(x, np.float64)
+            row = np.broadcast_to(b, X.shape[1:])[None]
+            x = np.concatenate([row, X])
+            if y is not None:
+                Y = np.broadcast_to(np.asarray(y, np.float64).reshape(X.shape[:1] + (-1,) * (X.ndim - 1)), X.shape)
+                y = np.concatenate([np.ones_like(row), Y])
+            return evaluate(tree, x, y, _without_bias(ar), regions)
+        acc_result = evaluate(tree, x, y, _without_bias(ar, output=ar.accumulator), regions)
+        return round_to(get_format(ar.output), add(get_format(ar.accumulator), acc_result, b))
     if ar.binned is not None:     # order-independent: the tree does not matter (fpspec.arith.binned)
         from fpspec.arith.binned import evaluate_binned
 
@@ -116,6 +137,12 @@ def evaluate(tree, x, y=None, arithmetic: Arithmetic | None = None, regions: dic
     if ar.init == "+0.0":
         out = add(acc, out, 0.0)
     return round_to(get_format(ar.output), out)
+
+
+def _without_bias(ar: Arithmetic, **changes) -> Arithmetic:
+    from dataclasses import replace
+
+    return replace(ar, bias="none", **changes)
 
 
 def _product(k, X, Y):

@@ -11,6 +11,8 @@ An `Arithmetic` says how the terms of a tree are formed and added:
     fused        FusedParams of the fused nodes, if any
     binned       the fold K of a binned accumulator (`accumulator = binned(fold = K)`), else None:
                  an order-independent sum (fpspec.arith.binned), valid with any tree
+    bias         where a bias vector enters a gemm (torch.nn.functional.linear): none | after | inside
+                 (note [bias])
 
 In a spec it is the `arithmetic { ... }` section, ordered key = value entries
 (`to_entries` / `from_entries`).
@@ -41,6 +43,14 @@ split-K with output-format partials (bf16 16x16x50 on an H100:
 `blocks(8, using(partials, fused), seq)` with `arithmetic partials
 { accumulator = bf16 }`).  The single-rounding form (an fp16-accumulating
 Tensor Core) is a fused block whose output is the accumulator.
+
+Note [bias]: `bias = after` (the cuBLAS epilogue): the accumulation's result in
+the accumulator format, plus the bias of its output column, rounded once to
+the accumulator, then cast to the output format (nearest even).  `bias =
+inside`: the bias is the accumulation's initial value, operand 0 of n + 1:
+the order is applied to the bias (as the term bias * 1) followed by the n
+terms, so `seq` gives (((b + t0) + t1) + ...).  Its trees, seen with a zero
+bias, are the order at n + 1 without operand 0.  `none`: no bias.
 """
 from __future__ import annotations
 
@@ -54,6 +64,7 @@ from fpspec.formats import FORMATS, get_format
 PRODUCTS = ("exact", "rounded", "fma", "fma_first", "none")
 FMA_PRODUCTS = ("fma", "fma_first")   # a binary node fuses one of its leaf products
 INITS = ("none", "+0.0")
+BIASES = ("none", "after", "inside")   # note [bias]
 
 # fused-block entries, in the order they are written: (key, FusedParams field, kind)
 _FUSED_KEYS = (
@@ -75,7 +86,7 @@ _FUSED_KEYS = (
 )
 _FUSED_DEFAULTS = {"zero_exponent": None, "c_emin": None, "combine": "aligned", "interleave": 1, "input_b": None}
 _FUSED_OUTPUTS = ("fp32", "fp16", "bf16")
-_KEYS = ("input", "product", "product_format", "accumulator", "init", "output", "fused")
+_KEYS = ("input", "product", "product_format", "accumulator", "init", "output", "fused", "bias")
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,7 @@ class Arithmetic:
     fused: FusedParams | None = None
     product_format: str | None = None   # product = rounded: the format products are rounded to
     binned: int | None = None           # the fold of a binned accumulator (fpspec.arith.binned)
+    bias: str = "none"                  # note [bias]
 
     def __post_init__(self):
         if self.binned is not None:
@@ -112,6 +124,10 @@ class Arithmetic:
             raise SpecError(f"arithmetic: product = {self.product}: expected one of {' | '.join(PRODUCTS)}")
         if self.init not in INITS:
             raise SpecError(f"arithmetic: init = {self.init}: expected one of {' | '.join(INITS)}")
+        if self.bias not in BIASES:
+            raise SpecError(f"arithmetic: bias = {self.bias}: expected one of {' | '.join(BIASES)}")
+        if self.bias != "none" and self.binned is not None:
+            raise SpecError("arithmetic: a binned accumulator takes no bias")
         if self.fused is not None:
             if self.fused.input != self.input and self.product != "none":
                 raise SpecError(f"arithmetic: fused input {self.fused.input} differs from input = {self.input}")
@@ -152,6 +168,8 @@ class Arithmetic:
                     v = Ident(v)
                 inner.append(Entry(key, v))
             out.append(Entry("fused", Block("fused", tuple(inner))))
+        if self.bias != "none":
+            out.append(Entry("bias", Ident(self.bias)))
         return tuple(out)
 
     @classmethod
@@ -165,7 +183,7 @@ class Arithmetic:
         if type(given.get("accumulator")).__name__ == "Apply":
             kwargs["binned"] = _binned_fold(given.pop("accumulator"), given.get("__loc__"))
             kwargs["accumulator"] = _word(given.get("input", "fp32"), "arithmetic", "input")
-        for key in ("input", "accumulator", "output", "product", "product_format"):
+        for key in ("input", "accumulator", "output", "product", "product_format", "bias"):
             if key in given:
                 kwargs[key] = _word(given[key], "arithmetic", key)
         if "init" in given:

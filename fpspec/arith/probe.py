@@ -130,13 +130,14 @@ class _Rows:
     rows: list = field(default_factory=list)
     names: list = field(default_factory=list)
     scale: int = 0          # B: "1" of the FTTN tests is 2^B
+    fmt_b: object = None    # y's format where it is not x's (torch._scaled_mm e4m3 x e5m2)
 
     def add(self, terms: dict, name: str = "") -> bool:
         """Add a row of terms {leaf: value} (or {leaf: (x, y)}); False if the format cannot hold it."""
         row = {}
         for leaf, v in terms.items():
             xy = v if isinstance(v, tuple) else _split(v, self.fmt, self.product)
-            if xy is None or not all(_fits(u, self.fmt) for u in xy):
+            if xy is None or not (_fits(xy[0], self.fmt) and _fits(xy[1], self.fmt_b or self.fmt)):
                 return False
             row[leaf] = xy
         self.rows.append(row)
@@ -152,6 +153,11 @@ class _Rows:
                 X[i, leaf] = x
                 Y[i, leaf] = y
         return X, Y
+
+
+def _rows(target, fmt, product: bool) -> _Rows:
+    fmt_b = getattr(target, "fmt_b", "")
+    return _Rows(target.n, fmt, product, fmt_b=get_format(fmt_b) if fmt_b else None)
 
 
 def _fits(v: float, fmt) -> bool:
@@ -264,7 +270,8 @@ def _fused_candidates(target, w: int, stage1: FusedParams | None = None,
         extras = range(-12, 7) if fused_in.startswith("fp8") else range(-4, 7)
         for out, extra, aligned, result, c_al in itertools.product(
                 outs, extras, ("truncate", "floor", "rne"), ("rz", "rne"), (True, False)):
-            p = FusedParams(w, extra, aligned, result, c_al, None, True, True, fused_in, out)
+            p = FusedParams(w, extra, aligned, result, c_al, None, True, True, fused_in, out,
+                            input_b=getattr(target, "fmt_b", "") or None)   # B in its own format
             cands.append(Arithmetic(fmt.name, product, out, "none", target.out_fmt, p))
         # published behaviour first: truncate, rz, c aligned, then by extra bits nearest 2
         cands.sort(key=lambda a: (a.fused.output != "fp32", a.fused.aligned != "truncate",
@@ -290,7 +297,7 @@ def _binary_rows(target, tree, rng, count: int, pool=None) -> _Rows:
     """Probes of binary nodes; with `pool` (leaf indices) only those leaves get terms."""
     fmt = target.format
     product = target.op != "sum"
-    rows = _Rows(target.n, fmt, product)
+    rows = _rows(target, fmt, product)
     n = target.n
     pool = np.arange(n) if pool is None else np.asarray(sorted(pool))
     inside = set(pool.tolist())
@@ -338,7 +345,7 @@ def _binary_rows(target, tree, rng, count: int, pool=None) -> _Rows:
 def _fused_rows(target, places: _Places, rng, count: int) -> _Rows:
     fmt = target.format
     product = target.op != "sum"
-    rows = _Rows(target.n, fmt, product)
+    rows = _rows(target, fmt, product)
     B = _scale(fmt, product, target.output_format)
     nodes = [f for f in places.fused_nodes if len(f) >= 2] or list(places.fused_nodes)
 
@@ -421,7 +428,7 @@ def _subnormal_rows(target, places: _Places, stage1: FusedParams, rng, count: in
     """Subnormal handling: FTTN's T_si_no, T_ni_so and T_sa, placed in the tree's fused nodes."""
     fmt = target.format
     product = target.op != "sum"
-    rows = _Rows(target.n, fmt, product)
+    rows = _rows(target, fmt, product)
     node = max(places.fused_nodes, key=len)
     out = get_format(stage1.output)
     F = stage1.fraction_bits
@@ -445,7 +452,7 @@ def _floor_rows(target, places: _Places, stage1: FusedParams, rng, count: int) -
     """A block whose largest exponent E sweeps past the candidate floors: below the floor the
     grid is 2^(floor - F), so a term 2^(E - d) with d <= F survives or not (note [exponent floor])."""
     fmt = target.format
-    rows = _Rows(target.n, fmt, target.op != "sum")
+    rows = _rows(target, fmt, target.op != "sum")
     node = max(places.fused_nodes, key=len)
     F = stage1.fraction_bits
     lo = -45 if stage1.output == "fp16" else -165
@@ -783,7 +790,16 @@ def _random_inputs(target, rng, count: int):
         return X, np.ones_like(X)
     e2 = rng.integers(lo, hi + 1, size=(count, n))
     Y = round_to(fmt, rng.uniform(1, 2, size=(count, n)) * np.exp2(e2) * rng.choice([-1, 1], size=(count, n)))
-    return X, Y
+    return X, _b_values(target, Y)
+
+
+def _b_values(target, Y):
+    """Y rounded to B's own format where the target reads B in another (torch._scaled_mm e4m3 x e5m2)."""
+    fmt_b = getattr(target, "fmt_b", "")
+    if not fmt_b or fmt_b == target.fmt:
+        return Y
+    f = get_format(fmt_b)
+    return round_to(f, np.clip(Y, -f.largest, f.largest))
 
 
 # ================================================================ regions: parts of one tree in their own arithmetic
@@ -874,7 +890,7 @@ def sample_inputs(target, seed: int = 0, count: int = 256) -> tuple:
     for s in samples(op, target.n, target.fmt, max(14, count // 8), seed=seed):
         xs.append(np.asarray(s.args[0], np.float64))
         ys.append(np.asarray(s.args[1], np.float64) if op == "dot" else np.ones(target.n))
-    return np.vstack([X] + xs), np.vstack([Y] + ys)
+    return np.vstack([X] + xs), _b_values(target, np.vstack([Y] + ys))
 
 
 def sample_check(target, tree, arithmetic: Arithmetic, regions: dict | None = None, *, seed: int = 0,

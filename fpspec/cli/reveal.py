@@ -288,6 +288,8 @@ def reveal(
     n: Optional[str] = typer.Option(None, "-n", help="reduction length (K for matrix products), or a range "
                                     "LO..HI; for a collective, the world size"),
     dtype: str = typer.Option("float32", "--dtype", help="input format: float64, float32, float16, bfloat16, ..."),
+    dtype_b: Optional[str] = typer.Option(None, "--dtype-b", help="torch._scaled_mm: B's format where it is not "
+                                          "A's (float8_e5m2 with --dtype float8_e4m3fn)"),
     op: Optional[str] = typer.Option(None, "--op", help="sum | dot | gemv | gemm (required for user callables)"),
     m: Optional[int] = typer.Option(None, "--m", help="rows of the output (gemv, gemm)"),
     ncols: Optional[int] = typer.Option(None, "--ncols", help="columns of the output (gemm)"),
@@ -346,7 +348,11 @@ def reveal(
             raise FpspecError("--arithmetic applies to a range -n LO..HI (at one n the arithmetic is probed)")
         read_text(arithmetic, ".fps spec with an arithmetic section")
     check_dtype(dtype)
+    check_dtype(dtype_b, "--dtype-b")
     check_device(device)
+    two = {} if dtype_b is None else {"dtype_b": dtype_b}
+    if two and hi is not None:
+        raise FpspecError("--dtype-b reveals one n (-n K), not a range")
     if hi is not None:
         # resolve_target tries a user callable once: before the work starts, at the range's first n
         with target_prints_to_stderr():
@@ -363,7 +369,7 @@ def reveal(
         if get_format(dtype).name == "fp32":   # the units read tf32 values: reveal and probe those
             dtype = "tf32"
     with target_prints_to_stderr():
-        tgt = resolve_target(target, op=op, n=lo, dtype=dtype, m=m, ncols=ncols, device=device)
+        tgt = resolve_target(target, op=op, n=lo, dtype=dtype, m=m, ncols=ncols, device=device, **two)
         check_reachable(tgt)
         rev = run_reveal(tgt, algorithm=algorithm, seed=seed, progress=True, split=splits[masks])
         orders = None
@@ -384,7 +390,7 @@ def reveal(
                 if orders else [probe_arithmetic(order_target(tgt, rev.shared, (0, 0)), rev.tree)]
             report = reports[0]
             lines = list(report.lines)
-    argv = ["reveal", target, "-n", n, "--dtype", dtype]
+    argv = ["reveal", target, "-n", n, "--dtype", dtype] + (["--dtype-b", dtype_b] if dtype_b else [])
     for flag, value in (("--op", op), ("--m", m), ("--ncols", ncols), ("-o", output),
                         ("--format", None if file_format == "fps" else file_format)):
         if value is not None:
@@ -411,7 +417,18 @@ def reveal(
             elif file_format == "fps":
                 spec = revealed_spec(rev.tree, prov, rev, report, order_target(tgt, rev.shared, (0, 0)), lines)
                 text = str(spec)
-            else:
+            if spec is not None and tgt.fmt_b:   # B in its own format: the fused nodes read it so
+                from fpspec.verify import with_input_b
+
+                spec = with_input_b(spec, tgt.fmt_b)
+                text = str(spec)
+            if spec is not None and tgt.takes_bias:   # F.linear: where its bias enters (fpspec.verify.reveal_bias)
+                from fpspec.verify import reveal_bias
+
+                spec, found = reveal_bias(spec, tgt, seed=seed)
+                lines += found
+                text = str(spec)
+            elif spec is None:
                 text = tree_file_text(rev.tree, prov, rev, lines)
         write_output(output, text, "-o")
     many = orders is not None and len(orders) > 1

@@ -85,6 +85,7 @@ def verify(
     m: Optional[int] = typer.Option(None, "-m", help="output rows for gemv/gemm (default 4)"),
     ncols: Optional[int] = typer.Option(None, "--ncols", help="output columns for gemm (default 4)"),
     device: str = typer.Option("cpu", "--device", help="device of the --against target"),
+    bias: bool = typer.Option(False, "--bias", help="call --against with a bias vector (the spec's `bias = after | inside` says where it enters)"),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
     """Prove a replica equivalent to its spec (and to the original): trees, arithmetic, bits."""
@@ -110,11 +111,21 @@ def verify(
         _emit(verify_collective(spec, spec_name=spec_path, backend=target, against=against, samples=samples,
                                 seed=seed), as_json)
         return
+    from fpspec.verify import spec_arithmetic
+
+    spec_bias = getattr(spec_arithmetic(spec), "bias", "none")
+    if bias and spec_bias == "none":
+        raise FpspecError(f"--bias: {spec_path} adds no bias; say where it enters (arithmetic {{ bias = after }} "
+                          "or bias = inside)")
+    if against is not None and spec_bias != "none" and not bias:
+        raise FpspecError(f"{spec_path} adds a bias (bias = {spec_bias}): pass --bias to call {against} with one")
     if against is not None:
         from fpspec.verify import make_target_side, spec_format
 
         # resolved (a user callable tried once) before the replica is compiled
-        make_target_side(against, spec.header.op or "sum", spec_format(spec)[0], device=device, m=m, ncols=ncols)
+        fused = getattr(spec_arithmetic(spec), "fused", None)
+        make_target_side(against, spec.header.op or "sum", spec_format(spec)[0], device=device, m=m, ncols=ncols,
+                         bias=spec_bias, fmt_b=getattr(fused, "input_b", None) or "")
     source = label = None
     if replica is not None:
         if not replica.exists():

@@ -37,9 +37,14 @@ def compile_spec(spec, target: str = "numpy", n: int | None = None, name: str | 
     `source`: the spec's text as written (default: its canonical text), kept
     in the replica as SPEC and hashed into its header; `name` labels it.
     """
+    from fpspec.compile.bias import kernel_bias, unbiased, wrapper
     from fpspec.compile.build import build_kernel
 
-    return compile_kernel(build_kernel(spec, n=n, name=name, source=source), target, **options)
+    kernel = build_kernel(spec, n=n, name=name, source=source)
+    if kernel_bias(kernel) == "none":
+        return compile_kernel(kernel, target, **options)
+    # a bias (`bias = after | inside`): the kernel without it, wrapped (fpspec.compile.bias)
+    return compile_kernel(unbiased(kernel), target, **options) + wrapper(kernel, target)
 
 
 _LOADED: dict = {}          # sha256 of the source -> module, this process only

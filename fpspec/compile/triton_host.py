@@ -403,6 +403,10 @@ class Planner:
         if isinstance(r, Fold):
             return (LANES_PAIRWISE, 1) if not r.reverse and m <= LEAF_MAX_ROWS else None
         if isinstance(r, Lanes):
+            if r.left is not None:   # lanes over the first m - m % U terms only, LEFT for the rest
+                u = r.k(m, self.n) if r.unroll is None else r.unroll(m, self.n)
+                if m < u or m % max(1, u):
+                    return None
             return self._lanes_leaf(r, m) if m % max(1, r.k(m, self.n)) == 0 else None
         if isinstance(r, Segments) and len(r.parts) == 2 and r.parts[1].reducer is None:
             (first, _, main), (_, _, tail) = self._parts(r, m)

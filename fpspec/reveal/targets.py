@@ -59,6 +59,8 @@ class Target:
     call_rows: Callable | None = field(default=None, compare=False, repr=False)  # (b, n) -> (b,) in one call
     count_bits: int = 0         # counts read back exactly below 2^count_bits (0: the output format's precision)
     out_shift: int = 0          # the output is the sum / 2^out_shift (a mean at n = 2^out_shift)
+    takes_bias: bool = False    # gemm only: fn(A, B, bias) adds a bias per output column (F.linear)
+    fmt_b: str = ""             # B's format where it is not `fmt` (torch._scaled_mm e4m3 x e5m2)
     versions: tuple = field(default=(), compare=False)  # ((package, version), ...)
 
     def __post_init__(self):
@@ -145,7 +147,8 @@ class Target:
     def describe(self) -> str:
         shape = {"sum": f"n={self.n}", "dot": f"n={self.n}", "gemv": f"m={self.m} k={self.n}",
                  "gemm": f"m={self.m} n={self.ncols} k={self.n}"}[self.op]
-        return f"{self.name} ({self.op}, {shape}, {self.fmt}, {self.device})"
+        fmt = self.fmt if not self.fmt_b else f"{self.fmt} x {self.fmt_b}"
+        return f"{self.name} ({self.op}, {shape}, {fmt}, {self.device})"
 
 
 # ================================================================ adapters
@@ -248,7 +251,11 @@ def _numpy_target(name, func, op, n, fmt, m, ncols) -> Target:
                   call_rows=call_rows, versions=_versions("numpy"))
 
 
-def _torch_target(name, func, op, n, fmt, m, ncols, device) -> Target:
+def _fp8_dtype(torch, fmt: str):
+    return {"fp8e4m3": torch.float8_e4m3fn, "fp8e5m2": torch.float8_e5m2}[fmt]
+
+
+def _torch_target(name, func, op, n, fmt, m, ncols, device, fmt_b: str = "") -> Target:
     torch = _torch()
     native, to64 = _torch_adapters(fmt, device)
     call_rows = None
@@ -277,6 +284,17 @@ def _torch_target(name, func, op, n, fmt, m, ncols, device) -> Target:
         fn = torch.matmul
         if fmt == "tf32":   # tf32 inputs: fp32 tensors through TF32 Tensor Cores
             torch.backends.cuda.matmul.allow_tf32 = True
+    elif func == "linear":
+        # F.linear(x, W, b) = x @ W.T + b, W as a layer holds it ((ncols, K), row-major): a gemm of
+        # A = x and B = W.T.  Without a bias operand (the revelation's calls) the bias is +0.0, so that
+        # the kernel is the one a layer with a bias runs (cuBLASLt's bias epilogue, not plain cuBLAS)
+        _check_op(name, op, ("gemm",))
+        functional = torch.nn.functional
+
+        def fn(A, B, bias=None, _f=functional.linear):
+            W = B.t().contiguous()
+            return _f(A, W, torch.zeros(W.shape[0], dtype=W.dtype, device=W.device) if bias is None else bias)
+        extra = {"takes_bias": True}
     elif func == "bmm":
         _check_op(name, op, ("gemm",))
         fn = lambda A, B: torch.bmm(A[None], B[None])[0]  # noqa: E731
@@ -285,15 +303,26 @@ def _torch_target(name, func, op, n, fmt, m, ncols, device) -> Target:
         _check_op(name, op, ("gemm",))
         if not fmt.startswith("fp8"):
             raise FpspecError(f"{name} takes fp8 inputs (--dtype float8_e4m3fn or float8_e5m2), not {fmt}")
-        if fmt == "fp8e5m2" and device.startswith("cuda"):   # measured on an H200, torch 2.11: "Multiplication of two Float8_e5m2 matrices"
+        if fmt == "fp8e5m2" and fmt_b in ("", fmt) and device.startswith("cuda"):   # measured on an H200, torch 2.11: "Multiplication of two Float8_e5m2 matrices"
             raise FpspecError(f"{name} has no e5m2 x e5m2 kernel (cuBLASLt pairs e5m2 with e4m3 only); "
                               "reveal it with --dtype float8_e4m3fn")
         one = torch.ones((), device=device)
-        fn = lambda A, B: torch._scaled_mm(A, B.t().contiguous().t(), scale_a=one, scale_b=one,  # noqa: E731
-                                           out_dtype=torch.float32)
+        if fmt_b and fmt_b != fmt:
+            # two fp8 formats (e4m3 x e5m2): operands travel as fp32 tensors (exact for both) and
+            # become each one's format in the call, so that one `native` serves both
+            if not fmt_b.startswith("fp8"):
+                raise FpspecError(f"{name} takes fp8 inputs: --dtype-b float8_e4m3fn or float8_e5m2, not {fmt_b}")
+            dt_a, dt_b = (_fp8_dtype(torch, f) for f in (fmt, fmt_b))
+            native, to64 = _torch_adapters("fp32", device)
+            fn = lambda A, B: torch._scaled_mm(A.to(dt_a), B.to(dt_b).t().contiguous().t(),  # noqa: E731
+                                               scale_a=one, scale_b=one, out_dtype=torch.float32)
+            extra = {"fmt_b": fmt_b}
+        else:
+            fn = lambda A, B: torch._scaled_mm(A, B.t().contiguous().t(), scale_a=one, scale_b=one,  # noqa: E731
+                                               out_dtype=torch.float32)
     else:
         raise FpspecError(f"unknown torch target {name!r}; expected torch.sum, torch.mean, torch.dot, torch.mv, "
-                          "torch.matmul, torch.bmm or torch._scaled_mm")
+                          "torch.matmul, torch.bmm, torch._scaled_mm or torch.nn.functional.linear")
     if device.startswith("cuda"):
         inner = fn
 
@@ -385,8 +414,10 @@ def _import_callable(spec: str) -> tuple[Callable, str]:
 _ALIASES = {
     "np.sum": "numpy.sum", "np.dot": "numpy.dot", "np.matmul": "numpy.matmul",
     "jnp.sum": "jax.numpy.sum", "jnp.dot": "jax.numpy.dot", "jnp.matmul": "jax.numpy.matmul",
+    "F.linear": "torch.nn.functional.linear",
 }
-_DEFAULT_OPS = {"sum": "sum", "mean": "sum", "dot": "dot", "mv": "gemv", "matmul": "gemm", "bmm": "gemm", "_scaled_mm": "gemm"}
+_DEFAULT_OPS = {"sum": "sum", "mean": "sum", "dot": "dot", "mv": "gemv", "matmul": "gemm", "bmm": "gemm", "_scaled_mm": "gemm",
+                "linear": "gemm"}
 # library functions with their own adapters (named in messages); any other numpy.X / torch.X is a
 # user callable.  numpy.dot_matrix: numpy.matmul under another name, adapted too
 _KNOWN = {"numpy": ("sum", "dot", "matmul"), "torch": ("sum", "mean", "dot", "mv", "matmul", "bmm", "_scaled_mm"),
@@ -404,12 +435,17 @@ def _library_function(key: str):
 
 
 def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "float32",
-                   m: int | None = None, ncols: int | None = None, device: str = "cpu") -> Target:
-    """Build a Target from a name: numpy.*, torch.*, jax.numpy.*, or any `pkg.mod:func` with `op`."""
+                   m: int | None = None, ncols: int | None = None, device: str = "cpu",
+                   dtype_b: str | None = None) -> Target:
+    """Build a Target from a name: numpy.*, torch.*, jax.numpy.*, or any `pkg.mod:func` with `op`;
+    `dtype_b`: B's format where it differs (torch._scaled_mm only)."""
     try:
         fmt = get_format(dtype).name
+        fmt_b = "" if dtype_b is None else get_format(dtype_b).name
     except ValueError as e:
         raise FpspecError(str(e)) from None
+    if fmt_b and fmt_b != fmt and _ALIASES.get(name, name) != "torch._scaled_mm":
+        raise FpspecError(f"a second input format (B as {fmt_b}) is for torch._scaled_mm, not {name}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise FpspecError(f"n must be an integer >= 2, got {n!r}")
     n = int(n)
@@ -418,6 +454,8 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
     key = _ALIASES.get(name, name)
     if op is None and ncols is None and key.endswith("matmul") and m is not None:
         op = "gemv"
+    if key == "torch.nn.functional.linear":   # a layer's op, adapted like torch's own (a bias operand)
+        return _torch_target(name, "linear", op or "gemm", n, fmt, m, ncols, device)
     library = _library_function(key)
     if library is not None and library[2] in _ADAPTED[library[0]]:
         lib, _, func = library
@@ -427,7 +465,7 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
                 raise FpspecError("numpy runs on the cpu only")
             return _numpy_target(name, func, op, n, fmt, m, ncols)
         if lib == "torch":
-            return _torch_target(name, func, op, n, fmt, m, ncols, device)
+            return _torch_target(name, func, op, n, fmt, m, ncols, device, fmt_b)
         return _jax_target(name, func, op, n, fmt, m, ncols, device)
     if library is not None:     # another function of the library (numpy.vdot, torch.inner): a user callable
         lib, module, func = library
@@ -454,7 +492,18 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
     if _isolate is not None:
         probe_in_subprocess(name, op=op, n=n, dtype=dtype, m=m, ncols=ncols, device=device)
     return checked_target(Target(name, op, n, fmt, device, m, ncols, package, fn=fn, native=native,
-                                 to_float64=to64, versions=versions))
+                                 to_float64=to64, versions=versions,
+                                 takes_bias=op == "gemm" and _has_bias_parameter(fn)))
+
+
+def _has_bias_parameter(fn: Callable) -> bool:
+    """A user gemm that takes a bias per output column: a parameter named `bias` (F.linear's)."""
+    import inspect
+
+    try:
+        return "bias" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):   # a builtin without a signature
+        return False
 
 
 # Note [crashing targets]: a user callable runs in fpspec's process (millions of
