@@ -50,7 +50,8 @@ class Values:
     m: str
     off: str = "0"
     step: str = "1"
-    tags: str | None = None    # tags[off + i*step]: the leaf operand i stands for, or -1 (note [lone leaves])
+    tags: str | None = None    # tags[off + i*step]: the leaf operand i stands for, or -1 (note [lone leaves]),
+    #                            or PHANTOM (note [phantoms])
 
     def at(self, i: str) -> str:
         return f"{self.vals}[{_plus(self.off, _times(i, self.step))}]"
@@ -1208,8 +1209,10 @@ class LoopEmitter:
 # -0.0; in a tagged list (note [lone leaves]) its tag is PHANTOM, and `_join`
 # returns the other operand as it is: x + (-0.0) would round a wider x into a
 # narrower part's accumulator, where the model, which has no such node, hands x
-# on unrounded to the next node.
+# on unrounded to the next node.  (A reduced sub-list of several phantoms is
+# tagged -1 like any other value.)
 PHANTOM = -2
+
 # Note [vector lanes]: k lanes of sequential folds over contiguous leaves are
 # k independent accumulators, so a row of k leaves is one k-wide vector add:
 # elementwise IEEE adds, the same k roundings as k scalar adds, nothing

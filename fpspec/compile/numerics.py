@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, replace
 
 from fpspec.arith.model import FMA_PRODUCTS
-from fpspec.compile.ir import CompileError, Kernel
+from fpspec.compile.ir import Call, CompileError, FusedChain, Guard, Kernel, Table, WithArithmetic
 from fpspec.formats import get_format
 
 NATIVE = {"fp32": "float32", "fp64": "float64"}
@@ -113,9 +113,10 @@ def plan(kernel: Kernel) -> Plan:
     if a.fused is not None and get_format(a.fused.output).precision < p_acc:
         raise CompileError(f"fused nodes write {a.fused.output}, narrower than the {a.accumulator} accumulator")
     exact_sum = term == "sum" and not _fits(get_format(a.input), get_format(a.accumulator))
-    # (fused kernels too: a binary node of a fused arithmetic may take leaves, `order seq`)
+    # (in fused kernels too where a binary node may take a leaf: `order seq`, or a block of one leaf)
     exact_products = (term == "product" and a.product == "exact"
-                      and not _products_fit(get_format(a.input), get_format(a.accumulator)))
+                      and not _products_fit(get_format(a.input), get_format(a.accumulator))
+                      and (a.fused is None or not leaves_reach_fused_nodes_only(kernel)))
     # note [exact leaves]: values wait unrounded in a float64 carrier (every cast of one exact)
     native_acc = a.accumulator in NATIVE and not (exact_sum or exact_products)
     native_out = a.output in NATIVE
@@ -137,6 +138,46 @@ def plan(kernel: Kernel) -> Plan:
         exact_sum=exact_sum,
         exact_products=exact_products,
     )
+
+
+def fused_only(kernel: Kernel, r, seen: frozenset = frozenset()) -> bool:
+    """Whether every node of the order `r` is a fused node (chains, fused literal trees, guards
+    and parts of them): its leaves go to fused nodes exactly, or alone to the result (rounded
+    to the accumulator), never to a binary node (note [exact leaves])."""
+    if isinstance(r, FusedChain):
+        return True
+    if isinstance(r, Table):
+        return all(r.fused)
+    if isinstance(r, Guard):
+        return all(fused_only(kernel, x, seen) for x in [c.reducer for c in r.cases] + [r.otherwise] if x is not None)
+    if isinstance(r, WithArithmetic):
+        return fused_only(kernel, r.reducer, seen)
+    if isinstance(r, Call):
+        return r.name in seen or fused_only(kernel, kernel.order(r.name), seen | {r.name})
+    return False
+
+
+# the n of a spec of at most this many lengths, none beyond FEW_N_MAX, are expanded one by one
+FEW_N, FEW_N_MAX = 64, 4096
+
+
+def leaves_reach_fused_nodes_only(kernel: Kernel) -> bool:
+    """No binary node of the order takes a leaf at any n of the spec: its nodes are all fused
+    (fused_only), or, for a spec of few n, no tree it expands to has such a node (a block of
+    one leaf, say, only at an n outside the spec)."""
+    from fpspec.compile.trees import tree_of
+    from fpspec.tree import Node, postorder
+
+    if fused_only(kernel, kernel.root):
+        return True
+    if kernel.n_max is None or kernel.n_max - kernel.n_min >= FEW_N or kernel.n_max > FEW_N_MAX:
+        return False
+    try:
+        trees = [tree_of(kernel, n) for n in range(kernel.n_min, kernel.n_max + 1)]
+    except (CompileError, ValueError):
+        return False
+    return not any(isinstance(t, Node) and not t.fused and any(isinstance(c, int) for c in t.children)
+                   for tree in trees for t in postorder(tree))
 
 
 def stores_fused(main, region) -> bool:
