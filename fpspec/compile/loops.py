@@ -914,14 +914,15 @@ class LoopEmitter:
         if isinstance(lst, Values):
             vals, i = self.fresh("v"), self.fresh("i")
             code(f"{vals} = _vals({total})")
-            tags = self.new_tags(code, total, lst)
+            # phantoms tagged where a part may meet them (note [phantoms])
+            tags = self.new_tags(code, total, None if self.kernel.arithmetics else lst)
             code(f"for {i} in range({total}):")
             with code.indent():
                 code(f"{vals}[{i}] = {lst.at(i)} if {i} < {rest} else ({lst.at(f'{i} - {cnt}')} "
                      f"if {i} >= {rest} + {cnt} else -_ZERO)")
                 if tags:
                     code(f"{tags}[{i}] = {lst.tag(i)} if {i} < {rest} else ({lst.tag(f'{i} - {cnt}')} "
-                         f"if {i} >= {rest} + {cnt} else -1)")
+                         f"if {i} >= {rest} + {cnt} else {PHANTOM})")
             return self.emit(r.inner, Values(vals, total, tags=tags), code)
         pa, pb = self.fresh("pa"), self.fresh("pb")
         code(f"{pa}, {pb} = _padded(a, b, {lst.lo}, {lst.step}, {lst.m}, {rest}, {cnt})")
@@ -1197,7 +1198,10 @@ class LoopEmitter:
 # zeroed upper lanes these are.  The model (fpspec.spec.expand) removes the
 # phantoms from the tree and rounds a product they left alone (note [lone
 # products] there): the same bits.  Over partial sums a phantom is the value
-# -0.0.
+# -0.0, tagged PHANTOM in a tagged list: `_join` returns the other operand of
+# a node over it as it is (the model's node vanishes; a part narrower than
+# that operand would round it).
+PHANTOM = -2
 # Note [vector lanes]: k lanes of sequential folds over contiguous leaves are
 # k independent accumulators, so a row of k leaves is one k-wide vector add:
 # elementwise IEEE adds, the same k roundings as k scalar adds, nothing

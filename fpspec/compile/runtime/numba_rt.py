@@ -804,7 +804,12 @@ def _table_step_binary(a, b, lo, step, size, slots, kids, offs, fused, s):
 
 def _join(a, b, u, tu, v, tv):
     """One node over two operands of a tagged value list (fpspec.compile.loops note
-    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms."""
+    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms; over a
+    phantom (tag -2, note [phantoms] there) a value passes as it is."""
+    if tu == -2 and tv < 0:
+        return v
+    if tv == -2 and tu < 0:
+        return u
     if tu < 0 and tv < 0:
         return _add(u, v)
     if tu < 0:
@@ -1129,7 +1134,8 @@ def _record_plan(n, entry=None, table=None):
             def call_tagged(a, b, vals, tags, off, step, m):
                 at = len(side)
                 side.extend(vals[off + i * step] for i in range(m))
-                side.extend(a.base + tags[off + i * step] if tags[off + i * step] >= 0 else -1 for i in range(m))
+                side.extend(a.base + tags[off + i * step] if tags[off + i * step] >= 0 else tags[off + i * step]
+                            for i in range(m))
                 return op(code, a.sel, at, m, vals.carrier)
             return call_tagged
         if kind == "call_V":
