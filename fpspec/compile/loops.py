@@ -933,7 +933,8 @@ class LoopEmitter:
         if isinstance(lst, Values):
             vals, i = self.fresh("v"), self.fresh("i")
             code(f"{vals} = _vals({total})")
-            tags = self.new_tags(code, total, lst)
+            # phantoms tagged where a part may meet them (note [phantoms])
+            tags = self.new_tags(code, total, None if self.kernel.arithmetics else lst)
             code(f"for {i} in range({total}):")
             with code.indent():
                 code(f"{vals}[{i}] = {lst.at(i)} if {i} < {rest} else ({lst.at(f'{i} - {cnt}')} "

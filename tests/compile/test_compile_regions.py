@@ -85,11 +85,11 @@ FLAGS = re.compile(r"\b(fadd|fmul|fsub)\s+(fast|reassoc|contract|nnan|ninf|nsz|a
 
 def test_numba_regions_fma_only_in_the_fma_part(sdot):
     source = compile_spec(sdot, "numba")
-    # in the source, only the FMA part's leaf function calls the explicit fma
+    # in the source, only the FMA part's leaf function calls the explicit fma (`_fma_into`)
     callers = {m.group(1) for m in re.finditer(r"^def (\w+)\(.*?(?=^\S)", source, re.M | re.S)
-               if "_fma(" in m.group(0) and not m.group(1) == "_fma"}
+               if "_fma_into(" in m.group(0) and not m.group(1).startswith("_fma")}
     callers = {name for name in callers
-               if re.search(rf"^def {name}\(.*?\n\s+return [^\n]*\b_fma\(", source, re.M | re.S)}
+               if re.search(rf"^def {name}\(.*?\n\s+return [^\n]*\b_fma_into\(", source, re.M | re.S)}
     assert callers == {"_add_leaf__fma_fp32"}, callers
     mod = load_replica(source, "sdot_numba")
     x = np.arange(1, 70, dtype=np.float32)

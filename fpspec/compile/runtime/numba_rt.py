@@ -1134,7 +1134,8 @@ def _record_plan(n, entry=None, table=None):
             def call_tagged(a, b, vals, tags, off, step, m):
                 at = len(side)
                 side.extend(vals[off + i * step] for i in range(m))
-                side.extend(a.base + tags[off + i * step] if tags[off + i * step] >= 0 else -1 for i in range(m))
+                side.extend(a.base + tags[off + i * step] if tags[off + i * step] >= 0 else tags[off + i * step]
+                            for i in range(m))
                 return op(code, a.sel, at, m, vals.carrier)
             return call_tagged
         if kind == "call_V":
