@@ -881,11 +881,13 @@ def _order_sensitive(target, oracle: LcaOracle, rng) -> np.ndarray:
         # Note [vanished values]: below the format's smallest subnormal a value rounds to zero,
         # and with every value zero each order gives zero: every output looks like element
         # (0, 0) and all of them answer queries (fp16 at n = 3: 2^-19 scaled values round to
-        # 0).  Zeros become random multiples of the smallest subnormal, still below the bound.
+        # 0).  Zeros become random multiples of the smallest subnormal, below the bound where
+        # the format reaches that far down (else the smallest subnormal itself).
         q = target.format.smallest_subnormal
         most = max(1, int(2.0 ** (top + spread) // q))
         zero = np.flatnonzero(x == 0)
-        x[zero] = rng.integers(1, most + 1, len(zero)) * q * rng.choice([-1.0, 1.0], len(zero))
+        x[zero] = round_to(target.format, rng.integers(1, most + 1, len(zero)) * q
+                           * rng.choice([-1.0, 1.0], len(zero)))
     if oracle.fingerprint_masked:
         x[0], x[1] = p.a_mask, -p.a_mask
     return x

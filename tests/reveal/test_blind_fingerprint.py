@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from fpspec.compile import compile_spec, load_replica
-from fpspec.reveal.engine import PROOF_PAIRS, _proof_pairs, reveal
+from fpspec.formats import get_format, round_to
+from fpspec.reveal.engine import PROOF_PAIRS, _order_sensitive, _proof_pairs, reveal
+from fpspec.reveal.oracle import LcaOracle
 from fpspec.reveal.positions import moved, reveal_positions
 from fpspec.reveal.synthetic import TreeProgram, gemm_target
 from fpspec.reveal.targets import from_callable
@@ -164,3 +166,15 @@ def test_random_row_trees_reveal_their_own_trees():
         target = gemm_target([a, b, b], "fp16", ncols=2)
         got = [format_tree(observable(reveal(moved(target, r, 1)).tree)) for r in (0, 1)]
         assert got == [format_tree(observable(a)), format_tree(observable(b))]
+
+
+@pytest.mark.parametrize("fmt, n", [("fp16", 3), ("fp16", 40), ("fp8e5m2", 4), ("bf16", 3)])
+def test_fingerprint_values_never_vanish(fmt, n):
+    # fp16 at n = 3: values scaled below the masks' units rounded to zero, and every
+    # output gave zero, whatever its order
+    target = gemm_target([sequential(range(n))] * 2, fmt, ncols=2)
+    oracle = LcaOracle(target)
+    x = _order_sensitive(target, oracle, np.random.default_rng(3))
+    assert x[:2].tolist() == [oracle.plan.a_mask, -oracle.plan.a_mask]
+    assert np.all(x[2:] != 0) and np.array_equal(round_to(get_format(fmt), x), x)
+    assert np.abs(x[2:]).sum() < oracle.plan.window * oracle.plan.u       # the masks swamp them
