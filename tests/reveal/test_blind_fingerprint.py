@@ -149,10 +149,14 @@ def test_synthetic_gemv_rows_reveal_their_own_trees():
 
 
 def test_proof_pairs_pin_every_node():
-    assert _proof_pairs(parse_tree("((0 1) 2)"), PROOF_PAIRS).tolist() == [[0, 1, 2], [0, 2, 3]]
+    def proof(text, limit=PROOF_PAIRS):
+        rows, complete = _proof_pairs(parse_tree(text), limit)
+        return rows.tolist(), complete
+    assert proof("((0 1) 2)") == ([[0, 1, 2], [0, 2, 3]], True)
     # a fused node: every pair of its children, else ((0 1) 2) would pass as [0 1 2]
-    assert _proof_pairs(parse_tree("[(0 1) 2 3]"), PROOF_PAIRS).tolist() == [
-        [0, 1, 2], [0, 2, 4], [0, 3, 4], [2, 3, 4]]
+    assert proof("[(0 1) 2 3]") == ([[0, 1, 2], [0, 2, 4], [0, 3, 4], [2, 3, 4]], True)
+    # clusters first; of a wide fused node's other pairs, neighbours while the limit allows
+    assert proof("[0 1 2 3 4 5]", 7) == ([[0, k, 6] for k in range(1, 6)] + [[1, 2, 6], [2, 3, 6]], False)
     assert _proof_pairs(sequential(range(PROOF_PAIRS + 2)), PROOF_PAIRS) is None
 
 
