@@ -881,11 +881,13 @@ def _order_sensitive(target, oracle: LcaOracle, rng) -> np.ndarray:
         # Note [vanished values]: below the format's smallest subnormal a value rounds to zero,
         # and with every value zero each order gives zero: every output looks like element
         # (0, 0) and all of them answer queries (fp16 at n = 3: 2^-19 scaled values round to
-        # 0).  Zeros become random multiples of the smallest subnormal, still below the bound.
+        # 0).  Zeros become random multiples of the smallest subnormal, below the bound where
+        # the format reaches that far down (else the smallest subnormal itself).
         q = target.format.smallest_subnormal
         most = max(1, int(2.0 ** (top + spread) // q))
         zero = np.flatnonzero(x == 0)
-        x[zero] = rng.integers(1, most + 1, len(zero)) * q * rng.choice([-1.0, 1.0], len(zero))
+        x[zero] = round_to(target.format, rng.integers(1, most + 1, len(zero)) * q
+                           * rng.choice([-1.0, 1.0], len(zero)))
     if oracle.fingerprint_masked:
         x[0], x[1] = p.a_mask, -p.a_mask
     return x
@@ -1005,32 +1007,42 @@ def _validate(checks: list, oracle: LcaOracle) -> None:
 PROOF_PAIRS = 64        # trees proven at every output when their proof takes at most this many calls
 
 
-def _proof_pairs(tree: Tree, limit: int) -> np.ndarray | None:
-    """(a, b, l) rows that pin `tree` down, or None beyond `limit` rows: for every node, a
-    first leaf of each of two children and the node's size, for every pair of its children.
-
-    Why it suffices: the answers are some tree's l; the lca subtrees of a node's pairs form a
-    laminar family joined through shared leaves, so the node's leaves are a subtree there, and
-    no subtree holds two of its children without all of them (that pair would give less than
-    the node's size).  Every cluster is then a cluster of the answering tree and vice versa."""
-    rows: list = []
+def _proof_pairs(tree: Tree, limit: int) -> tuple[np.ndarray, bool] | None:
+    """(rows (a, b, l), complete) that pin `tree` down, or None when even its clusters take more
+    than `limit` rows.  For every node, a first leaf of its first child with one of each other
+    child, expecting the node's size: every node is then a subtree of the answering tree (the
+    answers are some tree's l; the lca subtrees of a node's pairs form a laminar family joined
+    through shared leaves).  A fused node also needs every pair of its other children (else
+    ((0 1) 2) would pass as [0 1 2]: no subtree may hold two children without all of them);
+    those come next, neighbours first, as far as `limit` allows; complete: all of them fit, and
+    then every cluster is a cluster of the answering tree and vice versa."""
+    clusters: list = []
+    siblings: list = []
     for node in postorder(tree):
         if isinstance(node, int):
             continue
         firsts = [c if isinstance(c, int) else c.first for c in node.children]
-        k = len(firsts)
-        if len(rows) + k * (k - 1) // 2 > limit:
+        clusters.extend((firsts[0], f, node.size) for f in firsts[1:])
+        if len(clusters) > limit:
             return None
-        rows.extend((firsts[x], firsts[y], node.size) for x in range(k) for y in range(x + 1, k))
-    return np.array(rows, np.int64).reshape(-1, 3)
+        k = len(firsts)
+        for gap in range(1, k - 1):
+            if len(siblings) > limit:
+                break
+            siblings.extend((firsts[x], firsts[x + gap], node.size) for x in range(1, k - gap))
+    siblings.sort(key=lambda r: r[1] - r[0])        # neighbours first (by leaf distance)
+    room = limit - len(clusters)
+    rows = clusters + siblings[:room]
+    return np.array(rows, np.int64).reshape(-1, 3), len(siblings) <= room
 
 
 def _sharing_check(tree: Tree, checks: list, oracle: LcaOracle, same) -> tuple[np.ndarray, bool]:
     """(outputs that do not share the revealed order, proven): outputs (bool, m x ncols) whose
     bits differed from element (0, 0)'s on the fingerprint (`same`), or that answer a pair unlike
-    the tree (note [blind fingerprint]).  proven: every output was asked the tree's whole proof
-    (_proof_pairs), one call per pair, so those not marked compute in the revealed order.
-    Otherwise row r of A asks sampled pair r mod k, so one call checks every output (one call per
+    the tree (note [blind fingerprint]).  A tree whose clusters take at most PROOF_PAIRS pairs
+    is asked at every output, one call per pair (_proof_pairs); proven: the proof was complete,
+    so those not marked compute in the revealed order.  Otherwise row r of A asks sampled pair
+    r mod k, so one call checks every output (one call per
     pair when the masks are split across A and B)."""
     t = oracle.target
     bad = ~np.asarray(same, bool).reshape(t.m, -1)
@@ -1038,9 +1050,10 @@ def _sharing_check(tree: Tree, checks: list, oracle: LcaOracle, same) -> tuple[n
         return bad, False       # no other output looked like element (0, 0) or answered its queries
     proof = _proof_pairs(tree, PROOF_PAIRS)
     if proof is not None:
-        for i, j, e in proof.tolist():
+        rows, complete = proof
+        for i, j, e in rows.tolist():
             bad |= ~oracle.agrees_everywhere(i, j, e).reshape(t.m, -1)
-        return bad, True
+        return bad, complete
     if not checks:
         return bad, False
     a = np.array([c[1] for c in checks])

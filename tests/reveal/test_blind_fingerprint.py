@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from fpspec.compile import compile_spec, load_replica
-from fpspec.reveal.engine import PROOF_PAIRS, _proof_pairs, reveal
+from fpspec.formats import get_format, round_to
+from fpspec.reveal.engine import PROOF_PAIRS, _order_sensitive, _proof_pairs, reveal
+from fpspec.reveal.oracle import LcaOracle
 from fpspec.reveal.positions import moved, reveal_positions
 from fpspec.reveal.synthetic import TreeProgram, gemm_target
 from fpspec.reveal.targets import from_callable
@@ -147,10 +149,14 @@ def test_synthetic_gemv_rows_reveal_their_own_trees():
 
 
 def test_proof_pairs_pin_every_node():
-    assert _proof_pairs(parse_tree("((0 1) 2)"), PROOF_PAIRS).tolist() == [[0, 1, 2], [0, 2, 3]]
+    def proof(text, limit=PROOF_PAIRS):
+        rows, complete = _proof_pairs(parse_tree(text), limit)
+        return rows.tolist(), complete
+    assert proof("((0 1) 2)") == ([[0, 1, 2], [0, 2, 3]], True)
     # a fused node: every pair of its children, else ((0 1) 2) would pass as [0 1 2]
-    assert _proof_pairs(parse_tree("[(0 1) 2 3]"), PROOF_PAIRS).tolist() == [
-        [0, 1, 2], [0, 2, 4], [0, 3, 4], [2, 3, 4]]
+    assert proof("[(0 1) 2 3]") == ([[0, 1, 2], [0, 2, 4], [0, 3, 4], [2, 3, 4]], True)
+    # clusters first; of a wide fused node's other pairs, neighbours while the limit allows
+    assert proof("[0 1 2 3 4 5]", 7) == ([[0, k, 6] for k in range(1, 6)] + [[1, 2, 6], [2, 3, 6]], False)
     assert _proof_pairs(sequential(range(PROOF_PAIRS + 2)), PROOF_PAIRS) is None
 
 
@@ -164,3 +170,15 @@ def test_random_row_trees_reveal_their_own_trees():
         target = gemm_target([a, b, b], "fp16", ncols=2)
         got = [format_tree(observable(reveal(moved(target, r, 1)).tree)) for r in (0, 1)]
         assert got == [format_tree(observable(a)), format_tree(observable(b))]
+
+
+@pytest.mark.parametrize("fmt, n", [("fp16", 3), ("fp16", 40), ("fp8e5m2", 4), ("bf16", 3)])
+def test_fingerprint_values_never_vanish(fmt, n):
+    # fp16 at n = 3: values scaled below the masks' units rounded to zero, and every
+    # output gave zero, whatever its order
+    target = gemm_target([sequential(range(n))] * 2, fmt, ncols=2)
+    oracle = LcaOracle(target)
+    x = _order_sensitive(target, oracle, np.random.default_rng(3))
+    assert x[:2].tolist() == [oracle.plan.a_mask, -oracle.plan.a_mask]
+    assert np.all(x[2:] != 0) and np.array_equal(round_to(get_format(fmt), x), x)
+    assert np.abs(x[2:]).sum() < oracle.plan.window * oracle.plan.u       # the masks swamp them
