@@ -304,9 +304,12 @@ class Fitter:
             if listed is None:
                 continue
             if rest:
-                listed = self._searched_arm(listed, by_n)
-                if listed is None:
+                arm = self._searched_arm(listed, by_n)
+                if arm is None:
                     continue
+                if self._explains(arm, obs):
+                    return arm   # one order after all (lanes(4, seq, seq) is seq up to n = 4)
+                listed = _with_searched(listed, arm)
             if exceptions:
                 arms = tuple(A.Case(A.Compare("==", N, A.Num(n)), A.Literal(by_n[n][0].tree)) for n in exceptions)
                 listed = (A.Guard(arms + listed.cases, listed.otherwise) if isinstance(listed, A.Guard)
@@ -316,19 +319,13 @@ class Fitter:
         return None
 
     def _searched_arm(self, listed, by_n: dict):
-        """The guard with its SEARCHED arm fitted to the observations at the n that take it."""
+        """The order of the guard's SEARCHED arm, fitted to the observations at the n
+        that take that arm; None if none fits."""
         cases = listed.cases if isinstance(listed, A.Guard) else ()
-        conds = [c.cond for c in cases]
-        arm_of = {n: next((i for i, c in enumerate(conds) if eval_cond(c, n)), len(conds)) for n in by_n}
         orders = [c.order for c in cases] + [listed.otherwise if isinstance(listed, A.Guard) else listed]
         i = orders.index(SEARCHED)
-        got = self.fit([o for n in by_n if arm_of[n] == i for o in by_n[n]], 0, True)
-        if got is None:
-            return None
-        orders[i] = got
-        if not cases:
-            return got
-        return A.Guard(tuple(A.Case(c, o) for c, o in zip(conds, orders)), orders[-1])
+        arm_of = {n: next((j for j, c in enumerate(cases) if eval_cond(c.cond, n)), len(cases)) for n in by_n}
+        return self.fit([o for n in by_n if arm_of[n] == i for o in by_n[n]], 0, True)
 
     def _same(self, order, o: Obs) -> bool:
         try:
@@ -369,7 +366,8 @@ class Fitter:
         if _dedupe(obs) is None:
             return None   # two trees at one n: no order in n alone gives both, guarded or not
         classes = self._class_proposals(_dedupe(obs)) if residues and depth <= RESIDUE_DEPTH else []
-        classed = self._class_guard(obs, depth, root, residues, classes) if classes else None
+        exact = [c for c in classes if not c[2]]
+        classed = self._class_guard(obs, depth, root, residues, exact) if exact else None
         if classed is not None:
             if root:
                 self.runs = [Run(ns[0], ns[-1], classed)]
@@ -377,6 +375,10 @@ class Fitter:
         got, hopeless = self._small_exceptions(obs, depth) if root else (None, False)
         if got is None and not hopeless:
             got = self.fit(obs, depth, root)
+        if got is None and len(exact) < len(classes):
+            # classes with exceptions only where no one order explains every n: an
+            # exception is a guess that a plain order would otherwise be cut by
+            got = self._class_guard(obs, depth, root, residues, [c for c in classes if c[2]])
         if got is not None:
             if root:
                 self.runs = [Run(ns[0], ns[-1], got)] if ns else []
@@ -489,9 +491,13 @@ class Fitter:
                 for k in range(3):
                     if k in own:
                         continue
-                    odd = self._fixed_but(feats, k, inside, outside)
-                    if odd is None:
-                        odd = self._fixed_but(feats, k, outside, inside)
+                    # the side whose feature is fixed (inside first), else either with exceptions
+                    sides = [side for side in (inside, outside) if len({feats[n][k] for n in side}) == 1][:1]
+                    odd = None
+                    for side in sides or (inside, outside):
+                        odd = self._fixed_but(feats, k, side, outside if side is inside else inside)
+                        if odd is not None:
+                            break
                     if odd is not None:
                         out.append((m, r, odd))
                         break
@@ -1043,6 +1049,14 @@ def _guard_of(runs: list[Run]):
     ranged = [r for r in runs if not isinstance(r.order, A.Literal)]
     cases = exact + tuple(A.Case(A.Compare("<=", N, A.Num(r.hi)), r.order) for r in ranged[:-1])
     return A.Guard(cases, ranged[-1].order) if cases else ranged[-1].order
+
+
+def _with_searched(listed, arm):
+    """The guard with `arm` in place of its SEARCHED arm (note [simple lists])."""
+    if not isinstance(listed, A.Guard):
+        return arm
+    return A.Guard(tuple(A.Case(c.cond, arm if c.order == SEARCHED else c.order) for c in listed.cases),
+                   arm if listed.otherwise == SEARCHED else listed.otherwise)
 
 
 def _lifted(order, b):
