@@ -372,13 +372,24 @@ class Fitter:
             if root:
                 self.runs = [Run(ns[0], ns[-1], classed)]
             return classed
-        got, hopeless = self._small_exceptions(obs, depth) if root else (None, False)
+        got = None
+        if len(exact) < len(classes):
+            # classes with exceptions only where no one order explains every n (an
+            # exception is a guess that would cut a plain order), tried after a plain
+            # search capped like a class (a failing search over every n is the dearest)
+            with self.budget.capped(self._class_cap(obs)) as token:
+                try:
+                    got = self.fit(obs, depth, root)
+                except Capped as e:
+                    if e.token is not token:
+                        raise
+            if got is None:
+                got = self._class_guard(obs, depth, root, residues, [c for c in classes if c[2]])
+        hopeless = False
+        if got is None:
+            got, hopeless = self._small_exceptions(obs, depth) if root else (None, False)
         if got is None and not hopeless:
             got = self.fit(obs, depth, root)
-        if got is None and len(exact) < len(classes):
-            # classes with exceptions only where no one order explains every n: an
-            # exception is a guess that a plain order would otherwise be cut by
-            got = self._class_guard(obs, depth, root, residues, [c for c in classes if c[2]])
         if got is not None:
             if root:
                 self.runs = [Run(ns[0], ns[-1], got)] if ns else []
@@ -519,7 +530,7 @@ class Fitter:
         """Note [residue classes]: `if n % m == r: A else: (the rest, guarded)` for the
         classes the trees propose (m, r, exceptions), the first whose arms fit; each
         exception n first, as `n == c` with its own order (else its tree)."""
-        cap = CLASS_WORK * sum(o.n for o in _spread(sorted(obs, key=lambda o: o.n), SAMPLE))
+        cap = self._class_cap(obs)
         for m, r, odd in classes:
             cls = [o for o in obs if o.n % m == r and o.n not in odd]
             rest = [o for o in obs if o.n % m != r and o.n not in odd]
@@ -540,6 +551,10 @@ class Fitter:
             cases = tuple(arms) + (case,)
             return A.Guard(cases + b.cases, b.otherwise) if isinstance(b, A.Guard) else A.Guard(cases, b)
         return None
+
+    @staticmethod
+    def _class_cap(obs: list[Obs]) -> int:
+        return CLASS_WORK * sum(o.n for o in _spread(sorted(obs, key=lambda o: o.n), SAMPLE))
 
     def _exception(self, obs: list[Obs], n: int, depth: int):
         """`n == c` with the order of the observations at n (else their tree); None
