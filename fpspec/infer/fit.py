@@ -304,9 +304,12 @@ class Fitter:
             if listed is None:
                 continue
             if rest:
-                listed = self._searched_arm(listed, by_n)
-                if listed is None:
+                arm = self._searched_arm(listed, by_n)
+                if arm is None:
                     continue
+                if self._explains(arm, obs):
+                    return arm   # one order after all (lanes(4, seq, seq) is seq up to n = 4)
+                listed = _with_searched(listed, arm)
             if exceptions:
                 arms = tuple(A.Case(A.Compare("==", N, A.Num(n)), A.Literal(by_n[n][0].tree)) for n in exceptions)
                 listed = (A.Guard(arms + listed.cases, listed.otherwise) if isinstance(listed, A.Guard)
@@ -316,19 +319,13 @@ class Fitter:
         return None
 
     def _searched_arm(self, listed, by_n: dict):
-        """The guard with its SEARCHED arm fitted to the observations at the n that take it."""
+        """The order of the guard's SEARCHED arm, fitted to the observations at the n
+        that take that arm; None if none fits."""
         cases = listed.cases if isinstance(listed, A.Guard) else ()
-        conds = [c.cond for c in cases]
-        arm_of = {n: next((i for i, c in enumerate(conds) if eval_cond(c, n)), len(conds)) for n in by_n}
         orders = [c.order for c in cases] + [listed.otherwise if isinstance(listed, A.Guard) else listed]
         i = orders.index(SEARCHED)
-        got = self.fit([o for n in by_n if arm_of[n] == i for o in by_n[n]], 0, True)
-        if got is None:
-            return None
-        orders[i] = got
-        if not cases:
-            return got
-        return A.Guard(tuple(A.Case(c, o) for c, o in zip(conds, orders)), orders[-1])
+        arm_of = {n: next((j for j, c in enumerate(cases) if eval_cond(c.cond, n)), len(cases)) for n in by_n}
+        return self.fit([o for n in by_n if arm_of[n] == i for o in by_n[n]], 0, True)
 
     def _same(self, order, o: Obs) -> bool:
         try:
@@ -369,12 +366,28 @@ class Fitter:
         if _dedupe(obs) is None:
             return None   # two trees at one n: no order in n alone gives both, guarded or not
         classes = self._class_proposals(_dedupe(obs)) if residues and depth <= RESIDUE_DEPTH else []
-        classed = self._class_guard(obs, depth, root, residues, classes) if classes else None
+        exact = [c for c in classes if not c[2]]
+        classed = self._class_guard(obs, depth, root, residues, exact) if exact else None
         if classed is not None:
             if root:
                 self.runs = [Run(ns[0], ns[-1], classed)]
             return classed
-        got, hopeless = self._small_exceptions(obs, depth) if root else (None, False)
+        got = None
+        if len(exact) < len(classes):
+            # classes with exceptions only where no one order explains every n (an
+            # exception is a guess that would cut a plain order), tried after a plain
+            # search capped like a class (a failing search over every n is the dearest)
+            with self.budget.capped(self._class_cap(obs)) as token:
+                try:
+                    got = self.fit(obs, depth, root)
+                except Capped as e:
+                    if e.token is not token:
+                        raise
+            if got is None:
+                got = self._class_guard(obs, depth, root, residues, [c for c in classes if c[2]])
+        hopeless = False
+        if got is None:
+            got, hopeless = self._small_exceptions(obs, depth) if root else (None, False)
         if got is None and not hopeless:
             got = self.fit(obs, depth, root)
         if got is not None:
@@ -489,9 +502,13 @@ class Fitter:
                 for k in range(3):
                     if k in own:
                         continue
-                    odd = self._fixed_but(feats, k, inside, outside)
-                    if odd is None:
-                        odd = self._fixed_but(feats, k, outside, inside)
+                    # the side whose feature is fixed (inside first), else either with exceptions
+                    sides = [side for side in (inside, outside) if len({feats[n][k] for n in side}) == 1][:1]
+                    odd = None
+                    for side in sides or (inside, outside):
+                        odd = self._fixed_but(feats, k, side, outside if side is inside else inside)
+                        if odd is not None:
+                            break
                     if odd is not None:
                         out.append((m, r, odd))
                         break
@@ -513,7 +530,7 @@ class Fitter:
         """Note [residue classes]: `if n % m == r: A else: (the rest, guarded)` for the
         classes the trees propose (m, r, exceptions), the first whose arms fit; each
         exception n first, as `n == c` with its own order (else its tree)."""
-        cap = CLASS_WORK * sum(o.n for o in _spread(sorted(obs, key=lambda o: o.n), SAMPLE))
+        cap = self._class_cap(obs)
         for m, r, odd in classes:
             cls = [o for o in obs if o.n % m == r and o.n not in odd]
             rest = [o for o in obs if o.n % m != r and o.n not in odd]
@@ -534,6 +551,10 @@ class Fitter:
             cases = tuple(arms) + (case,)
             return A.Guard(cases + b.cases, b.otherwise) if isinstance(b, A.Guard) else A.Guard(cases, b)
         return None
+
+    @staticmethod
+    def _class_cap(obs: list[Obs]) -> int:
+        return CLASS_WORK * sum(o.n for o in _spread(sorted(obs, key=lambda o: o.n), SAMPLE))
 
     def _exception(self, obs: list[Obs], n: int, depth: int):
         """`n == c` with the order of the observations at n (else their tree); None
@@ -1043,6 +1064,14 @@ def _guard_of(runs: list[Run]):
     ranged = [r for r in runs if not isinstance(r.order, A.Literal)]
     cases = exact + tuple(A.Case(A.Compare("<=", N, A.Num(r.hi)), r.order) for r in ranged[:-1])
     return A.Guard(cases, ranged[-1].order) if cases else ranged[-1].order
+
+
+def _with_searched(listed, arm):
+    """The guard with `arm` in place of its SEARCHED arm (note [simple lists])."""
+    if not isinstance(listed, A.Guard):
+        return arm
+    return A.Guard(tuple(A.Case(c.cond, arm if c.order == SEARCHED else c.order) for c in listed.cases),
+                   arm if listed.otherwise == SEARCHED else listed.otherwise)
 
 
 def _lifted(order, b):

@@ -22,6 +22,7 @@ N = A.Var()
 MODULI = tuple(range(2, 9)) + (16,)
 MAX_ATOMS = 3
 MAX_ARMS = 3
+PAIRED = 40   # atoms joined in pairs and triples (C(40, 3) = 9880 triples an arm at most)
 
 
 def _atoms(ns: list[int]) -> list[tuple[object, int]]:
@@ -60,7 +61,10 @@ def _conjunction(atoms: list, must: int, never: int, live: int):
         if m & must == must and m != live and m not in masks:   # one atom per set of n it keeps
             masks.add(m)
             usable.append((c, m))
+    order = {id(c): i for i, (c, _) in enumerate(usable)}   # a conjunction prints its atoms in the order _atoms lists them
     for k in range(1, MAX_ATOMS + 1):
+        if k == 2:   # pairs and triples of the atoms that keep the fewest n of `never`: a bounded search
+            usable = sorted(usable, key=lambda a: bin(a[1] & never).count("1"))[:PAIRED]
         best = None
         for combo in combinations(usable, k):
             mask = live
@@ -70,7 +74,7 @@ def _conjunction(atoms: list, must: int, never: int, live: int):
                 continue
             got = bin(mask).count("1")
             if best is None or got > best[0]:
-                best = (got, tuple(c for c, _ in combo), mask)
+                best = (got, tuple(c for c, _ in sorted(combo, key=lambda a: order[id(a[0])])), mask)
         if best is not None:
             return best[1], best[2]
     return None

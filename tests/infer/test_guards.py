@@ -23,7 +23,7 @@ CASES = {
     "a searched arm beside simple orders": (
         "if n == 4: ((0 2) (1 3)) elif n <= 33 or n % 2 != 1: pairwise "
         "else: split(max(1, n // 2 - n // 2 % 8), seq, blocks(12, gpu_tree, pairwise))",
-        "if n == 4: gpu_tree elif n > 33 and n % 2 == 1: split(n // 2 - n // 2 % 8, seq, blocks(12, gpu_tree, "
+        "if n == 4: gpu_tree elif n > 34 and n % 2 == 1: split(n // 2 - n // 2 % 8, seq, blocks(12, gpu_tree, "
         "pairwise)) else: pairwise"),
     "a residue class with one exception": (
         "if n == 25: blocks(11, rev, tail(6, pairwise, seq)) elif n % 4 != 3: seq "
