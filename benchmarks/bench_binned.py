@@ -1,7 +1,8 @@
 """Binned (order-independent) replicas against the library ops, side by side in one run.
 
     python benchmarks/bench_binned.py [--cpu] [--gpu] [--bits] [--n N] [--gpu-n N] [--out FILE]
-        [--variants "STREAMS,PREFETCH,CHUNK,BLOCK;..."] [--gemm-variants "STEPS,TILE;..."]
+        [--variants "STREAMS,PREFETCH,CHUNK,BLOCK[,BITS,VECTORS];..."]
+        [--gemm-variants "STEPS,TILE[,BITS,VECTORS];..."]
         [--tilings BLOCK/WARPS/PER_SM,...]
     REPROBLAS_PATH=$HOME/src/ReproBLAS python benchmarks/bench_binned.py --cpu    # + ReproBLAS columns
 
@@ -62,39 +63,48 @@ def best(fn, repeat: int, sync=None) -> float:
 
 
 def variant(setting: str):
-    """A deposit loop "STREAMS,PREFETCH,CHUNK,BLOCK" (fpspec.compile.binned.DEPOSIT, for every op; the
-    bits do not depend on it) applied while a replica is made: a context for `replica`."""
+    """A deposit loop "STREAMS,PREFETCH,CHUNK,BLOCK[,BITS,VECTORS]" (fpspec.compile.binned.DEPOSIT and,
+    when given, REGS: the deposit in vector registers, 0,0 for none; for every op; the bits do not
+    depend on it) applied while a replica is made: a context for `replica`."""
     import contextlib
 
     from fpspec.compile import binned
 
     @contextlib.contextmanager
     def applied():
-        saved = dict(binned.DEPOSIT)
-        binned.DEPOSIT.update(dict.fromkeys(saved, tuple(map(int, setting.split(",")))))
+        saved, saved_regs = dict(binned.DEPOSIT), dict(binned.REGS)
+        values = tuple(map(int, setting.split(",")))
+        binned.DEPOSIT.update(dict.fromkeys(saved, values[:4]))
+        if len(values) > 4:
+            binned.REGS.update(dict.fromkeys(saved_regs, values[4:6]))
         try:
             yield
         finally:
             binned.DEPOSIT.update(saved)
+            binned.REGS.update(saved_regs)
 
     return applied()
 
 
 def gemm_variant(setting: str):
-    """A gemm lanes loop "STEPS,TILE" (fpspec.compile.binned._LANE_STEPS, binned_numba._GEMM_TILE; the
-    bits do not depend on it) applied while a replica is made."""
+    """A gemm lanes kernel "STEPS,TILE[,BITS,VECTORS]" (fpspec.compile.binned._LANE_STEPS,
+    binned_numba._GEMM_TILE and, when given, binned.GEMM_REGS: lanes in vector registers, 0,0 for
+    none; the bits do not depend on it) applied while a replica is made."""
     import contextlib
 
     from fpspec.compile import binned, binned_numba
 
     @contextlib.contextmanager
     def applied():
-        saved = binned._LANE_STEPS, binned_numba._GEMM_TILE
-        binned._LANE_STEPS, binned_numba._GEMM_TILE = map(int, setting.split(","))
+        saved = binned._LANE_STEPS, binned_numba._GEMM_TILE, binned.GEMM_REGS
+        values = tuple(map(int, setting.split(",")))
+        binned._LANE_STEPS, binned_numba._GEMM_TILE = values[:2]
+        if len(values) > 2:
+            binned.GEMM_REGS = values[2:4]
         try:
             yield
         finally:
-            binned._LANE_STEPS, binned_numba._GEMM_TILE = saved
+            binned._LANE_STEPS, binned_numba._GEMM_TILE, binned.GEMM_REGS = saved
 
     return applied()
 
@@ -111,7 +121,8 @@ def cpu_rows(n: int, repeat: int, mm: int, variants=(), gemm_variants=()) -> lis
     rows = []
     rb = load_reproblas()
     before = numba.get_num_threads()
-    shapes = {op: ",".join(map(str, binned.DEPOSIT["sum" if op == "sum" else "product"])) for op in ("sum", "dot")}
+    shapes = {op: ",".join(map(str, binned.DEPOSIT[kind] + binned.REGS[kind]))
+              for op, kind in (("sum", "sum"), ("dot", "product"))}
     if mm:
         A = rng.standard_normal((mm, mm))
         B = rng.standard_normal((mm, mm))
@@ -120,7 +131,7 @@ def cpu_rows(n: int, repeat: int, mm: int, variants=(), gemm_variants=()) -> lis
 
         t_lib = best(lambda: A @ B, repeat)
         emit(rows, f"{'CPU, fp64':44} {'GFLOP/s':>14} {'GFLOP/s':>14} {'share':>8}")
-        kernel = f"{binned._LANE_STEPS},{binned_numba._GEMM_TILE}"
+        kernel = ",".join(map(str, (binned._LANE_STEPS, binned_numba._GEMM_TILE, *binned.GEMM_REGS)))
         values = set()
         for setting in (kernel, *gemm_variants):
             with gemm_variant(setting):
@@ -349,9 +360,11 @@ def main(argv=None) -> int:
                                       "(default: GPU_CONFIGS)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--variants", default="", help="CPU deposit variants to time besides the default, "
-                                                  "STREAMS,PREFETCH,CHUNK,BLOCK;... (fpspec.compile.binned.DEPOSIT)")
+                                                  "STREAMS,PREFETCH,CHUNK,BLOCK[,BITS,VECTORS];... "
+                                                  "(fpspec.compile.binned.DEPOSIT, REGS)")
     ap.add_argument("--gemm-variants", default="", help="gemm lanes kernels to time besides the default, "
-                                                       "STEPS,TILE;... (fpspec.compile.binned._LANE_STEPS, binned_numba._GEMM_TILE)")
+                                                       "STEPS,TILE[,BITS,VECTORS];... (fpspec.compile.binned._LANE_STEPS, "
+                                                       "binned_numba._GEMM_TILE, binned.GEMM_REGS)")
     ap.add_argument("--formats", default="fp32,fp64", help="--bits: the formats checked")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)

@@ -25,6 +25,9 @@ DEPOSIT = {"sum": (2, 0, 64, 4096), "product": (1, 1024, 128, 16384)}
 # The deposit in vector registers (binned_numba._deposit_regs) per kind of term: (bits a vector,
 # vectors side by side); (0, 0): DEPOSIT's loop alone.  Its prefetch distance is DEPOSIT's.
 REGS = {"sum": (0, 0), "product": (256, 4)}
+# gemm's lanes in vector registers over packed panels of B (binned_numba._lane_regs): (bits a
+# vector, vectors side by side); (0, 0): _lane_steps alone
+GEMM_REGS = (256, 2)
 PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("gemm",)}
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
@@ -99,6 +102,7 @@ def numba_settings(kernel: Kernel) -> list[str]:
         f"_BLOCK = {DEPOSIT['sum' if kernel.op == 'sum' else 'product'][3]}",
         f"_GEMM_TILE, _ENDURANCE = {binned_numba._GEMM_TILE}, {fmt.endurance}",
         f"_REGS = {_regs(kernel.op != 'sum', bits)!r}",
+        f"_GEMM_REGS = {(GEMM_REGS[0] // bits, GEMM_REGS[1])!r}",
     ]
 
 
@@ -117,7 +121,7 @@ def render_numba(backend, kernel: Kernel) -> str:
     runtime = "\n\n".join([
         "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\n"
         "from numba import get_num_threads, types\nfrom numba.core import cgutils",
-        embed(binned_numba, ["_or1", "_bits", "_prefetch", "_deposit_regs"]),
+        embed(binned_numba, ["_or1", "_bits", "_prefetch", "_deposit_regs", "_lane_regs"]),
         embed(model, ["convert"], decorator="@_jit"),
         embed(binned_numba, _NUMBA_JIT, decorator="@_jit"),
         block_loops(kernel.arithmetic.binned, kernel.op != "sum", 8 if kernel.arithmetic.input == "fp64" else 16),
@@ -202,14 +206,15 @@ def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
         lines.append("    return max(" + ", ".join(f"h{t}" for t in range(streams)) + ")")
         return "\n".join(lines)
 
-    lanes = ["@_jit\ndef _lane_steps(A, Bf, N, k0, k1, j0, w, P):",
+    lanes = ["@_jit\ndef _lane_steps(A, Bf, N, k0, k1, j0, g, w, P):",
              '    """Products A[k] * B[k, j0 + t] for k0 <= k < k1 (B[k, j] = Bf[k * N + j]) into the',
-             '    primaries P[:, t] of lanes t < w, _LANE_STEPS k steps a pass (the indices unsigned: no',
-             '    wraparound test, so that LLVM vectorizes over t)."""']
+             '    primaries P[:, t] of lanes g <= t < w, _LANE_STEPS k steps a pass (the indices unsigned:',
+             '    no wraparound test, so that LLVM vectorizes over t)."""']
     lanes += [f"    P{j} = P[{j}]" for j in range(fold)]
 
     def steps(ks: list[str], indent: str) -> list[str]:
-        out = [f"{indent}for t in range(w):"] + [f"{indent}    p{j} = P{j}[t]" for j in range(fold)]
+        out = [f"{indent}for t in range(g, w):", f"{indent}    q = np.uint64(t)"]
+        out += [f"{indent}    p{j} = P{j}[q]" for j in range(fold)]
         for u in range(len(ks)):
             out.append(f"{indent}    r = a{u} * Bf[np.uint64(b{u} + t)]")
             for j in range(fold):
@@ -218,7 +223,7 @@ def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
                             f"{indent}    p{j} = s"]
                 else:
                     out.append(f"{indent}    p{j} = p{j} + _or1(r)")
-        return out + [f"{indent}    P{j}[t] = p{j}" for j in range(fold)]
+        return out + [f"{indent}    P{j}[q] = p{j}" for j in range(fold)]
 
     u_all = [f"k + {u}" for u in range(_LANE_STEPS)]
     lanes.append(f"    k = k0\n    while k + {_LANE_STEPS} <= k1:")

@@ -4,14 +4,17 @@ Globals the replica defines (fpspec.compile.binned.settings): _DT (the format's 
 (ReproBLAS's table in _DT), _BINS64 and _ULPS (float64), _P, _W, _EMAX, _MAXI, _COMPRESSION,
 _HALF_EXPANSION, _EXPANSION, _SINGLE, _Q (carry unit: 2^_Q ulps), _EXP_SHIFT, _INF_BITS, _ABS_MASK,
 _PRODUCT (terms are x*y rounded, else x), _BLOCK, _GEMM_TILE (gemm's lanes), _ENDURANCE (deposits a
-primary takes before it must be counted: 2^(p - W - 2)).
+primary takes before it must be counted: 2^(p - W - 2)), _REGS and _GEMM_REGS (the deposits in vector
+registers, _deposit_regs and _lane_regs: lanes a vector, vectors side by side; 0 vectors: none).
 
 One pass over the terms, a block of _BLOCK at a time (fpspec.arith.binned note [exact slices]): the
 block's largest |term| (an integer max over the bit patterns: LLVM vectorizes it, and inf / nan show
 as the largest patterns), the accumulator's index moved up if needed, then every term's slices added
 counted in ulps of its bin (the difference of the bit patterns of the primary after and before:
 integer sums, which LLVM vectorizes without reassociating anything), then carried into int64
-(carry, low) pairs.  Gemm deposits most outputs as lanes instead (_gemm_range).  The block loops
+(carry, low) pairs; with _REGS, the block's terms go to ReproBLAS's primaries held in vector
+registers instead (_deposit_regs), counted once a block.  Gemm deposits most outputs as lanes
+instead (_gemm_range).  The block loops
 (_block_amax, _deposit, _deposit_top, _lane_steps) are written out by fpspec.compile.binned for the
 spec's fold, with the term inline.  A state is
 int64[_STATE = 2 + 3 _FOLD]: index (-1: empty), flags (1 nan, 2 +inf, 4 -inf), low[_FOLD],
@@ -42,6 +45,7 @@ _BLOCK = 4096
 _GEMM_TILE = 256
 _ENDURANCE = 2048
 _REGS = (4, 4, 1024)
+_GEMM_REGS = (4, 4)
 _jit = njit(fastmath=False)
 _nogil = njit(fastmath=False, nogil=True)
 
@@ -194,6 +198,60 @@ def _deposit_regs(typingctx, X, Y, bins, counts):
         return builder.select(ok, bits, i64(-1))
 
     return types.int64(X, Y, bins, counts), codegen
+
+
+@intrinsic
+def _lane_regs(typingctx, A, Bf, N, k0, k1, col, P, g):
+    """_lane_steps for the lanes g .. g + L - 1 of P (L: _GEMM_REGS = (lanes a vector, vectors)),
+    their primaries held in vector registers across the k steps k0 .. k1 - 1: products A[k] *
+    Bf[k * N + col + l] (_gemm_range passes a packed panel of B: its rows contiguous, read in
+    order), each deposited as ReproBLAS does (s = P + (r|1); r += P - s; P = s), no loads or
+    stores of P between the k steps; the bits do not depend on it."""
+    def codegen(context, builder, sig, args):
+        a_arg, b_arg, n, first, last, col_, p_arg, g_ = args
+        width = 64 if sig.args[0].dtype == types.float64 else 32
+        lanes, group = _GEMM_REGS
+        if not group:                   # gemm's lanes all go through _lane_steps
+            return context.get_dummy_value()
+        dt = context.get_data_type(sig.args[0].dtype)
+        vty, ity, i64, i32 = ir.VectorType(dt, lanes), ir.VectorType(ir.IntType(width), lanes), ir.IntType(64), ir.IntType(32)
+        one = ir.Constant(ity, [1] * lanes)
+        a_data = context.make_array(sig.args[0])(context, builder, a_arg).data
+        b_data = context.make_array(sig.args[1])(context, builder, b_arg).data
+        p_ary = context.make_array(sig.args[6])(context, builder, p_arg)
+        tile = cgutils.unpack_tuple(builder, p_ary.shape, 2)[1]
+
+        def at(data, idx):
+            return builder.bitcast(builder.gep(data, [idx]), vty.as_pointer())
+
+        slots = []
+        for f in range(_FOLD):
+            for v in range(group):
+                where = at(p_ary.data, builder.add(builder.mul(i64(f), tile), builder.add(g_, i64(v * lanes))))
+                slot = cgutils.alloca_once(builder, vty)
+                builder.store(builder.load(where, align=width // 8), slot)
+                slots.append((f, v, slot, where))
+        with cgutils.for_range(builder, builder.sub(last, first)) as loop:
+            k = builder.add(loop.index, first)
+            a = builder.insert_element(ir.Constant(vty, ir.Undefined), builder.load(builder.gep(a_data, [k])), i32(0))
+            a = builder.shuffle_vector(a, ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(i32, lanes), [0] * lanes))
+            base = builder.add(builder.mul(k, n), col_)
+            rs = [builder.fmul(a, builder.load(at(b_data, builder.add(base, i64(v * lanes))), align=width // 8))
+                  for v in range(group)]
+            # slot by slot, the vectors side by side: independent chains next to each other
+            for f in range(_FOLD):
+                for v in range(group):
+                    slot = slots[f * group + v][2]
+                    p = builder.load(slot)
+                    s = builder.fadd(p, builder.bitcast(builder.or_(builder.bitcast(rs[v], ity), one), vty))
+                    if f < _FOLD - 1:
+                        rs[v] = builder.fadd(rs[v], builder.fsub(p, s))
+                    builder.store(s, slot)
+        for _, _, slot, where in slots:
+            builder.store(builder.load(slot), where, align=width // 8)
+        return context.get_dummy_value()
+
+    return types.none(A, Bf, N, k0, k1, col, P, g), codegen
 
 
 def _term(X, Y, i):
@@ -387,7 +445,9 @@ def _gemm_range(A, B, Bf, amax, ka, bmax, kb, out, r0, r1):
     its K products deposited into its primaries P (ReproBLAS's own accumulation, exact slices:
     fpspec.arith.binned note [exact slices]) over the tile's contiguous row of B, a few k steps a
     pass, counted in ulps every _ENDURANCE steps (before P can leave its binade).  No reduction,
-    no largest |product| kept: the loop is elementwise over the lanes.  Other elements (a bound in
+    no largest |product| kept: the loop is elementwise over the lanes.  Runs of _GEMM_REGS lanes
+    go through _lane_regs over a packed copy of the tile's columns of B (made once a tile), their
+    primaries in registers across the k steps; the lanes left over through _lane_steps.  Other elements (a bound in
     the top bin, an inf or a nan, bounds in two bins) take the general path (_partial): the same
     bits."""
     K = A.shape[1]
@@ -398,8 +458,16 @@ def _gemm_range(A, B, Bf, amax, ka, bmax, kb, out, r0, r1):
     state = np.zeros(_STATE, np.int64)
     fields = np.empty(2 * _FOLD)
     column = np.empty(K, _DT)
+    span = max(_GEMM_REGS[0] * _GEMM_REGS[1], 1)
+    # the tile's columns of B, a run of span columns after another, each run's rows contiguous
+    panel = np.empty((_GEMM_TILE // span if _GEMM_REGS[1] else 0, K * span), _DT)
     for j0 in range(0, N, _GEMM_TILE):
         w = min(_GEMM_TILE, N - j0)
+        if _GEMM_REGS[1]:
+            for q in range(w // span):
+                for k in range(K):
+                    for l in range(span):
+                        panel[q, k * span + l] = B[k, j0 + q * span + l]
         for i in range(r0, r1):
             Ai = A[i]
             am = amax[i]
@@ -418,7 +486,13 @@ def _gemm_range(A, B, Bf, amax, ka, bmax, kb, out, r0, r1):
                     P[f, t] = _BINS[max(h, 1) + f]
                     counts[f, t] = 0
             for k0 in range(0, K, _ENDURANCE):
-                _lane_steps(Ai, Bf, N, k0, min(k0 + _ENDURANCE, K), j0, w, P)
+                k1 = min(k0 + _ENDURANCE, K)
+                g = 0
+                if _GEMM_REGS[1]:
+                    while g + span <= w:
+                        _lane_regs(Ai, panel[g // span], span, k0, k1, 0, P, g)
+                        g += span
+                _lane_steps(Ai, Bf, N, k0, k1, j0, g, w, P)
                 for f in range(_FOLD):
                     for t in range(w):
                         m = _BINS[max(index[t], 1) + f]
