@@ -1341,7 +1341,7 @@ def reveal_bias(spec, target, *, samples: int = BIAS_SAMPLES, seed: int = 0):
     the probed init stays (the accumulation's own); inside, the +0.0 bias is what the probe saw
     as init = +0.0, so init is none.  RevealRefused when neither or both fit."""
     from fpspec.errors import RevealRefused
-    from fpspec.spec.ast import Block, Header, Spec
+    from fpspec.spec.ast import Block, Spec
 
     arith = spec_arithmetic(spec)
     if arith is None:

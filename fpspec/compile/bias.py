@@ -63,7 +63,7 @@ def wrapper(kernel: Kernel | Positional, target: str) -> str:
             raise CompileError(f"bias = after in a {a.accumulator} accumulator has no exact {target} sum "
                                f"(the {target} replica takes {', '.join(table)})")
     head = ("_gemm_unbiased = gemm\n\n\n"
-            "def gemm(A, B, bias=None, *options):\n"
+            "def gemm(A, B, bias=None, **options):\n"
             f'    """A @ B with the bias of each output column added {where} the accumulation (the spec\'s\n'
             f'    `bias = {where}`); no bias: a bias of +0.0."""\n')
     if tensors:
@@ -75,10 +75,10 @@ def wrapper(kernel: Kernel | Positional, target: str) -> str:
         if where == "inside":
             body += ("    A1 = torch.cat([torch.ones((A.shape[0], 1), dtype=A.dtype, device=A.device), A], dim=1)\n"
                      "    B1 = torch.cat([bias.to(device=B.device, dtype=B.dtype)[None, :], B], dim=0)\n"
-                     "    return _gemm_unbiased(A1, B1, *options)\n")
+                     "    return _gemm_unbiased(A1, B1, **options)\n")
         else:
             acc, out = _TORCH_DTYPES[a.accumulator], _TORCH_DTYPES.get(a.output, "torch.float32")
-            body += ("    acc = _gemm_unbiased(A, B, *options)\n"
+            body += ("    acc = _gemm_unbiased(A, B, **options)\n"
                      f"    total = acc.to({acc}) + bias.to(device=acc.device, dtype={acc})[None, :]\n"
                      f"    return total.to({out})\n")
     else:
@@ -90,10 +90,10 @@ def wrapper(kernel: Kernel | Positional, target: str) -> str:
         if where == "inside":
             body += ("    A1 = np.concatenate([np.ones((A.shape[0], 1), A.dtype), A], axis=1)\n"
                      "    B1 = np.concatenate([bias.astype(B.dtype)[None, :], B], axis=0)\n"
-                     "    return _gemm_unbiased(A1, B1, *options)\n")
+                     "    return _gemm_unbiased(A1, B1, **options)\n")
         else:
             acc = _NUMPY_SUMS[a.accumulator]
-            body += ("    acc = np.asarray(_gemm_unbiased(A, B, *options))\n"
+            body += ("    acc = np.asarray(_gemm_unbiased(A, B, **options))\n"
                      f"    total = acc.astype({acc}) + bias.astype({acc})[None, :]\n"
                      f"    return {_numpy_cast(a.output, 'total')}\n")
     return "\n\n" + head + body
