@@ -97,8 +97,7 @@ class NumbaBackend(Backend):
             embed(numba_rt, [n for n in jitted if rename.get(n, n) not in INLINE], rename, decorator="@_jit"),
             embed(numba_rt, [n for n in jitted if rename.get(n, n) in INLINE], rename, decorator="@_inline"),
             embed(numba_rt, plain),
-        ] + [in_region(embed(numba_rt, *region_names(rp, table, program.uses_tags), decorator="@_jit"), name)
-             for name, rp in regions]))
+        ] + [in_region(region_runtime(rp, table, program.uses_tags), name) for name, rp in regions]))
         if program.uses_fused:
             runtime += "\n\n_NO_KS = np.empty(0, np.int64)\n"
         # note [vector lanes] in fpspec.compile.loops
@@ -302,6 +301,17 @@ def _order(a, b, n, plan):
     return _run_plan(a, b, plan)
 '''
     return embed(numba_rt, ["_PlanTerms", "_PlanValues", "_PlanZero", "_plan", "_record_plan"]) + "\n\n" + source, planned
+
+
+def region_runtime(rp, table: str | None, tags: bool) -> str:
+    """The runtime functions of a named arithmetic (before `in_region` renames them): its
+    small ones inlined as the unnamed arithmetic's are (note [compile time]), each of the
+    others compiled on its own."""
+    names, rename = region_names(rp, table, tags)
+    inline = [n for n in names if rename.get(n, n) in INLINE]
+    return "\n\n".join(filter(None, [
+        embed(numba_rt, [n for n in names if n not in inline], rename, decorator="@_jit"),
+        embed(numba_rt, inline, rename, decorator="@_inline")]))
 
 
 def _numba_fma(p) -> str:
