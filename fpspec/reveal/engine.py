@@ -216,7 +216,8 @@ def _reveal(target, algorithm, seed, progress, pivot, split, check, guess, withi
         if err is None and (bad is None or not (bad & oracle.channel_elements().reshape(bad.shape)).any()):
             break
         if err is None and proven and not bad.flat[0]:
-            break       # element (0, 0) answers the whole tree: the others that do not merely differ
+            break       # element (0, 0) answers the whole proof: the tree is its own; outputs that
+                        # answer otherwise compute another order (Revelation.shared says which)
         if err is None and alone:
             # element (0, 0) answered every query alone and now answers unlike the tree it gave
             raise RevealRefused("answers inconsistent with any tree: element (0, 0) answered a fresh "
@@ -1042,8 +1043,8 @@ def _sharing_check(tree: Tree, checks: list, oracle: LcaOracle, same) -> tuple[n
     the tree (note [blind fingerprint]).  A tree whose clusters take at most PROOF_PAIRS pairs
     is asked at every output, one call per pair (_proof_pairs); proven: the proof was complete,
     so those not marked compute in the revealed order.  Otherwise row r of A asks sampled pair
-    r mod k, so one call checks every output (one call per
-    pair when the masks are split across A and B)."""
+    r mod k, so one call checks every output (one call per pair when the masks are split
+    across A and B)."""
     t = oracle.target
     bad = ~np.asarray(same, bool).reshape(t.m, -1)
     if int((~bad).sum()) <= 1:
