@@ -363,9 +363,10 @@ class Fitter:
         ranges of n, or residue classes (`n % c == r`) when a library picks its
         kernel by n's alignment (cuBLAS: odd K, K % 8 == 0, the rest)."""
         ns = sorted({o.n for o in obs})
-        if _dedupe(obs) is None:
+        one_each = _dedupe(obs)
+        if one_each is None:
             return None   # two trees at one n: no order in n alone gives both, guarded or not
-        classes = self._class_proposals(_dedupe(obs)) if residues and depth <= RESIDUE_DEPTH else []
+        classes = self._class_proposals(one_each) if residues and depth <= RESIDUE_DEPTH else []
         exact = [c for c in classes if not c[2]]
         classed = self._class_guard(obs, depth, root, residues, exact) if exact else None
         if classed is not None:
