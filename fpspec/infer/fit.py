@@ -363,9 +363,10 @@ class Fitter:
         ranges of n, or residue classes (`n % c == r`) when a library picks its
         kernel by n's alignment (cuBLAS: odd K, K % 8 == 0, the rest)."""
         ns = sorted({o.n for o in obs})
-        if _dedupe(obs) is None:
+        one_each = _dedupe(obs)
+        if one_each is None:
             return None   # two trees at one n: no order in n alone gives both, guarded or not
-        classes = self._class_proposals(_dedupe(obs)) if residues and depth <= RESIDUE_DEPTH else []
+        classes = self._class_proposals(one_each) if residues and depth <= RESIDUE_DEPTH else []
         exact = [c for c in classes if not c[2]]
         classed = self._class_guard(obs, depth, root, residues, exact) if exact else None
         if classed is not None:
@@ -859,19 +860,46 @@ class Fitter:
             parts = [self._part(tail_parts, o, k) for o in obs]
             if any(p is False for p in parts) or not any(b is not None and t is not None for b, t in parts):
                 continue
-            bodies = [b for b, _ in parts if b is not None]
-            outers = [t for _, t in parts if t is not None]
-            body = self.fit_guarded(bodies, depth + 1) if bodies else A.Seq()
-            if body is None:
+            fitted = self._body_outer(parts, depth)
+            if fitted is None:
                 continue
-            outer = self.fit_guarded(outers, depth + 1) if outers else A.Seq()
-            if outer is None:
-                continue
+            body, outer = fitted
             self.seen.add(k)
             yield A.Tail(A.Num(k), body, outer)
             found += 1
             if found >= 2:
                 return
+        if not found:
+            yield from self._tail_scaled(obs, depth)
+
+    def _body_outer(self, parts, depth):
+        """(body, outer) of a tail fitted to its parts' bodies and outer operands, or None."""
+        bodies = [b for b, _ in parts if b is not None]
+        body = self.fit_guarded(bodies, depth + 1) if bodies else A.Seq()
+        if body is None:
+            return None
+        outers = [t for _, t in parts if t is not None]
+        outer = self.fit_guarded(outers, depth + 1) if outers else A.Seq()
+        return None if outer is None else (body, outer)
+
+    def _tail_scaled(self, obs, depth):
+        """tail(max(1, n // c), ...): a body over the first n - n % (n // c), tried
+        where the largest observation has that prefix (as _blocks_scaled)."""
+        big = obs[0]
+        prefixes = set(prefix_sizes(big))
+        for c in BLOCK_COUNTS:
+            k = big.n // c
+            if k < 2 or big.n % k == 0 or big.n - big.n % k not in prefixes:
+                continue
+            parts = [self._part(tail_parts, o, max(1, o.n // c)) for o in obs]
+            if any(p is False for p in parts) or not any(b is not None and t is not None for b, t in parts):
+                continue
+            fitted = self._body_outer(parts, depth)
+            if fitted is None:
+                continue
+            body, outer = fitted
+            yield A.Tail(A.Call("max", (A.Num(1), A.BinOp("//", N, A.Num(c)))), body, outer)
+            return
 
     def _lanes(self, obs, depth, root):
         big = obs[0]

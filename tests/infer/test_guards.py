@@ -1,5 +1,6 @@
 """Guards that join size and alignment, exceptions to residue classes, plain ends of
-the range, thresholds moved after a sampled fit, and block sizes: each fitted from
+the range, thresholds moved after a sampled fit, block sizes and tails whose count
+grows with n: each fitted from
 the trees of a spec at n = 1..48 and a few n above (as range inference reveals
 them), compared exactly, then expanded at every n up to 64."""
 from __future__ import annotations
@@ -32,6 +33,9 @@ CASES = {
     "a block size that cuts only the largest n is not taken": (
         "blocks(max(1, n // 6), rev, seq)",
         "blocks(max(1, n // 6), rev, seq)"),
+    "a tail whose count grows with n": (
+        "tail(max(1, n // 7), pad(6, gpu_tree), pairwise)",
+        "tail(max(1, n // 7), pad(6, gpu_tree), pairwise)"),
     "a plain order below a threshold, blocks of 12 above it": (
         "split(min(1, n - 1), gpu_tree, if n >= 32: blocks(12, blocks((if n > 11: 9 else: 1), seq, rev), gpu_tree) "
         "else: seq)",
