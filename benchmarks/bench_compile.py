@@ -246,6 +246,8 @@ def arr(*shape):
     x = rng.standard_normal(shape).astype(dtype)
     if sys.argv[7] in ("bf16", "tf32"):    # held in float32: its upper 16 (bf16) or 19 (tf32) bits
         x = (x.view(np.uint32) & np.uint32(0xFFFF0000 if sys.argv[7] == "bf16" else 0xFFFFE000)).view(np.float32)
+    if sys.argv[7].startswith("fp8"):       # held in float32: the integers -8..8 are values of both fp8 formats
+        x = rng.integers(-8, 9, shape).astype(dtype)
     return x
 args = {"sum": lambda: (arr(n),), "dot": lambda: (arr(n), arr(n)), "gemv": lambda: (arr(m, n), arr(n)),
         "gemm": lambda: (arr(m, n), arr(n, p))}[op]()
@@ -283,7 +285,8 @@ def first_calls():
     print(f"\ncompile + first call in a fresh process (seconds, wall / CPU; reference: a fresh interpreter "
           f"importing numpy and numba, {base:.2f} / {fresh.cpu:.2f} s; load average {os.getloadavg()[0]:.1f})")
     print(f"{'spec':<58}  {'compile':>8}  {'numba call (CPU)':>17}  {'ratio':>6}  {'numpy call':>10}")
-    dtypes = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "float32", "tf32": "float32"}
+    dtypes = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "float32", "tf32": "float32",
+              "fp8e4m3": "float32", "fp8e5m2": "float32"}
     slowest = {"numba": (0.0, ""), "numpy": (0.0, "")}
     with tempfile.TemporaryDirectory() as folder:
         paths = {p for pattern in SPECS.split(",")
@@ -301,6 +304,9 @@ def first_calls():
             if rng_ is not None and rng_.hi is not None:
                 n = min(max(n, 64), rng_.hi)
             m, p = provenance_shape(spec)
+            if spec_format(spec)[0] not in dtypes:
+                print(f"{name:<58}  no inputs for format {spec_format(spec)[0]}")
+                continue
             dtype = dtypes[spec_format(spec)[0]]
             cells = []
             for target in ("numba",) if "--numba-only" in sys.argv else ("numba", "numpy"):

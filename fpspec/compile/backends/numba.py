@@ -55,8 +55,8 @@ class NumbaBackend(Backend):
         if binned.is_binned(kernel):   # order-independent: no loops (fpspec.compile.binned)
             return binned.render_numba(self, kernel)
         p = plan(kernel)
-        program = wide_lists(emit_program(kernel, vector_lanes=vector_lanes(kernel, p), iterative_splits=True,
-                                          typed_ints=True))
+        program = merge_identical(wide_lists(emit_program(kernel, vector_lanes=vector_lanes(kernel, p),
+                                                          iterative_splits=True, typed_ints=True)))
         names, rename = runtime_names(p, program, fma=_numba_fma(p))
         if "_table_step" in names:
             # without fused nodes the table step must not mention the fused model
@@ -301,6 +301,59 @@ def _order(a, b, n, plan):
     return _run_plan(a, b, plan)
 '''
     return embed(numba_rt, ["_PlanTerms", "_PlanValues", "_PlanZero", "_plan", "_record_plan"]) + "\n\n" + source, planned
+
+
+# Note [identical functions]: the loop code has a function per node of the order, so an
+# order with many cases (a spec revealed at every n up to 48 has one per n) repeats the same
+# function under many names (`_pairwise1_V` ... `_pairwise18_V`), each compiled on its own
+# for about a second.  Functions that are the same up to the names of their numbered locals
+# (same parameters, same arithmetic) are one: the first is kept and called for all.
+def merge_identical(program):
+    """`program` with every function that repeats an earlier one (note [identical
+    functions]) dropped and its calls made to the earlier one."""
+    import ast
+    import dataclasses
+    import io
+    import re
+    import tokenize
+
+    numbered = re.compile(r"[a-z]+\d+$")
+
+    def tokens(f):
+        return list(tokenize.generate_tokens(io.StringIO("\n".join(f.body) + "\n").readline))
+
+    def key(f):
+        tree = ast.parse(f.source())
+        local = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        local |= set(f.params)
+        names: dict[str, str] = {}
+        out = []
+        for t in tokens(f):
+            word = t.string
+            if t.type == tokenize.NAME and word in local and numbered.match(word):
+                word = names.setdefault(word, f"v{len(names)}")
+            out.append((t.type, word))
+        region = f.name.rsplit("__", 1)[1] if "__" in f.name[1:] else ""
+        return f.params, region, tuple(out)
+
+    def renamed(f, same):
+        if not any(t.type == tokenize.NAME and t.string in same for t in tokens(f)):
+            return f
+        body = [re.sub(r"(?<![\w.])(" + "|".join(map(re.escape, same)) + r")(?=\()",
+                       lambda m: same[m.group(1)], line) for line in f.body]
+        return dataclasses.replace(f, body=tuple(body))
+
+    functions = list(program.functions)
+    while True:
+        first: dict = {}
+        same: dict[str, str] = {}
+        for f in functions[:-1]:           # the entry, `_reduce`, last, is never a repeat
+            same_as = first.setdefault(key(f), f.name)
+            if same_as != f.name:
+                same[f.name] = same_as
+        if not same:
+            return dataclasses.replace(program, functions=tuple(functions))
+        functions = [renamed(f, same) for f in functions if f.name not in same]
 
 
 def region_runtime(rp, table: str | None, tags: bool) -> str:
