@@ -106,3 +106,23 @@ def test_numba_refuses_exact_products_beyond_fp32_in_one_line():
     # the numba runtime has no node that rounds an exact sum of bf16 products once
     with pytest.raises(CompileError, match="use --target numpy"):
         compile_spec(parse(FUSED_BF16_EXACT.format(op="dot", order="seq")), target="numba")
+
+
+@pytest.mark.parametrize("order,n,exact", [
+    ("chain(4)", "1..16", False),                       # every leaf goes to a fused node (or alone to the result)
+    ("if n <= 4: fused else: chain(4)", "1..16", False),
+    ("blocks(4, chain(4), seq)", "8", False),           # at n = 8 no block is one leaf
+    ("blocks(4, chain(4), seq)", "9", True),            # at n = 9 the last block is one leaf: a binary node takes it
+    ("seq", "1..16", True),
+])
+def test_exact_products_take_the_exact_path_only_where_a_binary_node_takes_a_leaf(order, n, exact):
+    from fpspec.compile.build import build_kernel
+    from fpspec.compile.numerics import plan
+
+    spec = parse(FUSED_BF16_EXACT.format(op="dot", order=order).replace("n in 1..16", f"n in {n}"))
+    assert plan(build_kernel(spec)).exact_products is exact
+    if exact:
+        with pytest.raises(CompileError, match="use --target numpy"):
+            compile_spec(spec, target="numba")
+    else:
+        assert "def dot(" in compile_spec(spec, target="numba")
