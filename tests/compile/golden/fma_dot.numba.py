@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 from numba import njit, prange
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 SPEC = 'target "example.dot"\nop dot\nn in 1..\n\narithmetic {\n    input = fp32\n    product = fma\n    accumulator = fp32\n    init = +0.0\n    output = fp32\n}\n\norder split(n - n % 32, lanes(4, lanes(8, seq, pairwise), pairwise), seq)\n'
 
@@ -77,6 +77,32 @@ def _fma(typingctx, x, y, z):
     return x(x, y, z), codegen
 
 
+@intrinsic
+def _f64_bits(typingctx, x):
+    """The IEEE bits of the float64 x as an int64."""
+    from numba.core import types
+
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+    return types.int64(x), codegen
+
+
+@intrinsic
+def _bits_f64(typingctx, x):
+    """The float64 whose IEEE bits are the int64 x."""
+    from numba.core import types
+
+    if x != types.int64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    return types.float64(x), codegen
+
+
 @_jit
 def _round_dir(v, precision, emin, emax, rz, subnormals):
     """Round a float64 to `precision` bits (toward zero or nearest even) with
@@ -98,6 +124,35 @@ def _round_dir(v, precision, emin, emax, rz, subnormals):
     return r
 
 
+@_jit
+def _round_odd_sum(x, y):
+    """x + y rounded to odd (exact for one later rounding to <= 51 bits)."""
+    s = x + y
+    bb = s - x
+    err = (x - (s - bb)) + (y - bb)
+    if err != 0.0 and math.isfinite(s):
+        bits = _f64_bits(s)
+        if bits & 1 == 0:       # the neighbour toward the exact sum: +1 on the bits grows |s|
+            s = _bits_f64(bits + 1 if (err > 0) == (s > 0) else bits - 1)
+    return s
+
+
+def _fma_into(x, y, acc):
+    """x*y + acc rounded once into the type of x and y (note [wider partial sums])."""
+    return _fma(x, y, acc)
+
+
+@overload(_fma_into, inline="always")
+def _fma_into_typed(x, y, acc):
+    from numba.core import types
+
+    if acc == x:
+        return lambda x, y, acc: _fma(x, y, acc)
+    if x == types.float64:      # a narrower acc widens exactly
+        return lambda x, y, acc: _fma(x, y, np.float64(acc))
+    return lambda x, y, acc: np.float32(_round_odd_sum(np.float64(x) * np.float64(y), np.float64(acc)))
+
+
 @_inline
 def _round_acc(v):
     return _ACC(v)
@@ -116,7 +171,7 @@ def _add(u, v):
 
 @_inline
 def _add_leaf(acc, a, b, k):
-    return _fma(_ACC(a[k]), _ACC(b[k]), acc)
+    return _fma_into(_ACC(a[k]), _ACC(b[k]), acc)
 
 
 @_inline
@@ -132,7 +187,12 @@ def _vals(m):
 @_inline
 def _join(a, b, u, tu, v, tv):
     """One node over two operands of a tagged value list (fpspec.compile.loops note
-    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms."""
+    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms; over a
+    phantom (tag -2, note [phantoms] there) a value passes as it is."""
+    if tu == -2 and tv < 0:
+        return v
+    if tv == -2 and tu < 0:
+        return u
     if tu < 0 and tv < 0:
         return _add(u, v)
     if tu < 0:

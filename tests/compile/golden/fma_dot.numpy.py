@@ -87,7 +87,12 @@ def _vals(m):
 
 def _join(a, b, u, tu, v, tv):
     """One node over two operands of a tagged value list (fpspec.compile.loops note
-    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms."""
+    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms; over a
+    phantom (tag -2, note [phantoms] there) a value passes as it is."""
+    if tu == -2 and tv < 0:
+        return v
+    if tv == -2 and tu < 0:
+        return u
     if tu < 0 and tv < 0:
         return _add(u, v)
     if tu < 0:
