@@ -82,3 +82,16 @@ def test_a_wider_partial_sum_enters_the_parts_node_exactly(tmp_path):
             wants.append((f"{target}: {name}, random inputs", reference_outputs(s, s.header.op, args)))
     for got, (what, want) in zip(run_fresh(calls, tmp_path), wants):
         assert_fresh_bits(got, want, what)
+
+
+def test_an_fp64_fma_node_widens_a_narrower_sum_exactly():
+    """The other way round: code of an fp64 FMA typed for an fp32 list (a recorded order's rows
+    call a compiled function for every carrier a list may have, note [plans]) widens the fp32
+    sum exactly (numba refused to type it: seed 502 spec 2439 of the random-spec soak)."""
+    from numba import njit
+
+    from fpspec.compile.runtime.numba_rt import _fma_into
+
+    fma = njit(lambda x, y, acc: _fma_into(x, y, acc))
+    acc = np.float32(1 + 2.0 ** -23)
+    assert fma(np.float64(3.0), np.float64(2.0 ** -40), acc) == float(acc) + 3 * 2.0 ** -40
