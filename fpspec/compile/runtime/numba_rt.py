@@ -48,8 +48,10 @@ def _fma(typingctx, x, y, z):
 # node's carrier, widens a narrower acc exactly into an fp64 node, and for a
 # wider acc in an fp32 node adds the exact float64 product (inputs of <= 26
 # bits) to acc rounded to odd, then rounds once to fp32 (53 >= 24 + 2 bits).
-# A part's value lists are float64 arrays (a lone operand from outside keeps
-# every bit) and its additions are `_add_exact` unless its carrier is fp64.
+# The value lists a part's own functions build are float64 arrays (a lone
+# operand from outside keeps every bit: `_vals_wide`, fpspec.compile.backends.
+# numba `wide_lists`), and its additions are `_add_exact` unless its carrier
+# is fp64.  Where every operand is in the node's carrier, nothing changes.
 def _fma_into(x, y, acc):
     """x*y + acc rounded once into the type of x and y (note [wider partial sums])."""
     return _fma(x, y, acc)

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 from numba import njit, prange
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 SPEC = 'target "example.dot"\nop dot\nn in 1..\n\narithmetic {\n    input = fp32\n    product = fma\n    accumulator = fp32\n    init = +0.0\n    output = fp32\n}\n\norder split(n - n % 32, lanes(4, lanes(8, seq, pairwise), pairwise), seq)\n'
 
@@ -77,6 +77,32 @@ def _fma(typingctx, x, y, z):
     return x(x, y, z), codegen
 
 
+@intrinsic
+def _f64_bits(typingctx, x):
+    """The IEEE bits of the float64 x as an int64."""
+    from numba.core import types
+
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+    return types.int64(x), codegen
+
+
+@intrinsic
+def _bits_f64(typingctx, x):
+    """The float64 whose IEEE bits are the int64 x."""
+    from numba.core import types
+
+    if x != types.int64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    return types.float64(x), codegen
+
+
 @_jit
 def _round_dir(v, precision, emin, emax, rz, subnormals):
     """Round a float64 to `precision` bits (toward zero or nearest even) with
@@ -98,6 +124,35 @@ def _round_dir(v, precision, emin, emax, rz, subnormals):
     return r
 
 
+@_jit
+def _round_odd_sum(x, y):
+    """x + y rounded to odd (exact for one later rounding to <= 51 bits)."""
+    s = x + y
+    bb = s - x
+    err = (x - (s - bb)) + (y - bb)
+    if err != 0.0 and math.isfinite(s):
+        bits = _f64_bits(s)
+        if bits & 1 == 0:       # the neighbour toward the exact sum: +1 on the bits grows |s|
+            s = _bits_f64(bits + 1 if (err > 0) == (s > 0) else bits - 1)
+    return s
+
+
+def _fma_into(x, y, acc):
+    """x*y + acc rounded once into the type of x and y (note [wider partial sums])."""
+    return _fma(x, y, acc)
+
+
+@overload(_fma_into, inline="always")
+def _fma_into_typed(x, y, acc):
+    from numba.core import types
+
+    if acc == x:
+        return lambda x, y, acc: _fma(x, y, acc)
+    if x == types.float64:      # a narrower acc widens exactly
+        return lambda x, y, acc: _fma(x, y, np.float64(acc))
+    return lambda x, y, acc: np.float32(_round_odd_sum(np.float64(x) * np.float64(y), np.float64(acc)))
+
+
 @_inline
 def _round_acc(v):
     return _ACC(v)
@@ -116,7 +171,7 @@ def _add(u, v):
 
 @_inline
 def _add_leaf(acc, a, b, k):
-    return _fma(_ACC(a[k]), _ACC(b[k]), acc)
+    return _fma_into(_ACC(a[k]), _ACC(b[k]), acc)
 
 
 @_inline
@@ -440,65 +495,6 @@ def _pairwise1_T(a, b, vals, tags, off, step, m):
 
 
 @_jit
-def _pairwise0_T(a, b, vals, tags, off, step, m):
-    """pairwise0: reduce vals[off], vals[off + step], ... (m of them)."""
-    tl68 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
-    tm69 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
-    vs70 = np.empty(160, vals.dtype)
-    vt77 = np.full(160, -1, np.int64)   # the tag of each finished value
-    tl68[0] = off
-    tm69[0] = m
-    tp71 = 1
-    vp72 = 0
-    while tp71 > 0:
-        tp71 -= 1
-        cl73 = tl68[tp71]
-        cm74 = tm69[tp71]
-        if cm74 == -1:
-            vp72 -= 1
-            vs70[vp72 - 1] = _join(a, b, vs70[vp72 - 1], vt77[vp72 - 1], vs70[vp72], vt77[vp72])
-            vt77[vp72 - 1] = (-2 if vt77[vp72 - 1] == -2 and vt77[vp72] == -2 else -1)
-            continue
-        if vp72 == vs70.shape[0]:
-            grown78 = np.empty(2 * vp72, vals.dtype)
-            for i76 in range(vp72):
-                grown78[i76] = vs70[i76]
-            vs70 = grown78
-            grown79 = np.full(2 * vp72, -1, np.int64)
-            for i76 in range(vp72):
-                grown79[i76] = vt77[i76]
-            vt77 = grown79
-        if tp71 + 3 > tl68.shape[0]:
-            grown80 = np.empty(2 * tp71 + 3, np.int64)
-            for i76 in range(tp71):
-                grown80[i76] = tl68[i76]
-            tl68 = grown80
-            grown81 = np.empty(2 * tp71 + 3, np.int64)
-            for i76 in range(tp71):
-                grown81[i76] = tm69[i76]
-            tm69 = grown81
-        if cm74 == 1:
-            vs70[vp72] = vals[cl73]
-            vt77[vp72] = tags[cl73]
-            vp72 += 1
-            continue
-        h75 = cm74 // 2
-        if h75 < 1 or h75 > cm74 - 1:
-            raise ValueError('a pairwise split falls outside the list')
-        tl68[tp71] = 0
-        tm69[tp71] = -1
-        tp71 += 1
-        tl68[tp71] = cl73 + h75 * step
-        tm69[tp71] = cm74 - h75
-        tp71 += 1
-        tl68[tp71] = cl73
-        tm69[tp71] = h75
-        tp71 += 1
-    r82 = vs70[0]
-    return r82
-
-
-@_jit
 def _reduce(a, b, n):
     """The spec's order over the n terms (a[k], b[k]) of each output element."""
     p1 = (n - (n % 32))
@@ -551,7 +547,7 @@ def _reduce(a, b, n):
                     r30 = r67
                 lanes25[j26] = r30
                 tg28[j26] = j26 if lm27 == 1 else -1
-            r83 = _pairwise0_T(a, b, lanes25, tg28, np.int64(0), np.int64(1), nl24)
+            r83 = _pairwise1_T(a, b, lanes25, tg28, np.int64(0), np.int64(1), nl24)
             r9 = r83
         if pend7 >= 0:
             acc5 = _add_leaf(r9, a, b, pend7)

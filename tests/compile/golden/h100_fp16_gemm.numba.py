@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 from numba import njit, prange
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 SPEC = 'target "torch.matmul"\nop gemm\nn in 16..4096\n\narithmetic {\n    input = fp16\n    product = exact\n    accumulator = fp32\n    init = none\n    output = fp32\n    fused {\n        w = 16\n        extra_bits = 2\n        aligned = truncate\n        result = rz\n        c_aligned = true\n        exponent_floor = -133\n        subnormal_inputs = true\n        subnormal_outputs = true\n    }\n}\n\norder chain(16)\n'
 
@@ -94,6 +94,32 @@ def _one_signature(dispatcher):
     return dispatcher
 
 
+@intrinsic
+def _f64_bits(typingctx, x):
+    """The IEEE bits of the float64 x as an int64."""
+    from numba.core import types
+
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+    return types.int64(x), codegen
+
+
+@intrinsic
+def _bits_f64(typingctx, x):
+    """The float64 whose IEEE bits are the int64 x."""
+    from numba.core import types
+
+    if x != types.int64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    return types.float64(x), codegen
+
+
 @_jit
 def _round_dir(v, precision, emin, emax, rz, subnormals):
     """Round a float64 to `precision` bits (toward zero or nearest even) with
@@ -113,6 +139,19 @@ def _round_dir(v, precision, emin, emax, rz, subnormals):
     if not subnormals and abs(r) < 2.0 ** emin:
         r = 0.0
     return r
+
+
+@_jit
+def _round_odd_sum(x, y):
+    """x + y rounded to odd (exact for one later rounding to <= 51 bits)."""
+    s = x + y
+    bb = s - x
+    err = (x - (s - bb)) + (y - bb)
+    if err != 0.0 and math.isfinite(s):
+        bits = _f64_bits(s)
+        if bits & 1 == 0:       # the neighbour toward the exact sum: +1 on the bits grows |s|
+            s = _bits_f64(bits + 1 if (err > 0) == (s > 0) else bits - 1)
+    return s
 
 
 @_jit
@@ -148,19 +187,6 @@ def _shift(sig, shift, negative):
 @_jit
 def _leaf_index(ks, lo, step, i):
     return ks[i] if ks.shape[0] > 0 else lo + i * step
-
-
-@_jit
-def _round_odd_sum(x, y):
-    """x + y rounded to odd (exact for one later rounding to <= 51 bits)."""
-    s = x + y
-    bb = s - x
-    err = (x - (s - bb)) + (y - bb)
-    if err != 0.0 and math.isfinite(s):
-        m, e = math.frexp(s)
-        if int(math.ldexp(abs(m), 53)) % 2 == 0:
-            s = np.nextafter(s, math.inf if err > 0 else -math.inf)
-    return s
 
 
 @_jit
@@ -450,30 +476,6 @@ def _order(a, b, n, plan):
     return _reduce(a, b, n)
 
 
-@intrinsic
-def _f64_bits(typingctx, x):
-    """The IEEE bits of the float64 x as an int64."""
-    from numba.core import types
-
-    if x != types.float64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.int64))
-    return types.int64(x), codegen
-
-
-@intrinsic
-def _bits_f64(typingctx, x):
-    """The float64 whose IEEE bits are the int64 x."""
-    from numba.core import types
-
-    if x != types.int64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
-    return types.float64(x), codegen
 
 
 @_jit
@@ -851,7 +853,8 @@ def _record_plan(n, entry=None, table=None):
             def call_tagged(a, b, vals, tags, off, step, m):
                 at = len(side)
                 side.extend(vals[off + i * step] for i in range(m))
-                side.extend(a.base + tags[off + i * step] if tags[off + i * step] >= 0 else -1 for i in range(m))
+                side.extend(a.base + tags[off + i * step] if tags[off + i * step] >= 0 else tags[off + i * step]
+                            for i in range(m))
                 return op(code, a.sel, at, m, vals.carrier)
             return call_tagged
         if kind == "call_V":

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 from numba import njit, prange
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 SPEC = 'target "numpy.sum"\nop sum\nn in 1..\nlet pairwise_sum =\n    if n < 8: seq\n    elif n <= 128: tail(8, lanes(8, seq, pairwise), seq)\n    else: split(n // 2 - n // 2 % 8, pairwise_sum, pairwise_sum)\norder pairwise_sum\n'
 
