@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, replace
 
 from fpspec.arith.model import FMA_PRODUCTS
-from fpspec.compile.ir import Call, CompileError, FusedChain, Guard, Kernel, Table, WithArithmetic
+from fpspec.compile.ir import Blocks, Call, CompileError, FusedChain, Guard, Kernel, Table, WithArithmetic
 from fpspec.formats import get_format
 
 NATIVE = {"fp32": "float32", "fp64": "float64"}
@@ -157,6 +157,27 @@ def fused_only(kernel: Kernel, r, seen: frozenset = frozenset()) -> bool:
     return False
 
 
+def part_forms_leaves(kernel: Kernel, r, seen: frozenset = frozenset()) -> bool:
+    """Whether every leaf of `r` reaches a fused node or is formed alone by a part (`using`)
+    before any binary node takes it: a block of one leaf in `blocks(b, using(P, fused), seq)`
+    is the product rounded once into P's format, which its fp32 product, exact for inputs of
+    at most 12 significand bits, gives too (one rounding: P no wider than fp32)."""
+    fp32 = get_format("fp32")
+    if isinstance(r, WithArithmetic):
+        part = get_format(kernel.named_arithmetic(r.name).accumulator)
+        return (2 * get_format(kernel.arithmetic.input).precision <= fp32.precision
+                and part.precision <= fp32.precision and part.emax <= fp32.emax and part.emin >= fp32.emin
+                and fused_only(kernel, r.reducer))
+    if isinstance(r, Blocks):
+        return part_forms_leaves(kernel, r.inner, seen)
+    if isinstance(r, Guard):
+        return all(part_forms_leaves(kernel, x, seen) for x in [c.reducer for c in r.cases] + [r.otherwise]
+                   if x is not None)
+    if isinstance(r, Call):
+        return r.name in seen or part_forms_leaves(kernel, kernel.order(r.name), seen | {r.name})
+    return False
+
+
 # the n of a spec of at most this many lengths, none beyond FEW_N_MAX, are expanded one by one
 FEW_N, FEW_N_MAX = 64, 4096
 
@@ -168,7 +189,7 @@ def leaves_reach_fused_nodes_only(kernel: Kernel) -> bool:
     from fpspec.compile.trees import tree_of
     from fpspec.tree import Node, postorder
 
-    if fused_only(kernel, kernel.root):
+    if fused_only(kernel, kernel.root) or part_forms_leaves(kernel, kernel.root):
         return True
     if kernel.n_max is None or kernel.n_max - kernel.n_min >= FEW_N or kernel.n_max > FEW_N_MAX:
         return False

@@ -47,7 +47,7 @@ CASES = {
                       "x.fps:3:44: arithmetic: product given twice"),
     "unknown_key": ("op sum\nn in 8\narithmetic { input = fp32  colour = red }\norder seq\n",
                     "x.fps:3:28: arithmetic: unknown key 'colour'; expected one of input, product, product_format, "
-                    "accumulator, init, output, fused"),
+                    "accumulator, init, output, fused, bias"),
     "init": ("op sum\nn in 8\narithmetic { input = fp32  init = 1.0 }\norder seq\n",
              "x.fps:3:28: arithmetic: init = 1.0: expected none or +0.0"),
     "aligned": ("op sum\nn in 8\n" + ARITH.format(i="fp16", p="none", a="fp32", o="fp32",
