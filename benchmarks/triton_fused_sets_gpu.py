@@ -2,12 +2,13 @@
 """Every distinct named fused parameter set through the emulated Triton path on a GPU (TRITON_INTERPRET=0):
 Triton bits == NumPy replica bits == the model, on the blocks of tests/triton/test_fused_params.py.
 
-    TRITON_INTERPRET=0 PYTHONPATH=. SLICE=k SLICES=10 python3 benchmarks/triton_fused_sets_gpu.py [LOG]
+    TRITON_INTERPRET=0 PYTHONPATH=. SLICE=k SLICES=10 [SKIP=OLD_LOG] python3 benchmarks/triton_fused_sets_gpu.py [LOG]
 
 The sets go in an order that meets one set of each kind (input formats, output, combine; fp6 and
 fp4 last) before a second of any; SLICE / SLICES run every SLICES-th set of that order from the k-th (each set
 compiles its own Triton kernel: run slices side by side).  Prints a line per set as it
 finishes (appended to LOG too, so that a run cut short keeps what it did), then a summary.
+SKIP: a LOG of an earlier run, whose sets are left out (a second run takes the rest).
 """
 import importlib.util
 import os
@@ -82,7 +83,10 @@ def run_set(label: str, params, folder: Path) -> str:
 def main() -> int:
     k, parts = int(os.environ.get("SLICE", "0")), int(os.environ.get("SLICES", "1"))
     log = sys.argv[1] if len(sys.argv) > 1 else None
-    chosen = ordered_sets()[k::parts]
+    done = set()
+    if os.environ.get("SKIP"):
+        done = {line.split(" ", 1)[0] for line in Path(os.environ["SKIP"]).read_text().splitlines() if line}
+    chosen = [(label, params) for label, params in ordered_sets() if label not in done][k::parts]
     bad = 0
     t0 = time.time()
     with tempfile.TemporaryDirectory() as folder:

@@ -1,7 +1,8 @@
-"""torch._scaled_mm e5m2 x e4m3 (scales 1, fp32 output) on the reveal's own sample inputs: the rows
-`fpspec reveal --dtype float8_e5m2 --dtype-b float8_e4m3fn` checks its arithmetic on, against the
-fused model of the H100/H200 (h100-fp8e5m2xfp8e4m3, chain(32)); the inputs and outputs are saved
-for a look on any machine.
+"""torch._scaled_mm e5m2 x e4m3 (scales 1, fp32 output) on the reveal's own inputs: the sample rows
+`fpspec reveal --dtype float8_e5m2 --dtype-b float8_e4m3fn` checks its arithmetic on, and the fused
+probe rows it chooses the arithmetic by, against the fused model of the H100/H200
+(h100-fp8e5m2xfp8e4m3, chain(32)); the rows the model misses are printed, and the inputs and
+outputs saved for a look on any machine.
 
     PYTHONPATH=. python3 examples/gpu/scaled_mm_e5m2_sample_diag.py OUT_DIR
 """
@@ -14,7 +15,7 @@ import torch
 
 from fpspec.arith.evaluate import evaluate
 from fpspec.arith.params import PARAMS
-from fpspec.arith.probe import _Runner, sample_inputs
+from fpspec.arith.probe import _fused_candidates, _fused_rows, _places, _Runner, _select, sample_inputs
 from fpspec.reveal.targets import resolve_target
 from fpspec.spec.expand import expand
 from fpspec.verify import load_spec, spec_arithmetic
@@ -49,7 +50,23 @@ def main(out_dir: str) -> None:
         bad = np.flatnonzero(~same)[:5]
         for i in bad:
             print(f"  row {i}: target {got[i].hex()} model {want[i].hex()}")
-        np.savez(f"{out_dir}/sample_{fa}x{fb}.npz", X=X, Y=Y, got=got, want=want, full=full)
+        # the fused probe rows of the reveal (fpspec.arith.probe._probe_tree, seed 0)
+        places = _places(tree)
+        rows = _fused_rows(target, places, np.random.default_rng(0), 300)
+        Xp, Yp = rows.arrays()
+        gotp = _Runner(target)(Xp, Yp)
+        with np.errstate(all="ignore"):
+            wantp = np.asarray(evaluate(tree, Xp.T, Yp.T, arith), np.float64)
+        samep = (wantp.view(np.uint64) == gotp.view(np.uint64)) | (np.isnan(wantp) & np.isnan(gotp))
+        keep, misses = _select(_fused_candidates(target, places.w), tree, Xp, Yp, gotp, True)
+        print(f"  probe rows: {int((~samep).sum())} of {len(gotp)} differ from the model; "
+              f"{len(keep)} stage-1 candidates fit them: {[str(a.fused) for a in keep[:3]]}")
+        for i in np.flatnonzero(~samep)[:10]:
+            terms = {int(k): (float(Xp[i, k]), float(Yp[i, k])) for k in np.flatnonzero(Xp[i])}
+            print(f"  probe row {i} ({rows.names[i] or '-'}): terms {terms}; target {gotp[i].hex()} "
+                  f"model {wantp[i].hex()}")
+        np.savez(f"{out_dir}/sample_{fa}x{fb}.npz", X=X, Y=Y, got=got, want=want, full=full,
+                 Xp=Xp, Yp=Yp, gotp=gotp, wantp=wantp)
 
 
 if __name__ == "__main__":
