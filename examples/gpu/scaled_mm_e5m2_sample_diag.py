@@ -58,9 +58,12 @@ def main(out_dir: str) -> None:
         with np.errstate(all="ignore"):
             wantp = np.asarray(evaluate(tree, Xp.T, Yp.T, arith), np.float64)
         samep = (wantp.view(np.uint64) == gotp.view(np.uint64)) | (np.isnan(wantp) & np.isnan(gotp))
-        keep, misses = _select(_fused_candidates(target, places.w), tree, Xp, Yp, gotp, True)
+        cands = _fused_candidates(target, places.w)
+        keep, misses = _select(cands, tree, Xp, Yp, gotp, True)
         print(f"  probe rows: {int((~samep).sum())} of {len(gotp)} differ from the model; "
               f"{len(keep)} stage-1 candidates fit them: {[str(a.fused) for a in keep[:3]]}")
+        for c in np.argsort(misses, kind="stable")[:0 if keep else 3]:
+            print(f"  closest: {misses[c]} misses (of the first rows), {cands[c].fused}")
         for i in np.flatnonzero(~samep)[:10]:
             terms = {int(k): (float(Xp[i, k]), float(Yp[i, k])) for k in np.flatnonzero(Xp[i])}
             print(f"  probe row {i} ({rows.names[i] or '-'}): terms {terms}; target {gotp[i].hex()} "
