@@ -5,8 +5,9 @@ Triton bits == NumPy replica bits == the model, on the blocks of tests/triton/te
     TRITON_INTERPRET=0 PYTHONPATH=. SLICE=k SLICES=10 [SKIP=OLD_LOG] python3 benchmarks/triton_fused_sets_gpu.py [LOG]
 
 The sets go in an order that meets one set of each kind (input formats, output, combine; fp6 and
-fp4 last) before a second of any; SLICE / SLICES run every SLICES-th set of that order from the k-th (each set
-compiles its own Triton kernel: run slices side by side).  Prints a line per set as it
+fp4 last) before a second of any; SLICE / SLICES run every SLICES-th set of that order from the k-th (a set compiles
+its Triton kernel unless one that ran before shares it, Triton's cache holding it for every slice:
+run slices side by side; benchmarks/triton/fused_set_kernels.py counts the kernels).  Prints a line per set as it
 finishes (appended to LOG too, so that a run cut short keeps what it did), then a summary.
 SKIP: a LOG of an earlier run, whose sets are left out (a second run takes the rest).
 """

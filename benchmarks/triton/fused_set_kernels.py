@@ -121,7 +121,7 @@ def main() -> int:
         if own and build:
             triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
                            options={"num_warps": 4})
-        print(f"{label}: {'a kernel of its own' if own else 'an earlier set kernel'}"
+        print(f"{label}: {'a kernel of its own' if own else 'the kernel of an earlier set'}"
               + (f", compiled in {time.time() - t:.1f} s" if own and build else ""), flush=True)
     print(f"{len(launches)} sets: {tiles} in the tile form, {len(launches) - tiles} in the wide form, "
           f"which need {len(kernels)} compiled kernels")
