@@ -92,6 +92,8 @@ def main() -> int:
         subprocess.run([sys.executable, __file__, "--capture", out, *args], check=True, env=env)
         launches = json.loads(Path(out).read_text())
     os.environ.pop("TRITON_INTERPRET", None)
+    cache = tempfile.TemporaryDirectory()
+    os.environ["TRITON_CACHE_DIR"] = cache.name    # compile times of compiles, not of cache hits
     sys.path.insert(0, str(ROOT))
     import triton
     from triton.backends.compiler import GPUTarget
