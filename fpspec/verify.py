@@ -1087,12 +1087,15 @@ def torch_replica(fn: Callable, fmt: str, device: str | None = None) -> Callable
 
 def make_replica_side(fn: Callable, label: str, op: str, fmt: str, *, out_fmt: str | None = None,
                       m: int | None = None, ncols: int | None = None, role: str = "replica",
-                      call_rows: Callable | None = None) -> Side:
+                      call_rows: Callable | None = None, fmt_b: str = "") -> Side:
+    """fmt_b: B's format where the replica reads B in another (fused input_b): the revelation's
+    masks then hold in it."""
     from fpspec.reveal.targets import from_callable
 
     def target_at(n: int):
-        return from_callable(fn, op=op, n=n, dtype=fmt, m=m or 1, ncols=ncols or 1, name=label,
-                             call_rows=call_rows, out_fmt=out_fmt)
+        t = from_callable(fn, op=op, n=n, dtype=fmt, m=m or 1, ncols=ncols or 1, name=label,
+                          call_rows=call_rows, out_fmt=out_fmt)
+        return dataclasses.replace(t, fmt_b=fmt_b) if fmt_b else t
 
     return make_live_side(label, role, op, fmt, target_at, out_fmt=out_fmt, m=m, ncols=ncols)
 
@@ -1215,7 +1218,7 @@ def _process_sides(process, ref: Side, label: str) -> tuple[Side, tuple[Side, ..
     rows = (lambda X: process.call("sums", np.ascontiguousarray(np.asarray(X).T), torch_dtype=torch_dtype)) \
         if has_sums else None
     rep = make_replica_side(call(op), label, op, ref.fmt, out_fmt=ref.out_fmt, m=ref.m, ncols=ref.ncols,
-                            call_rows=rows)
+                            call_rows=rows, fmt_b=ref.fmt_b)
     if not has_sums:
         return rep, ()
     sums = call("sums")

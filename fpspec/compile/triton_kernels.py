@@ -135,8 +135,8 @@ def fp_align(m, sh, neg, ALIGNED: tl.constexpr = 0):
 @triton.jit
 def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
                   MAN_P: tl.constexpr, C_EXP: tl.constexpr, C_MAN: tl.constexpr,
-                  FRAC: tl.constexpr, FLOOR: tl.constexpr, TO_ZERO: tl.constexpr,
-                  RES_MAN: tl.constexpr = 0, ZEXP: tl.constexpr = UNSET, C_EMIN: tl.constexpr = UNSET,
+                  FRAC, FLOOR, TO_ZERO: tl.constexpr,
+                  RES_MAN: tl.constexpr = 0, ZEXP: tl.constexpr = UNSET, C_EMIN=UNSET,
                   AMD: tl.constexpr = False, INTERLEAVE: tl.constexpr = 1, ALIGNED: tl.constexpr = 0,
                   SUB_OUT: tl.constexpr = True):
     """One fused node over axis AXIS of the product parts, with c; see Note [fused node].
@@ -158,8 +158,7 @@ def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
     # c's exponent is that of its fp32 view (an fp16 subnormal c is normal in
     # fp32); its significand keeps its own scale, so only the alignment moves
     c_top = tl.maximum(cexp + fp_msb(csig) - C_MAN, -126)
-    if C_EMIN != UNSET:
-        c_top = tl.maximum(c_top, C_EMIN)
+    c_top = tl.maximum(c_top, tl.where(C_EMIN != UNSET, C_EMIN, NEG_EXP))
     if ZEXP != UNSET:
         pe = tl.where(pinf | pnan, NEG_EXP, pexp)    # (a special result replaces the sum anyway)
         c_e = tl.where(csig != 0, c_top, ZEXP)
@@ -209,8 +208,8 @@ def fp_fused_node(pneg, pexp, psig, pinf, pnan, c_bits, AXIS: tl.constexpr,
 
 @triton.jit
 def fp_amd_node(pneg, pexp, psig, pinf, pnan, pe, cneg, cexp, csig, c_e, AXIS: tl.constexpr,
-                MAN_P: tl.constexpr, C_EXP: tl.constexpr, C_MAN: tl.constexpr, FRAC: tl.constexpr,
-                FLOOR: tl.constexpr, INTERLEAVE: tl.constexpr = 1, ALIGNED: tl.constexpr = 0):
+                MAN_P: tl.constexpr, C_EXP: tl.constexpr, C_MAN: tl.constexpr, FRAC,
+                FLOOR, INTERLEAVE: tl.constexpr = 1, ALIGNED: tl.constexpr = 0):
     """fp_fused_node's AMD form (fpspec.arith.fused note [amd combine]): the products of each
     of the INTERLEAVE sub-blocks (lanes j, j + INTERLEAVE, ... along AXIS) aligned among
     themselves (rounded by ALIGNED, truncation on the hardware, FRAC bits below their largest
@@ -256,19 +255,17 @@ def fp_amd_node(pneg, pexp, psig, pinf, pnan, pe, cneg, cexp, csig, c_e, AXIS: t
 
 @triton.jit
 def fp_operand(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.constexpr = False,
-               EMIN: tl.constexpr = UNSET, SUB: tl.constexpr = True):
+               EMIN=UNSET, SUB: tl.constexpr = True):
     """fp_decode of one operand format, then (fpspec.arith.fused decode) the exponent clamped
     at EMIN (a narrower format carried in fp32 bits: fp6, fp4) and, SUB False, values below
     2^emin flushed to zero.  Returns fp_decode's parts and whether the value is zero before the
-    flush (inf * a flushed value is inf: fpspec.arith.fused decides specials first)."""
+    flush (inf * a flushed value is inf: fpspec.arith.fused decides specials first).  EMIN may
+    be a run-time value (mm_chain_emulated_wide: one kernel for every narrow format)."""
     neg, exp, sig, inf, nan = fp_decode(bits, EXP_BITS, MAN_BITS, FN)
     zero = (sig == 0) & ~inf & ~nan
     if not SUB:
-        lo = 2 - (1 << (EXP_BITS - 1))
-        if FN == 2:   # fnuz: the bias one larger
-            lo = lo - 1
-        if EMIN != UNSET:
-            lo = EMIN
+        LO: tl.constexpr = 2 - (1 << (EXP_BITS - 1)) - (1 if FN == 2 else 0)   # fnuz: the bias one larger
+        lo = tl.where(EMIN != UNSET, EMIN, LO)
         sig = tl.where(exp + fp_msb(sig) - MAN_BITS < lo, 0, sig)
     if EMIN != UNSET:
         sig = sig >> tl.minimum(tl.maximum(EMIN - exp, 0), 62)
@@ -279,8 +276,7 @@ def fp_operand(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.cons
 @triton.jit
 def fp_product(a_bits, b_bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, FN: tl.constexpr = False,
                ZEXP: tl.constexpr = UNSET, B_EXP: tl.constexpr = 0, B_MAN: tl.constexpr = 0,
-               B_FN: tl.constexpr = False, A_EMIN: tl.constexpr = UNSET, B_EMIN: tl.constexpr = UNSET,
-               SUB_IN: tl.constexpr = True):
+               B_FN: tl.constexpr = False, A_EMIN=UNSET, B_EMIN=UNSET, SUB_IN: tl.constexpr = True):
     """Exact products of broadcast-compatible a and b bit patterns, as parts for fp_fused_node.
 
     Returns (neg, exp, sig, inf, nan); value = (-1)^neg * sig * 2^(exp - MAN_BITS - B_MAN).
@@ -871,18 +867,23 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
 
 
-@triton.jit
+# Note [wide kernel constants]: a fused node's numbers (FRAC, FLOOR, C_EMIN, A_EMIN, B_EMIN) are
+# arguments of the wide kernel, not constexprs, and never specialized on: the named sets that
+# differ only in them (the fp6 / fp4 formats, which travel as fp32 bits and differ only in their
+# emin; units that keep another number of bits) share one compiled kernel, which is most of the
+# compile time of a list of sets on a GPU.
+@triton.jit(do_not_specialize=["FRAC", "FLOOR", "C_EMIN", "A_EMIN", "B_EMIN"])
 def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                       s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
                       BM: tl.constexpr, BN: tl.constexpr, WIDTH: tl.constexpr, W: tl.constexpr,
-                      IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC: tl.constexpr,
-                      FLOOR: tl.constexpr, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
+                      IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FRAC,
+                      FLOOR, TO_ZERO: tl.constexpr, DIRECT: tl.constexpr,
                       INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
                       STORE_EXP: tl.constexpr = 0, STORE_MAN: tl.constexpr = 0,
                       IN_FN: tl.constexpr = False, RES_MAN: tl.constexpr = 0,
-                      ZEXP: tl.constexpr = UNSET, C_EMIN: tl.constexpr = UNSET, AMD: tl.constexpr = False,
+                      ZEXP: tl.constexpr = UNSET, C_EMIN=UNSET, AMD: tl.constexpr = False,
                       B_EXP: tl.constexpr = 0, B_MAN: tl.constexpr = 0, B_FN: tl.constexpr = False,
-                      A_EMIN: tl.constexpr = UNSET, B_EMIN: tl.constexpr = UNSET, SUB_IN: tl.constexpr = True,
+                      A_EMIN=UNSET, B_EMIN=UNSET, SUB_IN: tl.constexpr = True,
                       SUB_OUT: tl.constexpr = True, ALIGNED: tl.constexpr = 0, INTERLEAVE: tl.constexpr = 1,
                       NODE_EXP: tl.constexpr = 8, NODE_MAN: tl.constexpr = 23):
     """mm_chain_emulated with each node as one BM x BN x W tensor through fp_fused_node (int64).

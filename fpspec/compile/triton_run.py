@@ -17,7 +17,7 @@ from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _shape
 
 from fpspec.compile.triton_host import CHAIN, FOLD, STORED_FORMATS, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
-                                           mm_chain_native, mm_fold, mm_lone, sum_fold, sum_lanes, sum_pairs)
+                                           UNSET, mm_chain_native, mm_fold, mm_lone, sum_fold, sum_lanes, sum_pairs)
 # -- end imports
 
 # name: (exponent bits, fraction bits, torch dtype, torch int dtype of the same width)
@@ -426,6 +426,8 @@ class Replica:
                         cfg["A_EMIN"] = FUSED_EMIN[nm.input]
                     if fmt_b in FUSED_EMIN:
                         cfg["B_EMIN"] = FUSED_EMIN[fmt_b]
+                    for key in ("C_EMIN", "A_EMIN", "B_EMIN"):   # arguments, not constexprs: always given
+                        cfg.setdefault(key, UNSET.value)
                 if form == "tile":
                     arith = self._arith(A.device)
                     if specials is None and self.emulated_specials == "tile":

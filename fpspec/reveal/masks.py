@@ -12,7 +12,9 @@ the masks, so three facts must hold in the formats involved:
    i.e. W < 2^p_out and u >= the output's smallest subnormal;
 3. representable operands: M and u exist in the input format (for products:
    M = a*b and u = a'*b' with a, b, a', b' in the input format, which is the
-   "split" of seed 000 section 8.1 that widens the range for fp16/fp8).
+   "split" of seed 000 section 8.1 that widens the range for fp16/fp8; a target that
+   reads B in another format, torch._scaled_mm e5m2 x e4m3, has b and b' in B's: an
+   e5m2 mask 2^15 is nan as e4m3).
 
 4. no overflow where masks meet: rows that pack several queries (oracle.py,
    Note [packing]) hold several +M; a partial sum of 2^h of them must stay
@@ -73,10 +75,12 @@ def _smallest_pow2(f: Format) -> int:
 
 def _plan(fin: Format, acc: Format, out: Format, need: int, split: bool,
           within: Format | None = None, headroom: int = 0, count_bits: int = 0,
-          out_shift: int = 0) -> tuple[float, float, float, float, int] | None:
+          out_shift: int = 0, fin_b: Format | None = None) -> tuple[float, float, float, float, int] | None:
     """(a_mask, b_mask, a_unit, b_unit, window) or None when no unit works; within: a
     narrower format some part of the target adds in (note [masks within a narrower part]);
-    the mask `headroom` bits below the largest it could be, counts below 2^count_bits when given."""
+    the mask `headroom` bits below the largest it could be, counts below 2^count_bits when given;
+    fin_b: B's format where it is not fin (split masks and units hold in both)."""
+    fin_b = fin_b or fin
     count_limit = min(2 ** out.precision, 2 ** acc.precision, 2 ** (count_bits or out.precision)) - 1
     if within is not None:
         count_limit = min(count_limit, 2 ** within.precision - 1)
@@ -84,9 +88,11 @@ def _plan(fin: Format, acc: Format, out: Format, need: int, split: bool,
         # the product of the two masks must be finite where the kernel forms it: in fp32 at least
         # (fp32 products of fp32 inputs; exact fp16/bf16 products on Tensor Cores), else fp64
         prod = fin if fin.precision > 24 else get_format("fp32")
-        e = min(_largest_pow2(fin), _largest_pow2(prod) // 2, _largest_pow2(acc) // 2) - (headroom + 1) // 2
+        e = min(_largest_pow2(fin), _largest_pow2(fin_b), _largest_pow2(prod) // 2,
+                _largest_pow2(acc) // 2) - (headroom + 1) // 2
         a_mask = b_mask = 2.0 ** e
-        u_lo_exp = max(2 * _smallest_pow2(fin), _smallest_pow2(out) + out_shift, _smallest_pow2(acc))
+        u_lo_exp = max(_smallest_pow2(fin) + _smallest_pow2(fin_b), _smallest_pow2(out) + out_shift,
+                       _smallest_pow2(acc))
     else:
         e = min(_largest_pow2(fin), _largest_pow2(acc)) - headroom
         a_mask, b_mask = 2.0 ** e, 1.0
@@ -111,7 +117,9 @@ def _plan(fin: Format, acc: Format, out: Format, need: int, split: bool,
     if split:
         ea = ue // 2
         a_unit, b_unit = 2.0 ** ea, 2.0 ** (ue - ea)
-        if ea < _smallest_pow2(fin) or ue - ea < _smallest_pow2(fin):
+        if ue - ea < _smallest_pow2(fin_b):   # B's half of the unit in B's format, A's in A's
+            ea = ue - _smallest_pow2(fin_b)
+        if ea < _smallest_pow2(fin) or ue - ea < _smallest_pow2(fin_b):
             return None
     else:
         a_unit, b_unit = u, 1.0
@@ -144,8 +152,9 @@ def plan_masks(target, *, split: bool | None = None, within: str | None = None) 
     best = None
     bits = getattr(target, "count_bits", 0)
     shift = getattr(target, "out_shift", 0)   # a mean: the output is the sum / 2^shift
+    fin_b = get_format(target.fmt_b) if getattr(target, "fmt_b", "") else None
     for s in options:
-        got = _plan(fin, acc, out, need, s, narrow, count_bits=bits, out_shift=shift)
+        got = _plan(fin, acc, out, need, s, narrow, count_bits=bits, out_shift=shift, fin_b=fin_b)
         if got is not None and (best is None or got[4] > best[1][4]):
             best = (s, got, 0)
         if got is not None and got[4] >= need:
@@ -156,7 +165,7 @@ def plan_masks(target, *, split: bool | None = None, within: str | None = None) 
             f"(no M, u with M + n*u == M); n = {target.n} is too large for the format")
     s, got, h = best
     for room in range(MASK_HEADROOM_BITS if not s else 0, 0, -1):   # most headroom keeping the window
-        roomy = _plan(fin, acc, out, need, s, narrow, room, bits, shift)
+        roomy = _plan(fin, acc, out, need, s, narrow, room, bits, shift, fin_b)
         if roomy is not None and roomy[4] >= got[4] and roomy[2:4] == got[2:4]:   # same window and unit
             got, h = roomy, room
             break

@@ -1,6 +1,7 @@
 """Mask value M and unit u per format: derived, representable, swamping, exact counts."""
 import dataclasses
 
+import numpy as np
 import pytest
 
 from fpspec.errors import RevealRefused
@@ -79,3 +80,45 @@ def test_masks_that_overflow_a_narrower_part_are_asked_again_within_it():
     got = reveal(target)
     assert got.tree == observable(expand_arith(spec, 9)[0])
     assert got.plan.startswith("M = 2^126")
+
+
+def _two_format_gemm(n, fmt_a, fmt_b, tree):
+    """A gemm (4x4) whose B is read in its own format: fn refuses a B value that format does not
+    hold (as a replica of fused input_b does; torch._scaled_mm turns it into nan), else the
+    fused model of the H100's two-format fp8 unit in `tree`."""
+    from fpspec.arith.evaluate import evaluate
+    from fpspec.arith.model import Arithmetic
+    from fpspec.arith.params import PARAMS
+    from fpspec.reveal.targets import from_callable
+
+    params = dataclasses.replace(PARAMS[f"h100-{fmt_a}x{fmt_b}"], exponent_floor=None)
+    arith = Arithmetic(input=fmt_a, product="exact", accumulator="fp32", init="none", output="fp32", fused=params)
+    fb = get_format(fmt_b)
+
+    def gemm(A, B):
+        assert (round_to(fb, B) == B).all(), "B holds values that are not fp8e4m3 values"
+        X, Y = np.repeat(A.T, B.shape[1], axis=1), np.tile(B, (1, A.shape[0]))
+        return np.asarray(evaluate(tree, X, Y, arith)).reshape(A.shape[0], B.shape[1])
+
+    target = from_callable(gemm, op="gemm", n=n, dtype=fmt_a, m=4, ncols=4, out_fmt="fp32")
+    return dataclasses.replace(target, fmt_b=fmt_b)
+
+
+@pytest.mark.parametrize("fmt_a,fmt_b", [("fp8e5m2", "fp8e4m3"), ("fp8e4m3", "fp8e5m2")])
+def test_split_masks_hold_in_each_operands_format(fmt_a, fmt_b):
+    # torch._scaled_mm e5m2 x e4m3: an e5m2 mask 2^15 in B is nan as e4m3
+    p = plan_masks(_two_format_gemm(64, fmt_a, fmt_b, sequential(range(64))))
+    fa, fb = get_format(fmt_a), get_format(fmt_b)
+    assert p.split
+    for v, f in ((p.a_mask, fa), (p.a_unit, fa), (p.b_mask, fb), (p.b_unit, fb)):
+        assert round_to(f, v) == v and v >= f.smallest_subnormal
+    assert (p.M, p.u, p.window) == (2.0**16, 2.0**-18, 64)
+
+
+def test_a_two_format_gemm_reveals_its_chain():
+    from fpspec.reveal.engine import reveal
+    from fpspec.spec import parse
+    from fpspec.spec.expand import expand
+
+    chain = expand(parse('target "t"\nop gemm\nn in 64\n\norder chain(32)\n'), 64)
+    assert reveal(_two_format_gemm(64, "fp8e5m2", "fp8e4m3", chain)).tree == chain
