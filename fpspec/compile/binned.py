@@ -25,8 +25,9 @@ DEPOSIT = {"sum": (2, 0, 64, 4096), "product": (1, 1024, 128, 16384)}
 # The deposit in vector registers (binned_numba._deposit_regs) per kind of term: (bits a vector,
 # vectors side by side); 0 bits: the CPU's widest registers (binned_numba._vector_bits: 512 with
 # AVX-512, else 256), chosen when the replica is imported, so one replica file serves every CPU;
-# 0 vectors: DEPOSIT's loop alone.  Its prefetch distance is DEPOSIT's.
-REGS = {"sum": (0, 0), "product": (0, 4)}
+# 0 vectors: DEPOSIT's loop alone; then the cache level its prefetches fill (llvm.prefetch's
+# locality: 3 the first level, 2 the second, 1 the third).  Its prefetch distance is DEPOSIT's.
+REGS = {"sum": (0, 0, 3), "product": (0, 4, 3)}
 # gemm's lanes in vector registers over packed panels of B (binned_numba._lane_regs): (bits a
 # vector, 0: the widest, vectors side by side); 0 vectors: _lane_steps alone
 GEMM_REGS = (0, 2)
@@ -120,8 +121,8 @@ def _lanes(width: int, bits: int) -> str:
 def _regs(product: bool, bits: int) -> str:
     """binned_numba._REGS for terms of `bits` bits: (lanes a vector, vectors, prefetch distance)."""
     kind = "product" if product else "sum"
-    width, group = REGS[kind]
-    return f"({_lanes(width, bits)}, {group}, {DEPOSIT[kind][1]})" if group else "(0, 0, 0)"
+    width, group, locality = (REGS[kind] + (3,))[:3]
+    return f"({_lanes(width, bits)}, {group}, {DEPOSIT[kind][1]}, {locality})" if group else "(0, 0, 0, 3)"
 
 
 def render_numba(backend, kernel: Kernel) -> str:

@@ -5,7 +5,8 @@ Globals the replica defines (fpspec.compile.binned.settings): _DT (the format's 
 _HALF_EXPANSION, _EXPANSION, _SINGLE, _Q (carry unit: 2^_Q ulps), _EXP_SHIFT, _INF_BITS, _ABS_MASK,
 _SIXTHS (_BINS64 / 6, as convert divides), _PLAIN (the least index convert does not scale), _PRODUCT (terms are x*y rounded, else x), _BLOCK, _GEMM_TILE (gemm's lanes), _ENDURANCE (deposits a
 primary takes before it must be counted: 2^(p - W - 2)), _REGS and _GEMM_REGS (the deposits in vector
-registers, _deposit_regs and _lane_regs: lanes a vector, vectors side by side; 0 vectors: none).
+registers, _deposit_regs and _lane_regs: lanes a vector, vectors side by side; 0 vectors: none;
+_REGS then the prefetch distance and its cache level).
 
 One pass over the terms, a block of _BLOCK at a time (fpspec.arith.binned note [exact slices]): the
 block's largest |term| (an integer max over the bit patterns: LLVM vectorizes it, and inf / nan show
@@ -46,7 +47,7 @@ _ABS_MASK = 0x7FFFFFFFFFFFFFFF
 _BLOCK = 4096
 _GEMM_TILE = 256
 _ENDURANCE = 2048
-_REGS = (4, 4, 1024)
+_REGS = (4, 4, 1024, 3)
 _GEMM_REGS = (4, 4)
 _jit = njit(fastmath=False)
 _nogil = njit(fastmath=False, nogil=True)
@@ -107,7 +108,8 @@ def _prefetch(typingctx, arr, i):
 def _deposit_regs(typingctx, X, Y, bins, counts):
     """The deposit of the terms of X (times Y when _PRODUCT) as ReproBLAS does it (s = P + (r|1);
     r += P - s; P = s), the primaries P of every slot held in vector registers: _REGS = (lanes a
-    vector, vectors side by side, terms ahead whose lines are asked for (0: none)).  A term goes
+    vector, vectors side by side, terms ahead whose lines are asked for (0: none), the cache level
+    they go to as llvm.prefetch's locality).  A term goes
     to lane i mod (lanes * vectors); X.shape[0] is a multiple of that, and at most _ENDURANCE
     terms go to a lane (P stays in its binade: fpspec.arith.binned note [exact slices]).  Adds to
     counts[j] each slot's slices in ulps (the primaries' patterns less the bin's, bins =
@@ -118,7 +120,7 @@ def _deposit_regs(typingctx, X, Y, bins, counts):
     def codegen(context, builder, sig, args):
         x_arg, y_arg, bins_arg, counts_arg = args
         width = 64 if sig.args[0].dtype == types.float64 else 32
-        lanes, group, ahead = _REGS
+        lanes, group, ahead, locality = _REGS
         dt = context.get_data_type(sig.args[0].dtype)
         it, i64, i32 = ir.IntType(width), ir.IntType(64), ir.IntType(32)
         vty, ity = ir.VectorType(dt, lanes), ir.VectorType(it, lanes)
@@ -162,7 +164,7 @@ def _deposit_regs(typingctx, X, Y, bins, counts):
                 for data in (x_data, y_data) if _PRODUCT else (x_data,):
                     for o in range(0, step, per_line):
                         at = builder.gep(data, [builder.add(base, i64(ahead + o))])
-                        builder.call(fetch, [builder.bitcast(at, ir.IntType(8).as_pointer()), i32(0), i32(3), i32(1)])
+                        builder.call(fetch, [builder.bitcast(at, ir.IntType(8).as_pointer()), i32(0), i32(locality), i32(1)])
             for v in range(group):
                 at = builder.add(base, i64(v * lanes))
                 r = vload(x_data, at)
