@@ -3,8 +3,10 @@
 Globals the replica defines (fpspec.compile.binned.settings): _DT (the format's dtype), _FOLD, _BINS
 (ReproBLAS's table in _DT), _BINS64 and _ULPS (float64), _P, _W, _EMAX, _MAXI, _COMPRESSION,
 _HALF_EXPANSION, _EXPANSION, _SINGLE, _Q (carry unit: 2^_Q ulps), _EXP_SHIFT, _INF_BITS, _ABS_MASK,
-_SIXTHS (_BINS64 / 6, as convert divides), _PLAIN (the least index convert does not scale), _PRODUCT (terms are x*y rounded, else x), _BLOCK, _GEMM_TILE (gemm's lanes), _ENDURANCE (deposits a
-primary takes before it must be counted: 2^(p - W - 2)), _REGS and _GEMM_REGS (the deposits in vector
+_SIXTHS (_BINS64 / 6, as convert divides), _PLAIN (the least index convert does not scale),
+_PRODUCT (terms are x*y rounded, else x), _BLOCK, _GEMM_TILE (gemm's lanes; a tile's packed panel
+of B, K x 128 doubles, stays in a core's second-level cache), _ENDURANCE (deposits a primary takes
+before it must be counted: 2^(p - W - 2)), _REGS and _GEMM_REGS (the deposits in vector
 registers, _deposit_regs and _lane_regs: lanes a vector, vectors side by side; 0 vectors: none;
 _REGS then the prefetch distance and its cache level).
 
@@ -45,7 +47,7 @@ _SINGLE = False
 _PRODUCT = False
 _ABS_MASK = 0x7FFFFFFFFFFFFFFF
 _BLOCK = 4096
-_GEMM_TILE = 256
+_GEMM_TILE = 128
 _ENDURANCE = 2048
 _REGS = (4, 4, 1024, 3)
 _GEMM_REGS = (4, 4)
