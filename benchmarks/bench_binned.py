@@ -1,10 +1,12 @@
 """Binned (order-independent) replicas against the library ops, side by side in one run.
 
     python benchmarks/bench_binned.py [--cpu] [--gpu] [--bits] [--n N] [--gpu-n N] [--out FILE]
-        [--variants "STREAMS,PREFETCH,CHUNK,BLOCK[,BITS,VECTORS];..."]
+        [--variants "[OP:]STREAMS,PREFETCH,CHUNK,BLOCK[,BITS,VECTORS[,LOCALITY]];..."]
         [--gemm-variants "STEPS,TILE[,BITS,VECTORS];..."]
         [--tilings BLOCK/WARPS/PER_SM,...]
-    REPROBLAS_PATH=$HOME/src/ReproBLAS python benchmarks/bench_binned.py --cpu    # + ReproBLAS columns
+    REPROBLAS_PATH=$HOME/src/ReproBLAS python benchmarks/bench_binned.py --cpu    # + ReproBLAS rows
+    (REPROBLAS_PATH: a ReproBLAS checkout, built on first use with no network, or a folder with its
+    libreproblas.so; default $HOME/src/ReproBLAS; without either the table says so)
 
 CPU (Numba replicas, fp64): sum and dot at n = 10^7 on 1 and 2 threads against numpy.sum / numpy.dot
 (time ratio, lower is better; --variants: other deposit loops too), gemm 512^3 on 1 and 2 threads against
@@ -63,9 +65,10 @@ def best(fn, repeat: int, sync=None) -> float:
 
 
 def variant(setting: str):
-    """A deposit loop "STREAMS,PREFETCH,CHUNK,BLOCK[,BITS,VECTORS]" (fpspec.compile.binned.DEPOSIT and,
-    when given, REGS: the deposit in vector registers, 0,0 for none; for every op; the bits do not
-    depend on it) applied while a replica is made: a context for `replica`."""
+    """A deposit loop "STREAMS,PREFETCH,CHUNK,BLOCK[,BITS,VECTORS[,LOCALITY]]" (fpspec.compile.binned.DEPOSIT
+    and, when given, REGS: the deposit in vector registers, BITS 0 the CPU's widest, VECTORS 0 for
+    none, LOCALITY the prefetches' cache level; for every op; the bits do not depend on it) applied
+    while a replica is made: a context for `replica`."""
     import contextlib
 
     from fpspec.compile import binned
@@ -76,7 +79,7 @@ def variant(setting: str):
         values = tuple(map(int, setting.split(",")))
         binned.DEPOSIT.update(dict.fromkeys(saved, values[:4]))
         if len(values) > 4:
-            binned.REGS.update(dict.fromkeys(saved_regs, values[4:6]))
+            binned.REGS.update(dict.fromkeys(saved_regs, (values[4:7] + (3,))[:3]))
         try:
             yield
         finally:
@@ -113,13 +116,15 @@ def cpu_rows(n: int, repeat: int, mm: int, variants=(), gemm_variants=()) -> lis
     import numba
 
     from fpspec.compile import binned
-    from reproblas_ref import load_reproblas
+    from reproblas_ref import load_reproblas, where
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal(n)
     y = rng.standard_normal(n)
     rows = []
     rb = load_reproblas()
+    if rb is None:
+        emit(rows, f"# no ReproBLAS rows: no checkout or libreproblas.so at {where()} (REPROBLAS_PATH)")
     before = numba.get_num_threads()
     shapes = {op: ",".join(map(str, binned.DEPOSIT[kind] + binned.REGS[kind]))
               for op, kind in (("sum", "sum"), ("dot", "product"))}
@@ -156,7 +161,9 @@ def cpu_rows(n: int, repeat: int, mm: int, variants=(), gemm_variants=()) -> lis
         t_lib = best(lib, repeat)
         values = set()
         default = shapes[op]
-        for setting in (default, *variants):
+        # a variant "OP:SETTING" is timed for that op alone
+        mine = [v.split(":", 1)[-1] for v in variants if v.split(":", 1)[0] in (op, v)]
+        for setting in (default, *mine):
             with variant(setting):
                 rep = replica(op, "fp64", "numba")
             call = (lambda: rep.sum(x)) if op == "sum" else (lambda: rep.dot(x, y))
@@ -360,7 +367,8 @@ def main(argv=None) -> int:
                                       "(default: GPU_CONFIGS)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--variants", default="", help="CPU deposit variants to time besides the default, "
-                                                  "STREAMS,PREFETCH,CHUNK,BLOCK[,BITS,VECTORS];... "
+                                                  "[OP:]STREAMS,PREFETCH,CHUNK,BLOCK[,BITS,VECTORS[,LOCALITY]];... "
+                                                  "(OP: sum or dot alone) "
                                                   "(fpspec.compile.binned.DEPOSIT, REGS)")
     ap.add_argument("--gemm-variants", default="", help="gemm lanes kernels to time besides the default, "
                                                        "STEPS,TILE[,BITS,VECTORS];... (fpspec.compile.binned._LANE_STEPS, "

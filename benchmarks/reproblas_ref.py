@@ -1,8 +1,10 @@
 """ReproBLAS (github.com/willow-ahrens/ReproBLAS), found through REPROBLAS_PATH.
 
 Its code lives in a checkout outside this project and is never committed here.  REPROBLAS_PATH is
-the checkout; the first use builds build/libreproblas.so there with the system C compiler (the
-.ccog files hold their generated C already, so no code generator is needed):
+the checkout (default: $HOME/src/ReproBLAS), or a folder holding only a libreproblas.so built from
+it (for a machine without the source or a compiler); the first use of a checkout builds
+build/libreproblas.so there with the system C compiler, no network needed (the .ccog files hold
+their generated C already, so no code generator is needed):
 
     git clone https://github.com/willow-ahrens/ReproBLAS $HOME/src/ReproBLAS
     REPROBLAS_PATH=$HOME/src/ReproBLAS python benchmarks/validate_reproblas.py
@@ -10,6 +12,7 @@ the checkout; the first use builds build/libreproblas.so there with the system C
 import ctypes
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -27,12 +30,20 @@ def build(root: Path) -> Path:
     cc = os.environ.get("CC", "cc")
     sources = [p for d in ("binned", "binnedBLAS", "reproBLAS") for p in sorted((root / "src" / d).iterdir())
                if p.suffix in (".c", ".ccog")]
-    for src in sources:
+
+    def compile_one(src: Path) -> Path:
         c = objs / f"{src.parent.name}_{src.stem}.c"
         c.write_text(src.read_text())
         subprocess.run([cc, *FLAGS, f"-I{root / 'include'}", f"-I{src.parent}", f"-I{root / 'src'}", f"-I{root}",
                         "-c", str(c), "-o", str(c.with_suffix(".o"))], check=True)
-    subprocess.run([cc, "-shared", "-o", str(out), *map(str, sorted(objs.glob("*.o"))), "-lm"], check=True)
+        return c.with_suffix(".o")
+
+    # one compiler a core: the sources are independent
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        built = list(pool.map(compile_one, sources))
+    tmp = out.with_suffix(".so.tmp")
+    subprocess.run([cc, "-shared", "-o", str(tmp), *map(str, built), "-lm"], check=True)
+    tmp.replace(out)    # a build cut short leaves no library behind
     return out
 
 
@@ -69,14 +80,30 @@ class ReproBLAS:
         return C
 
 
+def find_library(root: Path):
+    """The libreproblas.so of `root` (a checkout, its build folder or a folder with the library),
+    built from the checkout's source when there is none; None when neither is there."""
+    for lib in (root / "build" / "libreproblas.so", root / "libreproblas.so"):
+        if lib.exists():
+            return lib
+    if (root / "src" / "binned").is_dir():
+        return build(root)
+    return None
+
+
+def where() -> Path:
+    return Path(os.environ.get("REPROBLAS_PATH") or Path.home() / "src" / "ReproBLAS")
+
+
 def load_reproblas():
-    """A ReproBLAS binding, or None when REPROBLAS_PATH is unset or does not build."""
-    path = os.environ.get("REPROBLAS_PATH")
-    if not path or not (Path(path) / "src" / "binned").is_dir():
-        lib = Path(path or "") / "libreproblas.so"
-        return ReproBLAS(lib) if path and lib.exists() else None
+    """A ReproBLAS binding, or None (with a line saying why) when it is not found or does not build."""
+    root = where()
     try:
-        return ReproBLAS(build(Path(path)))
+        lib = find_library(root)
+        if lib is None:
+            print(f"ReproBLAS: no checkout or libreproblas.so at {root} (REPROBLAS_PATH); fpspec columns only")
+            return None
+        return ReproBLAS(lib)
     except (OSError, subprocess.CalledProcessError) as e:
-        print(f"ReproBLAS at {path} does not build ({e}); fpspec columns only")
+        print(f"ReproBLAS at {root} does not build ({e}); fpspec columns only")
         return None

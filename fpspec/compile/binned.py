@@ -23,17 +23,20 @@ _LANE_STEPS = 4      # k steps a pass of gemm's lanes (block_loops)
 # chains interleaved), a dot by the loads in flight.  The bits do not depend on them.
 DEPOSIT = {"sum": (2, 0, 64, 4096), "product": (1, 1024, 128, 16384)}
 # The deposit in vector registers (binned_numba._deposit_regs) per kind of term: (bits a vector,
-# vectors side by side); (0, 0): DEPOSIT's loop alone.  Its prefetch distance is DEPOSIT's.
-REGS = {"sum": (0, 0), "product": (256, 4)}
+# vectors side by side); 0 bits: the CPU's widest registers (binned_numba._vector_bits: 512 with
+# AVX-512, else 256), chosen when the replica is imported, so one replica file serves every CPU;
+# 0 vectors: DEPOSIT's loop alone; then the cache level its prefetches fill (llvm.prefetch's
+# locality: 3 the first level, 2 the second, 1 the third).  Its prefetch distance is DEPOSIT's.
+REGS = {"sum": (0, 0, 3), "product": (0, 4, 3)}
 # gemm's lanes in vector registers over packed panels of B (binned_numba._lane_regs): (bits a
-# vector, vectors side by side); (0, 0): _lane_steps alone
-GEMM_REGS = (256, 2)
+# vector, 0: the widest, vectors side by side); 0 vectors: _lane_steps alone
+GEMM_REGS = (0, 2)
 PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("gemm",)}
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
 _MODEL_NAMES = ["BinnedFormat", "_or1", "special_sum", "convert", "row_index", "sum_rows", "row_slice_counts"]
 _NUMBA_JIT = ["_term", "_index_of_bits", "_block_flags", "_carry_in", "_shift_state",
-              "_merge_into", "_finish", "_merged", "_deposit_at"]
+              "_merge_into", "_finish", "_finish_plain", "_merged", "_deposit_at"]
 # run on threads of their own
 _NUMBA_NOGIL = ["_partial", "_rows_range", "_row_stats", "_column_stats", "_gemm_range"]
 _NUMBA_HOST = ["_pool", "_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
@@ -91,6 +94,8 @@ def numba_settings(kernel: Kernel) -> list[str]:
         _state(kernel),
         f"_BINS64 = np.array([{floats}])",
         "_BINS = _BINS64.astype(_DT)",
+        "_SIXTHS = _BINS64 / 6.0",
+        f"_PLAIN = {1 if a.input == 'fp32' else (3 * fmt.p) // fmt.width + 1}",
         f"_ULPS = np.array([{ulps}])",
         f"_P, _W, _EMAX, _MAXI, _Q = {fmt.p}, {fmt.width}, {fmt.emax}, {fmt.max_index}, {fmt.quarter_bits}",
         f"_EXP_SHIFT, _INF_BITS = {fmt.p - 1}, {((1 << (bits - fmt.p)) - 1) << (fmt.p - 1)}",
@@ -101,16 +106,23 @@ def numba_settings(kernel: Kernel) -> list[str]:
         f"_ABS_MASK = {(1 << (bits - 1)) - 1:#x}",
         f"_BLOCK = {DEPOSIT['sum' if kernel.op == 'sum' else 'product'][3]}",
         f"_GEMM_TILE, _ENDURANCE = {binned_numba._GEMM_TILE}, {fmt.endurance}",
-        f"_REGS = {_regs(kernel.op != 'sum', bits)!r}",
-        f"_GEMM_REGS = {(GEMM_REGS[0] // bits, GEMM_REGS[1])!r}",
+        embed(binned_numba, ["_vector_bits"]),
+        f"_REGS = {_regs(kernel.op != 'sum', bits)}",
+        f"_GEMM_REGS = ({_lanes(GEMM_REGS[0], bits)}, {GEMM_REGS[1]})",
     ]
 
 
-def _regs(product: bool, bits: int) -> tuple:
+def _lanes(width: int, bits: int) -> str:
+    """The lanes of a vector of `width` bits (0: the CPU's widest) for terms of `bits` bits, as a
+    replica's expression."""
+    return f"_vector_bits() // {bits}" if width == 0 else str(width // bits)
+
+
+def _regs(product: bool, bits: int) -> str:
     """binned_numba._REGS for terms of `bits` bits: (lanes a vector, vectors, prefetch distance)."""
     kind = "product" if product else "sum"
-    width, group = REGS[kind]
-    return (width // bits, group, DEPOSIT[kind][1]) if width else (0, 0, 0)
+    width, group, locality = (REGS[kind] + (3,))[:3]
+    return f"({_lanes(width, bits)}, {group}, {DEPOSIT[kind][1]}, {locality})" if group else "(0, 0, 0, 3)"
 
 
 def render_numba(backend, kernel: Kernel) -> str:
@@ -237,7 +249,7 @@ def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
             "    h = 0", "    for i in range(X.shape[0]):", f"        b = _bits({term}) & _ABS_MASK",
             "        h = b if b > h else h", "    return h"]
     blocks = [deposit("_deposit", False), deposit("_deposit_top", True), "\n".join(amax), "\n".join(lanes)]
-    if REGS["product" if product else "sum"][0]:
+    if REGS["product" if product else "sum"][1]:
         blocks[0] = deposit("_deposit_loop", False)
         blocks.append(deposit_regs(fold, product))
     return "\n\n\n".join(blocks) + "\n"

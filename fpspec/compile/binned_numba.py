@@ -3,9 +3,12 @@
 Globals the replica defines (fpspec.compile.binned.settings): _DT (the format's dtype), _FOLD, _BINS
 (ReproBLAS's table in _DT), _BINS64 and _ULPS (float64), _P, _W, _EMAX, _MAXI, _COMPRESSION,
 _HALF_EXPANSION, _EXPANSION, _SINGLE, _Q (carry unit: 2^_Q ulps), _EXP_SHIFT, _INF_BITS, _ABS_MASK,
-_PRODUCT (terms are x*y rounded, else x), _BLOCK, _GEMM_TILE (gemm's lanes), _ENDURANCE (deposits a
-primary takes before it must be counted: 2^(p - W - 2)), _REGS and _GEMM_REGS (the deposits in vector
-registers, _deposit_regs and _lane_regs: lanes a vector, vectors side by side; 0 vectors: none).
+_SIXTHS (_BINS64 / 6, as convert divides), _PLAIN (the least index convert does not scale),
+_PRODUCT (terms are x*y rounded, else x), _BLOCK, _GEMM_TILE (gemm's lanes; a tile's packed panel
+of B, K x 128 doubles, stays in a core's second-level cache), _ENDURANCE (deposits a primary takes
+before it must be counted: 2^(p - W - 2)), _REGS and _GEMM_REGS (the deposits in vector
+registers, _deposit_regs and _lane_regs: lanes a vector, vectors side by side; 0 vectors: none;
+_REGS then the prefetch distance and its cache level).
 
 One pass over the terms, a block of _BLOCK at a time (fpspec.arith.binned note [exact slices]): the
 block's largest |term| (an integer max over the bit patterns: LLVM vectorizes it, and inf / nan show
@@ -36,18 +39,30 @@ _STATE = 2 + 3 * _FOLD
 _BINS = np.zeros(104)
 _BINS64 = np.zeros(104)
 _ULPS = np.zeros(104)
+_SIXTHS = _BINS64 / 6.0
+_PLAIN = 4
 _P, _W, _EMAX, _MAXI, _Q, _EXP_SHIFT, _INF_BITS = 53, 40, 1023, 51, 50, 52, 0x7FF0000000000000
 _COMPRESSION, _HALF_EXPANSION, _EXPANSION = 2.0 ** -14, 2.0 ** 13, 2.0 ** 14
 _SINGLE = False
 _PRODUCT = False
 _ABS_MASK = 0x7FFFFFFFFFFFFFFF
 _BLOCK = 4096
-_GEMM_TILE = 256
+_GEMM_TILE = 128
 _ENDURANCE = 2048
-_REGS = (4, 4, 1024)
+_REGS = (4, 4, 1024, 3)
 _GEMM_REGS = (4, 4)
 _jit = njit(fastmath=False)
 _nogil = njit(fastmath=False, nogil=True)
+
+
+def _vector_bits():
+    """The width of this CPU's widest vector registers (512 bits with AVX-512, else 256), as numba
+    compiles for it: the deposits in registers use vectors of it (the bits do not depend on it)."""
+    from llvmlite import binding
+    from numba.core import config
+
+    features = config.CPU_FEATURES or binding.get_host_cpu_features().flatten()
+    return 512 if "+avx512f" in features.split(",") else 256
 
 
 @intrinsic
@@ -95,7 +110,8 @@ def _prefetch(typingctx, arr, i):
 def _deposit_regs(typingctx, X, Y, bins, counts):
     """The deposit of the terms of X (times Y when _PRODUCT) as ReproBLAS does it (s = P + (r|1);
     r += P - s; P = s), the primaries P of every slot held in vector registers: _REGS = (lanes a
-    vector, vectors side by side, terms ahead whose lines are asked for (0: none)).  A term goes
+    vector, vectors side by side, terms ahead whose lines are asked for (0: none), the cache level
+    they go to as llvm.prefetch's locality).  A term goes
     to lane i mod (lanes * vectors); X.shape[0] is a multiple of that, and at most _ENDURANCE
     terms go to a lane (P stays in its binade: fpspec.arith.binned note [exact slices]).  Adds to
     counts[j] each slot's slices in ulps (the primaries' patterns less the bin's, bins =
@@ -106,7 +122,7 @@ def _deposit_regs(typingctx, X, Y, bins, counts):
     def codegen(context, builder, sig, args):
         x_arg, y_arg, bins_arg, counts_arg = args
         width = 64 if sig.args[0].dtype == types.float64 else 32
-        lanes, group, ahead = _REGS
+        lanes, group, ahead, locality = _REGS
         dt = context.get_data_type(sig.args[0].dtype)
         it, i64, i32 = ir.IntType(width), ir.IntType(64), ir.IntType(32)
         vty, ity = ir.VectorType(dt, lanes), ir.VectorType(it, lanes)
@@ -150,7 +166,7 @@ def _deposit_regs(typingctx, X, Y, bins, counts):
                 for data in (x_data, y_data) if _PRODUCT else (x_data,):
                     for o in range(0, step, per_line):
                         at = builder.gep(data, [builder.add(base, i64(ahead + o))])
-                        builder.call(fetch, [builder.bitcast(at, ir.IntType(8).as_pointer()), i32(0), i32(3), i32(1)])
+                        builder.call(fetch, [builder.bitcast(at, ir.IntType(8).as_pointer()), i32(0), i32(locality), i32(1)])
             for v in range(group):
                 at = builder.add(base, i64(v * lanes))
                 r = vload(x_data, at)
@@ -478,7 +494,8 @@ def _gemm_range(A, B, Bf, amax, ka, bmax, kb, out, r0, r1):
                 h = -1
                 if bound < _INF_BITS and K > 0:
                     h = _index_of_bits(bound)
-                    known = max(abs(Ai[kai] * B[kai, j]), abs(Ai[kb[j]] * B[kb[j], j]))
+                    # |x * y| = |x| * |y| bit for bit, and bmax[j] = |B[kb[j], j]|: no load far in B
+                    known = max(abs(Ai[kai] * B[kai, j]), abs(Ai[kb[j]]) * bmax[j])
                     if h == 0 or _index_of_bits(_bits(known)) != h:
                         h = -1
                 index[t] = h
@@ -498,9 +515,12 @@ def _gemm_range(A, B, Bf, amax, ka, bmax, kb, out, r0, r1):
                         m = _BINS[max(index[t], 1) + f]
                         counts[f, t] += _bits(P[f, t]) - _bits(m)
                         P[f, t] = m
+            _finish_plain(index, counts, out[i, j0:j0 + w])
             for t in range(w):
                 j = j0 + t
                 h = index[t]
+                if h >= _PLAIN:
+                    continue
                 if h >= 0:
                     # _finish of the state (h, counts): low = count mod 2^_Q, carry = the rest
                     pri = fields[:_FOLD]
@@ -516,6 +536,24 @@ def _gemm_range(A, B, Bf, amax, ka, bmax, kb, out, r0, r1):
                     bound = _bits(am * bmax[j])
                     _partial(Ai, column, 0, K, state, _index_of_bits(bound) if bound < _INF_BITS else -1)
                     out[i, j] = _finish(state, fields)
+
+
+def _finish_plain(index, counts, out):
+    """out[t] = the sum of lane t's state (index[t], counts[:, t]) where convert does not scale it
+    (index[t] >= _PLAIN): convert's operations in its order, over all lanes in one loop with no
+    arrays of fields; the other lanes are left as they are."""
+    mask = (np.int64(1) << _Q) - 1
+    for t in range(out.shape[0]):
+        h = index[t]
+        if h >= _PLAIN:
+            y = 0.0
+            y += np.float64(counts[0, t] >> _Q) * _SIXTHS[h]
+            for f in range(1, _FOLD):
+                y += np.float64(counts[f, t] >> _Q) * _SIXTHS[h + f]
+                y += (_BINS64[h + f - 1] + np.float64(counts[f - 1, t] & mask) * _ULPS[h + f - 1]) - _BINS64[h + f - 1]
+            y += (_BINS64[h + _FOLD - 1] + np.float64(counts[_FOLD - 1, t] & mask) * _ULPS[h + _FOLD - 1]) \
+                - _BINS64[h + _FOLD - 1]
+            out[t] = y
 
 
 def _pool(workers, cache={}):

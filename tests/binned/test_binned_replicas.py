@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fpspec.arith.binned import Binned, evaluate_binned
+from fpspec.arith.binned import Binned, binned_format, evaluate_binned, row_index
 from fpspec.compile import compile_spec, load_replica
 from fpspec.spec import parse
 
@@ -259,13 +259,15 @@ def test_numba_gemm_lanes_and_their_fallback(fmt):
     # columns side by side over two tiles (the second partial), K past the format's endurance (the
     # primaries counted and reset) and not a multiple of the k steps a pass; rows whose outputs
     # go as lanes (index known from the bound and a known product), rows with bounds in two bins,
-    # in the top bin, with a nan, all zeros: every output the model's bits
+    # in the top bin, with a nan, all zeros, lanes in bins 1-4 (converted scaled, then plain):
+    # every output the model's bits
     dt = DTYPES[fmt]
     rep = replica("gemm", fmt, "numba")
     rng = np.random.default_rng(9)
     K = rep._ENDURANCE + 7
     N = rep._GEMM_TILE + 3
-    A = rng.standard_normal((6, K))
+    A = rng.standard_normal((10, K))
+    A[6:] *= 2.0 ** np.array([950, 920, 880, 860])[:, None]
     A[1] *= 2.0 ** rng.integers(-30, 30, K)
     A[2, 5] = 2.0 ** 100
     A[3, 9] = 2.0 ** (127 if fmt == "fp32" else 1023)
@@ -275,6 +277,8 @@ def test_numba_gemm_lanes_and_their_fallback(fmt):
     B[:, 1] *= 2.0 ** -60
     A, B = A.astype(dt), B.astype(dt)
     want = np.stack([evaluate_binned(A.T, B[:, j], fmt, 3) for j in range(N)], axis=1).astype(dt)
+    bound = np.abs(A[6:]).max(axis=1) * np.abs(B[:, 2]).max()
+    assert list(row_index(bound, binned_format(fmt))) == [1, 2, 3, 4]
     assert bits(rep.gemm(A, B)) == bits(want)
 
 
