@@ -823,8 +823,8 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
     # already compare bits at large n
     ns = sorted(n for n in src.trees if n >= 2)
     arms = [[n for n in arm if n <= PER_PART_MAX_N] or arm[:1] for arm in _arm_ns(spec, ns)]
-    check_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_CHECK)}
-                      | set(_part_cover(spec, [n for n in ns if n <= PER_PART_MAX_N])))
+    check_ns = {n for ns in arms for n in _spread_pick(ns, PER_PART_CHECK)}
+    check_ns = sorted(check_ns | set(_part_cover(spec, [n for n in ns if n <= PER_PART_MAX_N], check_ns)))
     probe_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_PROBE)})
     targets = {n: _bounded(make(n), src.budget) for n in check_ns}
     trees = {n: _spec_tree(spec, n, src.trees[n]) for n in check_ns}
@@ -832,6 +832,8 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
         try:
             out, _ = probe_spec_arithmetic(base, targets, trees, report, seed=seed, probe_ns=probe_ns)
         except FpspecError as first_error:
+            if report.arithmetic.fused is None:
+                raise   # the binary candidates try both initial values themselves
             try:
                 out, _ = probe_spec_arithmetic(base, targets, trees, _other_init(report), seed=seed,
                                                probe_ns=probe_ns)
@@ -873,22 +875,27 @@ def _other_init(report):
 PART_COVER_MAX = 24   # n added for the parts' arms, at most
 
 
-def _part_cover(spec: A.Spec, ns: list) -> list:
-    """The least n of ns for each set of parts holding nodes (note [parts' arms])."""
+def _part_cover(spec: A.Spec, ns: list, checked=()) -> list:
+    """The least n of ns for each set of parts holding nodes that no n of `checked`
+    has (note [parts' arms])."""
     from fpspec.spec.regions import part_names, partition
 
     parted = partition(spec)
     if parted is None:
         return []
+
+    def key(n):
+        try:
+            return frozenset(part_names(spec, parted[0], n).values())
+        except FpspecError:
+            return None
+    have = {key(n) for n in checked if n >= 2}
     seen: dict = {}
     for n in ns:
-        if n < 2:
+        k = key(n) if n >= 2 else None
+        if k is None or k in have or k in seen:
             continue
-        try:
-            key = frozenset(part_names(spec, parted[0], n).values())
-        except FpspecError:
-            continue
-        seen.setdefault(key, n)
+        seen[k] = n
         if len(seen) >= PART_COVER_MAX:
             break
     return sorted(seen.values())

@@ -68,4 +68,5 @@ def test_checked_n_cover_the_arms_of_a_guard_inside_a_part():
     spec = parse("n in 1..40\norder split((n + 1) // 2, if n % 5 == 3: pairwise else: pad(5, gpu_tree), seq)\n")
     assert _part_cover(spec, list(range(1, 41))) == [2, 3, 4, 5]
     assert _part_cover(spec, list(range(7, 41))) == [7, 15]
+    assert _part_cover(spec, list(range(1, 41)), checked={2, 3, 4, 19}) == [5]   # only arms not checked yet
     assert _part_cover(parse("n in 1..9\norder seq\n"), list(range(1, 10))) == []
