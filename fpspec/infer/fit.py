@@ -6,9 +6,10 @@ positions 0..n-1, at several n), `Fitter.fit` tries, cheapest first:
 1. a parameter-free order (seq, rev, pairwise, gpu_tree, fused) or a fused
    chain: built at each n and compared with ==;
 2. a structural order whose parameter is fitted as an expression in n
-   (fpspec.infer.exprs) -- split, tail, lanes, blocks -- after which each part
-   (FIRST/REST, BODY/OUTER, INNER/OUTER) is a smaller fitting problem over the
-   sub-observations the parts saw (fpspec.infer.shapes);
+   (fpspec.infer.exprs) -- split, tail, lanes, blocks, chunks, pad, and
+   vlanes (constant V and K, where nothing plainer fits) -- after which each
+   part (FIRST/REST, BODY/OUTER, INNER/OUTER) is a smaller fitting problem
+   over the sub-observations the parts saw (fpspec.infer.shapes);
 3. at the root only, FIRST and REST of a split may be the root order itself
    (`Ref`): recursion on sub-ranges, as numpy's pairwise_sum.
 
