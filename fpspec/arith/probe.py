@@ -912,6 +912,24 @@ def region_candidates(target, init: str) -> list[Arithmetic]:
     return [a for a in cands if a.init == init]
 
 
+def _with_fused(cands: list, fused) -> list:
+    """The candidates carrying the whole tree's fused block (a region of fused nodes needs it;
+    the binary candidates have none), less those it cannot join (an accumulator wider than
+    the fused nodes' output)."""
+    if fused is None:
+        return cands
+    out = []
+    for a in cands:
+        try:
+            out.append(replace(a, fused=fused))
+        except FpspecError:     # SpecError is one
+            continue
+    return out
+
+
+JOIN_RETRIES = 8   # other region fits tried for the joining nodes
+
+
 def region_keep_sets(target, tree, names: dict, start: Arithmetic, *, seed: int = 0,
                      rows: int = 150) -> dict:
     """For each region of `tree` (names: node key -> region name) and for the
@@ -921,7 +939,7 @@ def region_keep_sets(target, tree, names: dict, start: Arithmetic, *, seed: int 
     rng = np.random.default_rng(seed + 1)
     run = _Runner(target)
     product = target.op != "sum"
-    cands = region_candidates(target, start.init)
+    cands = _with_fused(region_candidates(target, start.init), start.fused)
     region_names = sorted(set(names.values()))
     direct = {name: sorted(set(_region_leaves(tree, names, name))) for name in region_names}
     keep: dict = {}
@@ -942,9 +960,10 @@ def region_keep_sets(target, tree, names: dict, start: Arithmetic, *, seed: int 
                                                           tree, X, Y, got, product) == 0]
     has_joins = any(isinstance(s, Node) and (s.first, s.size) not in names for s in postorder(tree))
     if has_joins:
-        # the joining nodes, the regions fixed at their first fit, on inputs over the whole tree
+        # the joining nodes, the regions fixed at their first fit, on inputs over the whole tree;
+        # where no candidate fits them so, a region's other fits one at a time (a region
+        # whose own probes leave its accumulator open shows it through the joins)
         chosen = {k: v[0] for k, v in keep.items() if v}
-        regions = _region_map(names, {**{k: start for k in region_names}, **chosen})
         join_pool = sorted(set(_region_leaves(tree, names, None))) or list(range(target.n))
         r = _binary_rows(target, tree, rng, rows, pool=join_pool)
         _double_rounding_rows(r, target, tree, names, rng)
@@ -952,5 +971,16 @@ def region_keep_sets(target, tree, names: dict, start: Arithmetic, *, seed: int 
         X2, Y2 = _random_inputs(target, rng, rows)
         X, Y = np.vstack([X1, X2]), np.vstack([Y1, Y2])
         got = run(X, Y)
-        keep[None] = [a for a in cands if _misses_regions(a, regions, tree, X, Y, got, product) == 0]
+
+        def joins(chosen):
+            regions = _region_map(names, {**{k: start for k in region_names}, **chosen})
+            return [a for a in cands if _misses_regions(a, regions, tree, X, Y, got, product) == 0]
+        keep[None] = joins(chosen)
+        others = [(k, a) for k, v in keep.items() if k is not None for a in v[1:]]
+        for k, a in others[:JOIN_RETRIES]:
+            if keep[None]:
+                break
+            keep[None] = joins({**chosen, k: a})
+            if keep[None]:
+                keep[k] = [a] + [b for b in keep[k] if b != a]
     return keep

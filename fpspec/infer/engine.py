@@ -823,12 +823,23 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
     # already compare bits at large n
     ns = sorted(n for n in src.trees if n >= 2)
     arms = [[n for n in arm if n <= PER_PART_MAX_N] or arm[:1] for arm in _arm_ns(spec, ns)]
-    check_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_CHECK)})
+    check_ns = {n for ns in arms for n in _spread_pick(ns, PER_PART_CHECK)}
+    check_ns = sorted(check_ns | set(_part_cover(spec, [n for n in ns if n <= PER_PART_MAX_N], check_ns)))
     probe_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_PROBE)})
     targets = {n: _bounded(make(n), src.budget) for n in check_ns}
+    trees = {n: _spec_tree(spec, n, src.trees[n]) for n in check_ns}
     try:
-        out, _ = probe_spec_arithmetic(base, targets, {n: _spec_tree(spec, n, src.trees[n]) for n in check_ns},
-                                       report, seed=seed, probe_ns=probe_ns)
+        try:
+            out, _ = probe_spec_arithmetic(base, targets, trees, report, seed=seed, probe_ns=probe_ns)
+        except FpspecError as first_error:
+            if report.arithmetic.fused is None:
+                raise   # the binary candidates try both initial values themselves
+            try:
+                out, _ = probe_spec_arithmetic(base, targets, trees, _other_init(report), seed=seed,
+                                               probe_ns=probe_ns)
+            except FpspecError:
+                raise first_error from None
+            return spec, out
     except FpspecError as e:
         if isinstance(e, RevealRefused) or "fused" not in str(e):
             raise
@@ -840,6 +851,54 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
                                f"reproduce them at every n checked")
                             + f"; no arithmetic written ({e})") from None
     return (spec, out) if out.header.arithmetics else None
+
+
+# Note [initial value]: an initial value +0.0 differs from none only where every
+# term of an accumulation is -0.0, and a fused node's own sum of zeros is +0.0,
+# so the probes at one n may leave it open (fused candidates are written
+# init = none) while at another n a part of one term shows it (chain(16) over
+# one term at n = 2 keeps -0.0 only without the +0.0), and the parts' probes
+# take the whole tree's initial value.  Where the probed arithmetic fails the
+# sample checks, whole and per part, the other initial value is tried.
+def _other_init(report):
+    """The probe report with the other initial value (note [initial value])."""
+    a = report.arithmetic
+    return dataclasses.replace(report, arithmetic=dataclasses.replace(a, init="none" if a.init == "+0.0" else "+0.0"),
+                               consistent=True)
+
+
+# Note [parts' arms]: a guard inside a part (split(h, if n % 5 == 3: pairwise
+# else: pad(5, gpu_tree), ...)) takes its arm by the part's size, not by n, so
+# the root guard's arms do not say which n exercise it; n where the parts hold
+# nodes under a set of arms no checked n has are added to the checks, else an
+# arm never checked takes the main arithmetic whatever it computes.
+PART_COVER_MAX = 24   # n added for the parts' arms, at most
+
+
+def _part_cover(spec: A.Spec, ns: list, checked=()) -> list:
+    """The least n of ns for each set of parts holding nodes that no n of `checked`
+    has (note [parts' arms])."""
+    from fpspec.spec.regions import part_names, partition
+
+    parted = partition(spec)
+    if parted is None:
+        return []
+
+    def key(n):
+        try:
+            return frozenset(part_names(spec, parted[0], n).values())
+        except FpspecError:
+            return None
+    have = {key(n) for n in checked if n >= 2}
+    seen: dict = {}
+    for n in ns:
+        k = key(n) if n >= 2 else None
+        if k is None or k in have or k in seen:
+            continue
+        seen[k] = n
+        if len(seen) >= PART_COVER_MAX:
+            break
+    return sorted(seen.values())
 
 
 def _spec_tree(spec: A.Spec, n: int, revealed: Tree) -> Tree:

@@ -6,9 +6,10 @@ positions 0..n-1, at several n), `Fitter.fit` tries, cheapest first:
 1. a parameter-free order (seq, rev, pairwise, gpu_tree, fused) or a fused
    chain: built at each n and compared with ==;
 2. a structural order whose parameter is fitted as an expression in n
-   (fpspec.infer.exprs) -- split, tail, lanes, blocks -- after which each part
-   (FIRST/REST, BODY/OUTER, INNER/OUTER) is a smaller fitting problem over the
-   sub-observations the parts saw (fpspec.infer.shapes);
+   (fpspec.infer.exprs) -- split, tail, lanes, blocks, chunks, pad, and
+   vlanes (constant V and K, where nothing plainer fits) -- after which each
+   part (FIRST/REST, BODY/OUTER, INNER/OUTER) is a smaller fitting problem
+   over the sub-observations the parts saw (fpspec.infer.shapes);
 3. at the root only, FIRST and REST of a split may be the root order itself
    (`Ref`): recursion on sub-ranges, as numpy's pairwise_sum.
 
@@ -34,6 +35,7 @@ from fpspec.infer.check import replace_at, walk
 from fpspec.infer.exprs import constants, expr_cost, fit_values, roundness
 from fpspec.infer.rules import decision_list
 from fpspec.infer.shapes import (Obs, block_parts, chunk_parts, equal_shifted, lane_candidates, lane_parts, lane_parts_left, lane_strides, prefix_sizes,
+                                 vlane_candidates, vlane_parts,
                                  split_parts, split_point, tail_parts)
 from fpspec.tree import Tree, building, chain_shape, observable
 
@@ -56,6 +58,7 @@ PAD_MULTIPLES = (8, 16, 4)   # vector widths a kernel pads its partial vector to
 PAD_OTHER = (2, 5, 3, 6, 7)  # other multiples, tried near the root only (PAD_OTHER_DEPTH)
 PAD_OTHER_DEPTH = 1          # deeper, pad(2, ...) competes with lanes of 2 for the same trees
 PAD_DEPTH = 3                # pad is tried this many levels below the root at most
+VLANE_TRIES = 3   # (V, K) of vlanes tried, from the subtrees above leaf 0
 BLOCK_COUNTS = tuple(range(2, 9))  # blocks(max(1, n // c)), lanes(max(1, n // c)): the c tried
 OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocking is at least this
 # Note [blocks seen]: a block size b is taken from the largest observation's
@@ -164,6 +167,8 @@ def order_cost(o) -> int:
     if isinstance(o, A.Lanes):
         return (1 + expr_cost(o.k) + order_cost(o.inner) + order_cost(o.outer)
                 + (0 if o.left is None else order_cost(o.left)) + (0 if o.unroll is None else expr_cost(o.unroll)))
+    if isinstance(o, A.VLanes):
+        return 1 + expr_cost(o.v) + expr_cost(o.k) + order_cost(o.inner) + order_cost(o.outer)
     if isinstance(o, A.Chunks):
         return 1 + expr_cost(o.size) + order_cost(o.inner) + order_cost(o.outer)
     if isinstance(o, A.Pad):
@@ -609,12 +614,25 @@ class Fitter:
                 live, count, seen = keep, count + 1, seen + (n > 2)
             if seen < 3 or count == len(walk):
                 continue
-            got = self.fit([o for n in walk[count:] for o in by_n[n]], depth, root)
+            rest = [o for n in walk[count:] for o in by_n[n]]
+            got = self.fit(rest, depth, root)
+            if got is None and depth <= RESIDUE_DEPTH:
+                # note [residue classes]: the plain order's run hides classes of the n above it
+                got = self._rest_classes(rest, depth, root)
             if got is not None:
                 plain, rest = Run(min(walk[:count]), max(walk[:count]), live[0]), Run(
                     min(walk[count:]), max(walk[count:]), got)
                 return sorted((plain, rest), key=lambda r: r.lo)
         return None
+
+    def _rest_classes(self, rest: list[Obs], depth: int, root: bool):
+        """A residue-class guard for the n beyond a plain order's run, where their trees
+        propose exact classes (note [residue classes]), else None."""
+        one_each = _dedupe(rest)
+        if one_each is None:
+            return None
+        exact = [c for c in self._class_proposals(one_each) if not c[2]]
+        return self._class_guard(rest, depth, root, 1, exact) if exact else None
 
     def _runs(self, ns: list[int], by_n: dict, depth: int, root: bool, downward: bool):
         """Maximal runs of consecutive observed n that one order explains each
@@ -755,9 +773,11 @@ class Fitter:
         if depth >= MAX_DEPTH:
             return None
         best = None
-        for maker in (self._chunks, self._split, self._tail, self._lanes, self._blocks, self._pad):
-            if maker == self._pad and best is not None and not _guarded(best):
-                break   # pad is for orders the others explain only case by case (cuts by n % M)
+        for maker in (self._chunks, self._split, self._tail, self._lanes, self._blocks, self._pad, self._vlanes):
+            if maker in (self._pad, self._vlanes) and best is not None and not _guarded(best):
+                # pad is for orders the others explain only case by case (cuts by n % M);
+                # vlanes for lanes fed whole vectors, which lanes or pad explain where they can
+                break
             for cand in maker(obs, depth, root):
                 if best is None or order_cost(cand) < order_cost(best):
                     best = cand
@@ -864,6 +884,8 @@ class Fitter:
             if fitted is None:
                 continue
             body, outer = fitted
+            if _nested_seq_tail(k, body, outer):
+                continue
             self.seen.add(k)
             yield A.Tail(A.Num(k), body, outer)
             found += 1
@@ -903,7 +925,10 @@ class Fitter:
 
     def _lanes(self, obs, depth, root):
         big = obs[0]
-        ks = sorted((lane_candidates(big) | {c for c in self.seen if c < big.n}) - {1}, key=roundness)
+        # the strides the tree proposes first: constants seen elsewhere in the search are
+        # rounder, and would push them past the tries
+        own = lane_candidates(big) - {1}
+        ks = sorted(own, key=roundness) + sorted({c for c in self.seen if 1 < c < big.n} - own, key=roundness)
         found = 0
         for k in ks[:8]:
             if k >= big.n:
@@ -942,6 +967,22 @@ class Fitter:
                     self.seen.add(k)
                     yield got
                     return
+
+    def _vlanes(self, obs, depth, root):
+        """vlanes(V, K, inner, outer): K lanes fed V consecutive operands at a time,
+        (V, K) read off the lane above the largest observation's leaf 0."""
+        big = obs[0]
+        for v, k in vlane_candidates(big)[:VLANE_TRIES]:
+            parts = []
+            for o in obs:
+                p = self._part(vlane_parts, o, v, k)
+                if p is None:
+                    break
+                parts.append(p)
+            else:
+                fitted = self._inner_outer(parts, depth)
+                if fitted is not None:
+                    yield A.VLanes(A.Num(v), A.Num(k), *fitted)
 
     def _lanes_scaled(self, obs, depth, strides):
         """lanes(max(1, n // c), ...): as many lanes as n // c, tried where the largest
@@ -1083,6 +1124,14 @@ class Fitter:
 
 
 # ---------------------------------------------------------------- functions
+
+
+def _nested_seq_tail(k: int, body, outer) -> bool:
+    """tail(k, tail(K, X, seq), seq) with k dividing K: the same trees as tail(K, X, seq)
+    (the leftovers of both tails are added one by one after X), one level deeper, which
+    the depth limit would take from X; that tail is found on its own."""
+    return (isinstance(outer, A.Seq) and isinstance(body, A.Tail) and isinstance(body.outer, A.Seq)
+            and isinstance(body.k, A.Num) and body.k.value % k == 0)
 
 
 def _guard_of(runs: list[Run]):

@@ -18,7 +18,7 @@ import numpy as np
 
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
-from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, lets_of, pad_of, unroll_of
+from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, lets_of, pad_of, unroll_of, vector_lanes
 from fpspec.tree import chain_node_end
 
 # ---------------------------------------------------------------- operand weights
@@ -226,6 +226,19 @@ def order_l(o, w: Weights, a: int, b: int, lets: dict) -> int:
                 o, w, a, b = o.inner, w.strided(la, k), a // k, b // k
             else:
                 o, w, a, b = o.outer, w.lane_totals(k), min(la, lb), max(la, lb)
+            continue
+        if cls is A.VLanes:
+            v, k = _within(o.v, m, 1), _within(o.k, m, 1)
+            lanes = vector_lanes(np.arange(m, dtype=np.int64), v, k)
+            la, lb = (next(i for i, lane in enumerate(lanes) if x in lane) for x in (a, b))
+            arr = w.array()
+            if la == lb:
+                lane = np.asarray(lanes[la], dtype=np.int64)
+                o, w = o.inner, Arr(arr[lane])
+                a, b = int(np.flatnonzero(lane == a)[0]), int(np.flatnonzero(lane == b)[0])
+            else:
+                o, w = o.outer, Arr(np.array([arr[np.asarray(lane, dtype=np.int64)].sum() for lane in lanes]))
+                a, b = min(la, lb), max(la, lb)
             continue
         if cls is A.Blocks:
             size = _within(o.b, m, 1)

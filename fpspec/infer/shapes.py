@@ -324,6 +324,39 @@ def lane_strides(o: Obs) -> list[int]:
     return out
 
 
+def vlane_candidates(o: Obs) -> list[tuple[int, int]]:
+    """(V, K) that could make leaf 0's lane of vlanes(V, K, ...): a subtree above
+    leaf 0 whose leaves start 0..V-1 (V >= 2), the next one K * V (K >= 2); the
+    lowest subtrees first (one above the lane joins lanes: a larger K's pairs)."""
+    out = []
+    for s in reversed(_left_path(o.tree)[1:]):
+        got = sorted(leaves(s))
+        v = next((i for i, x in enumerate(got) if x != i), len(got))
+        if 2 <= v < len(got) and got[v] % v == 0 and got[v] // v >= 2 and (v, got[v] // v) not in out:
+            out.append((v, got[v] // v))
+    return out
+
+
+def vlane_parts(o: Obs, v: int, k: int):
+    """vlanes(v, k): (inner observations per lane, outer observation) or None."""
+    from fpspec.spec.expand import vector_lanes
+
+    sh = o.shape
+    lanes = vector_lanes(list(range(o.n)), v, k)
+    roots = []
+    for lane in lanes:
+        idx = np.flatnonzero((sh.mn == min(lane)) & (sh.mx == max(lane)) & (sh.sz == len(lane)))
+        if len(idx) != 1 or (len(lane) > 1 and sorted(leaves(sh.nodes[idx[0]])) != sorted(lane)):
+            return None
+        roots.append(int(idx[0]))
+    subs, outer = _parts(o, np.array(roots, dtype=np.int64))
+    inner = []
+    for lane, sub in zip(lanes, subs):
+        where = {x: i for i, x in enumerate(lane)}
+        inner.append(Obs(len(lane), 0 if len(lane) == 1 else contract(sub, {}, where.__getitem__)))
+    return inner, Obs(len(lanes), outer)
+
+
 def lane_candidates(o: Obs) -> set[int]:
     """Strides k that could make leaf 0's lane: the smallest other leaves of
     the lowest subtrees above leaf 0."""

@@ -271,6 +271,9 @@ def with_sections(spec: A.Spec, order, main: Arithmetic, sections: dict) -> A.Sp
     return replace(spec, header=header, order=order)
 
 
+MAIN_TRIES = 4   # candidates for the joining nodes checked on sample inputs
+
+
 def probe_spec_arithmetic(spec: A.Spec, targets: dict, trees: dict, start, *, seed: int = 0,
                           checks: int = 256, probe_ns=None):
     """The arithmetic of a spec whose order fits `trees` (n -> revealed tree; targets:
@@ -327,11 +330,16 @@ def probe_spec_arithmetic(spec: A.Spec, targets: dict, trees: dict, start, *, se
         parts = dict(keep)
         joins = parts.pop(None, None)
         # the most shared candidate: a part in the main arithmetic needs no section
-        main = (max(joins, key=lambda a: (sum(a in v for v in parts.values()), -joins.index(a)))
-                if joins else first)
-        new_order, sections = choose(order, parents, parts, main)
-        out = with_sections(spec, new_order, main, sections)
-        checked, failed = _check_spec(out, targets, ns, lambda n: seed + 7 * n + 1, checks)
+        # the most shared candidate first; the probes may leave the joins' accumulator open
+        # where a narrower one differs only on sample inputs: the others are checked in turn
+        mains = (sorted(joins, key=lambda a: (-sum(a in v for v in parts.values()), joins.index(a)))[:MAIN_TRIES]
+                 if joins else [first])
+        for main in mains:
+            new_order, sections = choose(order, parents, parts, main)
+            out = with_sections(spec, new_order, main, sections)
+            checked, failed = _check_spec(out, targets, ns, lambda n: seed + 7 * n + 1, checks)
+            if failed is None:
+                break
         if failed is None:
             break
         if failed[0] in probed:
