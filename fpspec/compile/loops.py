@@ -1261,6 +1261,12 @@ SPLIT_PARTS = "a recursive split must cut its list into two non-empty parts that
 
 
 
+def tag_settings(program: "LoopProgram") -> list[str]:
+    """The module constant `_join` reads (runtime tags_rt), where the program joins tagged lists."""
+    return [f"_PHANTOM = {PHANTOM}  # the tag of a phantom operand (fpspec.compile.loops note [phantoms])"] \
+        if program.uses_tags else []
+
+
 def _joined_tag(tu: str, tv: str) -> str:
     """The tag of a node's result over operands tagged tu, tv: a phantom where both were
     phantoms (note [phantoms]: no node was made), else a value."""
