@@ -84,14 +84,22 @@ def test_a_wider_partial_sum_enters_the_parts_node_exactly(tmp_path):
         assert_fresh_bits(got, want, what)
 
 
-def test_an_fp64_fma_node_widens_a_narrower_sum_exactly():
-    """The other way round: code of an fp64 FMA typed for an fp32 list (a recorded order's rows
-    call a compiled function for every carrier a list may have, note [plans]) widens the fp32
-    sum exactly (numba refused to type it: seed 502 spec 2439 of the random-spec soak)."""
-    from numba import njit
+# an order that calls itself inside tail: a recorded plan (numba backend note [plans]) whose row
+# for g (fp64 FMA nodes over a tagged list) calls the compiled function for every carrier a list
+# may have, part0's fp32 lists included
+RECORDED_FMA = parse("op dot\nn in 3\narithmetic { input = fp32 product = fma accumulator = fp64 init = none "
+                     "output = fp64 }\narithmetic part0 { accumulator = fp32 product = rounded }\n"
+                     "let g = seq\nlet f = if n <= 2: using(part0, seq) else: tail(2, f, g)\norder f\n")
 
-    from fpspec.compile.runtime.numba_rt import _fma_into
 
-    fma = njit(lambda x, y, acc: _fma_into(x, y, acc))
-    acc = np.float32(1 + 2.0 ** -23)
-    assert fma(np.float64(3.0), np.float64(2.0 ** -40), acc) == float(acc) + 3 * 2.0 ** -40
+def test_an_fp64_fma_node_widens_a_narrower_sum_exactly(tmp_path):
+    """The other way round: code of an fp64 FMA typed for an fp32 list widens the fp32 sum
+    exactly (numba refused to type it, and the replica file failed at its first call: seed 502
+    spec 2439 of the random-spec soak)."""
+    source = compile_spec(RECORDED_FMA, "numba")
+    assert "_record_plan(n, _PLAN_ENTRY" in source and "buf = _vals__part0(" in source   # g on an fp32 list
+    # ((0 1) 2): part0's fp32 sum 1 + 2**-23, then fma(3, 2**-40, it) in fp64
+    args = (np.array([1 + 2.0 ** -23, 0, 3], np.float32), np.array([1, 0, 2.0 ** -40], np.float32))
+    want = reference_outputs(RECORDED_FMA, "dot", args)
+    assert want.tolist() == [1 + 2.0 ** -23 + 3 * 2.0 ** -40]
+    assert_fresh_bits(run_fresh([(source, "dot", args)], tmp_path)[0], want)
