@@ -103,3 +103,29 @@ def test_an_fp64_fma_node_widens_a_narrower_sum_exactly(tmp_path):
     want = reference_outputs(RECORDED_FMA, "dot", args)
     assert want.tolist() == [1 + 2.0 ** -23 + 3 * 2.0 ** -40]
     assert_fresh_bits(run_fresh([(source, "dot", args)], tmp_path)[0], want)
+
+
+# pad's block ends with two phantoms (fpspec.compile.loops note [phantoms]) beside an fp64 block sum,
+# folded by the fp32 part: at n = 4 the sum meets one phantom, then the other; at n = 6 the two
+# phantoms meet first (rev), then the sum.  The model has no node there: the sum passes whole.
+TWO_PHANTOMS = spec("dot", "4..6", """
+    if n == 4: blocks(2, seq, pad(4, split(1, seq, using(part0, seq))))
+    elif n == 6: blocks(2, seq, pad(5, split(1, seq, using(part0, rev))))
+    else: seq""")
+
+
+def test_two_phantoms_in_a_row_leave_a_wider_sum_whole(tmp_path):
+    wide = 2.0 ** -4 + 2.0 ** -48          # an fp64 block sum (fp32 would give 2**-4)
+    cases = {4: ([0, 0, 2.0 ** -4, 2.0 ** -48], wide),
+             6: ([0, 0, 2.0 ** 20, 2.0 ** -4, 2.0 ** -48, 0], ABOVE_TIE)}   # part0's node: one rounding
+    calls, wants = [], []
+    for target in ("numpy", "numba"):
+        source = compile_spec(TWO_PHANTOMS, target)
+        for n, (x, want0) in cases.items():
+            args = _args(TWO_PHANTOMS, x, None)
+            want = reference_outputs(TWO_PHANTOMS, "dot", args)
+            assert want[0] == want0, n
+            calls.append((source, "dot", args))
+            wants.append((f"{target}, n = {n}", want))
+    for got, (what, want) in zip(run_fresh(calls, tmp_path), wants):
+        assert_fresh_bits(got, want, what)
