@@ -555,10 +555,9 @@ class LoopEmitter:
                     code(f"{s} += {w}")
                 return res
             # the short group (q operands) is group p.  A first group of one shows in the tree as
-            # one more leaf of the next node (fpspec.tree.fused_chain): that node of w + 1 products
-            # is what the fused model evaluates, one node where w + 1 <= the hardware's width, else a
-            # node of the one product alone whose result is the next node's c
-            # (fpspec.arith.evaluate note [fused nodes])
+            # one more leaf of the next node (fpspec.tree.fused_chain), a node of W + 1 products: the
+            # fused model takes it as one node where W < the fused w, else (W = w) as a node of the
+            # one product alone whose result is the next node's c (fpspec.arith.evaluate note [fused nodes])
             q, p, g, j = self.fresh("q"), self.fresh("p"), self.fresh("g"), self.fresh("j")
             code(f"{q} = {lst.m} % {w}")
             code(f"{p} = min({py_int(r.at, m=lst.m)}, {lst.m} // {w}) if {q} else -1")
