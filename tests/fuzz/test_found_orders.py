@@ -11,8 +11,8 @@ from fpspec.spec.expand import expand_arith
 from fpspec.tree import format_tree
 from test_exact_leaves import spec_of
 
-# chain(4, 0) at n = 5: the short group (one operand) first; the tree shows it inside the next
-# node, [0 1 2 3 4]: one node of 5 products, which the hardware's w = 16 holds
+# seed 505 spec 1526: chain(4, 0) at n = 5 puts the short group (one operand) first; the tree shows it
+# inside the next node, [0 1 2 3 4]: one node of 5 products, which the hardware's w = 16 holds
 CHAIN_FIRST_ONE = """op gemm
 n in 5
 arithmetic {
@@ -21,7 +21,7 @@ arithmetic {
 }
 order chain(4, n % 32 // 16)
 """
-# the lanes' outer node is in part0: their fp32 sums meet in a bf16 accumulator
+# seed 505 spec 2439: the lanes' outer node is in part0: their fp32 sums meet in a bf16 accumulator
 LANES_OUTER_PART = """op dot
 n in 7
 arithmetic { input = fp16 product = exact accumulator = fp32 init = none output = fp32 }
