@@ -222,8 +222,10 @@ class FusedChain:
 
     With `at`, the short group (m % w operands) is group min(at, m // w)
     instead of the last (fpspec.tree.chain_groups); a first group of one
-    operand is a fused node of one product (in a tree it shows as the next
-    node having w + 1 leaves: fpspec.arith.evaluate note [fused nodes]).
+    operand shows in a tree as the next node having w + 1 leaves: one fused
+    node where w is below the fused section's w, else a fused node of one
+    product whose result is the next node's c (fpspec.arith.evaluate note
+    [fused nodes]).
     """
     width: IntExpr
     at: "IntExpr | None" = None

@@ -31,7 +31,7 @@ MAX_UNROLLED_LANES = 16
 from fpspec.compile.ir import (VLanes, Blocks, Call, Chunks, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes, Pad,
                                Pairwise, Reducer, Segments, Table, TreeReduce, WithArithmetic, uses_var, walk)
 from fpspec.arith.model import FMA_PRODUCTS
-from fpspec.compile.numerics import in_region, keeps_leaves, stores_fused
+from fpspec.compile.numerics import in_region, keeps_leaves, stores_fused, walk_orders
 from fpspec.formats import get_format
 
 
@@ -253,7 +253,7 @@ class LoopEmitter:
         """Raise CompileError for a region the loops cannot run (note [regions in loops])."""
         outer, inner = self.arith(), self.kernel.named_arithmetic(name)
         fused_inside = any(isinstance(x, FusedChain) or (isinstance(x, Table) and any(x.fused))
-                           for x in walk(reducer or Fold()))
+                           for x in walk_orders(self.kernel, reducer or Fold()))
         if fused_inside and not stores_fused(self.kernel.arithmetic, inner):
             raise CompileError(f"using({name}, ...): fused nodes inside a region compile only where the region "
                                "changes nothing but a narrower accumulator (their results stored into it)")
@@ -554,13 +554,19 @@ class LoopEmitter:
                          f"min({w}, {lst.m} - {s}), {node(res)})")
                     code(f"{s} += {w}")
                 return res
-            # the short group (q operands) is group p; a first group of one joins the next node
-            # (a first group of one is a fused node of one product: fpspec.arith.evaluate note [fused nodes])
+            # the short group (q operands) is group p.  A first group of one shows in the tree as
+            # one more leaf of the next node (fpspec.tree.fused_chain), a node of W + 1 products: the
+            # fused model takes it as one node where W < the fused w, else (W = w) as a node of the
+            # one product alone whose result is the next node's c (fpspec.arith.evaluate note [fused nodes])
             q, p, g, j = self.fresh("q"), self.fresh("p"), self.fresh("g"), self.fresh("j")
             code(f"{q} = {lst.m} % {w}")
             code(f"{p} = min({py_int(r.at, m=lst.m)}, {lst.m} // {w}) if {q} else -1")
             code(f"{g} = {q} if {p} == 0 else min({w}, {lst.m})")
             code(f"{j} = 1")
+            code(f"if {g} == 1 and {w} < {self.arith().fused.w}:")
+            with code.indent():
+                code(f"{g} = {w} + 1")
+                code(f"{j} = 2")
             code(f"{res} = _fused_range(a, b, {lst.lo}, {lst.step}, {g}, _ZERO)")
             code(f"{s} = {g}")
             code(f"while {s} < {lst.m}:")
@@ -636,7 +642,8 @@ class LoopEmitter:
     def lanes_body(self, r: Lanes, lst, code, k: str):
         if (isinstance(lst, Leaves) and isinstance(r.k, Const) and 2 <= r.k.value <= MAX_UNROLLED_LANES
                 and r.inner == Fold() and not self.leafy()
-                and not any(isinstance(x, WithArithmetic) for x in walk(r.outer))):   # its joins are written inline
+                and not any(isinstance(x, WithArithmetic) for x in walk_orders(self.kernel, r.outer))):
+            # its joins are written inline, in the main arithmetic
             res = self.fresh("r")
             code(f"if {lst.m} >= {r.k.value}:")
             with code.indent():
@@ -1253,6 +1260,12 @@ SPLIT_PARTS = "a recursive split must cut its list into two non-empty parts that
 
 
 
+def tag_settings(program: "LoopProgram") -> list[str]:
+    """The module constant `_join` reads (runtime tags_rt), where the program joins tagged lists."""
+    return [f"_PHANTOM = {PHANTOM}  # the tag of a phantom operand (fpspec.compile.loops note [phantoms])"] \
+        if program.uses_tags else []
+
+
 def _joined_tag(tu: str, tv: str) -> str:
     """The tag of a node's result over operands tagged tu, tv: a phantom where both were
     phantoms (note [phantoms]: no node was made), else a value."""
@@ -1307,7 +1320,7 @@ def emit_program(kernel: Kernel, vector_lanes: bool = False, iterative_splits: b
         constants += [Constant(f"{prefix}_KIDS", table.children, "int64"),
                       Constant(f"{prefix}_OFFS", table.offsets, "int64"),
                       Constant(f"{prefix}_FUSED", table.fused, "bool_")]
-    uses_fused = em.uses_fused or any(isinstance(r, FusedChain) for r in walk(kernel.root))
+    uses_fused = em.uses_fused or any(isinstance(r, FusedChain) for r in walk_orders(kernel, kernel.root))
     functions = tuple(em.functions.values()) + (entry,)
     return LoopProgram(functions, tuple(constants), uses_fused, bool(em.tables),
                        tuple(sorted(em.regions_used)), em.uses_pad, em.uses_tags)

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, replace
 
 from fpspec.arith.model import FMA_PRODUCTS
-from fpspec.compile.ir import Blocks, Call, CompileError, FusedChain, Guard, Kernel, Table, WithArithmetic
+from fpspec.compile.ir import Blocks, Call, CompileError, FusedChain, Guard, Kernel, Table, WithArithmetic, walk
 from fpspec.formats import get_format
 
 NATIVE = {"fp32": "float32", "fp64": "float64"}
@@ -140,42 +140,58 @@ def plan(kernel: Kernel) -> Plan:
     )
 
 
-def fused_only(kernel: Kernel, r, seen: frozenset = frozenset()) -> bool:
+def walk_orders(kernel: Kernel, r):
+    """Every reducer under `r` (fpspec.compile.ir.walk), the named orders it calls included, each
+    order once: what a part of an order holds wherever a `let` puts it."""
+    seen, stack = set(), [r]
+    while stack:
+        for x in walk(stack.pop()):
+            yield x
+            if isinstance(x, Call) and x.name not in seen:
+                seen.add(x.name)
+                stack.append(kernel.order(x.name))
+
+
+def _on_every_path(kernel: Kernel, r, decide, seen: frozenset = frozenset()) -> bool:
+    """decide(node, under) for every order `r` may be: each case of a guard, the order a call
+    names (a call back into an order being decided holds: its base case decides); `under(x)`
+    decides a child x the same way."""
+    if isinstance(r, Guard):
+        return all(_on_every_path(kernel, x, decide, seen)
+                   for x in [c.reducer for c in r.cases] + [r.otherwise] if x is not None)
+    if isinstance(r, Call):
+        return r.name in seen or _on_every_path(kernel, kernel.order(r.name), decide, seen | {r.name})
+    return decide(r, lambda x: _on_every_path(kernel, x, decide, seen))
+
+
+def fused_only(kernel: Kernel, r) -> bool:
     """Whether every node of the order `r` is a fused node (chains, fused literal trees, guards
     and parts of them): its leaves go to fused nodes exactly, or alone to the result (rounded
     to the accumulator), never to a binary node (note [exact leaves])."""
-    if isinstance(r, FusedChain):
-        return True
-    if isinstance(r, Table):
-        return all(r.fused)
-    if isinstance(r, Guard):
-        return all(fused_only(kernel, x, seen) for x in [c.reducer for c in r.cases] + [r.otherwise] if x is not None)
-    if isinstance(r, WithArithmetic):
-        return fused_only(kernel, r.reducer, seen)
-    if isinstance(r, Call):
-        return r.name in seen or fused_only(kernel, kernel.order(r.name), seen | {r.name})
-    return False
+    def decide(x, under) -> bool:
+        if isinstance(x, FusedChain):
+            return True
+        if isinstance(x, Table):
+            return all(x.fused)
+        return isinstance(x, WithArithmetic) and under(x.reducer)
+    return _on_every_path(kernel, r, decide)
 
 
-def part_forms_leaves(kernel: Kernel, r, seen: frozenset = frozenset()) -> bool:
+def part_forms_leaves(kernel: Kernel, r) -> bool:
     """Whether every leaf of `r` reaches a fused node or is formed alone by a part (`using`)
     before any binary node takes it: a block of one leaf in `blocks(b, using(P, fused), seq)`
     is the product rounded once into P's format, which its fp32 product, exact for inputs of
     at most 12 significand bits, gives too (one rounding: P no wider than fp32)."""
     fp32 = get_format("fp32")
-    if isinstance(r, WithArithmetic):
-        part = get_format(kernel.named_arithmetic(r.name).accumulator)
-        return (2 * get_format(kernel.arithmetic.input).precision <= fp32.precision
-                and part.precision <= fp32.precision and part.emax <= fp32.emax and part.emin >= fp32.emin
-                and fused_only(kernel, r.reducer))
-    if isinstance(r, Blocks):
-        return part_forms_leaves(kernel, r.inner, seen)
-    if isinstance(r, Guard):
-        return all(part_forms_leaves(kernel, x, seen) for x in [c.reducer for c in r.cases] + [r.otherwise]
-                   if x is not None)
-    if isinstance(r, Call):
-        return r.name in seen or part_forms_leaves(kernel, kernel.order(r.name), seen | {r.name})
-    return False
+
+    def decide(x, under) -> bool:
+        if isinstance(x, WithArithmetic):
+            part = get_format(kernel.named_arithmetic(x.name).accumulator)
+            return (2 * get_format(kernel.arithmetic.input).precision <= fp32.precision
+                    and part.precision <= fp32.precision and part.emax <= fp32.emax and part.emin >= fp32.emin
+                    and fused_only(kernel, x.reducer))
+        return isinstance(x, Blocks) and under(x.inner)
+    return _on_every_path(kernel, r, decide)
 
 
 # the n of a spec of at most this many lengths, none beyond FEW_N_MAX, are expanded one by one

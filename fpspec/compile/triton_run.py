@@ -164,6 +164,12 @@ class Replica:
         for width, _ in p.chain_ids:
             if width > f.width:
                 raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
+        # a first group of one in a chain narrower than the fused nodes is one node of width + 1
+        # products (fpspec.arith.evaluate note [fused nodes]); the chain kernels make nodes of width
+        lone_first = ((p.segs[:, 3] == CHAIN) | p.stored) & (p.segs[:, 5] == 1) & (p.segs[:, 1] > 1)
+        if p.has_chain and bool((lone_first & (p.segs[:, 4] < f.width)).any()):
+            raise PlanError("a fused chain narrower than the fused nodes whose first group is one operand "
+                            "(its first node takes one product more) is not supported by the triton kernels")
         # a lone product that meets a partial sum or another leaf: an exact product in an fp64
         # slot, and the combine step rounds once (Note [lone products] at mm_lone)
 

@@ -7,6 +7,7 @@ fp32 gives 2**20 + 2**-3, either shortcut 2**20)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from fresh_replicas import assert_fresh_bits, reference_outputs, run_fresh
 
 from fpspec.compile import compile_spec
@@ -61,8 +62,8 @@ def _args(s, x, y):
     return (x, y)
 
 
-def test_a_wider_partial_sum_enters_the_parts_node_exactly(tmp_path):
-    calls, wants = [], []
+def _wider_sums():
+    """(what, replica source, function, args, want) of the cases above, for numpy and numba."""
     rng = np.random.default_rng(7)
     for target in ("numpy", "numba"):
         sources = {}
@@ -73,25 +74,85 @@ def test_a_wider_partial_sum_enters_the_parts_node_exactly(tmp_path):
             args = _args(s, x, y)
             want = reference_outputs(s, s.header.op, args)
             assert want[0] == want0, name                 # the spec's bits are the single rounding
-            calls.append((source, s.header.op, args))
-            wants.append((f"{target}: {name}", want))
+            yield f"{target}: {name}", source, s.header.op, args, want
             # and inputs with nothing special about them
             args = tuple((rng.uniform(-1, 1, a.shape) * 2.0 ** rng.integers(-12, 12, a.shape)).astype(a.dtype)
                          for a in args)
-            calls.append((source, s.header.op, args))
-            wants.append((f"{target}: {name}, random inputs", reference_outputs(s, s.header.op, args)))
-    for got, (what, want) in zip(run_fresh(calls, tmp_path), wants):
+            yield f"{target}: {name}, random inputs", source, s.header.op, args, reference_outputs(s, s.header.op, args)
+
+
+# an order that calls itself inside tail: a recorded plan (numba backend note [plans]) whose row
+# for g (fp64 FMA nodes over a tagged list) calls the compiled function for every carrier a list
+# may have, part0's fp32 lists included
+RECORDED_FMA = parse("op dot\nn in 3\narithmetic { input = fp32 product = fma accumulator = fp64 init = none "
+                     "output = fp64 }\narithmetic part0 { accumulator = fp32 product = rounded }\n"
+                     "let g = seq\nlet f = if n <= 2: using(part0, seq) else: tail(2, f, g)\norder f\n")
+
+
+def _recorded_fma():
+    source = compile_spec(RECORDED_FMA, "numba")
+    assert "_record_plan(n, _PLAN_ENTRY" in source and "buf = _vals__part0(" in source   # g on an fp32 list
+    # ((0 1) 2): part0's fp32 sum 1 + 2**-23, then fma(3, 2**-40, it) in fp64
+    args = (np.array([1 + 2.0 ** -23, 0, 3], np.float32), np.array([1, 0, 2.0 ** -40], np.float32))
+    want = reference_outputs(RECORDED_FMA, "dot", args)
+    assert want.tolist() == [1 + 2.0 ** -23 + 3 * 2.0 ** -40]
+    yield "numba", source, "dot", args, want
+
+
+# pad's block ends with two phantoms (fpspec.compile.loops note [phantoms]) beside an fp64 block sum,
+# folded by the fp32 part: at n = 4 the sum meets one phantom, then the other; at n = 6 the two
+# phantoms meet first (rev), then the sum.  The model has no node there: the sum passes whole.
+TWO_PHANTOMS = spec("dot", "4..6", """
+    if n == 4: blocks(2, seq, pad(4, split(1, seq, using(part0, seq))))
+    elif n == 6: blocks(2, seq, pad(5, split(1, seq, using(part0, rev))))
+    else: seq""")
+
+
+def _two_phantoms():
+    wide = 2.0 ** -4 + 2.0 ** -48          # an fp64 block sum (fp32 would give 2**-4)
+    cases = {4: ([0, 0, 2.0 ** -4, 2.0 ** -48], wide),
+             6: ([0, 0, 2.0 ** 20, 2.0 ** -4, 2.0 ** -48, 0], ABOVE_TIE)}   # part0's node: one rounding
+    for target in ("numpy", "numba"):
+        source = compile_spec(TWO_PHANTOMS, target)
+        for n, (x, want0) in cases.items():
+            args = _args(TWO_PHANTOMS, x, None)
+            want = reference_outputs(TWO_PHANTOMS, "dot", args)
+            assert want[0] == want0, n
+            yield f"{target}, n = {n}", source, "dot", args, want
+
+
+GROUPS = {"wider sums": _wider_sums, "recorded fma": _recorded_fma, "two phantoms": _two_phantoms}
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """group -> [(what, the replica's outputs in one fresh interpreter for the file, the reference)]."""
+    cases = [(group, what, source, function, args, want)
+             for group, make in GROUPS.items() for what, source, function, args, want in make()]
+    outputs = run_fresh([(source, function, args) for _, _, source, function, args, _ in cases],
+                        tmp_path_factory.mktemp("wider"))
+    got = {group: [] for group in GROUPS}
+    for (group, what, *_, want), out in zip(cases, outputs):
+        got[group].append((what, out, want))
+    return got
+
+
+def _assert_group(fresh, group: str, count: int) -> None:
+    assert len(fresh[group]) == count
+    for what, got, want in fresh[group]:
         assert_fresh_bits(got, want, what)
 
 
-def test_an_fp64_fma_node_widens_a_narrower_sum_exactly():
-    """The other way round: code of an fp64 FMA typed for an fp32 list (a recorded order's rows
-    call a compiled function for every carrier a list may have, note [plans]) widens the fp32
-    sum exactly (numba refused to type it: seed 502 spec 2439 of the random-spec soak)."""
-    from numba import njit
+def test_a_wider_partial_sum_enters_the_parts_node_exactly(fresh):
+    _assert_group(fresh, "wider sums", 4 * len(CASES))
 
-    from fpspec.compile.runtime.numba_rt import _fma_into
 
-    fma = njit(lambda x, y, acc: _fma_into(x, y, acc))
-    acc = np.float32(1 + 2.0 ** -23)
-    assert fma(np.float64(3.0), np.float64(2.0 ** -40), acc) == float(acc) + 3 * 2.0 ** -40
+def test_an_fp64_fma_node_widens_a_narrower_sum_exactly(fresh):
+    """The other way round: code of an fp64 FMA typed for an fp32 list widens the fp32 sum
+    exactly (numba refused to type it, and the replica file failed at its first call: seed 502
+    spec 2439 of the random-spec soak)."""
+    _assert_group(fresh, "recorded fma", 1)
+
+
+def test_two_phantoms_in_a_row_leave_a_wider_sum_whole(fresh):
+    _assert_group(fresh, "two phantoms", 4)

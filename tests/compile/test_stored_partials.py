@@ -21,6 +21,7 @@ from fpspec.compile import compile_spec
 from fpspec.errors import SpecError
 from fpspec.spec import parse
 from fpspec.spec.expand import expand_arith
+from fpspec.tree import format_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = Path(__file__).resolve().parent / "data" / "h100_bf16_16x16_splitk.npz"
@@ -75,6 +76,20 @@ def test_the_model_reproduces_the_h100_and_the_order_alone_does_not():
     assert plain_misses > 100   # the stored partials are what the records need
 
 
+def _one_leaf_blocks():
+    """Inputs at K = 17 and 25, where the last block of 8 is one leaf: the lone product
+    (1 + 2**-7)**2 = 1 + 2**-6 + 2**-14 enters the fp32 sum exactly, and 2**-8 beside it makes
+    the bf16 output a tie if it were rounded to bf16 first; then random bf16 values."""
+    rng = np.random.default_rng(17)
+    for K in (17, 25):
+        A = _bf16(rng.integers(0x3C00, 0x4100, (3, K)) ^ (rng.integers(0, 2, (3, K)) << 15))
+        B = _bf16(rng.integers(0x3C00, 0x4100, (K, 2)) ^ (rng.integers(0, 2, (K, 2)) << 15))
+        A[0], B[:, 0] = 0, 0
+        A[0, 0], B[0, 0] = 2.0 ** -8, 1
+        A[0, K - 1] = B[K - 1, 0] = 1 + 2.0 ** -7
+        yield K, A, B
+
+
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory):
     """Every replica call of this file, run by written replicas in one fresh interpreter:
@@ -87,6 +102,9 @@ def fresh(tmp_path_factory):
         for K, A, B, C in _records():
             calls.append((source, "gemm", (A, B)) + (("bfloat16",) if target == "triton" else ()))
             keys.append(("h100", target, K, C))
+        for K, A, B in _one_leaf_blocks():
+            calls.append((source, "gemm", (A, B)) + (("bfloat16",) if target == "triton" else ()))
+            keys.append(("one leaf", target, K, _model(STORED, A, B)))
     for fmt in ("fp16", "bf16"):
         text = PLAIN.replace("bf16", fmt).replace("exponent_floor = -133", "exponent_floor = none")
         text = text.replace("w = 8", "w = 16").replace("blocks(8, fused, seq)", "chain(16)")
@@ -109,6 +127,20 @@ def test_replicas_reproduce_the_h100(target, fresh):
     for (_, _, K, C), got in runs:
         assert not isinstance(got, str), got
         assert _same(got.reshape(C.shape), C), (target, K)
+
+
+@pytest.mark.parametrize("target", ["numpy", "numba", "triton"])
+def test_a_one_leaf_block_adds_its_exact_product(target, fresh):
+    """blocks(8, using(stored_bf16, fused), seq) at K % 8 == 1: the last block is one leaf, no
+    node, and the outer fp32 node takes its exact product (the H100 bf16 split-K order)."""
+    tree = format_tree(expand_arith(parse(STORED), 17)[0])
+    assert tree == "(([0 1 2 3 4 5 6 7] [8 9 10 11 12 13 14 15]) 16)"
+    runs = [(key, got) for key, got in fresh if key[:2] == ("one leaf", target)]
+    assert [key[2] for key, _ in runs] == [17, 25]
+    for (_, _, K, want), got in runs:
+        assert want[0, 0] == 1 + 2.0 ** -6 + 2.0 ** -7, K    # bf16 of 1 + 2**-6 + 2**-8 + 2**-14
+        assert not isinstance(got, str), got
+        assert _same(got.reshape(want.shape), want), (target, K)
 
 
 def test_spec_text_round_trips_and_the_inherited_block_keeps_fp32():

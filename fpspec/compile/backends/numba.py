@@ -12,7 +12,7 @@ import textwrap
 from fpspec.compile.backends import Backend, header, render_template
 from fpspec.compile.backends.numpy import PUBLIC, exact_adds, spec_literal
 from fpspec.compile.ir import Blocks, Call, Const, Fold, Kernel, Lanes
-from fpspec.compile.loops import emit_program
+from fpspec.compile.loops import emit_program, tag_settings
 from fpspec.compile.numerics import (runtime_names, in_region, plan, region_runtime_names, region_plans,
                                      region_settings, settings)
 from fpspec.compile import binned
@@ -83,7 +83,7 @@ class NumbaBackend(Backend):
         else:
             jitted.insert(jitted.index("_final"), "_round_out_emulated")
             rename["_round_out_emulated"] = "_round_out"
-        extra = [f"_IN_CARRY = np.{p.in_carry}", f"_OUT_CARRY = np.{p.out_carry}"]
+        extra = [f"_IN_CARRY = np.{p.in_carry}", f"_OUT_CARRY = np.{p.out_carry}"] + tag_settings(program)
         if program.uses_fused:
             extra += fused_constants(kernel)
         public = PUBLIC[kernel.op]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fpspec.compile.backends import Backend, header, render_template
 from fpspec.compile.ir import Kernel
-from fpspec.compile.loops import emit_program
+from fpspec.compile.loops import emit_program, tag_settings
 from fpspec.compile.numerics import (runtime_names, in_region, plan, region_runtime_names, region_plans,
                                      region_settings, settings)
 from fpspec import formats
@@ -70,7 +70,7 @@ class NumpyBackend(Backend):
             spec_literal=spec_literal(kernel),
             settings=settings(kernel, p) + [
                 f"_ROUND_FIRST = {p.exact_products}  # the result may be an exact product (numerics note [exact leaves])"
-            ] + [line for name, rp in regions for line in region_settings(kernel, name, rp)],
+            ] + tag_settings(program) + [line for name, rp in regions for line in region_settings(kernel, name, rp)],
             runtime=runtime,
             constants=[c.source() for c in program.constants],
             functions=[f.source() for f in program.functions],

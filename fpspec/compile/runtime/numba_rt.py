@@ -15,6 +15,7 @@ from numba.extending import intrinsic, overload
 
 from fpspec.arith.fused import round_value  # noqa: F401 (embedded)
 from fpspec.compile.runtime.inputs_rt import _input, _length, _shape  # noqa: F401 (embedded)
+from fpspec.compile.runtime.tags_rt import _join  # noqa: F401 (embedded)
 
 _ACC = np.float32
 _ACC_FMT = (24, -126, 127)
@@ -802,23 +803,6 @@ def _table_step_binary(a, b, lo, step, size, slots, kids, offs, fused, s):
     if i < size:
         return _add_leaf(slots[j], a, b, lo + i * step)
     return _add_leaf(slots[i], a, b, lo + j * step)
-
-
-def _join(a, b, u, tu, v, tv):
-    """One node over two operands of a tagged value list (fpspec.compile.loops note
-    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms;
-    -2 a phantom (note [phantoms]): no node, the other operand as it is (a leaf rounded alone)."""
-    if tu == -2 and tv < 0:
-        return v
-    if tv == -2 and tu < 0:
-        return u
-    if tu < 0 and tv < 0:
-        return _add(u, v)
-    if tu < 0:
-        return _add_leaf(u, a, b, tv)
-    if tv < 0:
-        return _add_leaf(v, a, b, tu)
-    return _add_leaves(a, b, min(tu, tv), max(tu, tv))
 
 
 def _table_step_values(slots, kids, offs, s):

@@ -11,6 +11,7 @@ import numpy as np
 
 from fpspec.arith.fused import _FORMATS, _sum_round_to_odd, addend, align, largest_exponent, products, round_value
 from fpspec.compile.runtime.inputs_rt import _input, _length, _shape  # noqa: F401 (embedded)
+from fpspec.compile.runtime.tags_rt import _join  # noqa: F401 (embedded)
 from fpspec.formats import _fma64, _fma64_exact
 
 _ACC = np.float32
@@ -101,23 +102,6 @@ def _add_leaves(a, b, i, j):
 def _add_leaves_first(a, b, i, j):
     # product = fma_first: the first leaf fused, the second rounded
     return _add_leaf(_term(a, b, j), a, b, i)
-
-
-def _join(a, b, u, tu, v, tv):
-    """One node over two operands of a tagged value list (fpspec.compile.loops note
-    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms;
-    -2 a phantom (note [phantoms]): no node, the other operand as it is (a leaf rounded alone)."""
-    if tu == -2 and tv < 0:
-        return v
-    if tv == -2 and tu < 0:
-        return u
-    if tu < 0 and tv < 0:
-        return _add(u, v)
-    if tu < 0:
-        return _add_leaf(u, a, b, tv)
-    if tv < 0:
-        return _add_leaf(v, a, b, tu)
-    return _add_leaves(a, b, min(tu, tv), max(tu, tv))
 
 
 def _round_odd_sum(x, y):

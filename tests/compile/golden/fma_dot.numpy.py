@@ -24,6 +24,7 @@ _OUT_FMT = None
 _INIT_ZERO = True  # init +0.0
 _ZERO = _ACC(0.0)
 _ROUND_FIRST = False  # the result may be an exact product (numerics note [exact leaves])
+_PHANTOM = -2  # the tag of a phantom operand (fpspec.compile.loops note [phantoms])
 
 
 def round_value(v, precision: int, emin: int, emax: int, mode: str, subnormals: bool = True):
@@ -88,10 +89,10 @@ def _vals(m):
 def _join(a, b, u, tu, v, tv):
     """One node over two operands of a tagged value list (fpspec.compile.loops note
     [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms;
-    -2 a phantom (note [phantoms]): no node, the other operand as it is (a leaf rounded alone)."""
-    if tu == -2 and tv < 0:
+    _PHANTOM a phantom (note [phantoms]): no node, the other operand as it is (a leaf rounded alone)."""
+    if tu == _PHANTOM and tv < 0:
         return v
-    if tv == -2 and tu < 0:
+    if tv == _PHANTOM and tu < 0:
         return u
     if tu < 0 and tv < 0:
         return _add(u, v)

@@ -1,0 +1,76 @@
+"""Orders the replica soak (benchmarks/soak_replicas.py, seed 505) found compiled wrong, each
+with inputs that show it and exact bits: the replicas are written to files and run in one fresh
+interpreter for the whole file (tests/fresh_replicas.py), as a user runs them."""
+import numpy as np
+import pytest
+from fresh_replicas import assert_fresh_bits, reference_outputs, run_fresh
+
+from fpspec.compile import compile_spec
+from fpspec.errors import FpspecError
+from fpspec.spec.expand import expand_arith
+from fpspec.tree import format_tree
+from test_exact_leaves import spec_of
+
+# seed 505 spec 1526: chain(4, 0) at n = 5 puts the short group (one operand) first; the tree shows it
+# inside the next node, [0 1 2 3 4]: one node of 5 products, which the hardware's w = 16 holds
+CHAIN_FIRST_ONE = """op gemm
+n in 5
+arithmetic {
+    input = fp16 product = fma accumulator = fp32 init = none output = fp32
+    fused { w = 16 extra_bits = 2 aligned = truncate result = rz c_aligned = true exponent_floor = -133 }
+}
+order chain(4, n % 32 // 16)
+"""
+# seed 505 spec 2439: the lanes' outer node is in part0: their fp32 sums meet in a bf16 accumulator
+LANES_OUTER_PART = """op dot
+n in 7
+arithmetic { input = fp16 product = exact accumulator = fp32 init = none output = fp32 }
+arithmetic part0 { accumulator = bf16 product = rounded }
+let r0 = using(part0, seq)
+let h1 = r0
+order lanes(2, seq, h1)
+"""
+
+# 1.5 * 1.5 = 2.25 aligns with its product exponent 0 (fpspec.arith.fused note [unnormalised
+# product]): -2^-25 stays on the node's grid (2^-25) and rz gives 2.25 - 2^-22; taken as the c
+# of a node of its own, 2.25 has exponent 1 and truncates -2^-25 away: 2.25
+A_CHAIN = np.array([[1.5, 2.0 ** -24, 0, 0, 0]], np.float16)
+B_CHAIN = np.array([[1.5], [-0.5], [0], [0], [0]], np.float16)
+# lanes 1.0 and 2^-10: their fp32 sum is not a bf16, which rounds it to 1.0
+X_LANES = np.array([1, 2.0 ** -10, 0, 0, 0, 0, 0], np.float16)
+Y_LANES = np.ones(7, np.float16)
+
+CALLS = {(text, target): args for text, args in ((CHAIN_FIRST_ONE, ("gemm", (A_CHAIN, B_CHAIN))),
+                                                  (LANES_OUTER_PART, ("dot", (X_LANES, Y_LANES))))
+         for target in ("numpy", "numba")}
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """(spec text, target) -> the replica's outputs in a fresh interpreter."""
+    calls = [(compile_spec(spec_of(text), target=target), function, args)
+             for (text, target), (function, args) in CALLS.items()]
+    return dict(zip(CALLS, run_fresh(calls, tmp_path_factory.mktemp("found_orders"))))
+
+
+@pytest.mark.parametrize("target", ["numpy", "numba"])
+def test_a_chains_first_group_of_one_joins_the_next_node_within_w(fresh, target):
+    spec = spec_of(CHAIN_FIRST_ONE)
+    assert format_tree(expand_arith(spec, 5)[0]) == "[0 1 2 3 4]"
+    want = reference_outputs(spec, "gemm", (A_CHAIN, B_CHAIN))
+    assert want.tolist() == [2.25 - 2.0 ** -22]
+    assert_fresh_bits(fresh[CHAIN_FIRST_ONE, target], want, target)
+
+
+def test_triton_refuses_a_chains_first_group_of_one_within_w():
+    # its chain kernels make nodes of the chain's width: the node of width + 1 is refused in one line
+    with pytest.raises(FpspecError, match="first group is one operand"):
+        compile_spec(spec_of(CHAIN_FIRST_ONE), target="triton")
+
+
+@pytest.mark.parametrize("target", ["numpy", "numba"])
+def test_unrolled_lanes_keep_an_outer_order_in_its_part(fresh, target):
+    spec = spec_of(LANES_OUTER_PART)
+    want = reference_outputs(spec, "dot", (X_LANES, Y_LANES))
+    assert want.tolist() == [1.0]
+    assert_fresh_bits(fresh[LANES_OUTER_PART, target], want, target)
