@@ -123,6 +123,8 @@ class NumbaBackend(Backend):
             runtime += "\n\n" + embed(numba_rt, ["_gemm_tile"]) + "\n\n" + embed(numba_rt, ["_gemm_tiled"])
             parallel.append(tiles[1])
         entry, planned = plan_lowering(program, runtime)
+        if not planned:
+            program, entry = length_cases(program, entry)
         if sched:
             entry += "\n\n" + schedule_source(kernel, p, program, runtime + entry, regions)
         kernels_text = "\n\n".join(filter(None, [embed(numba_rt, serial, decorator="@_jit"),
@@ -301,6 +303,51 @@ def _order(a, b, n, plan):
     return _run_plan(a, b, plan)
 '''
     return embed(numba_rt, ["_PlanTerms", "_PlanValues", "_PlanZero", "_plan", "_record_plan"]) + "\n\n" + source, planned
+
+
+# Note [length cases]: an order written as cases on n (`if n <= 3: seq elif ...`, an
+# inferred spec has one per range of n it revealed) is one `_reduce` whose branches
+# numba would all type and compile at the first call, whatever n it has: seconds per
+# case (`_add_leaf` and the others are inlined into each).  Each case is a compiled
+# function of its own, `_reduce_c0`, `_reduce_c1`, ...; `_plan(n)`, plain Python,
+# picks the one for n and the kernel takes it as its `plan` argument, so a first call
+# compiles the kernel with the one case its n needs (the kernel is compiled again,
+# small, for each other case met later).  `_reduce` stays, plain Python, for
+# note [schedules] (it records the case for n).
+def length_cases(program, entry: str):
+    """(`program` with `_reduce` split into one function per case of its top-level
+    `if` on n, the source of `_plan`, `_order` and `_reduce` that pick the case),
+    or (`program`, `entry`) unchanged where `_reduce` is not such an `if`:
+    note [length cases]."""
+    import dataclasses
+
+    reduce = program.functions[-1]
+    body = reduce.body
+    if not (len(body) > 2 and body[0].startswith("if ") and body[-1].startswith("return ")):
+        return program, entry
+    result = body[-1][len("return "):]
+    heads = [i for i, line in enumerate(body[:-1]) if line and not line.startswith(" ")]
+    if any(not body[i].startswith(("if ", "elif ", "else:")) for i in heads) or not body[heads[-1]] == "else:":
+        return program, entry
+    cases, tests = [], []
+    for c, (lo, hi) in enumerate(zip(heads, heads[1:] + [len(body) - 1])):
+        branch = tuple(line[4:] for line in body[lo + 1:hi])
+        if not any(line.startswith(f"{result} = ") for line in branch):
+            if not (len(branch) == 1 and branch[0].startswith("raise ")):
+                return program, entry
+            branch += ("return _ZERO",)     # unreachable: gives the case the type of the others
+        else:
+            branch += (f"return {result}",)
+        name = f"_reduce_c{c}"
+        cases.append(dataclasses.replace(reduce, name=name, body=branch,
+                                         doc=f"{reduce.doc.rstrip('.')}: case {c}, `{body[lo].rstrip(':')}`"))
+        tests.append(f"    {body[lo]}\n        return {name}")
+    source = (NO_PLAN + "\n\ndef _plan(n):\n"
+              '    """The compiled case of the order for length n (note [length cases] in\n'
+              '    fpspec.compile.backends.numba)."""\n' + "\n".join(tests) + "\n\n\n"
+              "def _reduce(a, b, n):\n    return _plan(n)(a, b, n)\n\n\n"
+              "@_inline\ndef _order(a, b, n, plan):\n    return plan(a, b, n)\n")
+    return dataclasses.replace(program, functions=program.functions[:-1] + tuple(cases)), source
 
 
 # Note [identical functions]: the loop code has a function per node of the order, so an
