@@ -7,6 +7,7 @@ embedded so the replica imports only numpy and numba.
 """
 from __future__ import annotations
 
+import re
 import textwrap
 
 from fpspec.compile.backends import Backend, header, render_template
@@ -355,40 +356,34 @@ def length_cases(program, entry: str):
 # function under many names (`_pairwise1_V` ... `_pairwise18_V`), each compiled on its own
 # for about a second.  Functions that are the same up to the names of their numbered locals
 # (same parameters, same arithmetic) are one: the first is kept and called for all.
+# Comparing functions is text work at every compile of such an order: one regular
+# expression pass per function, no tokenizer or parser (the path exists to be short).
+_STRING_OR_NUMBERED = re.compile(r"""('[^'\n]*'|"[^"\n]*")|(?<![\w.])([a-z]+\d+)\b""")
+_TARGETS = re.compile(r"^\s*(?:for\s+([\w, ]+?)\s+in\b|([\w, ]+?)\s*(?:[-+*/%]|//)?=(?!=))")
+
+
 def merge_identical(program):
     """`program` with every function that repeats an earlier one (note [identical
     functions]) dropped and its calls made to the earlier one."""
-    import ast
     import dataclasses
-    import io
-    import re
-    import tokenize
-
-    numbered = re.compile(r"[a-z]+\d+$")
-
-    def tokens(f):
-        return list(tokenize.generate_tokens(io.StringIO("\n".join(f.body) + "\n").readline))
 
     def key(f):
-        tree = ast.parse(f.source())
-        local = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        local |= set(f.params)
+        text = "\n".join(f.body)
+        # the function's own names: its parameters and what its lines assign
+        local = set(f.params)
+        for line in f.body:
+            m = _TARGETS.match(line)
+            if m:
+                local.update(w.strip() for w in (m.group(1) or m.group(2)).split(","))
         names: dict[str, str] = {}
-        out = []
-        for t in tokens(f):
-            word = t.string
-            if t.type == tokenize.NAME and word in local and numbered.match(word):
-                word = names.setdefault(word, f"v{len(names)}")
-            out.append((t.type, word))
-        region = f.name.rsplit("__", 1)[1] if "__" in f.name[1:] else ""
-        return f.params, region, tuple(out)
 
-    def renamed(f, same):
-        if not any(t.type == tokenize.NAME and t.string in same for t in tokens(f)):
-            return f
-        body = [re.sub(r"(?<![\w.])(" + "|".join(map(re.escape, same)) + r")(?=\()",
-                       lambda m: same[m.group(1)], line) for line in f.body]
-        return dataclasses.replace(f, body=tuple(body))
+        def canonical(m):
+            word = m.group(2)
+            if word is None or word not in local:
+                return m.group(0)
+            return names.setdefault(word, f"v{len(names)}")
+        region = f.name.rsplit("__", 1)[1] if "__" in f.name[1:] else ""
+        return f.params, region, _STRING_OR_NUMBERED.sub(canonical, text)
 
     functions = list(program.functions)
     while True:
@@ -400,7 +395,12 @@ def merge_identical(program):
                 same[f.name] = same_as
         if not same:
             return dataclasses.replace(program, functions=tuple(functions))
-        functions = [renamed(f, same) for f in functions if f.name not in same]
+        call = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, same)) + r")(?=\()")
+
+        def renamed(f):
+            body = tuple(call.sub(lambda m: same[m.group(1)], line) for line in f.body)
+            return f if body == f.body else dataclasses.replace(f, body=body)
+        functions = [renamed(f) for f in functions if f.name not in same]
 
 
 def region_runtime(rp, table: str | None, tags: bool) -> str:
