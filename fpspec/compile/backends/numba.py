@@ -35,7 +35,7 @@ from fpspec.compile.runtime import numba_rt
 # gemv and gemm run the order from rows recorded per n through one small
 # compiled loop (note [schedules] in fpspec.compile.runtime.numba_rt), with
 # only the branches for the operations the order's code has.
-INLINE = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_final", "_round_out", "_join")
+INLINE = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_final", "_round_out")
 
 # the compiled kernel behind each public function
 KERNELS = {"sum": "_one_kernel", "sums": "_columns_kernel", "dot": "_one_kernel",
@@ -334,11 +334,8 @@ def length_cases(program, entry: str):
     for c, (lo, hi) in enumerate(zip(heads, heads[1:] + [len(body) - 1])):
         branch = tuple(line[4:] for line in body[lo + 1:hi])
         if not any(line.startswith(f"{result} = ") for line in branch):
-            if not (len(branch) == 1 and branch[0].startswith("raise ")):
-                return program, entry
-            branch += ("return _ZERO",)     # unreachable: gives the case the type of the others
-        else:
-            branch += (f"return {result}",)
+            return program, entry
+        branch += (f"return {result}",)
         name = f"_reduce_c{c}"
         cases.append(dataclasses.replace(reduce, name=name, body=branch,
                                          doc=f"{reduce.doc.rstrip('.')}: case {c}, `{body[lo].rstrip(':')}`"))

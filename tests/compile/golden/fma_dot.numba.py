@@ -153,6 +153,24 @@ def _fma_into_typed(x, y, acc):
     return lambda x, y, acc: np.float32(_round_odd_sum(np.float64(x) * np.float64(y), np.float64(acc)))
 
 
+@_jit
+def _join(a, b, u, tu, v, tv):
+    """One node over two operands of a tagged value list (fpspec.compile.loops note
+    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms;
+    -2 a phantom (note [phantoms]): no node, the other operand as it is (a leaf rounded alone)."""
+    if tu == -2 and tv < 0:
+        return v
+    if tv == -2 and tu < 0:
+        return u
+    if tu < 0 and tv < 0:
+        return _add(u, v)
+    if tu < 0:
+        return _add_leaf(u, a, b, tv)
+    if tv < 0:
+        return _add_leaf(v, a, b, tu)
+    return _add_leaves(a, b, min(tu, tv), max(tu, tv))
+
+
 @_inline
 def _round_acc(v):
     return _ACC(v)
@@ -182,24 +200,6 @@ def _add_leaves(a, b, i, j):
 @_inline
 def _vals(m):
     return np.empty(m, _ACC)
-
-
-@_inline
-def _join(a, b, u, tu, v, tv):
-    """One node over two operands of a tagged value list (fpspec.compile.loops note
-    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms;
-    -2 a phantom (note [phantoms]): no node, the other operand as it is (a leaf rounded alone)."""
-    if tu == -2 and tv < 0:
-        return v
-    if tv == -2 and tu < 0:
-        return u
-    if tu < 0 and tv < 0:
-        return _add(u, v)
-    if tu < 0:
-        return _add_leaf(u, a, b, tv)
-    if tv < 0:
-        return _add_leaf(v, a, b, tu)
-    return _add_leaves(a, b, min(tu, tv), max(tu, tv))
 
 
 @_inline
