@@ -56,8 +56,8 @@ class NumbaBackend(Backend):
         if binned.is_binned(kernel):   # order-independent: no loops (fpspec.compile.binned)
             return binned.render_numba(self, kernel)
         p = plan(kernel)
-        program = merge_identical(wide_lists(emit_program(kernel, vector_lanes=vector_lanes(kernel, p),
-                                                          iterative_splits=True, typed_ints=True)))
+        program = step_one_walks(merge_identical(wide_lists(emit_program(kernel, vector_lanes=vector_lanes(kernel, p),
+                                                          iterative_splits=True, typed_ints=True))))
         names, rename = runtime_names(p, program, fma=_numba_fma(p))
         if "_table_step" in names:
             # without fused nodes the table step must not mention the fused model
@@ -142,7 +142,9 @@ class NumbaBackend(Backend):
             + [line for name, rp in regions for line in region_settings(kernel, name, rp)],
             runtime=runtime,
             constants=[c.source() for c in program.constants],
-            functions=[f.source() if f.name in planned else "@_jit\n" + f.source() for f in program.functions],
+            functions=[f.source() if f.name in planned else
+                       ("@_inline\n" if f.body[0].endswith(STEP_ONE.format("(")[-24:]) else "@_jit\n") + f.source()
+                       for f in program.functions],
             kernels=entry + "\n\n" + kernels_text,
             api=embed(numba_rt, [f"api_{n}" for n in public], {f"api_{n}": n for n in public}),
         )
@@ -359,35 +361,37 @@ _STRING_OR_NUMBERED = re.compile(r"""('[^'\n]*'|"[^"\n]*")|(?<![\w.])([a-z]+\d+)
 _TARGETS = re.compile(r"^\s*(?:for\s+([\w, ]+?)\s+in\b|([\w, ]+?)\s*(?:[-+*/%]|//)?=(?!=))")
 
 
+def _shape(f):
+    """What makes two generated functions one (note [identical functions])."""
+    text = "\n".join(f.body)
+    # the function's own names: its parameters and what its lines assign
+    local = set(f.params)
+    for line in f.body:
+        m = _TARGETS.match(line)
+        if m:
+            local.update(w.strip() for w in (m.group(1) or m.group(2)).split(","))
+    names: dict[str, str] = {}
+
+    def canonical(m):
+        word = m.group(2)
+        if word is None or word not in local:
+            return m.group(0)
+        return names.setdefault(word, f"v{len(names)}")
+    region = f.name.rsplit("__", 1)[1] if "__" in f.name[1:] else ""
+    return f.params, region, _STRING_OR_NUMBERED.sub(canonical, text)
+
+
 def merge_identical(program):
     """`program` with every function that repeats an earlier one (note [identical
     functions]) dropped and its calls made to the earlier one."""
     import dataclasses
-
-    def key(f):
-        text = "\n".join(f.body)
-        # the function's own names: its parameters and what its lines assign
-        local = set(f.params)
-        for line in f.body:
-            m = _TARGETS.match(line)
-            if m:
-                local.update(w.strip() for w in (m.group(1) or m.group(2)).split(","))
-        names: dict[str, str] = {}
-
-        def canonical(m):
-            word = m.group(2)
-            if word is None or word not in local:
-                return m.group(0)
-            return names.setdefault(word, f"v{len(names)}")
-        region = f.name.rsplit("__", 1)[1] if "__" in f.name[1:] else ""
-        return f.params, region, _STRING_OR_NUMBERED.sub(canonical, text)
 
     functions = list(program.functions)
     while True:
         first: dict = {}
         same: dict[str, str] = {}
         for f in functions[:-1]:           # the entry, `_reduce`, last, is never a repeat
-            same_as = first.setdefault(key(f), f.name)
+            same_as = first.setdefault(_shape(f), f.name)
             if same_as != f.name:
                 same[f.name] = same_as
         if not same:
@@ -398,6 +402,27 @@ def merge_identical(program):
             body = tuple(call.sub(lambda m: same[m.group(1)], line) for line in f.body)
             return f if body == f.body else dataclasses.replace(f, body=body)
         functions = [renamed(f) for f in functions if f.name not in same]
+
+
+# A walk over leaves at step 1 (`_pairwise0_L1`, its first line `step = 1`) that repeats
+# a walk at any step (`_pairwise1_L`) is that walk, called with step 1: one compilation
+# (note [identical functions]); the step-1 name stays, inlined.
+STEP_ONE = "return {}(a, b, lo, np.int64(1), m)"
+
+
+def step_one_walks(program):
+    """`program` with every step-1 walk that repeats a walk at any step made a call to it."""
+    import dataclasses
+
+    any_step = {_shape(f): f.name for f in program.functions if f.params == ("a", "b", "lo", "step", "m")}
+
+    def walk(f):
+        if f.params != ("a", "b", "lo", "m") or not f.body or f.body[0] != "step = 1":
+            return f
+        general = any_step.get(_shape(dataclasses.replace(f, params=("a", "b", "lo", "step", "m"),
+                                                          body=f.body[1:])))
+        return f if general is None else dataclasses.replace(f, body=(STEP_ONE.format(general),))
+    return dataclasses.replace(program, functions=tuple(walk(f) for f in program.functions))
 
 
 def region_runtime(rp, table: str | None, tags: bool) -> str:

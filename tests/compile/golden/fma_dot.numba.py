@@ -284,80 +284,10 @@ def _run_parallel(kernel, n, *args):
 
 
 
-@_jit
+@_inline
 def _pairwise0_L1(a, b, lo, m):
     """pairwise0: reduce the leaves lo, lo + step, ... (m of them)."""
-    step = 1
-    tl10 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
-    tm11 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
-    vs12 = _vals(160)
-    tl10[0] = lo
-    tm11[0] = m
-    tp13 = 1
-    vp14 = 0
-    while tp13 > 0:
-        tp13 -= 1
-        cl15 = tl10[tp13]
-        cm16 = tm11[tp13]
-        if cm16 == -1:
-            vp14 -= 1
-            vs12[vp14 - 1] = _add(vs12[vp14 - 1], vs12[vp14])
-            continue
-        if cm16 == -2:
-            vs12[vp14 - 1] = _add_leaf(vs12[vp14 - 1], a, b, cl15)
-            continue
-        if vp14 == vs12.shape[0]:
-            grown19 = _vals(2 * vp14)
-            for i18 in range(vp14):
-                grown19[i18] = vs12[i18]
-            vs12 = grown19
-        if tp13 + 3 > tl10.shape[0]:
-            grown20 = np.empty(2 * tp13 + 3, np.int64)
-            for i18 in range(tp13):
-                grown20[i18] = tl10[i18]
-            tl10 = grown20
-            grown21 = np.empty(2 * tp13 + 3, np.int64)
-            for i18 in range(tp13):
-                grown21[i18] = tm11[i18]
-            tm11 = grown21
-        if cm16 == 1:
-            vs12[vp14] = _term(a, b, cl15)
-            vp14 += 1
-            continue
-        h17 = cm16 // 2
-        if h17 < 1 or h17 > cm16 - 1:
-            raise ValueError('a pairwise split falls outside the list')
-        if cm16 == 2:
-            vs12[vp14] = _add_leaves(a, b, cl15, cl15 + step)
-            vp14 += 1
-            continue
-        if h17 == 1:
-            tl10[tp13] = cl15
-            tm11[tp13] = -2
-            tp13 += 1
-            tl10[tp13] = cl15 + step
-            tm11[tp13] = cm16 - 1
-            tp13 += 1
-            continue
-        if h17 == cm16 - 1:
-            tl10[tp13] = cl15 + h17 * step
-            tm11[tp13] = -2
-            tp13 += 1
-            tl10[tp13] = cl15
-            tm11[tp13] = h17
-            tp13 += 1
-            continue
-        tl10[tp13] = 0
-        tm11[tp13] = -1
-        tp13 += 1
-        tl10[tp13] = cl15 + h17 * step
-        tm11[tp13] = cm16 - h17
-        tp13 += 1
-        tl10[tp13] = cl15
-        tm11[tp13] = h17
-        tp13 += 1
-    r22 = vs12[0]
-    return r22
+    return _pairwise1_L(a, b, lo, np.int64(1), m)
 
 
 @_jit
