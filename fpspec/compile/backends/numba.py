@@ -387,11 +387,14 @@ def merge_identical(program):
     import dataclasses
 
     functions = list(program.functions)
+    shapes: dict = {}      # a function's shape, computed once however many rounds it stays
     while True:
         first: dict = {}
         same: dict[str, str] = {}
         for f in functions[:-1]:           # the entry, `_reduce`, last, is never a repeat
-            same_as = first.setdefault(_shape(f), f.name)
+            if f not in shapes:
+                shapes[f] = _shape(f)
+            same_as = first.setdefault(shapes[f], f.name)
             if same_as != f.name:
                 same[f.name] = same_as
         if not same:
