@@ -34,7 +34,10 @@ from fpspec.compile.runtime import numba_rt
 # nogil, run on threads (a numba parallel loop compiles for seconds more);
 # gemv and gemm run the order from rows recorded per n through one small
 # compiled loop (note [schedules] in fpspec.compile.runtime.numba_rt), with
-# only the branches for the operations the order's code has.
+# only the branches for the operations the order's code has; an order with
+# cases on n compiles only the case of the length called (note [length
+# cases]).  `_join` (six branches) is compiled once, not inlined at every
+# node of a tagged walk: typing it at each call site cost more.
 INLINE = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_final", "_round_out")
 
 # the compiled kernel behind each public function
