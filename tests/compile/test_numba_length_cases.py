@@ -37,3 +37,20 @@ def test_an_order_without_cases_stays_one_compiled_reduce():
     assert "_reduce_c0" not in replica and replica["_plan"](5) is replica["_NO_PLAN"]
     x = np.arange(1, 6, dtype=np.float32)
     assert replica["sum"](x) == np.float32(15.0) and len(replica["_reduce"].signatures) == 1
+
+
+def test_code_for_lengths_a_case_never_has_is_dropped():
+    from fpspec.compile.backends.numba import short_lengths_dropped
+
+    lines = ("if (n < 8):", "    r2 = _x(a, b, n)", "else:", "    r2 = _y(a, b, n)", "r1 = r2")
+    assert short_lengths_dropped(lines, 8) == ("r2 = _y(a, b, n)", "r1 = r2")
+    assert short_lengths_dropped(lines, 7) == lines
+    spec = parse(SPEC.split("order")[0].replace("1..16", "1..40")
+                 + "order\n    if n <= 7: seq\n    else: tail(8, lanes(2, seq, pairwise), split(1, seq, seq))\n")
+    source = compile_spec(spec, target="numba")
+    case = source[source.index("def _reduce_c1("):source.index("def _plan(")]
+    assert "(n < 8)" not in case and "(n < 8)" in compile_spec(spec, target="numpy")
+    replica, reference = load(source), load(compile_spec(spec, target="numpy"))
+    x = (np.random.default_rng(7).standard_normal(40) * 2.0 ** np.arange(-20, 20)).astype(np.float32)
+    assert ([replica["sum"](x[:n]).tobytes() for n in range(1, 41)]
+            == [reference["sum"](x[:n]).tobytes() for n in range(1, 41)])

@@ -336,11 +336,15 @@ def length_cases(program, entry: str):
     if any(not body[i].startswith(("if ", "elif ", "else:")) for i in heads) or not body[heads[-1]] == "else:":
         return program, entry
     cases, tests = [], []
+    least = 0       # n fails every earlier case's condition: a case `n <= A` before means n > A
     for c, (lo, hi) in enumerate(zip(heads, heads[1:] + [len(body) - 1])):
-        branch = tuple(line[4:] for line in body[lo + 1:hi])
+        branch = short_lengths_dropped(tuple(line[4:] for line in body[lo + 1:hi]), least)
         if not any(line.startswith(f"{result} = ") for line in branch):
             return program, entry
         branch += (f"return {result}",)
+        bound = re.fullmatch(r"(?:el)?if \(n (<=?) (\d+)\):", body[lo])
+        if bound:
+            least = max(least, int(bound.group(2)) + (bound.group(1) == "<="))
         name = f"_reduce_c{c}"
         cases.append(dataclasses.replace(reduce, name=name, body=branch,
                                          doc=f"{reduce.doc.rstrip('.')}: case {c}, `{body[lo].rstrip(':')}`"))
@@ -351,6 +355,21 @@ def length_cases(program, entry: str):
               "def _reduce(a, b, n):\n    return _plan(n)(a, b, n)\n\n\n"
               "@_inline\ndef _order(a, b, n, plan):\n    return plan(a, b, n)\n")
     return dataclasses.replace(program, functions=program.functions[:-1] + tuple(cases)), source
+
+
+def short_lengths_dropped(lines: tuple[str, ...], least: int) -> tuple[str, ...]:
+    """`lines` (a case's code, note [length cases]) with every top-level `if n < K: ... else:`
+    where n >= least >= K replaced by its `else` part: code for lengths the case never has
+    (`tail(32, ..., split(1, seq, seq))` under `else` after `n <= 31`) is not compiled."""
+    top = [i for i, line in enumerate(lines) if line and not line.startswith(" ")]
+    for at, (i, j) in enumerate(zip(top, top[1:])):
+        short = re.fullmatch(r"if \(?n < (\d+)\)?:", lines[i])
+        after = top[at + 2] if at + 2 < len(top) else len(lines)
+        if (short and int(short.group(1)) <= least and lines[j] == "else:"
+                and not (after < len(lines) and lines[after].startswith(("elif", "else")))):
+            kept = lines[:i] + tuple(line[4:] for line in lines[j + 1:after]) + lines[after:]
+            return short_lengths_dropped(kept, least)
+    return lines
 
 
 # Note [identical functions]: the loop code has a function per node of the order, so an
