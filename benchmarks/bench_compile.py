@@ -2,7 +2,7 @@
 """Replicas vs the library op, side by side in one run (fpspec compile).
 
     python benchmarks/bench_compile.py [--quick] [--verify N] [--first-call [--only-first-call]]
-                                       [--rows sum,dot,matmul,h100] [--specs GLOB[,GLOB...]]
+                                       [--rows sum,dot,matmul,h100] [--specs GLOB[,GLOB...]] [--compiled]
 
 Each row: the library op, the Numba replica and the NumPy replica of the
 op's revealed spec on the same inputs (best of a few runs, after a warm-up
@@ -28,6 +28,8 @@ outputs (the compiled code does not depend on the shape; the first call's time
 is then compiling and one small call, not a large emulated product).  A fresh
 interpreter that runs past --call-timeout S seconds (default 120) is stopped
 and shown as such.
+--compiled: under each spec, the functions its first call compiled (numba's compile events), the
+outermost first, each with its seconds including the functions it called (where the time goes).
 --verify N: also compare replicas and library bit for bit on N random and
 adversarial inputs per size (numpy.sum at n = 1..300 and a few large n).
 numpy.matmul's spec is revealed at the benchmarked shape (its order depends
@@ -53,6 +55,7 @@ ROWS = (sys.argv[sys.argv.index("--rows") + 1].split(",") if "--rows" in sys.arg
         else ["sum", "dot", "matmul", "h100"])
 SPECS = sys.argv[sys.argv.index("--specs") + 1] if "--specs" in sys.argv else "**/*.fps"
 SHARD = tuple(int(x) for x in sys.argv[sys.argv.index("--shard") + 1].split("/")) if "--shard" in sys.argv else (0, 1)
+COMPILED = "--compiled" in sys.argv
 CALL_TIMEOUT = float(sys.argv[sys.argv.index("--call-timeout") + 1]) if "--call-timeout" in sys.argv else 120.0
 # outputs of a first call where the order does not depend on the output position
 FIRST_CALL_OUTPUTS = 64
@@ -236,6 +239,17 @@ def verify(count):
 FIRST_CALL_SCRIPT = """
 import importlib.util, sys, time
 import numpy as np
+if sys.argv[8] == "1":      # --compiled: seconds of each function numba compiles, callees included
+    from numba.core import event
+    class Compiled(event.Listener):
+        started, rows = [], []
+        def on_start(self, ev):
+            self.started.append(time.perf_counter())
+        def on_end(self, ev):
+            f = getattr(ev.data.get("dispatcher"), "py_func", None)
+            self.rows.append((len(self.started) - 1, getattr(f, "__name__", "?"), time.perf_counter() - self.started.pop()))
+    compiled = Compiled()
+    event.register("numba:compile", compiled)
 t = time.perf_counter()
 spec = importlib.util.spec_from_file_location("replica", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
@@ -252,6 +266,8 @@ def arr(*shape):
 args = {"sum": lambda: (arr(n),), "dot": lambda: (arr(n), arr(n)), "gemv": lambda: (arr(m, n), arr(n)),
         "gemm": lambda: (arr(m, n), arr(n, p))}[op]()
 getattr(module, op)(*args)
+if sys.argv[8] == "1":
+    print(" ".join(f"{'.' * depth}{name} {s:.2f}" for depth, name, s in compiled.rows[::-1] if depth < 3))
 """
 
 
@@ -323,11 +339,14 @@ def first_calls():
                 with open(file, "w") as f:
                     f.write(source)
                 call_s, done = fresh(["-c", FIRST_CALL_SCRIPT, file, op, str(n), str(m or 4), str(p or 4), dtype,
-                                      spec_format(spec)[0]])
+                                      spec_format(spec)[0], "1" if COMPILED else "0"])
                 if done.returncode != 0:
                     cells.append(("failed", done.stderr.strip().splitlines()[-1][:60]))
                     continue
                 cells.append((compile_s, call_s, fresh.cpu))
+                if COMPILED:
+                    listing = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+                    print(f"  {target} first call compiled (wall s, callees included; a dot per call depth): {listing}")
                 if compile_s + fresh.cpu > slowest[target][0]:
                     slowest[target] = (compile_s + fresh.cpu, name)
             nb, npy = cells if len(cells) == 2 else (cells[0], ("-", ""))

@@ -55,3 +55,20 @@ def test_a_many_case_order_compiles_each_walk_once_and_keeps_its_bits():
     numba_scope: dict = {"__name__": "replica"}
     exec(compile(source, "numba_replica", "exec"), numba_scope)
     assert [numba_scope["sum"](x[:n]).tobytes() for n in range(1, 13)] == want
+
+
+def test_a_step_one_walk_that_repeats_a_walk_at_any_step_calls_it():
+    from fpspec.compile.backends.numba import step_one_walks
+
+    walk = ["r{0} = _term(a, b, lo)", "for i{1} in range(1, m):", "    r{0} = _add_leaf(r{0}, a, b, lo + i{1} * step)",
+            "return r{0}"]
+    program = LoopProgram(functions=(
+        fn("_w1_L", [line.format(3, 4) for line in walk], ("a", "b", "lo", "step", "m")),
+        fn("_w2_L1", ["step = 1"] + [line.format(5, 6) for line in walk], ("a", "b", "lo", "m")),
+        fn("_w3_L1", ["step = 1"] + [line.format(5, 6).replace("_add_leaf(", "_add_leaf__p(") for line in walk],
+           ("a", "b", "lo", "m")),
+        fn("_reduce", ["return _w2_L1(a, b, 0, n) + _w3_L1(a, b, 0, n)"], ("a", "b", "n")),
+    ), constants=(), uses_fused=False, uses_tables=False)
+    walks = step_one_walks(program).functions
+    assert walks[1].body == ("return _w1_L(a, b, lo, np.int64(1), m)",)
+    assert walks[0] == program.functions[0] and walks[2:] == program.functions[2:]

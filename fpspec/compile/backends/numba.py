@@ -7,6 +7,7 @@ embedded so the replica imports only numpy and numba.
 """
 from __future__ import annotations
 
+import re
 import textwrap
 
 from fpspec.compile.backends import Backend, header, render_template
@@ -33,8 +34,11 @@ from fpspec.compile.runtime import numba_rt
 # nogil, run on threads (a numba parallel loop compiles for seconds more);
 # gemv and gemm run the order from rows recorded per n through one small
 # compiled loop (note [schedules] in fpspec.compile.runtime.numba_rt), with
-# only the branches for the operations the order's code has.
-INLINE = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_final", "_round_out", "_join")
+# only the branches for the operations the order's code has; an order with
+# cases on n compiles only the case of the length called (note [length
+# cases]).  `_join` (six branches) is compiled once, not inlined at every
+# node of a tagged walk: typing it at each call site cost more.
+INLINE = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_final", "_round_out")
 
 # the compiled kernel behind each public function
 KERNELS = {"sum": "_one_kernel", "sums": "_columns_kernel", "dot": "_one_kernel",
@@ -55,8 +59,8 @@ class NumbaBackend(Backend):
         if binned.is_binned(kernel):   # order-independent: no loops (fpspec.compile.binned)
             return binned.render_numba(self, kernel)
         p = plan(kernel)
-        program = merge_identical(wide_lists(emit_program(kernel, vector_lanes=vector_lanes(kernel, p),
-                                                          iterative_splits=True, typed_ints=True)))
+        program = step_one_walks(merge_identical(wide_lists(emit_program(kernel, vector_lanes=vector_lanes(kernel, p),
+                                                          iterative_splits=True, typed_ints=True))))
         names, rename = runtime_names(p, program, fma=_numba_fma(p))
         if "_table_step" in names:
             # without fused nodes the table step must not mention the fused model
@@ -123,6 +127,8 @@ class NumbaBackend(Backend):
             runtime += "\n\n" + embed(numba_rt, ["_gemm_tile"]) + "\n\n" + embed(numba_rt, ["_gemm_tiled"])
             parallel.append(tiles[1])
         entry, planned = plan_lowering(program, runtime)
+        if not planned:
+            program, entry = length_cases(program, entry)
         if sched:
             entry += "\n\n" + schedule_source(kernel, p, program, runtime + entry, regions)
         kernels_text = "\n\n".join(filter(None, [embed(numba_rt, serial, decorator="@_jit"),
@@ -139,7 +145,9 @@ class NumbaBackend(Backend):
             + [line for name, rp in regions for line in region_settings(kernel, name, rp)],
             runtime=runtime,
             constants=[c.source() for c in program.constants],
-            functions=[f.source() if f.name in planned else "@_jit\n" + f.source() for f in program.functions],
+            functions=[f.source() if f.name in planned else
+                       ("@_inline\n" if f.body[0].endswith(STEP_ONE.format("(")[-24:]) else "@_jit\n") + f.source()
+                       for f in program.functions],
             kernels=entry + "\n\n" + kernels_text,
             api=embed(numba_rt, [f"api_{n}" for n in public], {f"api_{n}": n for n in public}),
         )
@@ -303,57 +311,143 @@ def _order(a, b, n, plan):
     return embed(numba_rt, ["_PlanTerms", "_PlanValues", "_PlanZero", "_plan", "_record_plan"]) + "\n\n" + source, planned
 
 
+# Note [length cases]: an order written as cases on n (`if n <= 3: seq elif ...`, an
+# inferred spec has one per range of n it revealed) is one `_reduce` whose branches
+# numba would all type and compile at the first call, whatever n it has: seconds per
+# case (`_add_leaf` and the others are inlined into each).  Each case is a compiled
+# function of its own, `_reduce_c0`, `_reduce_c1`, ...; `_plan(n)`, plain Python,
+# picks the one for n and the kernel takes it as its `plan` argument, so a first call
+# compiles the kernel with the one case its n needs (the kernel is compiled again,
+# small, for each other case met later).  `_reduce` stays, plain Python, for
+# note [schedules] (it records the case for n).
+def length_cases(program, entry: str):
+    """(`program` with `_reduce` split into one function per case of its top-level
+    `if` on n, the source of `_plan`, `_order` and `_reduce` that pick the case),
+    or (`program`, `entry`) unchanged where `_reduce` is not such an `if`:
+    note [length cases]."""
+    import dataclasses
+
+    reduce = program.functions[-1]
+    body = reduce.body
+    if not (len(body) > 2 and body[0].startswith("if ") and body[-1].startswith("return ")):
+        return program, entry
+    result = body[-1][len("return "):]
+    heads = [i for i, line in enumerate(body[:-1]) if line and not line.startswith(" ")]
+    if any(not body[i].startswith(("if ", "elif ", "else:")) for i in heads) or not body[heads[-1]] == "else:":
+        return program, entry
+    cases, tests = [], []
+    least = 0       # n fails every earlier case's condition: a case `n <= A` before means n > A
+    for c, (lo, hi) in enumerate(zip(heads, heads[1:] + [len(body) - 1])):
+        branch = short_lengths_dropped(tuple(line[4:] for line in body[lo + 1:hi]), least)
+        if not any(line.startswith(f"{result} = ") for line in branch):
+            return program, entry
+        branch += (f"return {result}",)
+        bound = re.fullmatch(r"(?:el)?if \(n (<=?) (\d+)\):", body[lo])
+        if bound:
+            least = max(least, int(bound.group(2)) + (bound.group(1) == "<="))
+        name = f"_reduce_c{c}"
+        cases.append(dataclasses.replace(reduce, name=name, body=branch,
+                                         doc=f"{reduce.doc.rstrip('.')}: case {c}, `{body[lo].rstrip(':')}`"))
+        tests.append(f"    {body[lo]}\n        return {name}")
+    source = (NO_PLAN + "\n\ndef _plan(n):\n"
+              '    """The compiled case of the order for length n (note [length cases] in\n'
+              '    fpspec.compile.backends.numba)."""\n' + "\n".join(tests) + "\n\n\n"
+              "def _reduce(a, b, n):\n    return _plan(n)(a, b, n)\n\n\n"
+              "@_inline\ndef _order(a, b, n, plan):\n    return plan(a, b, n)\n")
+    return dataclasses.replace(program, functions=program.functions[:-1] + tuple(cases)), source
+
+
+def short_lengths_dropped(lines: tuple[str, ...], least: int) -> tuple[str, ...]:
+    """`lines` (a case's code, note [length cases]) with every top-level `if n < K: ... else:`
+    where n >= least >= K replaced by its `else` part: code for lengths the case never has
+    (`tail(32, ..., split(1, seq, seq))` under `else` after `n <= 31`) is not compiled."""
+    top = [i for i, line in enumerate(lines) if line and not line.startswith(" ")]
+    for at, (i, j) in enumerate(zip(top, top[1:])):
+        short = re.fullmatch(r"if \(?n < (\d+)\)?:", lines[i])
+        after = top[at + 2] if at + 2 < len(top) else len(lines)
+        if (short and int(short.group(1)) <= least and lines[j] == "else:"
+                and not (after < len(lines) and lines[after].startswith(("elif", "else")))):
+            kept = lines[:i] + tuple(line[4:] for line in lines[j + 1:after]) + lines[after:]
+            return short_lengths_dropped(kept, least)
+    return lines
+
+
 # Note [identical functions]: the loop code has a function per node of the order, so an
 # order with many cases (a spec revealed at every n up to 48 has one per n) repeats the same
 # function under many names (`_pairwise1_V` ... `_pairwise18_V`), each compiled on its own
 # for about a second.  Functions that are the same up to the names of their numbered locals
 # (same parameters, same arithmetic) are one: the first is kept and called for all.
+# Comparing functions is text work at every compile of such an order: one regular
+# expression pass per function, no tokenizer or parser (the path exists to be short).
+_STRING_OR_NUMBERED = re.compile(r"""('[^'\n]*'|"[^"\n]*")|(?<![\w.])([a-z]+\d+)\b""")
+_TARGETS = re.compile(r"^\s*(?:for\s+([\w, ]+?)\s+in\b|([\w, ]+?)\s*(?:[-+*/%]|//)?=(?!=))")
+
+
+def _shape(f):
+    """What makes two generated functions one (note [identical functions])."""
+    text = "\n".join(f.body)
+    # the function's own names: its parameters and what its lines assign
+    local = set(f.params)
+    for line in f.body:
+        m = _TARGETS.match(line)
+        if m:
+            local.update(w.strip() for w in (m.group(1) or m.group(2)).split(","))
+    names: dict[str, str] = {}
+
+    def canonical(m):
+        word = m.group(2)
+        if word is None or word not in local:
+            return m.group(0)
+        return names.setdefault(word, f"v{len(names)}")
+    region = f.name.rsplit("__", 1)[1] if "__" in f.name[1:] else ""
+    return f.params, region, _STRING_OR_NUMBERED.sub(canonical, text)
+
+
 def merge_identical(program):
     """`program` with every function that repeats an earlier one (note [identical
     functions]) dropped and its calls made to the earlier one."""
-    import ast
     import dataclasses
-    import io
-    import re
-    import tokenize
-
-    numbered = re.compile(r"[a-z]+\d+$")
-
-    def tokens(f):
-        return list(tokenize.generate_tokens(io.StringIO("\n".join(f.body) + "\n").readline))
-
-    def key(f):
-        tree = ast.parse(f.source())
-        local = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        local |= set(f.params)
-        names: dict[str, str] = {}
-        out = []
-        for t in tokens(f):
-            word = t.string
-            if t.type == tokenize.NAME and word in local and numbered.match(word):
-                word = names.setdefault(word, f"v{len(names)}")
-            out.append((t.type, word))
-        region = f.name.rsplit("__", 1)[1] if "__" in f.name[1:] else ""
-        return f.params, region, tuple(out)
-
-    def renamed(f, same):
-        if not any(t.type == tokenize.NAME and t.string in same for t in tokens(f)):
-            return f
-        body = [re.sub(r"(?<![\w.])(" + "|".join(map(re.escape, same)) + r")(?=\()",
-                       lambda m: same[m.group(1)], line) for line in f.body]
-        return dataclasses.replace(f, body=tuple(body))
 
     functions = list(program.functions)
+    shapes: dict = {}      # a function's shape, computed once however many rounds it stays
     while True:
         first: dict = {}
         same: dict[str, str] = {}
         for f in functions[:-1]:           # the entry, `_reduce`, last, is never a repeat
-            same_as = first.setdefault(key(f), f.name)
+            if f not in shapes:
+                shapes[f] = _shape(f)
+            same_as = first.setdefault(shapes[f], f.name)
             if same_as != f.name:
                 same[f.name] = same_as
         if not same:
             return dataclasses.replace(program, functions=tuple(functions))
-        functions = [renamed(f, same) for f in functions if f.name not in same]
+        call = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, same)) + r")(?=\()")
+
+        def renamed(f):
+            body = tuple(call.sub(lambda m: same[m.group(1)], line) for line in f.body)
+            return f if body == f.body else dataclasses.replace(f, body=body)
+        functions = [renamed(f) for f in functions if f.name not in same]
+
+
+# A walk over leaves at step 1 (`_pairwise0_L1`, its first line `step = 1`) that repeats
+# a walk at any step (`_pairwise1_L`) is that walk, called with step 1: one compilation
+# (note [identical functions]); the step-1 name stays, inlined.
+STEP_ONE = "return {}(a, b, lo, np.int64(1), m)"
+
+
+def step_one_walks(program):
+    """`program` with every step-1 walk that repeats a walk at any step made a call to it."""
+    import dataclasses
+
+    any_step = {_shape(f): f.name for f in program.functions if f.params == ("a", "b", "lo", "step", "m")}
+
+    def walk(f):
+        if f.params != ("a", "b", "lo", "m") or not f.body or f.body[0] != "step = 1":
+            return f
+        general = any_step.get(_shape(dataclasses.replace(f, params=("a", "b", "lo", "step", "m"),
+                                                          body=f.body[1:])))
+        return f if general is None else dataclasses.replace(f, body=(STEP_ONE.format(general),))
+    return dataclasses.replace(program, functions=tuple(walk(f) for f in program.functions))
 
 
 def region_runtime(rp, table: str | None, tags: bool) -> str:

@@ -154,6 +154,24 @@ def _fma_into_typed(x, y, acc):
     return lambda x, y, acc: np.float32(_round_odd_sum(np.float64(x) * np.float64(y), np.float64(acc)))
 
 
+@_jit
+def _join(a, b, u, tu, v, tv):
+    """One node over two operands of a tagged value list (fpspec.compile.loops note
+    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms;
+    _PHANTOM a phantom (note [phantoms]): no node, the other operand as it is (a leaf rounded alone)."""
+    if tu == _PHANTOM and tv < 0:
+        return v
+    if tv == _PHANTOM and tu < 0:
+        return u
+    if tu < 0 and tv < 0:
+        return _add(u, v)
+    if tu < 0:
+        return _add_leaf(u, a, b, tv)
+    if tv < 0:
+        return _add_leaf(v, a, b, tu)
+    return _add_leaves(a, b, min(tu, tv), max(tu, tv))
+
+
 @_inline
 def _round_acc(v):
     return _ACC(v)
@@ -183,24 +201,6 @@ def _add_leaves(a, b, i, j):
 @_inline
 def _vals(m):
     return np.empty(m, _ACC)
-
-
-@_inline
-def _join(a, b, u, tu, v, tv):
-    """One node over two operands of a tagged value list (fpspec.compile.loops note
-    [lone leaves]): a tag >= 0 is the leaf the operand stands for, which the node forms;
-    _PHANTOM a phantom (note [phantoms]): no node, the other operand as it is (a leaf rounded alone)."""
-    if tu == _PHANTOM and tv < 0:
-        return v
-    if tv == _PHANTOM and tu < 0:
-        return u
-    if tu < 0 and tv < 0:
-        return _add(u, v)
-    if tu < 0:
-        return _add_leaf(u, a, b, tv)
-    if tv < 0:
-        return _add_leaf(v, a, b, tu)
-    return _add_leaves(a, b, min(tu, tv), max(tu, tv))
 
 
 @_inline
@@ -285,80 +285,10 @@ def _run_parallel(kernel, n, *args):
 
 
 
-@_jit
+@_inline
 def _pairwise0_L1(a, b, lo, m):
     """pairwise0: reduce the leaves lo, lo + step, ... (m of them)."""
-    step = 1
-    tl10 = np.empty(160, np.int64)   # tasks: a start (or a leaf)
-    tm11 = np.empty(160, np.int64)   # and its length, or -1: add the top two values, -2: add the leaf
-    vs12 = _vals(160)
-    tl10[0] = lo
-    tm11[0] = m
-    tp13 = 1
-    vp14 = 0
-    while tp13 > 0:
-        tp13 -= 1
-        cl15 = tl10[tp13]
-        cm16 = tm11[tp13]
-        if cm16 == -1:
-            vp14 -= 1
-            vs12[vp14 - 1] = _add(vs12[vp14 - 1], vs12[vp14])
-            continue
-        if cm16 == -2:
-            vs12[vp14 - 1] = _add_leaf(vs12[vp14 - 1], a, b, cl15)
-            continue
-        if vp14 == vs12.shape[0]:
-            grown19 = _vals(2 * vp14)
-            for i18 in range(vp14):
-                grown19[i18] = vs12[i18]
-            vs12 = grown19
-        if tp13 + 3 > tl10.shape[0]:
-            grown20 = np.empty(2 * tp13 + 3, np.int64)
-            for i18 in range(tp13):
-                grown20[i18] = tl10[i18]
-            tl10 = grown20
-            grown21 = np.empty(2 * tp13 + 3, np.int64)
-            for i18 in range(tp13):
-                grown21[i18] = tm11[i18]
-            tm11 = grown21
-        if cm16 == 1:
-            vs12[vp14] = _term(a, b, cl15)
-            vp14 += 1
-            continue
-        h17 = cm16 // 2
-        if h17 < 1 or h17 > cm16 - 1:
-            raise ValueError('a pairwise split falls outside the list')
-        if cm16 == 2:
-            vs12[vp14] = _add_leaves(a, b, cl15, cl15 + step)
-            vp14 += 1
-            continue
-        if h17 == 1:
-            tl10[tp13] = cl15
-            tm11[tp13] = -2
-            tp13 += 1
-            tl10[tp13] = cl15 + step
-            tm11[tp13] = cm16 - 1
-            tp13 += 1
-            continue
-        if h17 == cm16 - 1:
-            tl10[tp13] = cl15 + h17 * step
-            tm11[tp13] = -2
-            tp13 += 1
-            tl10[tp13] = cl15
-            tm11[tp13] = h17
-            tp13 += 1
-            continue
-        tl10[tp13] = 0
-        tm11[tp13] = -1
-        tp13 += 1
-        tl10[tp13] = cl15 + h17 * step
-        tm11[tp13] = cm16 - h17
-        tp13 += 1
-        tl10[tp13] = cl15
-        tm11[tp13] = h17
-        tp13 += 1
-    r22 = vs12[0]
-    return r22
+    return _pairwise1_L(a, b, lo, np.int64(1), m)
 
 
 @_jit

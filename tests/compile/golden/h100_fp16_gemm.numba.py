@@ -450,30 +450,44 @@ def _add_leaf_xy(acc, x, y):
 
 
 @_jit
-def _reduce(a, b, n):
-    """The spec's order over the n terms (a[k], b[k]) of each output element."""
-    if n == 1:
-        r1 = _term(a, b, 0)
-    else:
-        w2 = 16
-        r1 = _fused_range(a, b, 0, 1, min(w2, n), _ZERO)
-        s3 = w2
-        while s3 < n:
-            r1 = _fused_range(a, b, s3, 1, min(w2, n - s3), r1)
-            s3 += w2
+def _reduce_c0(a, b, n):
+    """The spec's order over the n terms (a[k], b[k]) of each output element: case 0, `if n == 1`"""
+    r1 = _term(a, b, 0)
+    return r1
+
+
+@_jit
+def _reduce_c1(a, b, n):
+    """The spec's order over the n terms (a[k], b[k]) of each output element: case 1, `else`"""
+    w2 = 16
+    r1 = _fused_range(a, b, 0, 1, min(w2, n), _ZERO)
+    s3 = w2
+    while s3 < n:
+        r1 = _fused_range(a, b, s3, 1, min(w2, n - s3), r1)
+        s3 += w2
     return r1
 
 
 
 _NO_PLAN = (np.empty((0, 8), np.int64), np.empty(0, np.int64), 0, 0)
+
+
 def _plan(n):
-    """The order needs no plan (note [plans])."""
-    return _NO_PLAN
+    """The compiled case of the order for length n (note [length cases] in
+    fpspec.compile.backends.numba)."""
+    if n == 1:
+        return _reduce_c0
+    else:
+        return _reduce_c1
+
+
+def _reduce(a, b, n):
+    return _plan(n)(a, b, n)
 
 
 @_inline
 def _order(a, b, n, plan):
-    return _reduce(a, b, n)
+    return plan(a, b, n)
 
 
 
