@@ -300,8 +300,10 @@ def test_keyboard_interrupt_exits_130(capsys, user_targets):
 
 def test_sigint_from_the_shell():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # as a shell starts it: a test runner's worker may ignore SIGINT, and a child inherits an ignored signal
     p = subprocess.Popen([sys.executable, "-m", "fpspec", "reveal", "numpy.sum", "-n", "2..65536", "--no-probe"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(4)       # past the imports: the interrupt lands in the work
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
