@@ -877,10 +877,7 @@ class Fitter:
         ks = sorted(ks & set(constants(self.seen)) or ks, key=roundness)[:12]
         found = 0
         for k in ks:
-            parts = [self._part(tail_parts, o, k) for o in obs]
-            if any(p is False for p in parts) or not any(b is not None and t is not None for b, t in parts):
-                continue
-            fitted = self._body_outer(parts, depth)
+            fitted = self._body_outer([self._part(tail_parts, o, k) for o in obs], depth)
             if fitted is None:
                 continue
             body, outer = fitted
@@ -895,7 +892,10 @@ class Fitter:
             yield from self._tail_scaled(obs, depth)
 
     def _body_outer(self, parts, depth):
-        """(body, outer) of a tail fitted to its parts' bodies and outer operands, or None."""
+        """(body, outer) of a tail fitted to its parts' bodies and outer operands, or None (also
+        where an observation does not split so, or none has both a body and outer operands)."""
+        if any(p is False for p in parts) or not any(b is not None and t is not None for b, t in parts):
+            return None
         bodies = [b for b, _ in parts if b is not None]
         body = self.fit_guarded(bodies, depth + 1) if bodies else A.Seq()
         if body is None:
@@ -913,10 +913,7 @@ class Fitter:
             k = big.n // c
             if k < 2 or big.n % k == 0 or big.n - big.n % k not in prefixes:
                 continue
-            parts = [self._part(tail_parts, o, max(1, o.n // c)) for o in obs]
-            if any(p is False for p in parts) or not any(b is not None and t is not None for b, t in parts):
-                continue
-            fitted = self._body_outer(parts, depth)
+            fitted = self._body_outer([self._part(tail_parts, o, max(1, o.n // c)) for o in obs], depth)
             if fitted is None:
                 continue
             body, outer = fitted
