@@ -315,3 +315,22 @@ def test_numba_register_deposit_and_its_fallback(fmt):
             rep._partial(a, y, 0, n, state[0])
         got = np.array([rep._merged(state) for state in states])
     assert bits(got) == bits(want)
+
+
+def test_numba_dot_and_gemm_files_imported_fresh(tmp_path):
+    # the deposit's vector width is picked when the module is imported: the written file, in a
+    # fresh interpreter, must give the model's bits
+    pytest.importorskip("numba")
+    from fresh_replicas import run_fresh
+
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((3, 700)) * 2.0 ** rng.integers(-40, 40, (3, 700))
+    A[1, 5] = np.inf
+    B = rng.standard_normal((700, 9))
+    x = B[:, 0].copy()
+    dot_got, gemm_got = run_fresh([(compile_spec(parse(spec_text("dot", "fp64")), "numba"), "dot", (A[2], x)),
+                                   (compile_spec(parse(spec_text("gemm", "fp64")), "numba"), "gemm", (A, B))],
+                                  tmp_path)
+    want_mm = np.stack([evaluate_binned(A.T, B[:, j], "fp64", 3) for j in range(9)], axis=1)
+    assert bits(dot_got) == bits(np.float64(evaluate_binned(A[2:3].T, x, "fp64", 3)[0]))
+    assert bits(gemm_got) == bits(want_mm.ravel())
