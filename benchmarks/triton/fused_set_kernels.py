@@ -83,14 +83,55 @@ def capture(labels: list, out: str) -> None:
     Path(out).write_text(json.dumps(found))
 
 
+def launches_of(labels: list, children: int = 1) -> dict:
+    """label -> its wide launch (capture's form) or "tile", captured by `children` interpreter
+    processes side by side (labels: every distinct set when empty)."""
+    if not labels:
+        sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+        import tests.triton.test_fused_params as T
+        labels = sorted(T.DISTINCT.values())
+    parts = [labels[k::children] for k in range(max(1, min(children, len(labels))))]
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    found = {}
+    with tempfile.TemporaryDirectory() as folder:
+        outs = [str(Path(folder) / f"launches{k}.json") for k in range(len(parts))]
+        procs = [subprocess.Popen([sys.executable, __file__, "--capture", out, *part], env=env)
+                 for out, part in zip(outs, parts)]
+        if any(proc.wait() for proc in procs):
+            raise SystemExit("capturing the sets' launches failed")
+        for out in outs:
+            found.update(json.loads(Path(out).read_text()))
+    return found
+
+
+def kernel_key(fn, launch, bn: int = 32):
+    """(signature, constexprs) naming the kernel a GPU compiles for a captured wide launch at the
+    GPU's tile width bn: argument types, constexpr values, and for an integer argument Triton
+    specializes on, whether it is 1 / a multiple of 16 (the arguments of do_not_specialize not)."""
+    if not hasattr(fn, "params"):    # under TRITON_INTERPRET=1: the kernel as the GPU's Triton sees it
+        from triton.runtime.jit import JITFunction
+
+        fn = JITFunction(fn.fn, **fn.kwargs)
+    positional, keywords = launch
+    given = {**dict(zip(fn.arg_names, positional)), **keywords, "BN": ["V", bn]}
+    loose = {fn.arg_names[i] if isinstance(i, int) else i for i in getattr(fn, "do_not_specialize", ())}
+    signature, constants, specialized = {}, {}, []
+    for p in fn.params:
+        kind, value = given.get(p.name, ["V", p.default])
+        if p.is_constexpr:
+            signature[p.name], constants[p.name] = "constexpr", value
+        else:
+            signature[p.name] = value if kind == "T" else "i32"
+            if kind == "V" and p.name not in loose and type(value) is int:
+                specialized.append((p.name, "1" if value == 1 else "16" if value % 16 == 0 else ""))
+    return signature, constants, (tuple(sorted(signature.items())),
+                                  tuple(sorted((k, str(v)) for k, v in constants.items())), tuple(specialized))
+
+
 def main() -> int:
     args = [a for a in sys.argv[1:] if a != "--compile"]
     build = "--compile" in sys.argv[1:]
-    with tempfile.TemporaryDirectory() as folder:
-        out = str(Path(folder) / "launches.json")
-        env = dict(os.environ, TRITON_INTERPRET="1")
-        subprocess.run([sys.executable, __file__, "--capture", out, *args], check=True, env=env)
-        launches = json.loads(Path(out).read_text())
+    launches = launches_of(args)
     os.environ.pop("TRITON_INTERPRET", None)
     cache = tempfile.TemporaryDirectory()
     os.environ["TRITON_CACHE_DIR"] = cache.name    # compile times of compiles, not of cache hits
@@ -107,16 +148,7 @@ def main() -> int:
             tiles += 1
             print(f"{label}: the tile form (mm_chain_emulated)")
             continue
-        positional, keywords = launch
-        given = {**dict(zip(fn.arg_names, positional)), **keywords, "BN": ["V", 32]}   # the GPU's tile
-        signature, constants = {}, {}
-        for p in fn.params:
-            kind, value = given.get(p.name, ["V", p.default])
-            if p.is_constexpr:
-                signature[p.name], constants[p.name] = "constexpr", value
-            else:
-                signature[p.name] = value if kind == "T" else "i32"
-        key = (tuple(sorted(signature.items())), tuple(sorted((k, str(v)) for k, v in constants.items())))
+        signature, constants, key = kernel_key(fn, launch)
         own = key not in kernels
         kernels.add(key)
         t = time.time()
