@@ -133,7 +133,8 @@ class SubPlan:
     """Segments (start relative to the run's first term) and steps over local slots.
 
     segs: int64 [S, 6] (start, count, stride, kind, width, head); steps: int64
-    [T, 2] (a, b), step t writing slot S + t; root: the result's slot.
+    [T, 2] (a, b), step t writing slot S + t; root: the result's slot.  A
+    chain's head -1 (LONE_FIRST): Note [first node of one more].
     """
 
     __slots__ = ("segs", "steps", "root")
@@ -152,12 +153,26 @@ def _leaf_run(start, count, stride, kind, width, head=0):
     return SubPlan(seg, _NO_STEPS, 0)
 
 
+# Note [first node of one more]: a chain whose short group (m % w operands) is
+# first and holds one operand has, in the tree, no node of that one operand: it
+# is one more leaf of the next node, a node of w + 1 products
+# (fpspec.tree.chain_groups, fused_chain).  Where w + 1 <= the spec's fused
+# width the model computes that node as one fused node of w + 1 products with
+# c = 0 (fpspec.arith.evaluate note [fused nodes]); the plan marks such a
+# chain with head LONE_FIRST and the chain kernels make node 0 of terms
+# 0 .. w, then whole nodes of w (triton_kernels.fp_chain_node).  Where w is
+# the fused width, the one product goes through a node alone and its result
+# is the next node's c: that is the head of 1 (a short first node of one).
+LONE_FIRST = -1
+
+
 class Planner:
     """Plans one reducer tree (`root`, named `orders`) for reduction length n."""
 
-    def __init__(self, root, orders, n, leaves=False):
+    def __init__(self, root, orders, n, leaves=False, fused_width=None):
         self.root, self.orders, self.n = root, orders, n
         self.leaves = leaves   # recognise leaf blocks (the sum kernels have them; matmul's do not)
+        self.fused_width = fused_width   # the spec's fused nodes' w (Note [first node of one more])
         self.memo = {}
 
     def _resolve(self, r, m):
@@ -241,6 +256,8 @@ class Planner:
                 if p < 0:
                     raise PlanError(f"fused chain short-node index must be >= 0, got {p}")
                 head = 0 if p == m // w else p * w + m % w
+            if head == 1 and self.fused_width is not None and w < self.fused_width:
+                head = LONE_FIRST   # Note [first node of one more]
             return _leaf_run(0, m, stride, CHAIN, w, head)
         if isinstance(r, Stored):
             sub = self.run(r.inner, m, stride)
@@ -582,6 +599,9 @@ class Plan:
         # (width, kind) -> the chain segments of one launch
         self.chain_ids = {(w, kind): torch.nonzero((kinds == kind) & (self.segs[:, 4] == w)).flatten()
                           for w, kind in sorted(set(map(tuple, self.segs[chain][:, [4, 3]].tolist())))}
+        # (width, kind) -> whether a chain of that launch has a first node of width + 1 terms
+        # (Note [first node of one more]): its blocks need one lane more
+        self.lone_first = {key: bool((self.segs[ids, 5] == LONE_FIRST).any()) for key, ids in self.chain_ids.items()}
         leafy = (kinds >= LANES_PAIRWISE) & (kinds <= LANES_FOLD)
         self.leaf_groups = [_LeafGroup(self.segs, kind, k) for kind, k in
                             sorted(set(map(tuple, self.segs[leafy][:, 3:5].tolist())))]
@@ -715,5 +735,5 @@ class _DevicePlan:
         self.tails = {}   # first small level -> its (lo, count) table on the device
 
 
-def plan(root, orders, n, leaves=False):
-    return Plan(Planner(root, orders, n, leaves).run(root, n, 1))
+def plan(root, orders, n, leaves=False, fused_width=None):
+    return Plan(Planner(root, orders, n, leaves, fused_width).run(root, n, 1))

@@ -441,31 +441,37 @@ def fp_parts(bits, EXP_BITS: tl.constexpr, MAN_BITS: tl.constexpr, G: tl.constex
 
 
 @triton.jit
-def fp_chain_node(t, head, hn, count, WIDTH: tl.constexpr):
+def fp_chain_node(t, head, hn, count, lone, WIDTH: tl.constexpr):
     """(first term, end) of node t of a chain whose first `head` terms are
     nodes of WIDTH (the last one short) and the rest whole nodes; hn: the
-    number of head nodes (triton_host._leaf_run)."""
-    j = tl.where(t < hn, t * WIDTH, head + (t - hn) * WIDTH)
-    end = tl.minimum(j + WIDTH, tl.where(t < hn, head, count))
-    return j, end
+    number of head nodes (triton_host._leaf_run).  lone = 1: the chain's
+    first node of one term joins the next, node 0 is terms 0 .. WIDTH
+    (triton_host Note [first node of one more])."""
+    u = t + lone
+    j = tl.where(u < hn, u * WIDTH, head + (u - hn) * WIDTH)
+    end = tl.minimum(j + WIDTH, tl.where(u < hn, head, count))
+    return tl.where(t < lone, 0, j), end
 
 
 @triton.jit
 def fp_chain_shape(segs_ptr, sid, count, WIDTH: tl.constexpr):
-    """(head, head nodes, nodes) of segment sid (head 0 in the table: none)."""
+    """(head, head nodes, nodes, lone) of segment sid (head 0 in the table: none; LONE_FIRST
+    (-1): a first node of one term that joins the next, lone = 1)."""
     head = tl.load(segs_ptr + sid * 6 + 5)
-    head = tl.where(head == 0, count, head)
+    lone = (head < 0).to(tl.int64)
+    head = tl.where(head == 0, count, tl.where(head < 0, 1, head))
     hn = (head + WIDTH - 1) // WIDTH
-    return head, hn, hn + (count - head + WIDTH - 1) // WIDTH
+    return head, hn, hn + (count - head + WIDTH - 1) // WIDTH - lone, lone
 
 
 @triton.jit
-def fp_node_block(ptr, j, start, count, stride, s_k, s_x, rx, mx, WIDTH: tl.constexpr, W: tl.constexpr):
-    """Bits of one node's terms j .. j+WIDTH-1 of a segment, for rows/columns rx: [W, len(rx)].
+def fp_node_block(ptr, j, start, end, stride, s_k, s_x, rx, mx, W: tl.constexpr):
+    """Bits of one node's terms j .. end-1 of a segment, for rows/columns rx: [W, len(rx)]
+    (W >= end - j: the node's width, or one more for a first node of one more).
 
-    Lanes past WIDTH or past the segment's end load zeros (a fused node ignores them)."""
+    Lanes past the node's end load zeros (a fused node ignores them)."""
     kw = tl.arange(0, W)
-    live = ((j + kw) < count) & (kw < WIDTH)
+    live = (j + kw) < end
     kk = start + (j + kw).to(tl.int64) * stride
     return tl.load(ptr + kk[:, None] * s_k + rx[None, :] * s_x, mask=live[:, None] & mx[None, :], other=0)
 
@@ -646,7 +652,7 @@ def fp_node_fp16_finite(va, ea, vb, eb, acc, FRAC: tl.constexpr, FLOOR: tl.const
 
 
 @triton.jit
-def fp_chain_fp16_finite(a_ptr, b_ptr, a_next, b_next, acc, nodes, head, hn, count, start, stride,
+def fp_chain_fp16_finite(a_ptr, b_ptr, a_next, b_next, acc, nodes, head, hn, count, lone, start, stride,
                          s_ak, s_am, rm, mm, s_bk, s_bn, rn, mn, WIDTH: tl.constexpr, W: tl.constexpr,
                          FRAC: tl.constexpr, FLOOR: tl.constexpr, TO_ZERO: tl.constexpr,
                          GPU_NODE: tl.constexpr, STORE_EXP: tl.constexpr = 0, STORE_MAN: tl.constexpr = 0):
@@ -661,9 +667,9 @@ def fp_chain_fp16_finite(a_ptr, b_ptr, a_next, b_next, acc, nodes, head, hn, cou
     vb_next, eb_next = fp_fp16_parts(b_next)
     for t in range(0, nodes):
         va, ea, vb, eb = va_next, ea_next, vb_next, eb_next
-        j, end = fp_chain_node(t + 1, head, hn, count, WIDTH)
-        va_next, ea_next = fp_fp16_parts(fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W))
-        vb_next, eb_next = fp_fp16_parts(fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W))
+        j, end = fp_chain_node(t + 1, head, hn, count, lone, WIDTH)
+        va_next, ea_next = fp_fp16_parts(fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, W))
+        vb_next, eb_next = fp_fp16_parts(fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, W))
         acc = fp_stored(fp_node_fp16_finite(va, ea, vb, eb, acc, FRAC, FLOOR, TO_ZERO, GPU_NODE),
                         STORE_EXP, STORE_MAN)
     return acc
@@ -759,8 +765,8 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         # inf or nan (the host's flags): one test a tile instead of a block-wide one a node
         tile_special = (tl.max(tl.load(bad_a_ptr + rm, mask=mm, other=0))
                         | tl.max(tl.load(bad_b_ptr + rn, mask=mn, other=0)))
-    head, hn, nodes = fp_chain_shape(segs_ptr, sid, count, WIDTH)
-    j, end = fp_chain_node(0, head, hn, count, WIDTH)
+    head, hn, nodes, lone = fp_chain_shape(segs_ptr, sid, count, WIDTH)
+    j, end = fp_chain_node(0, head, hn, count, lone, WIDTH)
     # Note [finite fp16 node]: tiles without inf or nan take the short node; SPECIALS=3
     # (the host found none in A and B) compiles only that loop
     FAST: tl.constexpr = (SPECIALS >= 2) & (ARITH == 1) & (IN_EXP == 5)
@@ -771,22 +777,22 @@ def mm_chain_emulated(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     elif FAST:
         fast = tile_special == 0
     if fast:
-        a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W)
-        b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W)
-        acc = fp_chain_fp16_finite(a_ptr, b_ptr, a_next, b_next, acc, nodes, head, hn, count, start, stride,
+        a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, W)
+        b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, W)
+        acc = fp_chain_fp16_finite(a_ptr, b_ptr, a_next, b_next, acc, nodes, head, hn, count, lone, start, stride,
                                    s_ak, s_am, rm, mm, s_bk, s_bn, rn, mn, WIDTH, W, FRAC, FLOOR, TO_ZERO,
                                    GPU_NODE, STORE_EXP, STORE_MAN)
         nodes = nodes * 0   # the general loop below: nothing left
     # (SPECIALS=3: a trip count of 0 known when compiling, so the general loop is not compiled.
     # Each loop loads its own first blocks: shared, they took one layout, which cost the
     # general loop 4x its instructions)
-    a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W)
-    b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W)
+    a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, W)
+    b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, W)
     for t in range(0, nodes * (SPECIALS != 3)):
         a, b = a_next, b_next
-        j, end = fp_chain_node(t + 1, head, hn, count, WIDTH)
-        a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, WIDTH, W)
-        b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, WIDTH, W)
+        j, end = fp_chain_node(t + 1, head, hn, count, lone, WIDTH)
+        a_next = fp_node_block(a_ptr, j, start, end, stride, s_ak, s_am, rm, mm, W)
+        b_next = fp_node_block(b_ptr, j, start, end, stride, s_bk, s_bn, rn, mn, W)
         sa, ea, ma, ia, na, za = fp_parts(a, IN_EXP, IN_MAN, G)   # [W, BM]
         sb, eb, mb, ib, nb, zb = fp_parts(b, IN_EXP, IN_MAN, 0)   # [W, BN]
         # c: its exponent as an fp32 value (subnormals at -126), whether inf/nan
@@ -904,11 +910,11 @@ def mm_chain_emulated_wide(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
     acc = tl.zeros((BM, BN), dtype=tl.int64)   # c of the first node: +0, changes nothing
-    head, hn, nodes = fp_chain_shape(segs_ptr, sid, count, WIDTH)
+    head, hn, nodes, lone = fp_chain_shape(segs_ptr, sid, count, WIDTH)
     for t in range(0, nodes):
-        j, end = fp_chain_node(t, head, hn, count, WIDTH)
+        j, end = fp_chain_node(t, head, hn, count, lone, WIDTH)
         ks = j + tl.arange(0, W)
-        live = (ks < end) & (tl.arange(0, W) < WIDTH)
+        live = ks < end   # (end - j <= W: the host's W)
         kk = start + ks.to(tl.int64) * stride
         a = tl.load(a_ptr + rm[:, None] * s_am + kk[None, :] * s_ak, mask=mm[:, None] & live[None, :], other=0)
         b = tl.load(b_ptr + kk[None, :] * s_bk + rn[:, None] * s_bn, mask=mn[:, None] & live[None, :], other=0)

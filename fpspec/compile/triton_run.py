@@ -15,7 +15,7 @@ import triton
 # the argument checks of every backend's replica (embedded with their settings: backends.triton)
 from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _shape
 
-from fpspec.compile.triton_host import CHAIN, FOLD, STORED_FORMATS, PlanError, plan
+from fpspec.compile.triton_host import CHAIN, FOLD, LONE_FIRST, STORED_FORMATS, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
                                            UNSET, mm_chain_native, mm_fold, mm_lone, sum_fold, sum_lanes, sum_pairs)
 # -- end imports
@@ -145,7 +145,8 @@ class Replica:
             raise ValueError(f"{what} has length {n}, outside the range n in {self.n_min}..{self.n_max or ''}")
         got = self.plans.get(n)
         if got is None:
-            p = plan(self.root, self.orders, n, leaves=self.op == "sum")
+            f = self.numerics.fused
+            p = plan(self.root, self.orders, n, leaves=self.op == "sum", fused_width=None if f is None else f.width)
             self.check_plan(p)
             got = self.plans[n] = p
         return got
@@ -164,12 +165,6 @@ class Replica:
         for width, _ in p.chain_ids:
             if width > f.width:
                 raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
-        # a first group of one in a chain narrower than the fused nodes is one node of width + 1
-        # products (fpspec.arith.evaluate note [fused nodes]); the chain kernels make nodes of width
-        lone_first = ((p.segs[:, 3] == CHAIN) | p.stored) & (p.segs[:, 5] == 1) & (p.segs[:, 1] > 1)
-        if p.has_chain and bool((lone_first & (p.segs[:, 4] < f.width)).any()):
-            raise PlanError("a fused chain narrower than the fused nodes whose first group is one operand "
-                            "(its first node takes one product more) is not supported by the triton kernels")
         # a lone product that meets a partial sum or another leaf: an exact product in an fp64
         # slot, and the combine step rounds once (Note [lone products] at mm_lone)
 
@@ -222,7 +217,9 @@ class Replica:
         # a chain of 16-wide nodes, or one node of at most the spec's width (zeros pad it to 16);
         # a stored chain is one node (its result is rounded once, after the MMA)
         one_node = segs[:, 1] <= segs[:, 4]
-        ok = (((kinds == CHAIN) & ((segs[:, 4] == 16) | one_node)) | (stored & one_node)) & (segs[:, 2] == 1)
+        # (a first node of one more, triton_host Note [first node of one more]: the emulated kernels)
+        ok = ((((kinds == CHAIN) & ((segs[:, 4] == 16) | one_node)) | (stored & one_node)) & (segs[:, 2] == 1)
+              & (segs[:, 5] != LONE_FIRST))
         if not bool(ok.all()):
             return "the order has terms outside contiguous chains of 16"
         return None
@@ -394,6 +391,9 @@ class Replica:
             # one launch per chain width (a constexpr of the kernel)
             for (width, kind), group in dev.chain_ids.items():
                 store_exp, store_man = _stored_format(kind)
+                # a chain's first node may take one product more (triton_host Note [first node of
+                # one more]): the blocks have a lane for it
+                lanes = width + p.lone_first[width, kind]
                 if width > f.width:
                     raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
                 form = self.emulated_kernel
@@ -404,7 +404,7 @@ class Replica:
                     # wide form (same arithmetic, few large operations) is the fast one.
                     # The tile form holds a product's aligned significand in int32 and
                     # the sum of a node's terms too (Note [int32 terms])
-                    tile_ok = (2 * man_in <= 23 + f.extra_bits and width << (25 + f.extra_bits) <= 1 << 31
+                    tile_ok = (2 * man_in <= 23 + f.extra_bits and lanes << (25 + f.extra_bits) <= 1 << 31
                                and not nm.input.startswith("fp8"))   # fp8: the wide form only
                     form = "tile" if A.device.type == "cuda" and tile_ok else "wide"
                 kern = {"wide": mm_chain_emulated_wide, "tile": mm_chain_emulated}[form]
@@ -453,7 +453,7 @@ class Replica:
                         cfg.setdefault("maxnreg", self.emulated_maxnreg)
                 grid = (triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"]), group.numel())
                 kern[grid](Ab, Bb, dst, segs, group, *common, **cfg,
-                           WIDTH=width, W=triton.next_power_of_2(width), IN_EXP=exp_in,
+                           WIDTH=width, W=triton.next_power_of_2(lanes), IN_EXP=exp_in,
                            IN_MAN=man_in, FRAC=23 + f.extra_bits, FLOOR=NO_FLOOR if f.floor is None else f.floor, TO_ZERO=f.to_zero,
                            DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
                            STORE_EXP=store_exp, STORE_MAN=store_man)
