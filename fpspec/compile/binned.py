@@ -134,7 +134,7 @@ def render_numba(backend, kernel: Kernel) -> str:
         "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\n"
         "from numba import get_num_threads, types\nfrom numba.core import cgutils",
         embed(binned_numba, ["_or1", "_bits", "_prefetch", "_deposit_regs", "_lane_regs"]),
-        embed(model, ["convert"], decorator="@_jit"),
+        _convert_for_format(),
         embed(binned_numba, _NUMBA_JIT, decorator="@_jit"),
         block_loops(kernel.arithmetic.binned, kernel.op != "sum", 8 if kernel.arithmetic.input == "fp64" else 16),
     ])
@@ -155,6 +155,18 @@ def render_numba(backend, kernel: Kernel) -> str:
         api="\n\n".join([embed(binned_rt, ["_checked"]), embed(binned_numba, _NUMBA_HOST),
                          embed(binned_numba, [f"api_{n}" for n in public], {f"api_{n}": n for n in public})]),
     )
+
+
+def _convert_for_format() -> str:
+    """fpspec.arith.binned's convert, its test of the format on the replica's constant _SINGLE (every
+    caller passes _SINGLE as `single`): numba drops the other format's branch before it types and
+    compiles it."""
+    from fpspec.compile.runtime import embed
+
+    source = embed(model, ["convert"], decorator="@_jit")
+    if "    if single:\n" not in source:
+        raise CompileError("binned: fpspec.arith.binned.convert no longer tests `single` at its top")
+    return source.replace("    if single:\n", "    if _SINGLE:\n", 1)
 
 
 def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
