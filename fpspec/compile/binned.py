@@ -35,11 +35,10 @@ PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
 _MODEL_NAMES = ["BinnedFormat", "_or1", "special_sum", "convert", "row_index", "sum_rows", "row_slice_counts"]
-_NUMBA_JIT = ["_index_of_bits", "_carry_in", "_shift_state", "_merge_into", "_finish", "_finish_plain",
-              "_merged"]
+_NUMBA_JIT = ["_index_of_bits", "_carry_in", "_shift_state", "_merge_into", "_finish", "_finish_plain"]
 # run on threads of their own
 _NUMBA_NOGIL = ["_partial", "_rows_range", "_row_stats", "_column_stats", "_gemm_range"]
-_NUMBA_HOST = ["_pool", "_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
+_NUMBA_HOST = ["_pool", "_run", "_split", "_parts", "_merged", "_sum_threads", "_rows_threads"]
 
 
 def is_binned(kernel: Kernel) -> bool:

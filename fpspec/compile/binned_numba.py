@@ -388,12 +388,15 @@ def _finish(state, fields):
 
 
 def _merged(states):
-    """The sum the rows of `states` hold together (merged in order; any order gives the same)."""
+    """The sum the rows of `states` hold together (merged in order; any order gives the same).  Run
+    in Python (the compiled functions' Python bodies): a few operations a thread, and at the first
+    call only `convert` compiles here (_shift_state and _carry_in came with _partial), not a
+    compiled merge of its own."""
     total = np.zeros(_STATE, np.int64)
     total[0] = -1
     for p in range(states.shape[0]):
-        _merge_into(total, states[p])
-    return _finish(total, np.empty(2 * _FOLD))
+        _merge_into.py_func(total, states[p])
+    return _finish.py_func(total, np.empty(2 * _FOLD))
 
 
 def _rows_range(A, x, out, r0, r1):
