@@ -35,11 +35,10 @@ PUBLIC = {"sum": ("sum", "sums"), "dot": ("dot",), "gemv": ("gemv",), "gemm": ("
 _DTYPE = {"fp64": "np.float64", "fp32": "np.float32"}
 # fpspec.arith.binned's NumPy kernel, embedded in NumPy replicas
 _MODEL_NAMES = ["BinnedFormat", "_or1", "special_sum", "convert", "row_index", "sum_rows", "row_slice_counts"]
-_NUMBA_JIT = ["_term", "_index_of_bits", "_block_flags", "_carry_in", "_shift_state",
-              "_merge_into", "_finish", "_finish_plain", "_merged", "_deposit_at"]
+_NUMBA_JIT = ["_index_of_bits", "_carry_in", "_shift_state", "_merge_into", "_finish", "_finish_plain"]
 # run on threads of their own
 _NUMBA_NOGIL = ["_partial", "_rows_range", "_row_stats", "_column_stats", "_gemm_range"]
-_NUMBA_HOST = ["_pool", "_run", "_split", "_parts", "_sum_threads", "_rows_threads"]
+_NUMBA_HOST = ["_pool", "_run", "_split", "_parts", "_merged", "_sum_threads", "_rows_threads"]
 
 
 def is_binned(kernel: Kernel) -> bool:
@@ -134,7 +133,7 @@ def render_numba(backend, kernel: Kernel) -> str:
         "from concurrent.futures import ThreadPoolExecutor\n\nfrom llvmlite import ir\n"
         "from numba import get_num_threads, types\nfrom numba.core import cgutils",
         embed(binned_numba, ["_or1", "_bits", "_prefetch", "_deposit_regs", "_lane_regs"]),
-        embed(model, ["convert"], decorator="@_jit"),
+        _convert_for_format(),
         embed(binned_numba, _NUMBA_JIT, decorator="@_jit"),
         block_loops(kernel.arithmetic.binned, kernel.op != "sum", 8 if kernel.arithmetic.input == "fp64" else 16),
     ])
@@ -157,6 +156,18 @@ def render_numba(backend, kernel: Kernel) -> str:
     )
 
 
+def _convert_for_format() -> str:
+    """fpspec.arith.binned's convert, its test of the format on the replica's constant _SINGLE (every
+    caller passes _SINGLE as `single`): numba drops the other format's branch before it types and
+    compiles it."""
+    from fpspec.compile.runtime import embed
+
+    source = embed(model, ["convert"], decorator="@_jit")
+    if "    if single:\n" not in source:
+        raise CompileError("binned: fpspec.arith.binned.convert no longer tests `single` at its top")
+    return source.replace("    if single:\n", "    if _SINGLE:\n", 1)
+
+
 def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
     """binned_numba's block loops for `fold` slots, written out, the term inline (x[k] * y[k] rounded
     when `product`): one pass over a block view from index 0, every slot's count an integer sum, so
@@ -168,16 +179,24 @@ def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
     off once per block (int64 sums wrap, so the difference is exact: the slices total far below
     2^63, fpspec.arith.binned's slice_counts bounds each by 2^(W-1))."""
     term = "X[i] * Y[i]" if product else "X[i]"
-    streams, prefetch, chunk, _ = DEPOSIT["product" if product else "sum"]
+    regs = bool(REGS["product" if product else "sum"][1])
+    hot = DEPOSIT["product" if product else "sum"][:3]
 
-    def deposit(name: str, top: bool) -> str:
+    def deposit(name: str, top: bool, streams: int, prefetch: int, chunk: int) -> str:
         args = "X, Y, counts" if top else "X, Y, index, counts"
         base = "0" if top else "index"
         lines = [f"@_jit\ndef {name}({args}):",
                  '    """Count the slices of the block\'s terms in each slot\'s ulps; the largest |term| pattern."""']
+        if name == "_deposit":
+            # the entry _partial calls: index 0 (slot 0 scaled) goes to _deposit_top
+            lines += ["    if index == 0:", "        return _deposit_top(X, Y, counts)"]
         lines += [f"    m{j} = _BINS[{base} + {j}]" for j in range(fold)]
-        lines += ["    n = X.shape[0]", f"    piece = n // {streams}"]
-        lines += [f"    X{t}, Y{t} = X[{t} * piece:], Y[{t} * piece:]" for t in range(streams)]
+        lines += ["    n = X.shape[0]"]
+        if streams > 1:
+            lines += [f"    piece = n // {streams}"]
+            lines += [f"    X{t}, Y{t} = X[{t} * piece:], Y[{t} * piece:]" for t in range(streams)]
+        else:                           # one piece: the block itself, no tail loop
+            lines += ["    piece = n", "    X0, Y0 = X, Y"]
         lines += [f"    k{t}_{j} = 0" for t in range(streams) for j in range(fold)]
         lines += [f"    h{t} = 0" for t in range(streams)]
 
@@ -211,11 +230,12 @@ def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
             lines.append("    for i in range(piece):")
         for t in range(streams):
             lines += body(t, f"X{t}", f"Y{t}")
-        lines.append(f"    for i in range({streams} * piece, n):")
-        lines += body(0, "X", "Y")
+        if streams > 1:
+            lines.append(f"    for i in range({streams} * piece, n):")
+            lines += body(0, "X", "Y")
         lines += [f"    counts[{j}] = " + " + ".join(f"k{t}_{j}" for t in range(streams)) + f" - n * _bits(m{j})"
                   for j in range(fold)]
-        lines.append("    return max(" + ", ".join(f"h{t}" for t in range(streams)) + ")")
+        lines.append("    return max(" + ", ".join(f"h{t}" for t in range(streams)) + ")" if streams > 1 else "    return h0")
         return "\n".join(lines)
 
     lanes = ["@_jit\ndef _lane_steps(A, Bf, N, k0, k1, j0, g, w, P):",
@@ -248,9 +268,14 @@ def block_loops(fold: int, product: bool, per_line: int = 8) -> str:
             '    """The largest bit pattern of |term| in the block (inf and nan the largest)."""',
             "    h = 0", "    for i in range(X.shape[0]):", f"        b = _bits({term}) & _ABS_MASK",
             "        h = b if b > h else h", "    return h"]
-    blocks = [deposit("_deposit", False), deposit("_deposit_top", True), "\n".join(amax), "\n".join(lanes)]
-    if REGS["product" if product else "sum"][1]:
-        blocks[0] = deposit("_deposit_loop", False)
+    # Only the deposit every block takes gets DEPOSIT's streams and prefetches; index 0 (terms near
+    # the format's overflow) and the loop behind the deposit in registers (a block with an inf or a
+    # nan) are rare, so they are one plain loop each: a third of the code to compile at the first
+    # call, and the same counts (integer sums, in any order).
+    cold = (1, 0, 0)
+    blocks = [deposit("_deposit_loop", False, *cold) if regs else deposit("_deposit", False, *hot),
+              deposit("_deposit_top", True, *cold), "\n".join(amax), "\n".join(lanes)]
+    if regs:
         blocks.append(deposit_regs(fold, product))
     return "\n\n\n".join(blocks) + "\n"
 
@@ -263,6 +288,7 @@ def deposit_regs(fold: int, product: bool) -> str:
     term = "X[i] * Y[i]" if product else "X[i]"
     lines = ["@_jit\ndef _deposit(X, Y, index, counts):",
              '    """Count the slices of the block\'s terms in each slot\'s ulps; the largest |term| pattern."""',
+             "    if index == 0:", "        return _deposit_top(X, Y, counts)",
              "    n = X.shape[0]", "    step = _REGS[0] * _REGS[1]", "    whole = n - n % step",
              "    bins = _BINS[index:index + _FOLD]"]
     lines += [f"    counts[{j}] = 0" for j in range(fold)]

@@ -270,12 +270,6 @@ def _lane_regs(typingctx, A, Bf, N, k0, k1, col, P, g):
     return types.none(A, Bf, N, k0, k1, col, P, g), codegen
 
 
-def _term(X, Y, i):
-    if _PRODUCT:
-        return X[i] * Y[i]
-    return X[i]
-
-
 def _index_of_bits(m):
     """ReproBLAS's xindex of the largest |term| given by its bit pattern m (finite)."""
     e = m >> _EXP_SHIFT
@@ -286,19 +280,6 @@ def _index_of_bits(m):
         v = math.frexp(np.float64(m))[1] + 1 - _EMAX - (_P - 1)
         return min((_EMAX + 1 - v) // _W, _MAXI)
     return min((_EMAX + 1 - (e - _EMAX + 1)) // _W, _MAXI)
-
-
-def _block_flags(X, Y, b0, b1):
-    f = 0
-    for i in range(b0, b1):
-        t = _term(X, Y, i)
-        if t != t:
-            f |= 1
-        elif t == np.inf:
-            f |= 2
-        elif t == -np.inf:
-            f |= 4
-    return f
 
 
 def _carry_in(state, j, count):
@@ -330,7 +311,7 @@ def _partial(X, Y, lo, hi, state, hint=-1):
         # views from 0: the block loops index from 0 up, which LLVM vectorizes
         Xb, Yb = X[b0:b1], Y[b0:b1]
         if state[0] < 0 and hint >= 0:
-            m = _deposit_at(Xb, Yb, hint, counts)
+            m = _deposit(Xb, Yb, hint, counts)
             if m < _INF_BITS and _index_of_bits(m) == hint:
                 state[0] = hint
                 for k in range(_FOLD):
@@ -341,9 +322,18 @@ def _partial(X, Y, lo, hi, state, hint=-1):
         else:
             # the block's largest |term| comes out of the deposit; deposited again only when it
             # needs a higher bin than the accumulator's (rare: a bin is 2^W wide)
-            m = _deposit_at(Xb, Yb, state[0], counts)
+            m = _deposit(Xb, Yb, state[0], counts)
         if m >= _INF_BITS:
-            state[1] |= _block_flags(X, Y, b0, b1)
+            # an inf or a nan among the block's terms (flags: 1 nan, 2 +inf, 4 -inf); written
+            # here, not as a function of its own: one compiled function less at the first call
+            for i in range(b0, b1):
+                t = X[i] * Y[i] if _PRODUCT else X[i]
+                if t != t:
+                    state[1] |= 1
+                elif t == np.inf:
+                    state[1] |= 2
+                elif t == -np.inf:
+                    state[1] |= 4
             continue
         j = _index_of_bits(m)
         if state[0] >= 0 and j >= state[0]:
@@ -355,16 +345,9 @@ def _partial(X, Y, lo, hi, state, hint=-1):
         else:
             _shift_state(state, state[0] - j)
             state[0] = j
-        _deposit_at(Xb, Yb, j, counts)
+        _deposit(Xb, Yb, j, counts)
         for k in range(_FOLD):
             _carry_in(state, k, counts[k])
-
-
-def _deposit_at(X, Y, index, counts):
-    """counts = the block's slices at `index`; returns the largest |term| pattern of the block."""
-    if index == 0:
-        return _deposit_top(X, Y, counts)
-    return _deposit(X, Y, index, counts)
 
 
 def _merge_into(state, other):
@@ -405,12 +388,15 @@ def _finish(state, fields):
 
 
 def _merged(states):
-    """The sum the rows of `states` hold together (merged in order; any order gives the same)."""
+    """The sum the rows of `states` hold together (merged in order; any order gives the same).  Run
+    in Python (the compiled functions' Python bodies): a few operations a thread, and at the first
+    call only `convert` compiles here (_shift_state and _carry_in came with _partial), not a
+    compiled merge of its own."""
     total = np.zeros(_STATE, np.int64)
     total[0] = -1
     for p in range(states.shape[0]):
-        _merge_into(total, states[p])
-    return _finish(total, np.empty(2 * _FOLD))
+        _merge_into.py_func(total, states[p])
+    return _finish.py_func(total, np.empty(2 * _FOLD))
 
 
 def _rows_range(A, x, out, r0, r1):

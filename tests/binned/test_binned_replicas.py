@@ -2,6 +2,8 @@
 the split or the thread count."""
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -126,6 +128,20 @@ def test_numba_thread_counts_and_splits_give_the_same_bits():
     x[:1234], y[:1234] = np.inf, 1.0
     rep._partial(x, y, 0, 1234, states[0])
     assert states[0, 0] == -1 and rep._merged(states) == np.inf == rep.dot(x, y)
+
+
+def test_numba_first_dot_compiles_only_the_deposit_path_and_convert():
+    """The first dot compiles _partial's path and convert, nothing for the merge (run in Python), and
+    convert only for the replica's format (its test of `single` reads the constant _SINGLE)."""
+    numba = pytest.importorskip("numba")
+    rep = replica("dot", "fp32", "numba")
+    x = (np.arange(6000) % 61 - 30).astype(np.float32) * np.float32(0.375)
+    assert bits(rep.dot(x, x[::-1].copy())) == bits(replica("dot", "fp32", "numpy").dot(x, x[::-1].copy()))
+    assert not isinstance(rep._merged, numba.core.dispatcher.Dispatcher)
+    assert rep._merge_into.signatures == [] and rep._finish.signatures == []
+    assert len(rep.convert.signatures) == 1 and len(rep._deposit.signatures) == 1
+    assert "if _SINGLE:" in inspect.getsource(rep.convert.py_func)
+    assert not any(hasattr(rep, name) for name in ("_deposit_at", "_block_flags", "_term"))
 
 
 def test_fold_2_and_4():

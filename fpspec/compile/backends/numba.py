@@ -37,7 +37,9 @@ from fpspec.compile.runtime import numba_rt
 # only the branches for the operations the order's code has; an order with
 # cases on n compiles only the case of the length called (note [length
 # cases]).  `_join` (six branches) is compiled once, not inlined at every
-# node of a tagged walk: typing it at each call site cost more.
+# node of a tagged walk: typing it at each call site cost more.  Every
+# function compiles with error_model="numpy" (the template): no
+# ZeroDivisionError test and raise around each integer // and %.
 INLINE = ("_round_acc", "_term", "_add", "_add_leaf", "_add_leaves", "_vals", "_final", "_round_out")
 
 # the compiled kernel behind each public function

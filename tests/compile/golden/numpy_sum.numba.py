@@ -35,14 +35,17 @@ _OUT_CARRY = np.float32
 # directory, and no compiled function calls itself (recursive orders run as
 # loops over explicit stacks or from a plan), so the module works however it
 # is imported (importlib without sys.modules, runpy, any module name).
+# error_model="numpy": no ZeroDivisionError test and raise around each
+# integer // and % (a float / 0 gives inf or nan, as NumPy does): a fifth
+# less to compile at the first call, and the same bits.
 def _jit(f):
     f.__module__ = None
-    return _one_signature(njit(fastmath=False)(f))
+    return _one_signature(njit(fastmath=False, error_model="numpy")(f))
 
 
 def _inline(f):
     f.__module__ = None
-    return njit(fastmath=False, inline="always")(f)
+    return njit(fastmath=False, error_model="numpy", inline="always")(f)
 
 
 def _parallel(f):
@@ -50,7 +53,7 @@ def _parallel(f):
     tasks part, part + parts, ...): compiled with nogil, not as a numba
     parallel loop (which compiles for seconds more)."""
     f.__module__ = None
-    return njit(fastmath=False, nogil=True)(f)
+    return njit(fastmath=False, error_model="numpy", nogil=True)(f)
 
 
 def _one_signature(dispatcher):
