@@ -72,7 +72,40 @@ def message(name, **kw) -> str:
 def test_the_module_is_imported_before_the_op_is_asked_for():
     assert message("nosuchmodule.func") == ("cannot import 'nosuchmodule' for target 'nosuchmodule.func': "
                                             "No module named 'nosuchmodule'")
-    assert message("numpy") == "cannot find 'numpy': name a callable as package.module:function"
+    assert message("numpy") == ("cannot find 'numpy': name a callable as package.module:function "
+                                "or path/to/file.py:function")
+    assert message("nosuchmodule.sub.func") == ("cannot import 'nosuchmodule' for target 'nosuchmodule.sub.func': "
+                                                "No module named 'nosuchmodule'")
+
+
+SEQ5 = "((((0 1) 2) 3) 4)"
+
+
+@pytest.mark.parametrize("name", ["numpy.add.reduce", "np.add.reduce", "np.nansum", "sum", "builtins:sum"])
+def test_names_as_python_spells_them(name):
+    """An attribute of an attribute (numpy.add.reduce), the np. abbreviation, and Python's builtins."""
+    t = resolve_target(name, op="sum", n=5, dtype="float64")
+    want = {"sum": SEQ5, "builtins:sum": SEQ5}.get(name, str(reveal(resolve_target("numpy.sum", n=5, dtype="float64")).tree))
+    assert str(reveal(t).tree) == want
+
+
+def test_a_file_path_names_a_callable(tmp_path):
+    box = tmp_path / "my bóx.py"
+    box.write_text("import functools, operator\ndef red(x):\n    return functools.reduce(operator.add, x)\n")
+    assert str(reveal(resolve_target(f"{box}:red", op="sum", n=5)).tree) == SEQ5
+    assert message(f"{tmp_path / 'none.py'}:red", op="sum") == (
+        f"cannot find {str(tmp_path / 'none.py')!r} for target {str(tmp_path / 'none.py') + ':red'!r}: no such file")
+
+
+def test_a_module_in_the_current_directory_is_found_without_it_on_sys_path(tmp_path, monkeypatch):
+    """An installed `fpspec` script's sys.path starts at its own folder, not at the user's."""
+    import sys
+
+    (tmp_path / "cwd_box_for_fpspec.py").write_text("def red(x):\n    return sum(x)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "cwd_box_for_fpspec", raising=False)
+    assert str(reveal(resolve_target("cwd_box_for_fpspec:red", op="sum", n=5)).tree) == SEQ5
 
 
 def test_an_importable_callable_still_needs_its_op(users):
