@@ -51,6 +51,9 @@ SOURCE = textwrap.dedent("""
     def leaves(x):
         import os
         os._exit(0)
+    shuffler = np.random.default_rng(0)
+    def shuffled(x):
+        return np.sum(x[shuffler.permutation(len(x))])
 """)
 
 
@@ -206,3 +209,12 @@ def test_a_crash_is_caught_in_a_child_process(users):
             f"target {MODULE}:leaves ended the process (exit status 0) when called on sum operands of length 8; "
             "expected it to return its result")
         assert str(reveal(resolve_target(f"{MODULE}:good", op="sum", n=8)).tree) == "(((0 1) (2 3)) ((4 5) (6 7)))"
+
+
+def test_a_target_that_shuffles_its_order_is_called_nondeterministic(users):
+    """Exact random inputs sum alike in every order; the refusal still names the cause."""
+    from fpspec.errors import RevealRefused
+
+    with pytest.raises(RevealRefused) as e:
+        reveal(resolve_target(f"{MODULE}:shuffled", op="sum", n=17, dtype="float64"))
+    assert str(e.value) == "nondeterministic: the same input gave different outputs on two calls"
