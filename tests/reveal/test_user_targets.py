@@ -218,3 +218,15 @@ def test_a_target_that_shuffles_its_order_is_called_nondeterministic(users):
     with pytest.raises(RevealRefused) as e:
         reveal(resolve_target(f"{MODULE}:shuffled", op="sum", n=17, dtype="float64"))
     assert str(e.value) == "nondeterministic: the same input gave different outputs on two calls"
+
+
+def test_a_mean_is_refused_with_what_it_is():
+    """numpy.mean divides the sum by n: the count it answers is whole only times n."""
+    from fpspec.errors import RevealRefused
+
+    with pytest.raises(RevealRefused) as e:
+        reveal(resolve_target("numpy.mean", op="sum", n=17))
+    assert str(e.value) == (
+        "output 0.7647058963775635 for masks at 0, 1 is not a whole number of units in [0, 15]: l is not an "
+        "integer in [2, n], so the target is not a summation tree over its inputs; it is a whole count times "
+        "1/n: a mean? reveal the sum it divides")
