@@ -137,7 +137,7 @@ class LcaOracle:
             raise (MasksOverflow if not np.isfinite(out[bad]) else RevealRefused)(
                 f"output {float(out[bad])!r} for masks at {ri[bad]}, {rj[bad]} is not a whole number of units "
                 f"in [0, {int(units_in_row[bad])}]: l is not an integer in [2, n], so the target is not "
-                f"a summation tree over its inputs{self._scaled_hint(c[bad])}")
+                f"a summation tree over its inputs{self._scaled_hint(c[bad], units_in_row[bad])}")
         counted = np.bincount(row_pair, weights=c, minlength=q).astype(np.int64)
         S_sizes = sizes[groups]
         total = S_sizes.copy()
@@ -545,13 +545,14 @@ class LcaOracle:
             bad = int(np.flatnonzero(~ok)[0])
             raise (MasksOverflow if not np.isfinite(res[bad]) else RevealRefused)(
                 f"output {float(res[bad])!r} is not a whole number of units: l is not an integer in [2, n], "
-                f"so the target is not a summation tree over its inputs{self._scaled_hint(total[bad])}")
+                f"so the target is not a summation tree over its inputs{self._scaled_hint(total[bad], 2.0 ** bits)}")
         return np.where(overflow, -1, total.astype(np.int64))
 
-    def _scaled_hint(self, count: float) -> str:
-        """A count that is whole once multiplied by n: the target divides its sum by n (numpy.mean)."""
+    def _scaled_hint(self, count: float, most: float) -> str:
+        """A count that is a whole count of at most `most` units once multiplied by n: the target
+        divides its sum by n (numpy.mean).  (A norm's square root answers nothing of the kind.)"""
         scaled = count * self.n
-        if np.isfinite(scaled) and abs(scaled - round(scaled)) <= 1e-6 * max(1.0, abs(scaled)):
+        if 0 <= scaled <= most and abs(scaled - round(scaled)) <= 1e-6 * max(1.0, scaled):
             return "; it is a whole count times 1/n: a mean? reveal the sum it divides"
         return ""
 

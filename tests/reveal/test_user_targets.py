@@ -230,3 +230,13 @@ def test_a_mean_is_refused_with_what_it_is():
         "output 0.7647058963775635 for masks at 0, 1 is not a whole number of units in [0, 15]: l is not an "
         "integer in [2, n], so the target is not a summation tree over its inputs; it is a whole count times "
         "1/n: a mean? reveal the sum it divides")
+
+
+def test_a_norm_is_not_called_a_mean():
+    from fpspec.errors import RevealRefused
+
+    with pytest.raises(RevealRefused) as e:
+        reveal(resolve_target("numpy.linalg.norm", op="sum", n=17, dtype="float64"))
+    assert str(e.value) == (
+        "output 1.2030798458400226e+38 for masks at 0, 1 is not a whole number of units in [0, 15]: l is not an "
+        "integer in [2, n], so the target is not a summation tree over its inputs")
