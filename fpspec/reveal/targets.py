@@ -395,6 +395,12 @@ def _import_callable(spec: str) -> tuple[Callable, str]:
     `package.module.function` whose function may be an attribute of an attribute (numpy.add.reduce),
     or a builtin (`sum`).  Modules in the current directory import as `python -m` would import them,
     also when fpspec runs as an installed script (whose sys.path starts at its own folder)."""
+    if spec.endswith(".py") or "/" in spec.split(":")[0] and not spec.split(":")[0].endswith(".py"):
+        raise FpspecError(f"cannot use {spec!r} as a target: name a function in a Python file as "
+                          "path/to/file.py:function")
+    if spec.lstrip().startswith("lambda"):
+        raise FpspecError(f"cannot use {spec!r} as a target: write the function in a file and name it as "
+                          "path/to/file.py:function")
     if ":" in spec:
         path, function = spec.rsplit(":", 1)
         if path.endswith(".py"):        # a path may hold a colon itself (a drive letter)

@@ -79,6 +79,10 @@ def test_the_module_is_imported_before_the_op_is_asked_for():
                                 "or path/to/file.py:function")
     assert message("nosuchmodule.sub.func") == ("cannot import 'nosuchmodule' for target 'nosuchmodule.sub.func': "
                                                 "No module named 'nosuchmodule'")
+    assert message("boxes.py") == ("cannot use 'boxes.py' as a target: name a function in a Python file as "
+                                   "path/to/file.py:function")
+    assert message("lambda x: x.sum()") == ("cannot use 'lambda x: x.sum()' as a target: write the function in a "
+                                            "file and name it as path/to/file.py:function")
 
 
 SEQ5 = "((((0 1) 2) 3) 4)"
