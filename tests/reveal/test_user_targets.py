@@ -244,3 +244,14 @@ def test_a_norm_is_not_called_a_mean():
     assert str(e.value) == (
         "output 1.2030798458400226e+38 for masks at 0, 1 is not a whole number of units in [0, 15]: l is not an "
         "integer in [2, n], so the target is not a summation tree over its inputs")
+
+
+def test_overflowing_probes_print_no_warning():
+    """Masks overflow fp16 on purpose: inf is an answer, not a RuntimeWarning on the user's stderr."""
+    import warnings
+
+    t = resolve_target("numpy.dot", n=4, dtype="float16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = t.call(t.native(np.full(4, 60000.0)), t.native(np.full(4, 2.0)))
+    assert float(out) == float("inf")
