@@ -200,6 +200,7 @@ def test_a_product_format_indistinguishable_at_n_2_is_not_a_difference(tmp_path)
     fp32 products added in fp64 and rounded to fp32 are one fp32 addition, and the probe says so."""
     spec = tmp_path / "v.fps"
     spec.write_text(VDOT_FP32)
-    code, out, err = fpspec("verify", spec, "--against", "numpy.vdot", "-n", "2", "-n", "40", "--samples", "60")
+    code, out, err = fpspec("verify", spec, "--against", "numpy.vdot", "-n", "2", "--samples", "60")
     assert code == 0, out + err
-    assert "arithmetic: 4 compared, all equal" in out
+    assert ("arithmetic: 2 compared, all equal (input=fp32 product=rounded accumulator=fp64 init=+0.0 output=fp32 "
+            "product_format=fp32 bias=none)") in out
