@@ -153,6 +153,9 @@ def _parse_n(text: str) -> tuple[int, int | None]:
         return lo_i, None
     if lo_i < 1 or hi_i < lo_i:
         raise FpspecError(f"-n {text}: a range LO..HI needs 1 <= LO <= HI")
+    if hi_i < 2:
+        # every n of it sums one term: no order, and no arithmetic the spec could be checked by
+        raise FpspecError(f"-n {text}: a sum of one term reveals nothing; a range LO..HI needs HI >= 2")
     at_least(hi_i, 1, "-n")
     return lo_i, hi_i
 

@@ -579,6 +579,13 @@ class LoopEmitter:
         return res
 
     def emit_table(self, r: Table, lst, code):
+        if r.size == 1:
+            return self._table(r, lst, code)
+        # a literal applied to one operand returns it (docs/fps.md): the outer order of a tail
+        # whose body took every operand holds only the body's result
+        return self.unless_one(lst, code, lambda: self._table(r, lst, code))
+
+    def _table(self, r: Table, lst, code):
         prefix = self.table_constants(r)
         steps = len(r.fused)
         res = self.fresh("r")

@@ -135,9 +135,9 @@ class LcaOracle:
         if not np.all(ok):
             bad = int(np.flatnonzero(~ok)[0])
             raise (MasksOverflow if not np.isfinite(out[bad]) else RevealRefused)(
-                f"output {out[bad]!r} for masks at {ri[bad]}, {rj[bad]} is not a whole number of units "
+                f"output {float(out[bad])!r} for masks at {ri[bad]}, {rj[bad]} is not a whole number of units "
                 f"in [0, {int(units_in_row[bad])}]: l is not an integer in [2, n], so the target is not "
-                "a summation tree over its inputs")
+                f"a summation tree over its inputs{self._scaled_hint(c[bad], units_in_row[bad])}")
         counted = np.bincount(row_pair, weights=c, minlength=q).astype(np.int64)
         S_sizes = sizes[groups]
         total = S_sizes.copy()
@@ -544,9 +544,17 @@ class LcaOracle:
         if not np.all(ok):
             bad = int(np.flatnonzero(~ok)[0])
             raise (MasksOverflow if not np.isfinite(res[bad]) else RevealRefused)(
-                f"output {res[bad]!r} is not a whole number of units: l is not an integer in [2, n], "
-                "so the target is not a summation tree over its inputs")
+                f"output {float(res[bad])!r} is not a whole number of units: l is not an integer in [2, n], "
+                f"so the target is not a summation tree over its inputs{self._scaled_hint(total[bad], 2.0 ** bits)}")
         return np.where(overflow, -1, total.astype(np.int64))
+
+    def _scaled_hint(self, count: float, most: float) -> str:
+        """A count that is a whole count of at most `most` units once multiplied by n: the target
+        divides its sum by n (numpy.mean).  (A norm's square root answers nothing of the kind.)"""
+        scaled = count * self.n
+        if 0 <= scaled <= most and abs(scaled - round(scaled)) <= 1e-6 * max(1.0, scaled):
+            return "; it is a whole count times 1/n: a mean? reveal the sum it divides"
+        return ""
 
     def _eval_rows(self, base, rr, cc, vv, rows) -> np.ndarray:
         """Outputs of `rows` inputs: operand A = base (float64 values) with (rr, cc) set to vv."""

@@ -103,7 +103,8 @@ class Target:
 
     # ------------------------------------------------------------ evaluation
     def call(self, *native_operands):
-        return self.fn(*native_operands)
+        with np.errstate(all="ignore"):     # masks overflow on purpose (fp16 dot): no warning on stderr
+            return self.fn(*native_operands)
 
     def run(self, *operands) -> np.ndarray:
         """Evaluate on float64-held operands (exact in `fmt`); float64 output of the op's shape."""
@@ -391,16 +392,91 @@ def _jax_target(name, func, op, n, fmt, m, ncols, device) -> Target:
 
 
 def _import_callable(spec: str) -> tuple[Callable, str]:
+    """The callable a target name means: `module:attr.path`, `path/to/file.py:function`, a dotted
+    `package.module.function` whose function may be an attribute of an attribute (numpy.add.reduce),
+    or a builtin (`sum`).  Modules in the current directory import as `python -m` would import them,
+    also when fpspec runs as an installed script (whose sys.path starts at its own folder)."""
+    if spec.endswith(".py") or "/" in spec.split(":")[0] and not spec.split(":")[0].endswith(".py"):
+        raise FpspecError(f"cannot use {spec!r} as a target: name a function in a Python file as "
+                          "path/to/file.py:function")
+    if spec.lstrip().startswith("lambda"):
+        raise FpspecError(f"cannot use {spec!r} as a target: write the function in a file and name it as "
+                          "path/to/file.py:function")
     if ":" in spec:
+        path, function = spec.rsplit(":", 1)
+        if path.endswith(".py"):        # a path may hold a colon itself (a drive letter)
+            return _file_callable(spec, path, function)
         mod, attr = spec.split(":", 1)
+        obj = _import_module(mod, spec)
     elif "." in spec:
-        mod, attr = spec.rsplit(".", 1)
+        parts = spec.split(".")
+        # the longest prefix that is a module: numpy.add.reduce is numpy's `add`, then its `reduce`
+        for k in range(len(parts) - 1, 0, -1):
+            mod, attr = ".".join(parts[:k]), ".".join(parts[k:])
+            try:
+                obj = _import_module(mod, spec)
+                break
+            except _NoModule:
+                if k == 1:
+                    raise
     else:
-        raise FpspecError(f"cannot find {spec!r}: name a callable as package.module:function")
+        import builtins
+
+        if not callable(getattr(builtins, spec, None)):
+            raise FpspecError(f"cannot find {spec!r}: name a callable as package.module:function "
+                              "or path/to/file.py:function")
+        return getattr(builtins, spec), "builtins"
+    return _attribute(obj, mod, attr, spec), mod.split(".")[0]
+
+
+class _NoModule(FpspecError):
+    """The module itself (not one it imports) does not exist."""
+
+
+def _import_module(mod: str, spec: str):
+    import os
+    import sys
+
+    for attempt in range(2):
+        try:
+            return importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            missing = e.name is not None and (mod == e.name or mod.startswith(e.name + "."))
+            cwd = os.getcwd()
+            if missing and attempt == 0 and not {"", ".", cwd} & set(sys.path):
+                sys.path.append(cwd)      # the user's module next to them, found last (it shadows nothing)
+                continue
+            if missing:
+                raise _NoModule(f"cannot import {mod!r} for target {spec!r}: {e}") from None
+            raise FpspecError(f"cannot import {mod!r} for target {spec!r}: {e}") from None
+        except ImportError as e:
+            raise FpspecError(f"cannot import {mod!r} for target {spec!r}: {e}") from None
+        except Exception as e:      # the user's module failed while it ran its own top level
+            raise FpspecError(f"cannot import {mod!r} for target {spec!r}: {type(e).__name__}: {e}") from None
+
+
+def _file_callable(spec: str, path: str, attr: str) -> tuple[Callable, str]:
+    """`path/to/file.py:function`: the file run as a module named after it (registered in
+    sys.modules, so that its dataclasses and pickles work as in an import)."""
+    import importlib.util
+    import os
+    import sys
+
+    if not os.path.isfile(path):
+        raise FpspecError(f"cannot find {path!r} for target {spec!r}: no such file")
+    name = os.path.splitext(os.path.basename(path))[0]
+    loader_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[name] = module
     try:
-        obj: Any = importlib.import_module(mod)
-    except ImportError as e:
-        raise FpspecError(f"cannot import {mod!r} for target {spec!r}: {e}") from None
+        loader_spec.loader.exec_module(module)
+    except Exception as e:
+        del sys.modules[name]
+        raise FpspecError(f"cannot import {path!r} for target {spec!r}: {type(e).__name__}: {e}") from None
+    return _attribute(module, path, attr, spec), name
+
+
+def _attribute(obj: Any, mod: str, attr: str, spec: str) -> Callable:
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -408,7 +484,7 @@ def _import_callable(spec: str) -> tuple[Callable, str]:
             raise FpspecError(f"{mod!r} has no attribute {attr!r}") from None
     if not callable(obj):
         raise FpspecError(f"{spec!r} is not callable")
-    return obj, mod.split(".")[0]
+    return obj
 
 
 _ALIASES = {
@@ -416,6 +492,19 @@ _ALIASES = {
     "jnp.sum": "jax.numpy.sum", "jnp.dot": "jax.numpy.dot", "jnp.matmul": "jax.numpy.matmul",
     "F.linear": "torch.nn.functional.linear",
 }
+_PREFIXES = {"np.": "numpy.", "jnp.": "jax.numpy."}
+
+
+def _alias(name: str) -> str:
+    """The full name of a target written with the usual import abbreviations (np.add.reduce)."""
+    if name in _ALIASES:
+        return _ALIASES[name]
+    for short, full in _PREFIXES.items():
+        if name.startswith(short):
+            return full + name[len(short):]
+    return name
+
+
 _DEFAULT_OPS = {"sum": "sum", "mean": "sum", "dot": "dot", "mv": "gemv", "matmul": "gemm", "bmm": "gemm", "_scaled_mm": "gemm",
                 "linear": "gemm"}
 # library functions with their own adapters (named in messages); any other numpy.X / torch.X is a
@@ -444,14 +533,14 @@ def resolve_target(name: str, *, op: str | None = None, n: int, dtype: str = "fl
         fmt_b = "" if dtype_b is None else get_format(dtype_b).name
     except ValueError as e:
         raise FpspecError(str(e)) from None
-    if fmt_b and fmt_b != fmt and _ALIASES.get(name, name) != "torch._scaled_mm":
+    if fmt_b and fmt_b != fmt and _alias(name) != "torch._scaled_mm":
         raise FpspecError(f"a second input format (B as {fmt_b}) is for torch._scaled_mm, not {name}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise FpspecError(f"n must be an integer >= 2, got {n!r}")
     n = int(n)
     if op is not None and op not in OPS:
         raise FpspecError(f"unknown op {op!r}; expected one of {', '.join(OPS)}")
-    key = _ALIASES.get(name, name)
+    key = _alias(name)
     if op is None and ncols is None and key.endswith("matmul") and m is not None:
         op = "gemv"
     if key == "torch.nn.functional.linear":   # a layer's op, adapted like torch's own (a bias operand)

@@ -136,6 +136,7 @@ def test_help_exits_0(capsys, command):
     (["reveal", "numpy.sum", "-n", "0"], 2, ["-n 0: n must be an integer >= 2"]),
     (["reveal", "numpy.sum", "-n", "-5"], 2, ["-n -5: n must be an integer >= 2"]),
     (["reveal", "numpy.sum", "-n", "10..2"], 2, ["-n 10..2: a range LO..HI needs 1 <= LO <= HI"]),
+    (["reveal", "numpy.sum", "-n", "1..1"], 2, ["-n 1..1: a sum of one term reveals nothing; a range LO..HI needs HI >= 2"]),
     (["reveal", "numpy.sum", "-n", "8", "--dtype", "float7"], 2, ["--dtype float7: unknown format 'float7'"]),
     (["reveal", "numpy.sum", "-n", "8", "--device", "tpu"], 2, ["--device tpu: unknown device"]),
     (["reveal", "numpy.matmul", "-n", "8", "--op", "gemv", "--m", "0"], 2, ["--m 0: expected an integer >= 1"]),

@@ -51,6 +51,9 @@ SOURCE = textwrap.dedent("""
     def leaves(x):
         import os
         os._exit(0)
+    shuffler = np.random.default_rng(0)
+    def shuffled(x):
+        return np.sum(x[shuffler.permutation(len(x))])
 """)
 
 
@@ -72,7 +75,44 @@ def message(name, **kw) -> str:
 def test_the_module_is_imported_before_the_op_is_asked_for():
     assert message("nosuchmodule.func") == ("cannot import 'nosuchmodule' for target 'nosuchmodule.func': "
                                             "No module named 'nosuchmodule'")
-    assert message("numpy") == "cannot find 'numpy': name a callable as package.module:function"
+    assert message("numpy") == ("cannot find 'numpy': name a callable as package.module:function "
+                                "or path/to/file.py:function")
+    assert message("nosuchmodule.sub.func") == ("cannot import 'nosuchmodule' for target 'nosuchmodule.sub.func': "
+                                                "No module named 'nosuchmodule'")
+    assert message("boxes.py") == ("cannot use 'boxes.py' as a target: name a function in a Python file as "
+                                   "path/to/file.py:function")
+    assert message("lambda x: x.sum()") == ("cannot use 'lambda x: x.sum()' as a target: write the function in a "
+                                            "file and name it as path/to/file.py:function")
+
+
+SEQ5 = "((((0 1) 2) 3) 4)"
+
+
+@pytest.mark.parametrize("name", ["numpy.add.reduce", "np.add.reduce", "np.nansum", "sum", "builtins:sum"])
+def test_names_as_python_spells_them(name):
+    """An attribute of an attribute (numpy.add.reduce), the np. abbreviation, and Python's builtins."""
+    t = resolve_target(name, op="sum", n=5, dtype="float64")
+    want = {"sum": SEQ5, "builtins:sum": SEQ5}.get(name, str(reveal(resolve_target("numpy.sum", n=5, dtype="float64")).tree))
+    assert str(reveal(t).tree) == want
+
+
+def test_a_file_path_names_a_callable(tmp_path):
+    box = tmp_path / "my bóx.py"
+    box.write_text("import functools, operator\ndef red(x):\n    return functools.reduce(operator.add, x)\n")
+    assert str(reveal(resolve_target(f"{box}:red", op="sum", n=5)).tree) == SEQ5
+    assert message(f"{tmp_path / 'none.py'}:red", op="sum") == (
+        f"cannot find {str(tmp_path / 'none.py')!r} for target {str(tmp_path / 'none.py') + ':red'!r}: no such file")
+
+
+def test_a_module_in_the_current_directory_is_found_without_it_on_sys_path(tmp_path, monkeypatch):
+    """An installed `fpspec` script's sys.path starts at its own folder, not at the user's."""
+    import sys
+
+    (tmp_path / "cwd_box_for_fpspec.py").write_text("def red(x):\n    return sum(x)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "cwd_box_for_fpspec", raising=False)
+    assert str(reveal(resolve_target("cwd_box_for_fpspec:red", op="sum", n=5)).tree) == SEQ5
 
 
 def test_an_importable_callable_still_needs_its_op(users):
@@ -173,3 +213,45 @@ def test_a_crash_is_caught_in_a_child_process(users):
             f"target {MODULE}:leaves ended the process (exit status 0) when called on sum operands of length 8; "
             "expected it to return its result")
         assert str(reveal(resolve_target(f"{MODULE}:good", op="sum", n=8)).tree) == "(((0 1) (2 3)) ((4 5) (6 7)))"
+
+
+def test_a_target_that_shuffles_its_order_is_called_nondeterministic(users):
+    """Exact random inputs sum alike in every order; the refusal still names the cause."""
+    from fpspec.errors import RevealRefused
+
+    with pytest.raises(RevealRefused) as e:
+        reveal(resolve_target(f"{MODULE}:shuffled", op="sum", n=17, dtype="float64"))
+    assert str(e.value) == "nondeterministic: the same input gave different outputs on two calls"
+
+
+def test_a_mean_is_refused_with_what_it_is():
+    """numpy.mean divides the sum by n: the count it answers is whole only times n."""
+    from fpspec.errors import RevealRefused
+
+    with pytest.raises(RevealRefused) as e:
+        reveal(resolve_target("numpy.mean", op="sum", n=17))
+    assert str(e.value) == (
+        "output 0.7647058963775635 for masks at 0, 1 is not a whole number of units in [0, 15]: l is not an "
+        "integer in [2, n], so the target is not a summation tree over its inputs; it is a whole count times "
+        "1/n: a mean? reveal the sum it divides")
+
+
+def test_a_norm_is_not_called_a_mean():
+    from fpspec.errors import RevealRefused
+
+    with pytest.raises(RevealRefused) as e:
+        reveal(resolve_target("numpy.linalg.norm", op="sum", n=17, dtype="float64"))
+    assert str(e.value) == (
+        "output 1.2030798458400226e+38 for masks at 0, 1 is not a whole number of units in [0, 15]: l is not an "
+        "integer in [2, n], so the target is not a summation tree over its inputs")
+
+
+def test_overflowing_probes_print_no_warning():
+    """Masks overflow fp16 on purpose: inf is an answer, not a RuntimeWarning on the user's stderr."""
+    import warnings
+
+    t = resolve_target("numpy.dot", n=4, dtype="float16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = t.call(t.native(np.full(4, 60000.0)), t.native(np.full(4, 2.0)))
+    assert float(out) == float("inf")

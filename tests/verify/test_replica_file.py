@@ -164,3 +164,43 @@ def test_an_arithmetic_indistinguishable_at_small_n_is_not_a_difference(tmp_path
     code, out, err = fpspec("verify", spec, "--against", "torch.sum", "-n", "2", "-n", "17", "--samples", "60")
     assert code == 0, out + err
     assert "arithmetic: 4 compared, all equal (input=bf16 product=none accumulator=fp32" in out
+
+
+VDOT_FP32 = """\
+target "numpy.vdot"
+op dot
+n in 1..300
+
+arithmetic {
+    input = fp32
+    product = rounded
+    product_format = fp32
+    accumulator = fp64
+    init = +0.0
+    output = fp32
+}
+
+arithmetic fma_fp32 {
+    product = fma
+    accumulator = fp32
+}
+
+arithmetic rounded_fp32 {
+    accumulator = fp32
+}
+
+order
+    if n <= 31: seq
+    else: tail(32, lanes(32, using(fma_fp32, seq), using(rounded_fp32, lanes(4, pairwise, pairwise))), split(1, seq, seq))
+"""
+
+
+def test_a_product_format_indistinguishable_at_n_2_is_not_a_difference(tmp_path):
+    """`fpspec reveal numpy.vdot --op dot -n 1..300 --dtype float32` writes this spec; at n = 2 two
+    fp32 products added in fp64 and rounded to fp32 are one fp32 addition, and the probe says so."""
+    spec = tmp_path / "v.fps"
+    spec.write_text(VDOT_FP32)
+    code, out, err = fpspec("verify", spec, "--against", "numpy.vdot", "-n", "2", "--samples", "60")
+    assert code == 0, out + err
+    assert ("arithmetic: 2 compared, all equal (input=fp32 product=rounded accumulator=fp64 init=+0.0 output=fp32 "
+            "product_format=fp32 bias=none)") in out
