@@ -41,6 +41,14 @@ def test_a_region_of_fp16_additions_outside_a_chain_is_refused(op, n, order, add
                             "numpy or numba")
 
 
+def test_a_region_picked_at_one_n_only_is_refused_by_the_compiler():
+    # n = 150 is none of the lengths planned for every spec (the first ones, powers of two and
+    # their neighbours): the guard's own integers are planned too, so the replica never raises later
+    text = SPEC.format(op="dot", n="1..200", order="if n == 150: using(part0, seq) else: seq", product="exact")
+    with pytest.raises(CompileError, match=r"here it adds 150 terms otherwise \(at n = 150\)"):
+        compile_spec(parse(text), target="triton")
+
+
 def test_regions_the_kernels_run_round_every_node_into_fp16(tmp_path):
     # products of 2^7 * 2^8 = 32768: two of them overflow fp16 (a finite 65536 in fp32)
     big = np.full(4, 2.0 ** 7, np.float16)
@@ -48,7 +56,8 @@ def test_regions_the_kernels_run_round_every_node_into_fp16(tmp_path):
         # a chain stored into fp16 as the whole order: node [p0 p1] is inf, so is the output
         (spec("gemv", 4, "if n <= 40: using(part0, chain(2)) else: seq"), "gemv",
          (np.stack([big, big * -1, big]), np.full(4, 2.0 ** 8, np.float16))),
-        (spec("dot", 4, "if n <= 40: using(part0, chain(2)) else: seq"), "dot", (big, np.full(4, 2.0 ** 8, np.float16))),
+        (spec("dot", 4, "if n <= 40: using(part0, chain(2)) else: seq"), "dot",
+         (big, np.full(4, 2.0 ** 8, np.float16))),
         # one term per region: its product enters the fp32 root exactly (65536 * 2, finite)
         (spec("dot", 4, "lanes(4, using(part0, seq), seq)"), "dot", (big, np.full(4, 2.0 ** 8, np.float16))),
         (spec("sum", 4, "lanes(4, using(part0, seq), seq)"), "sum", (np.full(4, 60000.0, np.float16),)),
