@@ -262,10 +262,15 @@ class Planner:
         if isinstance(r, Stored):
             sub = self.run(r.inner, m, stride)
             kind = int(sub.segs[0, 3])
-            if sub.steps.shape[0] or sub.segs.shape[0] != 1 or kind not in (CHAIN, FOLD):
-                raise PlanError(f"a using(...) region that stores into {r.fmt} must hold one fused chain "
-                                "in the Triton kernels")
-            if kind == FOLD:   # one product: it enters the parent exactly (as in the model)
+            # Note [stored regions]: the kernels round into r.fmt only where a chain's node results
+            # are stored (CHAIN_BF16 / CHAIN_FP16); every addition elsewhere (a fold's, a combine
+            # step's) is an fp32 one, so a region of any other additions is refused, never run
+            # in fp32.  One term has no addition: its product enters the parent as in the model
+            one_term = kind == FOLD and int(sub.segs[0, 1]) == 1
+            if sub.steps.shape[0] or sub.segs.shape[0] != 1 or not (kind == CHAIN or one_term):
+                raise PlanError(f"a using(...) region of accumulator {r.fmt} must hold one fused chain (or one "
+                                f"term) in the Triton kernels; here it adds {m} terms otherwise")
+            if one_term:
                 return sub
             seg = sub.segs.clone()
             seg[0, 3] = STORED_KINDS[r.fmt]

@@ -15,11 +15,12 @@ Which kernels run is decided at call time, once n is known:
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 
 from fpspec.compile.backends import Backend, header, py_cond, py_int, render_template
-from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Fold, FusedChain, Guard, Kernel, Lanes, Pad,
+from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes, Pad,
                                Pairwise, Segments, Table, TreeReduce, VLanes, WithArithmetic, walk)
 from fpspec.compile.numerics import stores_fused
 
@@ -169,9 +170,12 @@ PLAN_FIRST = 64
 PLAN_MAX = 4096
 
 
-def plan_lengths(lo: int, hi: int | None) -> list[int]:
+def plan_lengths(lo: int, hi: int | None, marks=()) -> list[int]:
+    """The n planned at compile time; marks: the integers of the order's guards (each planned
+    with its neighbours: a guard such as `n == 150` may pick a region the kernels refuse)."""
     top = min(PLAN_MAX, hi if hi is not None else PLAN_MAX)
     ns = set(range(lo, min(top, lo + PLAN_FIRST) + 1))
+    ns.update(c + d for c in marks for d in (-1, 0, 1))
     k = 1
     while k <= top:
         ns.update((k - 1, k, k + 1))
@@ -195,7 +199,7 @@ def _check_plans(kernel: Kernel) -> None:
     orders = {name: eval(printer.print(r), names) for name, r in kernel.orders}   # noqa: S307
     replica = triton_run.Replica(kernel.op, eval(_numerics(kernel), names), root, orders,   # noqa: S307
                                  kernel.n_min, kernel.n_max)
-    for n in plan_lengths(kernel.n_min, kernel.n_max):
+    for n in plan_lengths(kernel.n_min, kernel.n_max, _guard_constants(kernel)):
         try:
             replica.plan(n)
         except triton_host.PlanError as e:
@@ -203,6 +207,18 @@ def _check_plans(kernel: Kernel) -> None:
         except RecursionError:
             raise CompileError(f"triton: the order nests too deeply for the replica's planner at n = {n}; "
                                "compile for numpy or numba") from None
+
+
+def _guard_constants(kernel: Kernel) -> set[int]:
+    """Every integer literal in the conditions of the order's guards."""
+    found, stack = set(), [c.cond for r in _reducers(kernel) if isinstance(r, Guard) for c in r.cases]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Const):
+            found.add(e.value)
+        elif dataclasses.is_dataclass(e):
+            stack.extend(getattr(e, f.name) for f in dataclasses.fields(e))
+    return found
 
 
 def _stored_format(kernel: Kernel, name: str) -> str | None:
