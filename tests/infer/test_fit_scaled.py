@@ -1,0 +1,49 @@
+"""The fit search on orders whose part count grows with n (vlanes and chunks of
+max(1, n // c)) and on orders whose parts recurse into the root (fpspec.infer.fit)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fpspec.infer.engine import _fit, first_design
+from fpspec.infer.fit import Budget
+from fpspec.spec import parse
+from fpspec.spec.expand import expand
+
+
+def _fitted(text: str, seed: int = 0):
+    """The spec fitted to `text`'s trees at the first design's n of 1..64, and the spec itself."""
+    spec = parse(f"n in 1..64\n{text}\n")
+    trees = {n: expand(spec, n) for n in sorted(first_design(1, 64, np.random.default_rng(seed)))}
+    got, _ = _fit(trees, "order", 1, 64, budget=Budget(work=300_000))
+    return got, spec
+
+
+@pytest.mark.parametrize("order", [
+    # fewer lanes than vectors at the largest n: lane 0 holds vectors 0, 9, 18, 27 at n = 64
+    "vlanes(2, max(1, n // 7), lanes(2, seq, seq), pairwise)",
+    # as many lanes as vectors at every n above 13: only the leftovers of small n show the lane count
+    "vlanes(8, max(1, n // 2), lanes(8, seq, seq), pairwise)",
+])
+def test_vector_lanes_whose_count_grows_with_n_are_fitted(order):
+    got, _ = _fitted(f"order {order}")
+    assert str(got.order) == order
+
+
+@pytest.mark.parametrize("order", [
+    "chunks(max(1, n // 2), seq, seq)",                                  # the last chunks are lone leaves
+    "if n <= 5: gpu_tree else: chunks(max(1, n // 2), gpu_tree, gpu_tree)",  # chunks not added one by one
+])
+def test_chunks_of_a_share_of_the_operands_left_are_fitted(order):
+    got, _ = _fitted(f"order {order}")
+    assert str(got.order) == order
+
+
+def test_a_root_that_recurses_through_its_blocks_is_fitted_as_a_recursion():
+    """blocks(3, seq, r) over r's own trees, r lanes below 10: the outer part is the root
+    (note [recursive parts]), its n <= 9 a threshold arm (note [small exceptions])."""
+    got, spec = _fitted("let r = if n <= 9: lanes(4, pairwise, seq) else: blocks(3, seq, r)\norder r")
+    assert [str(d.order) for d in got.lets] == ["if n <= 9: lanes(4, pairwise, seq) else: blocks(3, seq, order)"]
+    assert str(got.order) == "order"
+    for n in range(1, 65):
+        assert expand(got, n) == expand(spec, n), n
