@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
 
@@ -721,9 +721,6 @@ class Fitter:
             moved = self._moved_threshold(got, obs, bad, root)
             if moved is not None:
                 return moved
-            refit = self._refit_parts(got, obs, depth, root) if _guarded(got) else None
-            if refit is not None:
-                return refit
             chosen = {o.n for o in sample}
             extra = [o for o in (bad[0], bad[-1], bad[len(bad) // 2]) if o.n not in chosen]
             if not extra:
@@ -761,42 +758,6 @@ class Fitter:
                         if not bad:
                             return got
         return None
-
-    # Note [part refits]: a sample of root n gives a part few of its sizes (the
-    # outer order of blocks(2, ...) sees n // 2 at a dozen n), and a guard
-    # fitted there (`if n % 5 == 0: ... elif n <= 15: ...`) is cut to those
-    # sizes; the next round searches everything again with three more n.  When
-    # the root combinator takes every observation apart with the same
-    # parameters, its parts are fitted again to all of them (a capped search,
-    # as a residue class): the structure the sample found, its guards read
-    # where every size shows.
-    def _refit_parts(self, order, obs: list[Obs], depth: int, root: bool):
-        """`order` with its parts fitted to every observation, or None (note [part refits])."""
-        cut = _cutter(order)
-        if cut is None:
-            return None
-        try:
-            parts = [self._part(cut, o) for o in obs]
-        except SpecError:
-            return None
-        if any(p is None or p is False for p in parts):
-            return None
-        with self.budget.capped(self._class_cap(obs)) as token:
-            try:
-                if isinstance(order, A.Tail):
-                    fitted = self._body_outer(parts, depth, root)
-                else:
-                    fitted = self._inner_outer(parts, depth, root)
-            except Capped as e:
-                if e.token is not token:
-                    raise
-                return None
-        if fitted is None:
-            return None
-        first, second = fitted
-        field_names = ("body", "outer") if isinstance(order, A.Tail) else ("inner", "outer")
-        cand = replace(order, **dict(zip(field_names, (first, second))))
-        return cand if all(self._verify(cand, o, root) for o in obs) else None
 
     def _fit_sample(self, obs: list[Obs], depth: int, root: bool):
         key = (root, tuple(o.key for o in obs))
@@ -1371,24 +1332,6 @@ def _has_ref(order) -> bool:
             return True
         stack.extend(order_children(x))
     return False
-
-
-def _cutter(order):
-    """o -> the parts (as the shapes functions give them) that `order`'s root combinator
-    cuts o into, with its own parameters; None for a combinator without one."""
-    def size(e, n):
-        return eval_expr(e, n)
-    if isinstance(order, A.Blocks):
-        return lambda o: ([o], Obs(1, 0)) if size(order.b, o.n) >= o.n else block_parts(o, size(order.b, o.n))
-    if isinstance(order, A.Lanes) and order.left is None and order.unroll is None:
-        return lambda o: lane_parts(o, size(order.k, o.n))
-    if isinstance(order, A.VLanes):
-        return lambda o: vlane_parts(o, size(order.v, o.n), size(order.k, o.n))
-    if isinstance(order, A.Chunks):
-        return lambda o: sized_chunk_parts(o, order.size)
-    if isinstance(order, A.Tail):
-        return lambda o: tail_parts(o, size(order.k, o.n))
-    return None
 
 
 def _unchecked_ref(order) -> bool:

@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 
 from fpspec.infer.engine import _fit, first_design
-from fpspec.infer.fit import Budget
+from fpspec.infer.fit import Budget, Fitter
+from fpspec.infer.shapes import Obs
+from fpspec.spec import ast as A
 from fpspec.spec import parse
 from fpspec.spec.expand import expand
+from fpspec.tree import observable
 
 
 def _fitted(text: str, seed: int = 0):
@@ -47,3 +50,25 @@ def test_a_root_that_recurses_through_its_blocks_is_fitted_as_a_recursion():
     assert str(got.order) == "order"
     for n in range(1, 65):
         assert expand(got, n) == expand(spec, n), n
+
+
+def test_residue_classes_past_a_plain_run_in_a_listed_guard_are_fitted():
+    """seq up to 15, then two orders on the parity of n: the n no parameter-free order
+    gives are one searched arm (note [simple lists]), whose n are residue classes."""
+    got, spec = _fitted("order if n <= 15: seq elif n % 2 == 0: blocks(4, seq, pairwise) "
+                        "else: tail(6, vlanes(3, 4, lanes(3, seq, seq), blocks(7, gpu_tree, gpu_tree)), seq)", seed=1)
+    # (12 lanes of one operand, taken 3 lanes at a time: the 4 lanes of 3-wide vectors at every n)
+    assert str(got.order) == ("if n <= 15: seq else: if n % 2 == 1: tail(6, lanes(12, seq, blocks(3, seq, gpu_tree)), "
+                              "seq) else: blocks(4, seq, pairwise)")
+    for n in range(1, 65):
+        assert expand(got, n) == expand(spec, n), n
+
+
+def test_a_sampled_order_wrong_where_it_was_searched_ends_the_search(monkeypatch):
+    """The sampled search's answer is checked at every observation; where it is wrong only
+    at n already sampled, another round would search the same sample again: no order."""
+    spec = parse("n in 1..64\norder blocks(4, seq, pairwise)\n")
+    obs = [Obs(n, observable(expand(spec, n))) for n in range(2, 30)]
+    fitter = Fitter(budget=Budget(work=300_000))
+    monkeypatch.setattr(fitter, "_fit_sample", lambda sample, depth, root: A.Seq())
+    assert fitter.fit(obs) is None
