@@ -7,11 +7,14 @@ positions 0..n-1, at several n), `Fitter.fit` tries, cheapest first:
    chain: built at each n and compared with ==;
 2. a structural order whose parameter is fitted as an expression in n
    (fpspec.infer.exprs) -- split, tail, lanes, blocks, chunks, pad, and
-   vlanes (constant V and K, where nothing plainer fits) -- after which each
-   part (FIRST/REST, BODY/OUTER, INNER/OUTER) is a smaller fitting problem
-   over the sub-observations the parts saw (fpspec.infer.shapes);
+   vlanes (constant V, K constant or max(1, n // c), where nothing plainer
+   fits) -- after which each part (FIRST/REST, BODY/OUTER, INNER/OUTER) is a
+   smaller fitting problem over the sub-observations the parts saw
+   (fpspec.infer.shapes);
 3. at the root only, FIRST and REST of a split may be the root order itself
-   (`Ref`): recursion on sub-ranges, as numpy's pairwise_sum.
+   (`Ref`): recursion on sub-ranges, as numpy's pairwise_sum; so may a part
+   of blocks, lanes, vlanes, chunks or tail that no plain order explains
+   (note [recursive parts]).
 
 When no single order explains every n, `fit_guarded` cuts the sorted n into
 maximal runs that one order explains and joins them with guards `n <= c`.
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
@@ -61,7 +64,7 @@ PAD_OTHER = (2, 5, 3, 6, 7)  # other multiples, tried near the root only (PAD_OT
 PAD_OTHER_DEPTH = 1          # deeper, pad(2, ...) competes with lanes of 2 for the same trees
 PAD_DEPTH = 3                # pad is tried this many levels below the root at most
 VLANE_TRIES = 3   # (V, K) of vlanes tried, from the subtrees above leaf 0
-FOUND_WORK = 80   # note [found orders]: leaves per sampled operand the search spends past a found order
+FOUND_WORK = 160   # note [found orders]: leaves per sampled operand the search spends past a found order
 SCALED_DEPTH = 0  # notes [scaled vector lanes], [scaled chunks]: how deep they are tried
 VLANE_LOOK = 4    # note [scaled vector lanes]: observations whose trees propose a vector width
 BLOCK_COUNTS = tuple(range(2, 9))  # blocks(max(1, n // c)), lanes(max(1, n // c)): the c tried
@@ -336,8 +339,11 @@ class Fitter:
         i = orders.index(SEARCHED)
         arm_of = {n: next((j for j, c in enumerate(cases) if eval_cond(c.cond, n)), len(cases)) for n in by_n}
         arm = [o for n in by_n if arm_of[n] == i for o in by_n[n]]
-        # (the n past a plain order's run may be residue classes, as in note [simple ends])
-        return self.fit(arm, 0, True) or self._rest_classes(arm, 0, True)
+        got = self.fit(arm, 0, True)
+        if got is None and len(cases) == 1 and i == 1:
+            # a plain order's run, then the rest: residue classes, as in note [simple ends]
+            got = self._rest_classes(arm, 0, True)
+        return got
 
     def _same(self, order, o: Obs) -> bool:
         try:
@@ -798,6 +804,16 @@ class Fitter:
         return self._explains(order, [o])
 
     # ------------------------------------------------------------ the search
+    # Note [found orders]: each combinator's search fits its parts, and a
+    # part's search can be the dearest thing there is (split(n - 1, FIRST,
+    # REST) over chunks whose FIRST is every chunk but the last, searched
+    # again at every level) while an order that explains the sample is
+    # already in hand (chunks(max(1, n // 2), seq, seq)).  So once an
+    # unguarded order is found, the combinators after it share FOUND_WORK
+    # leaves per sampled operand (Budget.capped): a cheaper order they find
+    # within it replaces the found one; past it the found one stands.  (A
+    # guarded order found leaves them uncapped: pad and vlanes come after it,
+    # for the orders the others explain only case by case.)
     def _search(self, obs: list[Obs], depth: int, root: bool):
         self.budget.charge(sum(o.n for o in obs))   # each combinator below takes every observation apart
         obs = sorted(obs, key=lambda o: -o.n)  # large n reject fastest
@@ -810,28 +826,26 @@ class Fitter:
         if depth >= MAX_DEPTH:
             return None
         best = None
-        cap = None
-        for maker in (self._chunks, self._split, self._tail, self._lanes, self._blocks, self._pad, self._vlanes):
-            if maker in (self._pad, self._vlanes) and best is not None and not _guarded(best):
-                # pad is for orders the others explain only case by case (cuts by n % M);
-                # vlanes for lanes fed whole vectors, which lanes or pad explain where they can
-                break
-            if best is not None and cap is None:
-                # note [found orders]
-                cap = self.budget.capped(FOUND_WORK * sum(o.n for o in obs))
-                token = cap.__enter__()
-            try:
-                for cand in maker(obs, depth, root):
-                    if root and _unchecked_ref(cand) and not self._explains(cand, obs):
-                        continue   # note [recursive parts]: a part was the root where the root was seen
-                    if best is None or order_cost(cand) < order_cost(best):
-                        best = cand
-            except Capped as e:
-                if cap is None or e.token is not token:
-                    raise
-                break
-        if cap is not None:
-            cap.__exit__(None, None, None)
+        with ExitStack() as capped:
+            token = None
+            for maker in (self._chunks, self._split, self._tail, self._lanes, self._blocks, self._pad, self._vlanes):
+                if maker in (self._pad, self._vlanes) and best is not None and not _guarded(best):
+                    # pad is for orders the others explain only case by case (cuts by n % M);
+                    # vlanes for lanes fed whole vectors, which lanes or pad explain where they can
+                    break
+                if best is not None and token is None and not _guarded(best):
+                    # note [found orders]
+                    token = capped.enter_context(self.budget.capped(FOUND_WORK * sum(o.n for o in obs)))
+                try:
+                    for cand in maker(obs, depth, root):
+                        if root and _unchecked_ref(cand) and not self._explains(cand, obs):
+                            continue   # note [recursive parts]: a part was the root where the root was seen
+                        if best is None or order_cost(cand) < order_cost(best):
+                            best = cand
+                except Capped as e:
+                    if token is None or e.token is not token:
+                        raise
+                    break
         return best
 
     @cached_property
