@@ -284,8 +284,11 @@ class Fitter:
     # simple order gives taking one more arm, SEARCHED, whose order one search
     # over exactly those n then fits (`if n > 33 and n % 2 == 1: split(...)
     # else: pairwise`).  A few such n may instead keep their trees as `n == c`
-    # arms (note [simple runs]): all of them, or those up to EXCEPTION_N.
-    # The whole guard is checked against every observation.
+    # arms (note [simple runs]): all of them, or those up to EXCEPTION_N, or
+    # up to twice it (a hand-written case for n = 10 breaks the residue class
+    # the others share, and a class's first members can only join it as
+    # exceptions below it).  The whole guard is checked against every
+    # observation.
     def _simple_list(self, obs: list[Obs]):
         by_n: dict[int, list[Obs]] = {}
         for o in obs:
@@ -304,12 +307,15 @@ class Fitter:
                 odd.append(n)
         if len(labels) < SAMPLE:
             return None
-        small = [n for n in odd if n <= EXCEPTION_N]
         variants = [(odd, [])] if len(odd) <= MAX_EXCEPTIONS else []
+        small = [n for n in odd if n <= EXCEPTION_N]
         if small and len(small) <= MAX_EXCEPTIONS and len(small) < len(odd):
             variants.append((small, [n for n in odd if n > EXCEPTION_N]))
         if odd:
             variants.append(([], odd))
+        wider = [n for n in odd if n <= 2 * EXCEPTION_N]   # (last: the fewest literal trees first)
+        if len(small) < len(wider) <= MAX_EXCEPTIONS and len(wider) < len(odd):
+            variants.append((wider, [n for n in odd if n > 2 * EXCEPTION_N]))
         searched = len(SIMPLE[:4])   # the label of the n whose arm is searched
         for exceptions, rest in variants:
             listed = decision_list({**labels, **{n: frozenset({searched}) for n in rest}},

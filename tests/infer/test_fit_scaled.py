@@ -14,10 +14,12 @@ from fpspec.spec.expand import expand
 from fpspec.tree import observable
 
 
-def _fitted(text: str, seed: int = 0):
-    """The spec fitted to `text`'s trees at the first design's n of 1..64, and the spec itself."""
+def _fitted(text: str, seed: int = 0, every: bool = False):
+    """The spec fitted to `text`'s trees at the first design's n of 1..64 (every: at each n
+    of 1..64), and the spec itself."""
     spec = parse(f"n in 1..64\n{text}\n")
-    trees = {n: expand(spec, n) for n in sorted(first_design(1, 64, np.random.default_rng(seed)))}
+    ns = range(1, 65) if every else sorted(first_design(1, 64, np.random.default_rng(seed)))
+    trees = {n: expand(spec, n) for n in ns}
     got, _ = _fit(trees, "order", 1, 64, budget=Budget(work=300_000))
     return got, spec
 
@@ -72,3 +74,19 @@ def test_a_sampled_order_wrong_where_it_was_searched_ends_the_search(monkeypatch
     fitter = Fitter(budget=Budget(work=300_000))
     monkeypatch.setattr(fitter, "_fit_sample", lambda sample, depth, root: A.Seq())
     assert fitter.fit(obs) is None
+
+
+def test_exceptions_a_little_above_the_small_n_are_kept_as_their_trees():
+    """seq but at n = 5 and 10 (hand-written trees) and on n % 5 == 2 (from 12 on): the n
+    below 2 * EXCEPTION_N that no parameter-free order gives keep their trees, the rest of
+    the class is one searched arm (note [simple lists])."""
+    got, spec = _fitted("order split(n - 1, if n % 5 == 1: lanes(7, split(max(1, n // 2 - n // 2 % 2), rev, seq), seq) "
+                        "elif n == 4: (((0 2) 1) 3) elif n == 9: ((((((0 (2 8)) 6) 3) 4) (1 5)) 7) else: seq, seq)",
+                        every=True)
+    assert [str(c.cond) for c in got.order.cases] == ["n == 5", "n == 10", "n == 12", "n == 17", "n > 21 and n % 5 == 2"]
+    # (the REST of one operand takes FIRST's order, which gives it too)
+    assert str(got.order.cases[-1].order) == ("split(n - 1, lanes(7, split(max(1, n // 2 - n // 2 % 2), rev, seq), seq), "
+                                              "lanes(7, split(max(1, n // 2 - n // 2 % 2), rev, seq), seq))")
+    assert str(got.order.otherwise) == "seq"
+    for n in range(1, 65):
+        assert expand(got, n) == expand(spec, n), n
