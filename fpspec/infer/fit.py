@@ -7,11 +7,14 @@ positions 0..n-1, at several n), `Fitter.fit` tries, cheapest first:
    chain: built at each n and compared with ==;
 2. a structural order whose parameter is fitted as an expression in n
    (fpspec.infer.exprs) -- split, tail, lanes, blocks, chunks, pad, and
-   vlanes (constant V and K, where nothing plainer fits) -- after which each
-   part (FIRST/REST, BODY/OUTER, INNER/OUTER) is a smaller fitting problem
-   over the sub-observations the parts saw (fpspec.infer.shapes);
+   vlanes (constant V, K constant or max(1, n // c), where nothing plainer
+   fits) -- after which each part (FIRST/REST, BODY/OUTER, INNER/OUTER) is a
+   smaller fitting problem over the sub-observations the parts saw
+   (fpspec.infer.shapes);
 3. at the root only, FIRST and REST of a split may be the root order itself
-   (`Ref`): recursion on sub-ranges, as numpy's pairwise_sum.
+   (`Ref`): recursion on sub-ranges, as numpy's pairwise_sum; so may a part
+   of blocks, lanes, vlanes, chunks or tail that no plain order explains
+   (note [recursive parts]).
 
 When no single order explains every n, `fit_guarded` cuts the sorted n into
 maximal runs that one order explains and joins them with guards `n <= c`.
@@ -22,8 +25,10 @@ every observed n (a recursive `Ref` is only provisional until then).
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
+from collections import Counter
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 from fpspec.errors import SpecError
@@ -35,7 +40,7 @@ from fpspec.infer.check import replace_at, walk
 from fpspec.infer.exprs import constants, expr_cost, fit_values, roundness
 from fpspec.infer.rules import decision_list
 from fpspec.infer.shapes import (Obs, block_parts, chunk_parts, equal_shifted, lane_candidates, lane_parts, lane_parts_left, lane_strides, prefix_sizes,
-                                 vlane_candidates, vlane_parts,
+                                 sized_chunk_parts, vlane_candidates, vlane_parts,
                                  split_parts, split_point, tail_parts)
 from fpspec.tree import Tree, building, chain_shape, observable
 
@@ -59,6 +64,9 @@ PAD_OTHER = (2, 5, 3, 6, 7)  # other multiples, tried near the root only (PAD_OT
 PAD_OTHER_DEPTH = 1          # deeper, pad(2, ...) competes with lanes of 2 for the same trees
 PAD_DEPTH = 3                # pad is tried this many levels below the root at most
 VLANE_TRIES = 3   # (V, K) of vlanes tried, from the subtrees above leaf 0
+FOUND_WORK = 160   # note [found orders]: leaves per sampled operand the search spends past a found order
+SCALED_DEPTH = 0  # notes [scaled vector lanes], [scaled chunks]: how deep they are tried
+VLANE_LOOK = 4    # note [scaled vector lanes]: observations whose trees propose a vector width
 BLOCK_COUNTS = tuple(range(2, 9))  # blocks(max(1, n // c)), lanes(max(1, n // c)): the c tried
 OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocking is at least this
 # Note [blocks seen]: a block size b is taken from the largest observation's
@@ -276,8 +284,11 @@ class Fitter:
     # simple order gives taking one more arm, SEARCHED, whose order one search
     # over exactly those n then fits (`if n > 33 and n % 2 == 1: split(...)
     # else: pairwise`).  A few such n may instead keep their trees as `n == c`
-    # arms (note [simple runs]): all of them, or those up to EXCEPTION_N.
-    # The whole guard is checked against every observation.
+    # arms (note [simple runs]): all of them, or those up to EXCEPTION_N, or
+    # up to twice it (a hand-written case for n = 10 breaks the residue class
+    # the others share, and a class's first members can only join it as
+    # exceptions below it).  The whole guard is checked against every
+    # observation.
     def _simple_list(self, obs: list[Obs]):
         by_n: dict[int, list[Obs]] = {}
         for o in obs:
@@ -296,12 +307,15 @@ class Fitter:
                 odd.append(n)
         if len(labels) < SAMPLE:
             return None
-        small = [n for n in odd if n <= EXCEPTION_N]
         variants = [(odd, [])] if len(odd) <= MAX_EXCEPTIONS else []
+        small = [n for n in odd if n <= EXCEPTION_N]
         if small and len(small) <= MAX_EXCEPTIONS and len(small) < len(odd):
             variants.append((small, [n for n in odd if n > EXCEPTION_N]))
         if odd:
             variants.append(([], odd))
+        wider = [n for n in odd if n <= 2 * EXCEPTION_N]   # (last: the fewest literal trees first)
+        if len(small) < len(wider) <= MAX_EXCEPTIONS and len(wider) < len(odd):
+            variants.append((wider, [n for n in odd if n > 2 * EXCEPTION_N]))
         searched = len(SIMPLE[:4])   # the label of the n whose arm is searched
         for exceptions, rest in variants:
             listed = decision_list({**labels, **{n: frozenset({searched}) for n in rest}},
@@ -330,7 +344,12 @@ class Fitter:
         orders = [c.order for c in cases] + [listed.otherwise if isinstance(listed, A.Guard) else listed]
         i = orders.index(SEARCHED)
         arm_of = {n: next((j for j, c in enumerate(cases) if eval_cond(c.cond, n)), len(cases)) for n in by_n}
-        return self.fit([o for n in by_n if arm_of[n] == i for o in by_n[n]], 0, True)
+        arm = [o for n in by_n if arm_of[n] == i for o in by_n[n]]
+        got = self.fit(arm, 0, True)
+        if got is None and len(cases) == 1 and i == 1:
+            # a plain order's run, then the rest: residue classes, as in note [simple ends]
+            got = self._rest_classes(arm, 0, True)
+        return got
 
     def _same(self, order, o: Obs) -> bool:
         try:
@@ -435,7 +454,8 @@ class Fitter:
     # failing search per step of each run's binary search.  So at the root the
     # n above EXCEPTION_N are fitted alone first; when their order explains all
     # but at most MAX_EXCEPTIONS of the small n, those get `n == c` arms (their
-    # own order, else their tree).  An order that explains every n explains
+    # own order, else their tree); more of them share one order below a
+    # threshold, when one does.  An order that explains every n explains
     # those above EXCEPTION_N, so this fit comes first: where it explains the
     # small n too it is the answer, and where nothing explains the n above,
     # nothing explains them all (the search on all of them is skipped).
@@ -444,12 +464,28 @@ class Fitter:
         above = [o for o in obs if o.n > EXCEPTION_N]
         if len({o.n for o in above}) < SAMPLE or len(above) == len(obs):
             return None, False
+        if self._plain_past(obs, EXCEPTION_N + 1):
+            return None, False   # a plain loop below a size, not exceptions: note [simple ends]
         order = self.fit(above, depth, True)
         if order is None:
             return None, True
         bad = sorted({o.n for o in obs if o.n <= EXCEPTION_N and not self._verify(order, o, True)})
         if len(bad) > MAX_EXCEPTIONS:
-            return None, False
+            # too many for `n == c` arms: one order for every n up to the last of them, a
+            # threshold (a kernel's plain loop below a size, its blocked recursion above)
+            low = self.fit([o for o in obs if o.n <= bad[-1]], depth + 1)
+            if low is None:
+                return None, False
+            cut = A.Guard((A.Case(A.Compare("<=", N, A.Num(bad[-1])), low),), order)
+            # (one order for every n, where a capped search finds one, is simpler)
+            with self.budget.capped(self._class_cap(obs)) as token:
+                try:
+                    whole = self.fit(obs, depth, True)
+                except Capped as e:
+                    if e.token is not token:
+                        raise
+                    whole = None
+            return (whole if whole is not None and order_cost(whole) <= order_cost(cut) else cut), False
         if not bad:
             return order, False
         cases = [self._exception(obs, n, depth) for n in bad]
@@ -625,6 +661,17 @@ class Fitter:
                 return sorted((plain, rest), key=lambda r: r.lo)
         return None
 
+    def _plain_past(self, obs: list[Obs], n_past: int) -> bool:
+        """Does one parameter-free order give every observation up to n_past and past it?"""
+        live = list(SIMPLE[:4])
+        for o in sorted(obs, key=lambda o: o.n):
+            live = [order for order in live if self._same(order, o)]
+            if not live:
+                return False
+            if o.n > n_past:
+                return True
+        return False
+
     def _rest_classes(self, rest: list[Obs], depth: int, root: bool):
         """A residue-class guard for the n beyond a plain order's run, where their trees
         propose exact classes (note [residue classes]), else None."""
@@ -688,6 +735,8 @@ class Fitter:
                 return moved
             chosen = {o.n for o in sample}
             extra = [o for o in (bad[0], bad[-1], bad[len(bad) // 2]) if o.n not in chosen]
+            if not extra:
+                return None   # wrong where it was searched (a part found as the root, `Ref`): no progress
             sample = sorted(sample + list({o.n: o for o in extra}.values()), key=lambda o: o.n)
 
     # Note [moved thresholds]: a guard fitted on a sample puts its threshold
@@ -761,6 +810,16 @@ class Fitter:
         return self._explains(order, [o])
 
     # ------------------------------------------------------------ the search
+    # Note [found orders]: each combinator's search fits its parts, and a
+    # part's search can be the dearest thing there is (split(n - 1, FIRST,
+    # REST) over chunks whose FIRST is every chunk but the last, searched
+    # again at every level) while an order that explains the sample is
+    # already in hand (chunks(max(1, n // 2), seq, seq)).  So once an
+    # unguarded order is found, the combinators after it share FOUND_WORK
+    # leaves per sampled operand (Budget.capped): a cheaper order they find
+    # within it replaces the found one; past it the found one stands.  (A
+    # guarded order found leaves them uncapped: pad and vlanes come after it,
+    # for the orders the others explain only case by case.)
     def _search(self, obs: list[Obs], depth: int, root: bool):
         self.budget.charge(sum(o.n for o in obs))   # each combinator below takes every observation apart
         obs = sorted(obs, key=lambda o: -o.n)  # large n reject fastest
@@ -773,15 +832,32 @@ class Fitter:
         if depth >= MAX_DEPTH:
             return None
         best = None
-        for maker in (self._chunks, self._split, self._tail, self._lanes, self._blocks, self._pad, self._vlanes):
-            if maker in (self._pad, self._vlanes) and best is not None and not _guarded(best):
-                # pad is for orders the others explain only case by case (cuts by n % M);
-                # vlanes for lanes fed whole vectors, which lanes or pad explain where they can
-                break
-            for cand in maker(obs, depth, root):
-                if best is None or order_cost(cand) < order_cost(best):
-                    best = cand
+        with ExitStack() as capped:
+            token = None
+            for maker in (self._chunks, self._split, self._tail, self._lanes, self._blocks, self._pad, self._vlanes):
+                if maker in (self._pad, self._vlanes) and best is not None and not _guarded(best):
+                    # pad is for orders the others explain only case by case (cuts by n % M);
+                    # vlanes for lanes fed whole vectors, which lanes or pad explain where they can
+                    break
+                if best is not None and token is None and not _guarded(best):
+                    # note [found orders]
+                    token = capped.enter_context(self.budget.capped(FOUND_WORK * sum(o.n for o in obs)))
+                try:
+                    for cand in maker(obs, depth, root):
+                        if root and _unchecked_ref(cand) and not self._explains(cand, obs):
+                            continue   # note [recursive parts]: a part was the root where the root was seen
+                        if best is None or order_cost(cand) < order_cost(best):
+                            best = cand
+                except Capped as e:
+                    if token is None or e.token is not token:
+                        raise
+                    break
         return best
+
+    @cached_property
+    def _pool_arms(self) -> tuple:
+        """`n == c: TREE` for every size the root was observed at (note [recursive parts])."""
+        return tuple((m, A.Case(A.Compare("==", N, A.Num(m)), A.Literal(t))) for m, t in sorted(self.pool.items()))
 
     def _part(self, parts, o: Obs, *args):
         """parts(o, *args) (a shapes function taking o apart), charged to the budget."""
@@ -792,7 +868,14 @@ class Fitter:
         key = (order, n)
         t = self._built.get(key)
         if t is None:
-            t = observable(apply_order(order, range(n)))   # observations are revealed trees
+            # observations are revealed trees; the root itself (note [recursive parts]) is
+            # its observed tree at the other sizes it was seen at (at n itself it would
+            # explain itself), the order itself elsewhere
+            lets = None
+            if _has_ref(order):
+                arms = tuple(c for m, c in self._pool_arms if m != n)
+                lets = {self.name: A.Let(self.name, A.Guard(arms, order) if arms else order)}
+            t = observable(apply_order(order, range(n), lets))
             if len(self._built) > 20000:
                 self._built.clear()
             self._built[key] = t
@@ -877,7 +960,7 @@ class Fitter:
         ks = sorted(ks & set(constants(self.seen)) or ks, key=roundness)[:12]
         found = 0
         for k in ks:
-            fitted = self._body_outer([self._part(tail_parts, o, k) for o in obs], depth)
+            fitted = self._body_outer([self._part(tail_parts, o, k) for o in obs], depth, root)
             if fitted is None:
                 continue
             body, outer = fitted
@@ -889,22 +972,22 @@ class Fitter:
             if found >= 2:
                 return
         if not found:
-            yield from self._tail_scaled(obs, depth)
+            yield from self._tail_scaled(obs, depth, root)
 
-    def _body_outer(self, parts, depth):
+    def _body_outer(self, parts, depth, root=False):
         """(body, outer) of a tail fitted to its parts' bodies and outer operands, or None (also
         where an observation does not split so, or none has both a body and outer operands)."""
         if any(p is False for p in parts) or not any(b is not None and t is not None for b, t in parts):
             return None
         bodies = [b for b, _ in parts if b is not None]
-        body = self.fit_guarded(bodies, depth + 1) if bodies else A.Seq()
+        body = self._sub(bodies, depth, root and all(t is not None for _, t in parts)) if bodies else A.Seq()
         if body is None:
             return None
         outers = [t for _, t in parts if t is not None]
-        outer = self.fit_guarded(outers, depth + 1) if outers else A.Seq()
+        outer = self._sub(outers, depth, root and all(b is not None for b, _ in parts)) if outers else A.Seq()
         return None if outer is None else (body, outer)
 
-    def _tail_scaled(self, obs, depth):
+    def _tail_scaled(self, obs, depth, root=False):
         """tail(max(1, n // c), ...): a body over the first n - n % (n // c), tried
         where the largest observation has that prefix (as _blocks_scaled)."""
         big = obs[0]
@@ -913,7 +996,7 @@ class Fitter:
             k = big.n // c
             if k < 2 or big.n % k == 0 or big.n - big.n % k not in prefixes:
                 continue
-            fitted = self._body_outer([self._part(tail_parts, o, max(1, o.n // c)) for o in obs], depth)
+            fitted = self._body_outer([self._part(tail_parts, o, max(1, o.n // c)) for o in obs], depth, root)
             if fitted is None:
                 continue
             body, outer = fitted
@@ -937,19 +1020,17 @@ class Fitter:
                     break
                 parts.append(p)
             else:
-                inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
-                if inner is None:
+                fitted = self._inner_outer(parts, depth, root)
+                if fitted is None:
                     continue
-                outer = self.fit_guarded([p[1] for p in parts], depth + 1)
-                if outer is None:
-                    continue
+                inner, outer = fitted
                 self.seen.add(k)
                 yield A.Lanes(A.Num(k), inner, outer)
                 found += 1
                 if found >= 2:
                     return
         if not found:
-            for got in self._lanes_scaled(obs, depth, ks):
+            for got in self._lanes_scaled(obs, depth, ks, root):
                 yield got
                 return
         for k in [k for k in lane_strides(big) if 1 < k < big.n][:8]:
@@ -969,19 +1050,50 @@ class Fitter:
         """vlanes(V, K, inner, outer): K lanes fed V consecutive operands at a time,
         (V, K) read off the lane above the largest observation's leaf 0."""
         big = obs[0]
+        found = False
         for v, k in vlane_candidates(big)[:VLANE_TRIES]:
-            parts = []
-            for o in obs:
-                p = self._part(vlane_parts, o, v, k)
-                if p is None:
-                    break
-                parts.append(p)
-            else:
-                fitted = self._inner_outer(parts, depth)
-                if fitted is not None:
-                    yield A.VLanes(A.Num(v), A.Num(k), *fitted)
+            fitted = self._vlane_fit(obs, depth, root, v, lambda n, k=k: k)
+            if fitted is not None:
+                found = True
+                yield A.VLanes(A.Num(v), A.Num(k), *fitted)
+        if not found and depth <= SCALED_DEPTH:
+            yield from self._vlanes_scaled(obs, depth, root)
 
-    def _lanes_scaled(self, obs, depth, strides):
+    # Note [scaled vector lanes]: a kernel that starts n // c threads, each
+    # fed whole vectors, has as many lanes as n // c; at most n that is more
+    # lanes than vectors, each vector its own lane, and the largest
+    # observation (n = 64: eight vectors of 8 in eight lanes) shows no lane
+    # with two vectors, so no (V, K) is read off it.  An n with leftovers
+    # shows the width V (its leftover joins lane 0 after vector 0), so the
+    # widths come from the VLANE_LOOK largest observations, and the lane count
+    # is tried as max(1, n // c), c in BLOCK_COUNTS: the small n, where the
+    # leftovers outnumber the lanes, tell the c apart.  Near the root only
+    # (note [scaled chunks]).
+    def _vlanes_scaled(self, obs, depth, root=False):
+        """vlanes(V, max(1, n // c), ...), V read off the largest observations."""
+        # (a lane's own accumulators propose narrower widths at one n or another, the
+        # vector width at every n: the widths most observations propose, widest first)
+        seen = Counter(v for o in obs[:VLANE_LOOK] for v in {v for v, _ in vlane_candidates(o)})
+        for v in sorted(seen, key=lambda v: (-seen[v], -v))[:VLANE_TRIES]:
+            for c in BLOCK_COUNTS:
+                fitted = self._vlane_fit(obs, depth, root, v, lambda n, c=c: max(1, n // c))
+                if fitted is not None:
+                    yield A.VLanes(A.Num(v), A.Call("max", (A.Num(1), A.BinOp("//", N, A.Num(c)))), *fitted)
+                    return
+
+    def _vlane_fit(self, obs, depth, root, v: int, lanes_at):
+        """(inner, outer) of vlanes(v, lanes_at(n), ...) fitted to every observation, or None."""
+        parts = []
+        for o in obs:
+            p = self._part(vlane_parts, o, v, lanes_at(o.n))
+            if p is None:
+                return None
+            parts.append(p)
+        if sum(len(p[0]) > 1 for p in parts) < min(BLOCKS_SEEN, len(parts)):
+            return None   # one lane at most n: the inner order alone, a guard in disguise (note [blocks seen])
+        return self._inner_outer(parts, depth, root)
+
+    def _lanes_scaled(self, obs, depth, strides, root=False):
         """lanes(max(1, n // c), ...): as many lanes as n // c, tried where the largest
         observation's stride is one of the strides its tree proposes."""
         big = obs[0]
@@ -995,35 +1107,98 @@ class Fitter:
                     break
                 parts.append(p)
             else:
-                fitted = self._inner_outer(parts, depth)
+                fitted = self._inner_outer(parts, depth, root)
                 if fitted is None:
                     continue
                 yield A.Lanes(A.Call("max", (A.Num(1), A.BinOp("//", N, A.Num(c)))), *fitted)
                 return
 
-    def _inner_outer(self, parts, depth):
+    def _inner_outer(self, parts, depth, root=False):
         """(inner, outer) fitted to the parts' leaves and to their outer operands, or None."""
-        inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
+        # (a part that is a whole observation, one block or blocks of one, is never the root)
+        inner = self._sub([x for p in parts for x in p[0]], depth,
+                          root and not any(len(p[0]) == 1 for p in parts))
         if inner is None:
             return None
-        outer = self.fit_guarded([p[1] for p in parts], depth + 1)
+        outer = self._sub([p[1] for p in parts], depth, root and not any(all(x.n == 1 for x in p[0]) for p in parts))
         return None if outer is None else (inner, outer)
+
+    # Note [recursive parts]: a library that recurses through its blocks,
+    # lanes or chunks (`let r = if n <= 9: ... else: blocks(3, r, r)`) shows
+    # in a part of the root the root's own trees at the part's sizes.  So at
+    # the root, a part whose observations are the root's own observations at
+    # those sizes (at least one of them of 3 operands or more) and that no
+    # unguarded order explains within a capped search (an unrolled recursion
+    # is a guard per level) is the root itself, `Ref`;
+    # such an order is built with the root's observed trees at the sizes
+    # observed and the order itself elsewhere (_build), checked on the sample
+    # it was found on (a part's size the root was not seen at was taken on
+    # trust), and the final spec is expanded at every observation as any
+    # other (fpspec.infer.engine._fit).
+    def _sub(self, obs: list[Obs], depth: int, root: bool):
+        """A part's order: a fitted one, else (none, or only a guarded one within a capped
+        search) the root itself where it may be (note [recursive parts])."""
+        if not (root and self.allow_ref and any(o.n > 2 and o.n in self.pool for o in obs)
+                and self._ref_consistent(obs)):
+            return self.fit_guarded(obs, depth + 1)
+        got = None
+        with self.budget.capped(self._class_cap(obs)) as token:
+            try:
+                got = self.fit_guarded(obs, depth + 1)
+            except Capped as e:
+                if e.token is not token:
+                    raise
+        return got if got is not None and not _guarded(got) else A.Ref(self.name)
 
     def _chunks(self, obs, depth, root):
         """chunks(SIZE, inner, outer): contiguous chunks added one after the
         other, SIZE a rule in the operands left (fpspec.spec.lower.chunk_size_expr)."""
+        got = self._chunks_read(obs, depth, root)
+        if got is not None:
+            yield got
+        elif depth <= SCALED_DEPTH:
+            yield from self._chunks_scaled(obs, depth, root)
+
+    def _chunks_read(self, obs, depth, root=False):
         parts = [self._part(chunk_parts, o) for o in obs]
         if any(p is None for p in parts) or all(len(p[1]) < 2 for p in parts):
-            return
+            return None
         size = chunk_size_expr([x for p in parts for x in p[0]])
         if size is None:
-            return
-        inner = self.fit_guarded([x for p in parts for x in p[1]], depth + 1)
-        if inner is None:
-            return
-        outer = self.fit_guarded([p[2] for p in parts], depth + 1)
-        if outer is not None:
-            yield A.Chunks(size, inner, outer)
+            return None
+        fitted = self._inner_outer([p[1:] for p in parts], depth, root)
+        return None if fitted is None else A.Chunks(size, *fitted)
+
+    # Note [scaled chunks]: chunks(max(1, n // c), ...) cut a fixed share of
+    # the operands left each time (32, 16, 8, ..., 1, 1 at n = 64 for c = 2):
+    # the last chunks are lone leaves, and the chunks' order need not add
+    # them one after the other, so the tree's left spine shows no chunk
+    # boundaries (chunk_parts).  The first chunk does show as a prefix of
+    # the largest observation, n // c of it; each such c is tried, the tree
+    # cut where that SIZE cuts it.  The count of such chunks (and of scaled
+    # vector lanes) grows with n, as a kernel's grid sized from n does: they
+    # are tried at the root and its guard arms only (SCALED_DEPTH), where a
+    # kernel picks its grid; below, every tree with a seq inside has every
+    # prefix, and each c would cut it and search its parts again.
+    def _chunks_scaled(self, obs, depth, root=False):
+        """chunks(max(1, n // c), ...), c where the largest observation has that first chunk."""
+        big = obs[0]
+        prefixes = set(prefix_sizes(big))
+        for c in BLOCK_COUNTS:
+            if big.n // c not in prefixes:
+                continue
+            size = A.Call("max", (A.Num(1), A.BinOp("//", N, A.Num(c))))
+            parts = []
+            for o in obs:
+                p = self._part(sized_chunk_parts, o, size)
+                if p is None:
+                    break
+                parts.append(p)
+            else:
+                fitted = self._inner_outer(parts, depth, root)
+                if fitted is not None:
+                    yield A.Chunks(size, *fitted)
+                    return
 
     def _pad(self, obs, depth, root):
         """pad(M, order): the order fitted where M divides n (nothing padded),
@@ -1084,21 +1259,19 @@ class Fitter:
             else:
                 if sum(len(p[0]) > 1 and p[0][0].n > 1 for p in parts) < min(BLOCKS_SEEN, len(parts)):
                     continue   # note [blocks seen]
-                inner = self.fit_guarded([x for p in parts for x in p[0]], depth + 1)
-                if inner is None:
+                fitted = self._inner_outer(parts, depth, root)
+                if fitted is None:
                     continue
-                outer = self.fit_guarded([p[1] for p in parts], depth + 1)
-                if outer is None:
-                    continue
+                inner, outer = fitted
                 self.seen.add(b)
                 yield A.Blocks(A.Num(b), inner, outer)
                 found += 1
                 if found >= 2:
                     return
         if not found:
-            yield from self._blocks_scaled(obs, depth, set(bs) | set(prefix_sizes(big)))
+            yield from self._blocks_scaled(obs, depth, set(bs) | set(prefix_sizes(big)), root)
 
-    def _blocks_scaled(self, obs, depth, prefixes: set):
+    def _blocks_scaled(self, obs, depth, prefixes: set, root=False):
         """blocks(max(1, n // c), ...): a block size growing with n (c blocks and a rest),
         tried where the largest observation has a first block of big.n // c."""
         big = obs[0]
@@ -1113,7 +1286,7 @@ class Fitter:
                     break
                 parts.append(p)
             else:
-                fitted = self._inner_outer(parts, depth)
+                fitted = self._inner_outer(parts, depth, root)
                 if fitted is None:
                     continue
                 yield A.Blocks(A.Call("max", (A.Num(1), A.BinOp("//", N, A.Num(c)))), *fitted)
@@ -1169,6 +1342,23 @@ def _lifted(order, b):
         if sub is not None:
             for x in _lifted(sub, b):
                 yield replace(order, **{f: x})
+
+def _has_ref(order) -> bool:
+    """Does the order refer to a named order (the root, note [recursive parts])?"""
+    stack = [order]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, A.Ref):
+            return True
+        stack.extend(order_children(x))
+    return False
+
+
+def _unchecked_ref(order) -> bool:
+    """A part of the order is the root (note [recursive parts]), other than the two parts
+    of a split, which _verify_now checks where the root was observed."""
+    return _has_ref(order) and not (isinstance(order, A.Split) and isinstance(order.first, A.Ref))
+
 
 def _guarded(order) -> bool:
     """Does a guard (or a literal tree) occur anywhere in the order?"""

@@ -260,6 +260,19 @@ def chunk_parts(o: Obs):
     return [(o.n - int(a), int(e - a + 1)) for a, e in zip(starts, ends)], *parts
 
 
+def sized_chunk_parts(o: Obs, size):
+    """chunks(size, inner, outer) with its SIZE expression given: (inner observations,
+    outer observation), or None when the chunks it cuts are not subtrees of o."""
+    from fpspec.spec.expand import chunk_bounds
+
+    bounds = chunk_bounds(size, o.n)
+    if len(bounds) < 2:
+        return [o], Obs(1, 0)
+    starts = np.array([a for a, _ in bounds], dtype=np.int64)
+    ends = np.array([b - 1 for _, b in bounds], dtype=np.int64)
+    return _contiguous_parts(o, starts, ends)
+
+
 # ---------------------------------------------------------------- prefixes and tails
 
 def _left_path(t: Tree) -> list:
