@@ -143,6 +143,8 @@ class LoopEmitter:
         # note [lone leaves]: value lists carry the leaves they hold where a node may form them otherwise
         self.tagging = keeps_leaves(kernel)
         self.uses_tags = False
+        # note [phantoms]: lists may hold phantoms that a part's node must not take
+        self.phantom_tags = bool(kernel.arithmetics) and any(isinstance(r, Pad) for r in walk_orders(kernel, kernel.root))
 
     # ------------------------------------------------------------ functions
 
@@ -232,6 +234,17 @@ class LoopEmitter:
             code(f"{tags}[{at}] = {sub.lo}" + ("" if sub.m == "1" else f" if {sub.m} == 1 else -1"))
         elif sub.tags:
             code(f"{tags}[{at}] = {sub.tag('0')} if {sub.m} == 1 else -1")
+            if self.phantom_tags:   # a sub-list of phantoms only made no node: still a phantom
+                q = self.fresh("q")
+                code(f"if {sub.m} > 1:")
+                with code.indent():
+                    code(f"{tags}[{at}] = {PHANTOM}")
+                    code(f"for {q} in range({sub.m}):")
+                    with code.indent():
+                        code(f"if {sub.tag(q)} != {PHANTOM}:")
+                        with code.indent():
+                            code(f"{tags}[{at}] = -1")
+                            code("break")
 
     def join(self, u: str, tu: str, v: str, tv: str) -> str:
         """One binary node over operands u, v whose tags are tu, tv (`-1`: a value)."""
@@ -944,17 +957,22 @@ class LoopEmitter:
         rest = self.let(code, "pr", f"{lst.m} % {mult}")
         cnt = self.let(code, "pc", f"({mult} - {rest}) % {mult}")
         total = self.let(code, "pn", f"{lst.m} + {cnt}")
-        if isinstance(lst, Values):
+        # phantoms tagged where a part may meet them (note [phantoms]): leaves become a tagged list
+        if isinstance(lst, Values) or (self.tagging and self.kernel.arithmetics):
+            if isinstance(lst, Values):
+                at, tag = lst.at, lst.tag
+            else:
+                def tag(j): return _sublist(lst, j, "1").lo
+                def at(j): return f"_term(a, b, {tag(j)})"
             vals, i = self.fresh("v"), self.fresh("i")
             code(f"{vals} = _vals({total})")
-            # phantoms tagged where a part may meet them (note [phantoms])
             tags = self.new_tags(code, total, None if self.kernel.arithmetics else lst)
             code(f"for {i} in range({total}):")
             with code.indent():
-                code(f"{vals}[{i}] = {lst.at(i)} if {i} < {rest} else ({lst.at(f'{i} - {cnt}')} "
+                code(f"{vals}[{i}] = {at(i)} if {i} < {rest} else ({at(f'{i} - {cnt}')} "
                      f"if {i} >= {rest} + {cnt} else -_ZERO)")
                 if tags:
-                    code(f"{tags}[{i}] = {lst.tag(i)} if {i} < {rest} else ({lst.tag(f'{i} - {cnt}')} "
+                    code(f"{tags}[{i}] = {tag(i)} if {i} < {rest} else ({tag(f'{i} - {cnt}')} "
                          f"if {i} >= {rest} + {cnt} else {PHANTOM})")
             return self.emit(r.inner, Values(vals, total, tags=tags), code)
         pa, pb = self.fresh("pa"), self.fresh("pb")
