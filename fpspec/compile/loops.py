@@ -143,6 +143,8 @@ class LoopEmitter:
         # note [lone leaves]: value lists carry the leaves they hold where a node may form them otherwise
         self.tagging = keeps_leaves(kernel)
         self.uses_tags = False
+        # note [phantoms]: lists may hold phantoms that a part's node must not take
+        self.phantom_tags = bool(kernel.arithmetics) and any(isinstance(r, Pad) for r in walk_orders(kernel, kernel.root))
 
     # ------------------------------------------------------------ functions
 
@@ -231,7 +233,26 @@ class LoopEmitter:
         if isinstance(sub, Leaves):
             code(f"{tags}[{at}] = {sub.lo}" + ("" if sub.m == "1" else f" if {sub.m} == 1 else -1"))
         elif sub.tags:
-            code(f"{tags}[{at}] = {sub.tag('0')} if {sub.m} == 1 else -1")
+            code(f"{tags}[{at}] = {self.sub_tag(code, sub)}")
+
+    def sub_tag(self, code: _Code, sub: Values) -> str:
+        """The tag of the result of reducing the tagged list `sub`: its operand's when it holds one,
+        PHANTOM when it holds phantoms only (note [phantoms]: no node was made), else -1."""
+        one = f"{sub.tag('0')} if {sub.m} == 1 else -1"
+        if not self.phantom_tags:
+            return one
+        t, q = self.fresh("st"), self.fresh("q")
+        code(f"{t} = {one}")
+        code(f"if {sub.m} > 1:")
+        with code.indent():
+            code(f"{t} = {PHANTOM}")
+            code(f"for {q} in range({sub.m}):")
+            with code.indent():
+                code(f"if {sub.tag(q)} != {PHANTOM}:")
+                with code.indent():
+                    code(f"{t} = -1")
+                    code("break")
+        return t
 
     def join(self, u: str, tu: str, v: str, tv: str) -> str:
         """One binary node over operands u, v whose tags are tu, tv (`-1`: a value)."""
@@ -368,8 +389,12 @@ class LoopEmitter:
             if lst.tags:
                 left, right = (f"{name}(a, b, vals, tags, {at}, step, {cnt})"
                                for at, cnt in (("off", h), (f"off + {h} * step", f"m - {h}")))
-                return self.let(code, "r", self.join(left, f"(tags[off] if {h} == 1 else -1)", right,
-                                                     f"(tags[off + {h} * step] if m - {h} == 1 else -1)"))
+                if self.phantom_tags:   # a half of phantoms only is still a phantom (note [phantoms])
+                    tl = self.sub_tag(code, Values(lst.vals, h, "off", "step", "tags"))
+                    tr = self.sub_tag(code, Values(lst.vals, f"m - {h}", f"off + {h} * step", "step", "tags"))
+                else:
+                    tl, tr = f"(tags[off] if {h} == 1 else -1)", f"(tags[off + {h} * step] if m - {h} == 1 else -1)"
+                return self.let(code, "r", self.join(left, tl, right, tr))
             return self.let(code, "r", f"_add({name}(vals, off, step, {h}), {name}(vals, off + {h} * step, step, m - {h}))")
         def rec(lo: str, m: str) -> str:
             return f"{name}(a, b, {lo}, {m})" if kind == "L1" else f"{name}(a, b, {lo}, step, {m})"
@@ -621,6 +646,8 @@ class LoopEmitter:
         code(f"for {s} in range({steps}):")
         with code.indent():
             code(f"{slots}[{r.size} + {s}] = {step_call}")
+            if isinstance(lst, Values) and tags and self.phantom_tags:   # a node over phantoms only: one
+                code(f"{tags}[{r.size} + {s}] = {_joined_tag(f'{tags}[{u}]', f'{tags}[{v}]')}")
         code(f"{res} = {slots}[{r.size + steps - 1}]")
         return res
 
@@ -944,17 +971,22 @@ class LoopEmitter:
         rest = self.let(code, "pr", f"{lst.m} % {mult}")
         cnt = self.let(code, "pc", f"({mult} - {rest}) % {mult}")
         total = self.let(code, "pn", f"{lst.m} + {cnt}")
-        if isinstance(lst, Values):
+        # phantoms tagged where a part may meet them (note [phantoms]): leaves become a tagged list
+        if isinstance(lst, Values) or (self.tagging and self.kernel.arithmetics):
+            if isinstance(lst, Values):
+                at, tag = lst.at, lst.tag
+            else:
+                def tag(j): return _sublist(lst, j, "1").lo
+                def at(j): return f"_term(a, b, {tag(j)})"
             vals, i = self.fresh("v"), self.fresh("i")
             code(f"{vals} = _vals({total})")
-            # phantoms tagged where a part may meet them (note [phantoms])
             tags = self.new_tags(code, total, None if self.kernel.arithmetics else lst)
             code(f"for {i} in range({total}):")
             with code.indent():
-                code(f"{vals}[{i}] = {lst.at(i)} if {i} < {rest} else ({lst.at(f'{i} - {cnt}')} "
+                code(f"{vals}[{i}] = {at(i)} if {i} < {rest} else ({at(f'{i} - {cnt}')} "
                      f"if {i} >= {rest} + {cnt} else -_ZERO)")
                 if tags:
-                    code(f"{tags}[{i}] = {lst.tag(i)} if {i} < {rest} else ({lst.tag(f'{i} - {cnt}')} "
+                    code(f"{tags}[{i}] = {tag(i)} if {i} < {rest} else ({tag(f'{i} - {cnt}')} "
                          f"if {i} >= {rest} + {cnt} else {PHANTOM})")
             return self.emit(r.inner, Values(vals, total, tags=tags), code)
         pa, pb = self.fresh("pa"), self.fresh("pb")
@@ -1224,8 +1256,14 @@ class LoopEmitter:
 # -0.0; in a tagged list (note [lone leaves]) its tag is PHANTOM, and `_join`
 # returns the other operand as it is: x + (-0.0) would round a wider x into a
 # narrower part's accumulator, where the model, which has no such node, hands x
-# on unrounded to the next node.  (A reduced sub-list of several phantoms is
-# tagged -1 like any other value.)
+# on unrounded to the next node.  So where a part can meet them (named
+# arithmetics) a pad over leaves builds a tagged value list too, its phantoms
+# tagged PHANTOM, and a reduced sub-list of phantoms only (a block or lane of
+# them: no node at all) is tagged PHANTOM again: a value that meets only
+# phantoms keeps its value and carrier until a real node takes it, in any
+# part, wider or narrower.  A leaf that meets only phantoms is formed by the
+# node that lost them, in that node's arithmetic (fpspec.spec.expand note
+# [lone products]).
 PHANTOM = -2
 
 # Note [vector lanes]: k lanes of sequential folds over contiguous leaves are

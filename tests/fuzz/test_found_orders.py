@@ -68,3 +68,59 @@ def test_unrolled_lanes_keep_an_outer_order_in_its_part(fresh, target):
     want = reference_outputs(spec, "dot", (X_LANES, Y_LANES))
     assert want.tolist() == [1.0]
     assert_fresh_bits(fresh[LANES_OUTER_PART, target], want, target)
+
+
+# seed 510 spec 1628: at n = 2 the padded list is [0 1 P P P P]; tail's outer node in part0 has the
+# body's fp32 sum and a phantom as children, so it is no node (docs/fps.md: a node loses its phantom
+# children): the body's 2^-124 reaches the bf16 output, where an fp16 node would flush it to 0
+PHANTOM_OUTER_PART = """op gemv
+n in 2
+arithmetic { input = bf16 product = rounded accumulator = fp32 init = none output = bf16 }
+arithmetic part0 { accumulator = fp16 product = fma }
+order pad(6, tail(5, seq, using(part0, seq)))
+"""
+A_PHANTOM = np.array([[1.0, 1.0], [2.0 ** -62, 2.0 ** -62]], np.float32)
+X_PHANTOM = np.array([2.0 ** -62, 0.0], np.float32)
+# at n = 2 block 1 of [0 1 P P P P P P] holds phantoms only: no node, so part0 has one child left
+PHANTOM_BLOCK_PART = """op sum
+n in 2
+arithmetic { input = fp16 accumulator = fp32 init = none output = fp32 }
+arithmetic part0 { accumulator = fp16 }
+order pad(8, blocks(4, seq, using(part0, seq)))
+"""
+X_BLOCK = np.array([1.0, 2.0 ** -20], np.float16)
+# a wider part (fp64, FMA) after a narrower one: the fp16 body's value meets only phantoms in it
+PHANTOM_WIDE_PART = """op dot
+n in 2
+arithmetic { input = fp16 product = rounded accumulator = fp64 init = none output = fp64 }
+arithmetic narrow { accumulator = fp16 product = rounded }
+arithmetic wide { accumulator = fp64 product = fma }
+order pad(6, tail(5, using(narrow, seq), using(wide, seq)))
+"""
+X_WIDE = np.array([1.0 + 2.0 ** -9, 2.0 ** -12], np.float16)
+Y_WIDE = np.array([1.0 + 2.0 ** -9, 1.0], np.float16)
+PHANTOM_CALLS = {(text, target): args for text, args in (
+    (PHANTOM_OUTER_PART, ("gemv", (A_PHANTOM, X_PHANTOM))), (PHANTOM_BLOCK_PART, ("sum", (X_BLOCK,))),
+    (PHANTOM_WIDE_PART, ("dot", (X_WIDE, Y_WIDE)))) for target in ("numpy", "numba")}
+
+
+@pytest.fixture(scope="module")
+def fresh_phantoms(tmp_path_factory):
+    calls = [(compile_spec(spec_of(text), target=target), function, args)
+             for (text, target), (function, args) in PHANTOM_CALLS.items()]
+    return dict(zip(PHANTOM_CALLS, run_fresh(calls, tmp_path_factory.mktemp("phantom_parts"))))
+
+
+@pytest.mark.parametrize("target", ["numpy", "numba"])
+@pytest.mark.parametrize("text, tree, want", [
+    (PHANTOM_OUTER_PART, "(0 1)", [2.0 ** -62, 2.0 ** -124]),
+    (PHANTOM_BLOCK_PART, "(0 1)", [1.0 + 2.0 ** -20]),
+    # the fp16 body rounds (1 + 2^-9)^2 + 2^-12 to 1 + 2^-8; the wide part adds nothing to it
+    (PHANTOM_WIDE_PART, "(0 1)", [1.0 + 2.0 ** -8])], ids=["outer_part_fp16", "block_of_phantoms", "wide_part"])
+def test_a_value_meeting_only_phantoms_keeps_its_value_in_a_part(fresh_phantoms, target, text, tree, want):
+    spec = spec_of(text)
+    assert format_tree(expand_arith(spec, 2)[0]) == tree
+    function, args = PHANTOM_CALLS[text, target]
+    got = reference_outputs(spec, function, args)
+    assert got.tolist() == want
+    assert_fresh_bits(fresh_phantoms[text, target], got, target)
