@@ -298,6 +298,14 @@ def first_calls():
         return wall, done
 
     base, _ = fresh(["-c", "import numpy, numba"])
+    # the backends' modules (jinja2, the embedded runtime's source) load once per process: about
+    # half a second that the first spec's compile would carry alone (`fpspec compile` of any spec
+    # takes milliseconds once they are loaded), so a small spec compiles first, untimed
+    from fpspec.spec import parse
+    warm = parse('target "t"\nop sum\nn in 1..\n\narithmetic {\n    input = fp32\n    accumulator = fp32\n'
+                 '    output = fp16\n}\n\norder seq\n')
+    for target in ("numba", "numpy"):
+        compile_spec(warm, target=target)
     print(f"\ncompile + first call in a fresh process (seconds, wall / CPU; reference: a fresh interpreter "
           f"importing numpy and numba, {base:.2f} / {fresh.cpu:.2f} s; load average {os.getloadavg()[0]:.1f})")
     print(f"{'spec':<58}  {'compile':>8}  {'numba call (CPU)':>17}  {'ratio':>6}  {'numpy call':>10}")

@@ -495,7 +495,7 @@ def _order(a, b, n, plan):
 
 
 
-@_jit
+@_inline
 def _decode_bits(x, emin):
     """`_decode` by the bits of the float64 x: (negative, exponent, significand
     with 23 fraction bits) for finite x, the exponent clamped at emin."""
@@ -511,7 +511,7 @@ def _decode_bits(x, emin):
     return negative, exp, ((frac | (1 << 52)) >> shift) if shift < 63 else 0
 
 
-@_jit
+@_inline
 def _fused_round(v):
     """_round_dir(v, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_RZ, _FP_SUB_OUT) by
     the bits of v (the node's result format)."""
@@ -639,14 +639,6 @@ def _sched_gemm(A, B, out, ops, side, root, width, ea, ma, eb, mb, part=0, parts
                 y0 = B[ops[t, 2], j0:j0 + w]
                 for j in range(w):
                     v[j] = _term_xy(x0, y0[j])
-            elif c == 6:   # _round_acc
-                a0 = vs[ops[t, 1]]
-                for j in range(w):
-                    v[j] = _round_acc(a0[j])
-            elif c == 7:   # _ACC
-                a0 = vs[ops[t, 1]]
-                for j in range(w):
-                    v[j] = _ACC(a0[j])
             elif c == 9:   # _fused_range
                 a0 = vs[ops[t, 4]]
                 for j in range(w):
@@ -672,7 +664,7 @@ _SCHED_OPS = (
     (_fused_range, 9, 'fused_range'),
     (_fused_core, 10, 'fused_core'),
 )
-_SCHED_CODES = frozenset((-1, 0, 1, 2, 6, 7, 9))   # the rows `_sched_gemm` runs
+_SCHED_CODES = frozenset((-1, 0, 1, 2, 9))   # the rows `_sched_gemm` runs
 _SCHED_VALUES = 1 << 18
 _SCHED_MAX_N = 1 << 18
 _NO_CODES = np.empty((0, 0), np.int32)
