@@ -111,8 +111,9 @@ def build_order(o) -> ir.Reducer:
 
 
 def arithmetic_of(spec: A.Spec) -> Arithmetic:
-    block = spec.header.arithmetic
-    return Arithmetic() if block is None else Arithmetic.from_entries(block.entries)
+    from fpspec.spec.regions import main_arithmetic
+
+    return main_arithmetic(spec)
 
 
 def named_arithmetics_of(spec: A.Spec) -> tuple:

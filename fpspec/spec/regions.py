@@ -16,6 +16,8 @@ are nested, so their sizes differ).
 """
 from __future__ import annotations
 
+import dataclasses
+
 from fpspec.arith.model import Arithmetic
 from fpspec.errors import SpecError
 from fpspec.spec import ast as A
@@ -30,11 +32,26 @@ WHOLE = ("input", "output", "init")
 def main_arithmetic(spec: A.Spec) -> Arithmetic:
     block = spec.header.arithmetic
     if block is None:
-        return Arithmetic()
+        return _order_only(spec.header.formats)
     try:
         return Arithmetic.from_entries(block.entries)
     except SpecError as e:
         raise SpecError(e.message, _named_entry(block, e.message) or e.location or block.loc) from None
+
+
+def _order_only(formats: A.Block | None) -> Arithmetic:
+    """A spec without an arithmetic section: its `formats` input and output (fp32 where absent),
+    partial sums in the wider of fp32 and the input, so that its replicas take and return the
+    formats the spec names (a reveal with --no-probe writes such specs)."""
+    given = [e for e in (formats.entries if formats else ()) if e.key in ("input", "output")]
+    try:
+        base = Arithmetic.from_entries(given) if given else Arithmetic()
+    except SpecError as e:
+        raise SpecError(e.message, e.location or formats.loc) from None
+    from fpspec.formats import get_format
+
+    wider = base.input if get_format(base.input).precision > get_format("fp32").precision else "fp32"
+    return dataclasses.replace(base, accumulator=wider)
 
 
 def _named_entry(block: A.Block, message: str):
