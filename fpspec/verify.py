@@ -766,15 +766,13 @@ def spec_arithmetic(spec):
 
 
 def spec_format(spec) -> tuple[str, str]:
-    """(input format, output format) named by the spec; fp32 when it names none."""
-    arith = spec_arithmetic(spec)
-    if arith is not None:
-        return arith.input, arith.output
-    formats = spec.header.formats
-    fmt = "fp32"
-    if formats is not None and formats.get("input") is not None:
-        fmt = get_format(str(getattr(formats.get("input"), "name", formats.get("input")))).name
-    return fmt, fmt
+    """(input format, output format) named by the spec: its arithmetic's, or its `formats`
+    section's where it has no arithmetic (the formats its replicas take and return); fp32
+    when it names none."""
+    from fpspec.spec.regions import main_arithmetic
+
+    arith = main_arithmetic(spec)
+    return arith.input, arith.output
 
 
 def spec_boundaries(spec) -> tuple[int, ...]:

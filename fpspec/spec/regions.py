@@ -40,9 +40,10 @@ def main_arithmetic(spec: A.Spec) -> Arithmetic:
 
 
 def _order_only(formats: A.Block | None) -> Arithmetic:
-    """A spec without an arithmetic section: its `formats` input and output (fp32 where absent),
-    partial sums in the wider of fp32 and the input, so that its replicas take and return the
-    formats the spec names (a reveal with --no-probe writes such specs)."""
+    """A spec without an arithmetic section: its `formats` input (fp32 where absent) and output
+    (the input where absent), partial sums in the wider of fp32 and the input, so that its
+    replicas take and return the formats the spec names (a reveal with --no-probe writes such
+    specs), and verify feeds and compares those formats (fpspec.verify.spec_format)."""
     given = [e for e in (formats.entries if formats else ()) if e.key in ("input", "output")]
     try:
         base = Arithmetic.from_entries(given) if given else Arithmetic()
@@ -51,7 +52,8 @@ def _order_only(formats: A.Block | None) -> Arithmetic:
     from fpspec.formats import get_format
 
     wider = base.input if get_format(base.input).precision > get_format("fp32").precision else "fp32"
-    return dataclasses.replace(base, accumulator=wider)
+    output = base.output if any(e.key == "output" for e in given) else base.input
+    return dataclasses.replace(base, accumulator=wider, output=output)
 
 
 def _named_entry(block: A.Block, message: str):

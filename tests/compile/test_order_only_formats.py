@@ -36,3 +36,13 @@ def test_order_only_fp16_replica_takes_fp16(target, tmp_path):
     want = reference_outputs(spec, "sum", (x,))
     assert float(np.asarray(want).ravel()[0]) == 2112.0
     assert_fresh_bits(got, want)
+
+
+def test_spec_format_of_an_order_only_spec_is_its_replicas_format():
+    from fpspec.verify import spec_format
+
+    both = parse(SPEC.format(fin="fp16", fout="fp32"))
+    only_input = parse(SPEC.replace("  output = {fout}", "").format(fin="bf16"))
+    assert spec_format(both) == (main_arithmetic(both).input, main_arithmetic(both).output) == ("fp16", "fp32")
+    assert spec_format(only_input) == ("bf16", "bf16")
+    assert main_arithmetic(only_input).accumulator == "fp32"
