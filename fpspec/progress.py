@@ -54,3 +54,27 @@ def phase(name: str, total: int | None = None) -> Iterator[Callable[[int], None]
 
 def _ignore(steps: int = 1) -> None:
     return None
+
+
+# the end of the running work's time limit (time.monotonic()), for sinks that show the time left
+_until: float | None = None
+
+
+@contextmanager
+def time_limit(until: float | None) -> Iterator[None]:
+    """While active, time_left() counts down to time.monotonic() = until (None: no limit)."""
+    global _until
+    previous, _until = _until, until
+    try:
+        yield
+    finally:
+        _until = previous
+
+
+def time_left() -> float | None:
+    """Seconds left of the running work's time limit, or None without one."""
+    if _until is None:
+        return None
+    import time
+
+    return _until - time.monotonic()

@@ -23,8 +23,8 @@ class RichSink:
 
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
-                                 TimeRemainingColumn(), console=Console(file=stream or sys.stderr),
-                                 transient=True)
+                                 TimeRemainingColumn(), _time_left_column(),
+                                 console=Console(file=stream or sys.stderr), transient=True)
         self.tasks: dict = {}       # phase name -> stack of task ids (a phase may nest in itself)
         self.running = False
 
@@ -44,6 +44,20 @@ class RichSink:
         if self.running and not any(self.tasks.values()):
             self.progress.stop()
             self.running = False
+
+
+def _time_left_column():
+    """'41 s left' of the running work's time limit (fpspec.progress.time_limit), counting down."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    from fpspec.progress import time_left
+
+    class TimeLeft(ProgressColumn):
+        def render(self, task) -> Text:
+            left = time_left()
+            return Text("" if left is None else f"{max(left, 0.0):.0f} s left of the time limit")
+    return TimeLeft()
 
 
 def wants_bars(stream=None) -> bool:
