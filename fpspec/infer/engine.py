@@ -322,7 +322,7 @@ def resolve_time_limit(time_limit, make: Callable, n: int) -> tuple[float | None
     if time_limit == AUTO:
         n = max(n, 2)
         call = measure_call(make, n)
-        return default_time_limit(call), f"default for a target of {_call_text(call)} a call at n = {n}"
+        return default_time_limit(call, n), f"default for a target of {_call_text(call)} a call at n = {n}"
     if isinstance(time_limit, str) or not time_limit > 0:
         raise FpspecError(f"the time limit must be a positive number of seconds or {AUTO!r}, got {time_limit!r}")
     return float(time_limit), "given"

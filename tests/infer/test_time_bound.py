@@ -126,6 +126,7 @@ def test_the_default_limit_grows_with_the_cost_of_a_call():
     assert default_time_limit(3e-6) == default_time_limit(10e-6) == TIME_LIMIT == 60
     assert default_time_limit(100e-6) == pytest.approx(600)
     assert default_time_limit(0.5) == TIME_LIMIT_CAP
+    assert default_time_limit(3e-6, 8192) == 120 and default_time_limit(3e-6, 100) == 60   # n revealed in full
     box = SlowBox(lambda n: sequential(range(n)), 0.0005)
     seconds, note = resolve_time_limit(AUTO, box, 64)
     assert 3000 <= seconds <= TIME_LIMIT_CAP      # a sleep of 0.5 ms takes at least that
