@@ -348,10 +348,8 @@ def row_bounded(limit: float | None):
                   f"{p.stderr.strip().splitlines()[-1][:200] if p.stderr.strip() else '?'}")
             continue
         first = d["groups"][0] if "groups" in d else d      # gemv: the first group of outputs
-        spec = d["spec"]
-        order = next((x.strip() for x in spec.splitlines() if x.strip().startswith(("order", "let"))), "")
-        answer = (f"fallback 1..{spec_hi(spec)}: {first['fallback'][:200]}" if first.get("fallback")
-                  else f"spec ({'held-out n agree' if d['ok'] else 'DISAGREES'}): {order[:120]}")
+        answer = (f"fallback 1..{spec_hi(d['spec'])}: {first['fallback'][:200]}" if first.get("fallback")
+                  else f"spec ({'held-out n agree' if d['ok'] else 'DISAGREES'}): {first['fit']['order'][:120]}")
         used = first.get("time_limit")
         print(f"{label:<28}{_seconds(used):>8}{wall:8.1f}{first.get('calls', 0):>8}"
               f"{load:5.1f} ->{after:4.1f}  {answer}", flush=True)

@@ -162,7 +162,7 @@ def _parse_n(text: str) -> tuple[int, int | None]:
 
 
 def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe, output, as_json, argv,
-                  arithmetic=None, time_limit=None, started=None):
+                  arithmetic=None, time_limit=None, started=None, first=None):
     """-n LO..HI: reveal at a designed set of n and infer one parametric spec (fpspec.infer)."""
     from fpspec.infer import infer_spec
     from fpspec.infer.positions import infer_positions
@@ -173,7 +173,7 @@ def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe
 
     known = arithmetic_section(arithmetic) if arithmetic else None
     with target_prints_to_stderr():
-        result = infer(target, (lo, hi), seed=seed, probe=not no_probe, arithmetic=known,
+        result = infer(target if first is None else first, (lo, hi), seed=seed, probe=not no_probe, arithmetic=known,
                        progress=sys.stderr.isatty(), command=command, dtype=dtype, op=op, m=m, ncols=ncols,
                        device=device, time_limit=AUTO if time_limit is None else time_limit, started=started)
     if output and result.ok:
@@ -318,7 +318,9 @@ def reveal(
     numel: Optional[List[int]] = typer.Option(None, "--numel", help="collectives: the buffer size (repeatable)"),
 ) -> None:
     """Reveal the accumulation order of TARGET at length n and print it as a tree."""
-    started = time.monotonic()     # a range run's --time-limit counts from here
+    from fpspec.infer.engine import process_start
+
+    started = process_start()      # a range run's --time-limit counts from the command's start
     from fpspec.reveal.engine import reveal as run_reveal
     from fpspec.reveal.targets import resolve_target
     from fpspec.tree import format_tree, stats
@@ -358,10 +360,10 @@ def reveal(
     if hi is not None:
         # resolve_target tries a user callable once: before the work starts, at the range's first n
         with target_prints_to_stderr():
-            resolve_target(target, op=op, n=max(lo, 2), dtype=dtype, m=m, ncols=ncols, device=device)
+            first = resolve_target(target, op=op, n=max(lo, 2), dtype=dtype, m=m, ncols=ncols, device=device)
         _reveal_range(target, lo, hi, dtype=dtype, op=op, m=m, ncols=ncols, device=device, seed=seed,
                       no_probe=no_probe, output=output, as_json=as_json, arithmetic=arithmetic,
-                      time_limit=time_limit, started=started, argv=["reveal", *sys.argv[2:]] if sys.argv[1:2] == ["reveal"] else None)
+                      time_limit=time_limit, started=started, first=first, argv=["reveal", *sys.argv[2:]] if sys.argv[1:2] == ["reveal"] else None)
         return
     if tf32:
         import torch

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-import time
 from typing import List, Optional
 
 import typer
@@ -51,8 +50,9 @@ def main(
     time_limit: Optional[float] = typer.Option(None, "--time-limit", metavar="SECONDS", help=TIME_LIMIT_HELP),
 ) -> None:
     """Infer one spec for every n in LO..HI and say how it was checked."""
-    started = time.monotonic()     # --time-limit counts from here
-    from fpspec.infer.engine import infer_spec
+    from fpspec.infer.engine import infer_spec, process_start
+
+    started = process_start()      # --time-limit counts from the command's start
     from fpspec.io import write_atomic
 
     try:

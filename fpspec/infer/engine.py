@@ -28,6 +28,7 @@ import dataclasses
 import datetime
 import functools
 import inspect
+import os
 import re
 import time
 from contextlib import contextmanager, nullcontext
@@ -301,6 +302,24 @@ class _Clock:
         return bounded_make
 
 
+STARTUP_MAX = 10.0   # seconds: a process older than this did other work first (a test runner, a notebook)
+
+
+def process_start() -> float:
+    """time.monotonic() at which this process started (Linux: from /proc), when that was at
+    most STARTUP_MAX s ago, else now: a range run's time limit counts from the start of the
+    command, imports included."""
+    try:
+        with open("/proc/self/stat") as f:
+            started = int(f.read().rsplit(")", 1)[1].split()[19])    # field 22, starttime: ticks after boot
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        age = uptime - started / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.monotonic()
+    return time.monotonic() - age if 0.0 <= age <= STARTUP_MAX else time.monotonic()
+
+
 def measure_call(make: Callable, n: int) -> float:
     """Seconds one call of the target at n takes: the least of 2 to 5 calls on
     operands of ones (note [default time limit] in fpspec.infer)."""
@@ -409,14 +428,13 @@ class _Reveal:
 
 
 def _target_maker(make_target, target_kwargs: dict) -> Callable:
-    if callable(make_target):
-        return make_target
-    if isinstance(make_target, str):
-        from fpspec.reveal.targets import resolve_target
+    from fpspec.reveal.targets import Target, resolve_target
 
-        name = make_target
+    if isinstance(make_target, Target) or isinstance(make_target, str):
+        resolved = isinstance(make_target, Target)    # resolved at one n already (the command line does)
+        name = make_target.name if resolved else make_target
         kw = {k: v for k, v in target_kwargs.items() if v is not None}
-        first: list = []
+        first: list = [make_target] if resolved else []
 
         def make(n: int):
             # a user callable is checked once, at the first n built (resolve_target calls it
@@ -428,6 +446,8 @@ def _target_maker(make_target, target_kwargs: dict) -> Callable:
             first[:] = [target]
             return target
         return make
+    if callable(make_target):
+        return make_target
     raise FpspecError(f"make_target must be a function n -> Target or a target name, got {make_target!r}")
 
 
@@ -448,7 +468,8 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
     """One spec explaining the target's order at every n in n_range = (lo, hi).
 
     make_target: n -> fpspec.reveal Target (or a target name, with dtype=,
-    op=, m=, ncols=, device= passed on to resolve_target).  exact: reveal in
+    op=, m=, ncols=, device= passed on to resolve_target; or a Target it
+    resolved at one n, whose user callable is then not checked again).  exact: reveal in
     full at every n checked (no sampled checks).  holdout: fresh random n
     compared after fitting (or the list of them).  full_limit: the largest n revealed in full
     (unless exact).  checks: extra n to check (sampled above full_limit),
@@ -723,7 +744,10 @@ def _fallback(src: _Reveal, lo: int, hi: int, reason: str, arith, report, seed: 
 
     name = _ident(getattr(src.first_target, "name", "order") or "order")
     end = src.clock.end
-    spec = fallback_spec(src.trees, lo, name, src.budget, end)
+    try:
+        spec = fallback_spec(src.trees, lo, name, src.budget, end)
+    except RevealRefused as e:     # nothing revealed to fall back on: say why the run stopped
+        raise RevealRefused(f"{reason}; {e}") from None
     h = spec.header.n.hi
     beyond = sorted(n for n in src.trees if n > h)
     unresolved = reason

@@ -22,7 +22,8 @@ from fpspec.errors import FpspecError
 from fpspec.infer import AUTO, TIME_LIMIT, TIME_LIMIT_CAP, default_time_limit, infer_spec
 from fpspec.infer.engine import fallback_spec, resolve_time_limit
 from fpspec.infer.fit import Budget
-from fpspec.progress import reporting, time_left
+from fpspec.cli.progress_bar import _time_left_column
+from fpspec.progress import reporting, time_left, time_limit
 from fpspec.reveal.synthetic import sum_target
 from fpspec.spec import expand, parse
 from fpspec.tree import observable, sequential
@@ -120,6 +121,10 @@ def test_each_phase_shows_the_time_left():
     assert {"reveal at sample n", "fit", "held-out check"} <= {name for name, _ in seen}
     assert all(left is not None and 0 < left <= 30 for _, left in seen)
     assert time_left() is None      # only while the run is under way
+    column = _time_left_column()    # the command line's bar: its countdown
+    with time_limit(time.monotonic() + 30.4):
+        assert column.render(None).plain == "30 s left of the time limit"
+    assert column.render(None).plain == ""
 
 
 def test_the_default_limit_grows_with_the_cost_of_a_call():
@@ -146,3 +151,24 @@ def test_the_command_line_names_the_default_limit(tmp_path):
                     r"([\d,]+) target calls", p.stderr)
     assert got, p.stderr
     assert int(got.group(1)) >= TIME_LIMIT and int(got.group(3).replace(",", "")) > 0
+
+
+def test_a_user_callable_is_checked_once_then_every_call_is_the_runs(tmp_path, monkeypatch):
+    # resolve_target checks a user callable with two calls; the range run reuses the target the
+    # command line resolved, so that each later call is one its clock bounds and counts
+    from fpspec.infer.engine import _target_maker
+    from fpspec.reveal.targets import resolve_target
+
+    (tmp_path / "counted_box.py").write_text(
+        "import numpy as np\ncalls = []\n\ndef plain_sum(x):\n    calls.append(len(x))\n    return np.sum(x)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import counted_box
+
+    first = resolve_target("counted_box:plain_sum", op="sum", n=4)
+    assert counted_box.calls == [4, 4]
+    make = _target_maker(first, {"op": "sum", "dtype": "float32"})
+    eight = make(8)
+    assert eight.n == 8 and eight.name == "counted_box:plain_sum" and counted_box.calls == [4, 4]
+    r = infer_spec(first, (1, 12), progress=False, replica=None, probe=False, holdout=2, time_limit=60,
+                   op="sum", dtype="float32")
+    assert r.calls == len(counted_box.calls) - 2 and set(counted_box.calls[2:]) <= set(range(2, 13))
