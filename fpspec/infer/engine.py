@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-import inspect
 import os
 import re
 import time
@@ -132,6 +131,8 @@ class Inference:
                          f" {c.detail}")
         lines.append(f"  fit: cost {self.fit.cost}, {self.fit.candidates} candidate orders compared, "
                      f"{self.fit.rounds} fit rounds, {self.fit.seconds:.2f} s; total {self.seconds:.2f} s")
+        if self.stopped:
+            lines.append(f"  the arithmetic was checked at the probed n only: {self.stopped}")
         lines.append(f"  {self.limit_text()}")
         if self.sampled:
             lines.append("  sampled checks are evidence, not proof: they ask some l(i,j) and run some inputs; "
@@ -440,7 +441,7 @@ def _target_maker(make_target, target_kwargs: dict) -> Callable:
             # a user callable is checked once, at the first n built (resolve_target calls it
             # twice to check its answers): later n reuse it, so that every later call is one
             # the run's clock bounds (note [time limit])
-            if first and inspect.unwrap(first[0].fn) is not first[0].fn:
+            if first and _checked_callable(first[0]):
                 return dataclasses.replace(first[0], n=n)
             target = resolve_target(name, n=n, **kw)
             first[:] = [target]
@@ -449,6 +450,13 @@ def _target_maker(make_target, target_kwargs: dict) -> Callable:
     if callable(make_target):
         return make_target
     raise FpspecError(f"make_target must be a function n -> Target or a target name, got {make_target!r}")
+
+
+def _checked_callable(target) -> bool:
+    """A user callable that resolve_target checked (fpspec.reveal.targets.checked_target's
+    guard): nothing in its Target depends on n, unlike a library's (numpy.mean's out_shift)."""
+    code = getattr(target.fn, "__code__", None)
+    return getattr(code, "co_qualname", "") == "checked_target.<locals>.guarded"
 
 
 def _with_output(make_target: Callable, out_fmt: str) -> Callable:
@@ -643,9 +651,18 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
                     counter.append(Counterexample(n, stage, chk.text(), False))
         # 5: never contradict an observation
         spec = _never_contradict(spec, src.trees)
+        unchecked = ""      # why the arithmetic was not checked beyond the probed n
         with clock.phase("arithmetic check", doing="checking the arithmetic per part"):
-            budget.check_time(clock.doing)
-            regional = _per_part(spec, src, src.view, report, seed, regional)
+            try:
+                budget.check_time(clock.doing)
+                regional = _per_part(spec, src, src.view, report, seed, regional)
+            except Stopped as e:
+                # the order is established (every tree, every held-out n agree): keep it, with the
+                # arithmetic the probes found, and say where it was checked
+                if report is None or not report.consistent:
+                    raise
+                regional = regional if regional is not None and regional[0] == spec else None
+                unchecked = f"{e} ({clock.since():.1f} s after the start)"
     except Stopped as e:
         stopped = f"{e} ({clock.since():.1f} s after the start)"
         with clock.phase("fallback"):
@@ -660,12 +677,14 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
     if regional is not None:      # the arithmetic per part: its main section, named sections, using()
         arith, spec = regional[1].header.arithmetic, dataclasses.replace(spec, order=regional[1].order)
     header = _header(spec, src.first_target, lo, hi, revealed, tuple(sorted(held)), sampled, exact, command,
-                     arith, "given (--arithmetic)" if arithmetic is not None else probe)
+                     arith, "given (--arithmetic)" if arithmetic is not None else probe,
+                     {"arithmetic_checked": f"at the probed n only: {unchecked}"} if unchecked else None)
     if regional is not None:
         header = dataclasses.replace(header, arithmetics=regional[1].header.arithmetics)
     spec = dataclasses.replace(spec, header=header)
     return _timed(Inference(spec, revealed, tuple(sorted(held)), tuple(sampled), tuple(counter),
-                            tuple(src.timings), fit, time.perf_counter() - start, exact, (lo, hi)), clock, limit_note)
+                            tuple(src.timings), fit, time.perf_counter() - start, exact, (lo, hi)), clock, limit_note,
+                  unchecked)
 
 
 def _timed(inference: Inference, clock: _Clock, limit_note: str, stopped: str = "") -> Inference:

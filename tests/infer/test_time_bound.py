@@ -93,6 +93,40 @@ def test_an_order_that_does_not_fit_ends_in_a_fallback_within_the_limit():
     assert time.monotonic() - began < 9
 
 
+def test_a_limit_reached_while_checking_the_arithmetic_keeps_the_order_and_says_so():
+    # the order is established (every tree agrees); only the arithmetic's check at more n is cut
+    # short: the spec stays, its arithmetic the probes', the provenance saying where it was checked
+    phases = []
+
+    class Sink:
+        def start(self, name, total):
+            phases.append(name)
+
+        def advance(self, name, steps):
+            pass
+
+        def finish(self, name):
+            pass
+
+    def make(n):
+        target = sum_target(sequential(range(n)), batched=False)
+        fn = target.fn
+
+        def call(x):
+            if phases[-1] == "arithmetic check":   # slow only there: the limit comes in that phase
+                time.sleep(0.25)
+            return fn(x)
+        return dataclasses.replace(target, fn=call)
+    with reporting(Sink()):
+        r = infer_spec(make, (1, 12), replica=None, holdout=2, time_limit=5)
+    assert not r.fallback and r.ok and str(r.spec.order) == "seq"
+    assert r.phases[-1][0] == "arithmetic check"
+    assert r.stopped.startswith("the time limit (5 s) was reached while checking the arithmetic per part")
+    assert _provenance(r.spec)["arithmetic_checked"] == f"at the probed n only: {r.stopped}"
+    assert r.spec.header.arithmetic is not None
+    assert f"the arithmetic was checked at the probed n only: {r.stopped}" in r.report()
+
+
 def test_the_fallback_stops_lowering_at_the_end_of_the_limit():
     # lowering grows faster than n (einsum_like at n = 512: 0.2 s each): past the limit's end the
     # fallback covers what it has lowered, at least its first n
@@ -135,7 +169,9 @@ def test_the_default_limit_grows_with_the_cost_of_a_call():
     box = SlowBox(lambda n: sequential(range(n)), 0.0005)
     seconds, note = resolve_time_limit(AUTO, box, 64)
     assert 3000 <= seconds <= TIME_LIMIT_CAP      # a sleep of 0.5 ms takes at least that
-    assert re.fullmatch(r"default for a target of 0\.\d+ ms a call at n = 64", note)
+    got = re.fullmatch(r"default for a target of ([\d.]+) (ms|s) a call at n = 64", note)
+    assert got and seconds == pytest.approx(default_time_limit(float(got.group(1)) * (1e-3 if got.group(2) == "ms"
+                                                                                       else 1.0), 64), rel=0.05)
     assert resolve_time_limit(None, box, 64) == (None, "")
     with pytest.raises(FpspecError, match="positive number of seconds"):
         resolve_time_limit(0, box, 64)
