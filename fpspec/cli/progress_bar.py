@@ -47,16 +47,18 @@ class RichSink:
 
 
 def _time_left_column():
-    """'41 s left' of the running work's time limit (fpspec.progress.time_limit), counting down."""
+    """'41 s left of 60 s': the running work's time limit (fpspec.progress.time_limit), counting down."""
     from rich.progress import ProgressColumn
     from rich.text import Text
 
-    from fpspec.progress import time_left
+    from fpspec.progress import limit_seconds, time_left
 
     class TimeLeft(ProgressColumn):
         def render(self, task) -> Text:
-            left = time_left()
-            return Text("" if left is None else f"{max(left, 0.0):.0f} s left of the time limit")
+            left, total = time_left(), limit_seconds()
+            if left is None:
+                return Text("")
+            return Text(f"{max(left, 0.0):.0f} s left" + (f" of {total:g} s" if total else ""))
     return TimeLeft()
 
 

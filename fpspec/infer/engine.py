@@ -276,7 +276,7 @@ class _Clock:
         previous, self.doing = self.doing, doing or name
         self.phases.append((name, round(self.since(), 3)))
         try:
-            with time_limit(self.end), phase(name, total=total) as advance:   # the bar shows the time left
+            with time_limit(self.end, self.budget.limit), phase(name, total=total) as advance:   # the bar shows the time left
                 yield advance
         finally:
             self.doing = previous

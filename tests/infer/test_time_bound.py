@@ -23,7 +23,7 @@ from fpspec.infer import AUTO, TIME_LIMIT, TIME_LIMIT_CAP, default_time_limit, i
 from fpspec.infer.engine import fallback_spec, resolve_time_limit
 from fpspec.infer.fit import Budget
 from fpspec.cli.progress_bar import _time_left_column
-from fpspec.progress import reporting, time_left, time_limit
+from fpspec.progress import limit_seconds, reporting, time_left, time_limit
 from fpspec.reveal.synthetic import sum_target
 from fpspec.spec import expand, parse
 from fpspec.tree import observable, sequential
@@ -141,7 +141,7 @@ def test_each_phase_shows_the_time_left():
 
     class Sink:
         def start(self, name, total):
-            seen.append((name, time_left()))
+            seen.append((name, time_left(), limit_seconds()))
 
         def advance(self, name, steps):
             pass
@@ -152,12 +152,12 @@ def test_each_phase_shows_the_time_left():
         r = infer_spec(SlowBox(lambda n: sequential(range(n)), 0.0), (1, 40), replica=None, probe=False,
                        holdout=2, time_limit=30)
     assert not r.fallback and str(r.spec.order) == "seq"
-    assert {"reveal at sample n", "fit", "held-out check"} <= {name for name, _ in seen}
-    assert all(left is not None and 0 < left <= 30 for _, left in seen)
+    assert {"reveal at sample n", "fit", "held-out check"} <= {name for name, _, _ in seen}
+    assert all(left is not None and 0 < left <= 30 and total == 30 for _, left, total in seen)
     assert time_left() is None      # only while the run is under way
     column = _time_left_column()    # the command line's bar: its countdown
-    with time_limit(time.monotonic() + 30.4):
-        assert column.render(None).plain == "30 s left of the time limit"
+    with time_limit(time.monotonic() + 30.4, 60):
+        assert column.render(None).plain == "30 s left of 60 s"
     assert column.render(None).plain == ""
 
 
