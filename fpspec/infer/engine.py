@@ -231,7 +231,7 @@ def design_from(order, runs, lo: int, hi: int, rng, random: int = RANDOM_DESIGN)
 
 # Note [time limit]: a run bounded by L seconds ends by L, plus at most the one
 # target call in flight when its work deadline passes, plus writing the
-# fallback.  Every target call of the run goes through _Clock.bounded, which
+# fallback.  Every target call of the run goes through RunClock.bounded, which
 # checks the deadline before the call starts (revelation, probes, the
 # arithmetic per part, sampled checks: each is thousands of calls, and a
 # check before each n or each phase let a slow box run on for whole
@@ -250,7 +250,7 @@ def reserve(limit: float) -> float:
     return min(FALLBACK_RESERVE * limit, FALLBACK_RESERVE_MAX)
 
 
-class _Clock:
+class RunClock:
     """The run's time limit as every step sees it (note [time limit]): it bounds the
     target's calls, names the step under way (the Stopped message says it), counts
     the calls and records when each progress phase began."""
@@ -363,7 +363,7 @@ def _call_text(seconds: float) -> str:
 class _Reveal:
     """Reveals trees through make_target; remembers every tree and timing."""
 
-    def __init__(self, make_target: Callable, seed: int, clock: _Clock, trace: str | None = None):
+    def __init__(self, make_target: Callable, seed: int, clock: RunClock, trace: str | None = None):
         self.trace = trace
         self.make_target = make_target   # its targets bounded by the clock (note [time limit])
         self.seed = seed
@@ -526,7 +526,7 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
     # the last part of the limit is the fallback's (note [time limit]): the run ends within it
     budget = Budget(work=fit_work, deadline=None if seconds is None else began + seconds - reserve(seconds),
                     limit=seconds, fit_seconds=None if seconds is None else seconds * FIT_SHARE)
-    clock = _Clock(budget, began, None if seconds is None else began + seconds)
+    clock = RunClock(budget, began, None if seconds is None else began + seconds)
     src = _Reveal(clock.maker(make), seed, clock, trace)
     make = src.make_target
     counter: list[Counterexample] = []
@@ -687,7 +687,7 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
                   unchecked)
 
 
-def _timed(inference: Inference, clock: _Clock, limit_note: str, stopped: str = "") -> Inference:
+def _timed(inference: Inference, clock: RunClock, limit_note: str, stopped: str = "") -> Inference:
     """The inference with the clock's record: its limit, calls, phases (note [time limit])."""
     b = clock.budget
     return dataclasses.replace(inference, time_limit=b.limit, limit_note=limit_note, calls=clock.calls,

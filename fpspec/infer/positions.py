@@ -93,7 +93,7 @@ def infer_positions(make_target, n_range, *, seed: int = 0, progress: bool = Tru
     """infer_spec for a gemv/gemm target name or maker; one spec per group of outputs
     when its outputs do not share one order, merged."""
     from fpspec.errors import RevealRefused
-    from fpspec.infer.engine import _Clock, _target_maker, reserve, resolve_time_limit
+    from fpspec.infer.engine import RunClock, _target_maker, reserve, resolve_time_limit
     from fpspec.infer.fit import Budget, Stopped
     from fpspec.reveal.positions import restricted
     from fpspec.spec.positions import merge
@@ -107,7 +107,7 @@ def infer_positions(make_target, n_range, *, seed: int = 0, progress: bool = Tru
     began = options.pop("started", None) or time.monotonic()
     full = hi if options.get("exact") else min(hi, options.get("full_limit", 8192))
     limit, note = resolve_time_limit(options.pop("time_limit", None), make, full)
-    clock = _Clock(Budget(deadline=None if limit is None else began + limit - reserve(limit), limit=limit),
+    clock = RunClock(Budget(deadline=None if limit is None else began + limit - reserve(limit), limit=limit),
                    began, None if limit is None else began + limit)
     bounded = clock.maker(make)
 
