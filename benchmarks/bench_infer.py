@@ -11,14 +11,17 @@ Rows:
            target calls, peak RSS, spec size, held-out agreement; beside each,
            the reference: revealing the largest n once (FPRev-style: no range
            inference exists there).  Each run in a child process (its own peak
-           RSS), under the command line's default time limit.
+           RSS), under the command line's default time limit (the limit s column).
            (python benchmarks/bench_infer.py --rows table [--quick] [--only 0,3,5]
            [--time-limit SECONDS: each range run's bound, default the command line's])
-  bounded  black boxes of a few microseconds a call over -n 1..4096 under
-           --time-limit (default 60): wall and CPU seconds, the machine's load,
-           and when each progress phase (reveal at sample n, fit, held-out
-           check) started; each in a child process
-           (python benchmarks/bench_infer.py --rows bounded [--time-limit 60] [--only 0,2]
+  bounded  black boxes of a few microseconds a call over -n 1..4096, each
+           the command line a user types (`fpspec reveal NAME -n 1..4096
+           --dtype float32 -o F --json`, in a child process): the time limit
+           used (the default, derived from the cost of a call, unless
+           --time-limit is given), wall seconds, target calls, the machine's
+           load, when each progress phase began, and the answer (a spec or a
+           fallback)
+           (python benchmarks/bench_infer.py --rows bounded [--time-limit SECONDS] [--only 0,2]
            [--spec-dir DIR: each spec or fallback written to DIR/NAME_4096.fps])
   infer    numpy.sum float32 over n = 1..65536: fpspec infers one spec (full
            revelation at designed and held-out n up to 8192, sampled checks
@@ -237,13 +240,13 @@ if mode == "once":
     r = reveal(make(hi))
     out.update(seconds=time.perf_counter() - t0, size=r.tree.size if hasattr(r.tree, "size") else 1)
 else:
-    from fpspec.infer import TIME_LIMIT
+    from fpspec.infer import AUTO
     from fpspec.infer.fit import order_cost
     if opts.get("op") in ("gemv", "gemm"):
         from fpspec.infer.positions import infer_positions as infer
     else:
         from fpspec.infer import infer_spec as infer
-    r = infer(make, (lo, hi), progress=False, time_limit=limit or TIME_LIMIT)
+    r = infer(make, (lo, hi), progress=False, time_limit=limit or AUTO)
     sp = r.spec
     order = sp.lets[0].order if sp.lets else sp.order
     fb = getattr(r, "fallback", "")
@@ -253,6 +256,8 @@ else:
         from fpspec.infer.roundtrip import _first_difference
         wrong = _first_difference(spec, sp, sorted(set(np.random.default_rng(3).integers(lo, hi + 1, 12).tolist())), True)
         agree += "; = generating spec" if not wrong else f"; WRONG vs generating spec: {wrong}"
+    first = r.groups[0][2] if hasattr(r, "groups") else r     # gemv with several orders: one limit for all
+    out.update(limit=first.time_limit)
     out.update(seconds=time.perf_counter() - t0, size=order_cost(sp.order) + sum(order_cost(d.order) for d in sp.lets),
                chars=len(str(order)), agree=agree, order=str(order)[:160], fallback=fb)
 out.update(calls=calls[0], rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -272,19 +277,23 @@ def _child(row, mode):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def _seconds(x) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
 def row_table():
     rows = TABLE[:3] if QUICK else TABLE
     only = _arg("--only", None)      # row numbers, e.g. 0,1,5 (to run the table in several processes)
     if only is not None:
         rows = [TABLE[int(i)] for i in only.split(",")]
-    print(f"{'target':<36}{'range':>10}  {'ref s':>8}{'infer s':>9}{'cpu s':>7}{'ratio':>7}  {'ref calls':>10}"
+    print(f"{'target':<36}{'range':>10}  {'limit s':>8}{'ref s':>8}{'infer s':>9}{'cpu s':>7}{'ratio':>7}  {'ref calls':>10}"
           f"{'calls':>9}  {'ref RSS':>8}{'RSS MB':>8}  {'size':>5}  held-out / spec")
     for row in rows:
         ref, ours = _child(row, "once"), _child(row, "infer")
         if "error" in ours or "error" in ref:
             print(f"{row[0]:<36}  error: {ours.get('error') or ref.get('error')}")
             continue
-        print(f"{row[0]:<36}{f'{row[3]}..{row[4]}':>10}  {ref['seconds']:8.2f}{ours['seconds']:9.2f}"
+        print(f"{row[0]:<36}{f'{row[3]}..{row[4]}':>10}  {_seconds(ours['limit']):>8}{ref['seconds']:8.2f}{ours['seconds']:9.2f}"
               f"{ours['cpu']:7.1f}{ours['seconds'] / ref['seconds']:6.1f}x  {ref['calls']:>10}{ours['calls']:>9}"
               f"  {ref['rss_mb']:8.0f}{ours['rss_mb']:8.0f}  {ours['size']:>5}  {ours['agree']}", flush=True)
         print(f"{'':<36}  order: {ours['order']}" + (f"\n{'':<36}  fallback: {ours['fallback'][:200]}"
@@ -294,89 +303,67 @@ def row_table():
 BOUNDED = (   # (label, target, options): black boxes of a few microseconds a call, over 1..4096
     ("numpy.sum", "numpy.sum", {}),
     ("torch.sum", "torch.sum", {}),
+    ("torch.dot", "torch.dot", {"op": "dot"}),
     ("np.einsum('i->')", "named_boxes:einsum_sum", {"op": "sum"}),
     ("np.einsum('i,i->')", "named_boxes:einsum_dot", {"op": "dot"}),
     ("OpenBLAS sdot (numpy.dot)", "numpy.dot", {}),
     ("torch.mv m=8", "torch.mv", {"op": "gemv", "m": 8}),
 )
 
-_BOUNDED_CHILD = r"""
-import json, os, resource, sys, time
-sys.path[:0] = sys.argv[1].split(":")
-import numpy as np
-label, name, opts, limit, spec_out, command = json.loads(sys.argv[2])
-from fpspec.progress import reporting
-from fpspec.reveal.targets import resolve_target
-t = resolve_target(name, n=4096, dtype="float32", **opts)
-args = [t.native(np.ones(s)) for s in t.operand_shapes]
-t.fn(*args)
-t0 = time.perf_counter()
-for _ in range(200):
-    t.fn(*args)
-per_call = (time.perf_counter() - t0) / 200 * 1e6
-start = time.perf_counter()
-class Lines:
-    def start(self, phase, total):
-        print(f"    {time.perf_counter() - start:6.1f} s  {phase}" + (f" ({total})" if total else ""), flush=True)
-    def advance(self, phase, steps):
-        pass
-    def finish(self, phase):
-        pass
-if opts.get("op") in ("gemv", "gemm"):
-    from fpspec.infer.positions import infer_positions as infer
-else:
-    from fpspec.infer import infer_spec as infer
-load = os.getloadavg()[0]
-cpu0 = time.process_time()
-with reporting(Lines()):
-    r = infer(lambda n: resolve_target(name, n=n, dtype="float32", **opts), (1, 4096), time_limit=limit,
-              progress=True, command=command)
-wall = time.perf_counter() - start
-if spec_out:
-    from fpspec.io import write_atomic
-    write_atomic(spec_out, str(r.spec))
-fb = getattr(r, "fallback", "")
-sp = r.spec
-print(json.dumps({"label": label, "us_per_call": per_call, "wall": wall, "cpu": time.process_time() - cpu0,
-                  "load": [load, os.getloadavg()[0]], "fallback": fb,
-                  "order": str(sp.lets[0].order if sp.lets else sp.order)[:160],
-                  "held_out": len(getattr(r, "held_out", ())), "ok": bool(getattr(r, "ok", False))}))
-"""
 
+def row_bounded(limit: float | None):
+    """Each black box over -n 1..4096 as a user runs it: the command line in a child process
+    (interpreter start and imports included), under --time-limit LIMIT, or without the option
+    (the default, derived from the measured cost of a call).  Wall seconds of the command, the
+    limit it used and why, target calls, the load average (1 min) before and after, when each
+    progress phase began, and the answer: a spec, or a fallback naming what was left unresolved."""
+    import tempfile
 
-def row_bounded(limit: float):
-    """Each black box over -n 1..4096 under --time-limit LIMIT: wall and CPU seconds, the load
-    average (1 min) before and after, and when each progress phase started."""
     here = os.path.dirname(os.path.abspath(__file__))
-    paths = ":".join([os.path.join(here, ".."), os.path.join(here, "..", "examples", "infer")])
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    root = os.path.join(here, "..")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([root, os.path.join(root, "examples", "infer")]))
     rows = BOUNDED
     only = _arg("--only", None)
     if only is not None:
         rows = [BOUNDED[int(i)] for i in only.split(",")]
-    spec_dir = _arg("--spec-dir", None)     # each row's spec (or fallback) written there as NAME.fps
+    spec_dir = _arg("--spec-dir", None) or tempfile.mkdtemp()   # each row's spec (or fallback) written there
+    print(f"{'target':<28}{'limit s':>8}{'wall s':>8}{'calls':>8}{'load':>11}  answer")
     for label, name, opts in rows:
-        shape = "".join(f" --{k} {v}" for k, v in opts.items())
-        command = f"fpspec reveal {name}{shape} -n 1..4096 --time-limit {limit:g}"
-        print(f"{label}: {command}", flush=True)
-        out = None
-        if spec_dir:
-            out = os.path.join(spec_dir, name.split(":")[-1].replace(".", "_") + "_4096.fps")
-            command += f" -o {out}"
-        p = subprocess.run([sys.executable, "-c", _BOUNDED_CHILD, paths,
-                            json.dumps([label, name, opts, limit, out, command])],
-                           capture_output=True, text=True, env=env)
-        lines = p.stdout.rstrip().splitlines()
-        if p.returncode or not lines:
-            print(f"  error: {p.stderr.strip().splitlines()[-1][:200] if p.stderr.strip() else '?'}")
+        out = os.path.join(spec_dir, name.split(":")[-1].replace(".", "_") + "_4096.fps")
+        args = ["reveal", name, *[x for k, v in opts.items() for x in (f"--{k}", str(v))], "-n", "1..4096",
+                "--dtype", "float32", "-o", out, "--json"]
+        if limit is not None:
+            args += ["--time-limit", f"{limit:g}"]
+        load = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, "-m", "fpspec.cli", *args], capture_output=True, text=True, env=env,
+                           cwd=root)
+        wall = time.perf_counter() - t0
+        after = os.getloadavg()[0]
+        try:
+            d = json.loads(p.stdout)
+        except ValueError:
+            print(f"{label:<28}  error (exit {p.returncode}): "
+                  f"{p.stderr.strip().splitlines()[-1][:200] if p.stderr.strip() else '?'}")
             continue
-        print("\n".join(lines[:-1]))
-        d = json.loads(lines[-1])
-        verdict = (f"fallback: {d['fallback'][:220]}" if d["fallback"]
-                   else f"spec, {d['held_out']} held-out n {'agree' if d['ok'] else 'DIFFER'}: {d['order']}")
-        print(f"  {d['us_per_call']:.1f} us a call at n = 4096; {d['wall']:.1f} s wall, {d['cpu']:.1f} s CPU; "
-              f"load {d['load'][0]:.1f} -> {d['load'][1]:.1f}; {'within' if d['wall'] <= limit else 'PAST'} "
-              f"the limit\n  {verdict}", flush=True)
+        first = d["groups"][0] if "groups" in d else d      # gemv: the first group of outputs
+        answer = (f"fallback 1..{spec_hi(d['spec'])}: {first['fallback'][:200]}" if first.get("fallback")
+                  else f"spec ({'held-out n agree' if d['ok'] else 'DISAGREES'}): {first['fit']['order'][:120]}")
+        used = first.get("time_limit")
+        print(f"{label:<28}{_seconds(used):>8}{wall:8.1f}{first.get('calls', 0):>8}"
+              f"{load:5.1f} ->{after:4.1f}  {answer}", flush=True)
+        print(f"{'':<28}  fpspec {' '.join(args)}")
+        print(f"{'':<28}  limit: {first.get('limit_note') or '-'}; phases: "
+              + ", ".join(f"{at:.1f} s {ph}" for ph, at in first.get("phases", [])), flush=True)
+
+
+def spec_hi(text: str) -> str:
+    """The HI of a spec's `n in LO..HI` header line."""
+    for x in text.splitlines():
+        if x.strip().startswith("n in "):
+            return x.strip().split("..")[-1]
+    return "?"
 
 
 def main():
@@ -385,7 +372,8 @@ def main():
         row_table()
         return
     if rows == ["bounded"]:
-        row_bounded(float(_arg("--time-limit", 60)))
+        given = _arg("--time-limit", None)
+        row_bounded(None if given is None else float(given))
         return
     spec_text = None
     if "infer" in rows:

@@ -54,3 +54,34 @@ def phase(name: str, total: int | None = None) -> Iterator[Callable[[int], None]
 
 def _ignore(steps: int = 1) -> None:
     return None
+
+
+# the running work's time limit, for sinks that show the time left: (its end in
+# time.monotonic(), its length in seconds), or None
+_limit: tuple | None = None
+
+
+@contextmanager
+def time_limit(until: float | None, seconds: float | None = None) -> Iterator[None]:
+    """While active, time_left() counts down to time.monotonic() = until (None: no
+    limit) and limit_seconds() is the limit's length."""
+    global _limit
+    previous, _limit = _limit, None if until is None else (until, seconds)
+    try:
+        yield
+    finally:
+        _limit = previous
+
+
+def time_left() -> float | None:
+    """Seconds left of the running work's time limit, or None without one."""
+    if _limit is None:
+        return None
+    import time
+
+    return _limit[0] - time.monotonic()
+
+
+def limit_seconds() -> float | None:
+    """The running work's time limit in seconds, where it was given."""
+    return None if _limit is None else _limit[1]

@@ -23,8 +23,8 @@ class RichSink:
 
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
-                                 TimeRemainingColumn(), console=Console(file=stream or sys.stderr),
-                                 transient=True)
+                                 TimeRemainingColumn(), _time_left_column(),
+                                 console=Console(file=stream or sys.stderr), transient=True)
         self.tasks: dict = {}       # phase name -> stack of task ids (a phase may nest in itself)
         self.running = False
 
@@ -44,6 +44,22 @@ class RichSink:
         if self.running and not any(self.tasks.values()):
             self.progress.stop()
             self.running = False
+
+
+def _time_left_column():
+    """'41 s left of 60 s': the running work's time limit (fpspec.progress.time_limit), counting down."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    from fpspec.progress import limit_seconds, time_left
+
+    class TimeLeft(ProgressColumn):
+        def render(self, task) -> Text:
+            left, total = time_left(), limit_seconds()
+            if left is None:
+                return Text("")
+            return Text(f"{max(left, 0.0):.0f} s left" + (f" of {total:g} s" if total else ""))
+    return TimeLeft()
 
 
 def wants_bars(stream=None) -> bool:

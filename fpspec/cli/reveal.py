@@ -6,6 +6,7 @@ import json
 import platform
 import shlex
 import sys
+import time
 from typing import List, Optional
 
 import numpy as np
@@ -14,7 +15,7 @@ import typer
 from fpspec.cli import app
 from fpspec.cli.common import (at_least, check_device, check_dtype, check_output, target_prints_to_stderr,
                                write_output)
-from fpspec.infer import TIME_LIMIT
+from fpspec.infer import AUTO, TIME_LIMIT_HELP
 from fpspec.io import read_text
 from fpspec.formats import get_format
 from fpspec.errors import FpspecError, RevealRefused
@@ -161,7 +162,7 @@ def _parse_n(text: str) -> tuple[int, int | None]:
 
 
 def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe, output, as_json, argv,
-                  arithmetic=None, time_limit=None):
+                  arithmetic=None, time_limit=None, started=None, first=None):
     """-n LO..HI: reveal at a designed set of n and infer one parametric spec (fpspec.infer)."""
     from fpspec.infer import infer_spec
     from fpspec.infer.positions import infer_positions
@@ -172,9 +173,9 @@ def _reveal_range(target, lo, hi, *, dtype, op, m, ncols, device, seed, no_probe
 
     known = arithmetic_section(arithmetic) if arithmetic else None
     with target_prints_to_stderr():
-        result = infer(target, (lo, hi), seed=seed, probe=not no_probe, arithmetic=known,
+        result = infer(target if first is None else first, (lo, hi), seed=seed, probe=not no_probe, arithmetic=known,
                        progress=sys.stderr.isatty(), command=command, dtype=dtype, op=op, m=m, ncols=ncols,
-                       device=device, time_limit=time_limit)
+                       device=device, time_limit=AUTO if time_limit is None else time_limit, started=started)
     if output and result.ok:
         write_output(output, str(result.spec), "-o")
     if as_json:
@@ -208,7 +209,6 @@ def estimate_cost(tgt) -> tuple[float, float]:
     """(seconds, bytes) a full revelation of `tgt` at its n is expected to take: the
     target timed on all-ones operands, at most TIMED_N terms long (scaled up linearly)."""
     import dataclasses
-    import time
 
     n = tgt.n
     size = sum(int(np.prod(shape)) for shape in tgt.operand_shapes)
@@ -312,14 +312,15 @@ def reveal(
     positions: bool = typer.Option(True, "--positions/--no-positions",
                                    help="gemv/gemm: reveal the order of every output element that does not share "
                                         "element (0, 0)'s (the spec then has an `if` on the output row i, column j)"),
-    time_limit: float = typer.Option(TIME_LIMIT, "--time-limit", metavar="SECONDS",
-                                     help="with -n LO..HI: bound the whole run; when it or the fit's share of it "
-                                          "runs out, write a spec for the n revealed so far, marked as such"),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", metavar="SECONDS", help=TIME_LIMIT_HELP),
     world: Optional[int] = typer.Option(None, "--world", help="collectives: the number of ranks fpspec launches"),
     backend: Optional[str] = typer.Option(None, "--backend", help="collectives: gloo (CPU processes) or nccl (GPUs)"),
     numel: Optional[List[int]] = typer.Option(None, "--numel", help="collectives: the buffer size (repeatable)"),
 ) -> None:
     """Reveal the accumulation order of TARGET at length n and print it as a tree."""
+    from fpspec.infer.engine import process_start
+
+    started = process_start()      # a range run's --time-limit counts from the command's start
     from fpspec.reveal.engine import reveal as run_reveal
     from fpspec.reveal.targets import resolve_target
     from fpspec.tree import format_tree, stats
@@ -359,10 +360,10 @@ def reveal(
     if hi is not None:
         # resolve_target tries a user callable once: before the work starts, at the range's first n
         with target_prints_to_stderr():
-            resolve_target(target, op=op, n=max(lo, 2), dtype=dtype, m=m, ncols=ncols, device=device)
+            first = resolve_target(target, op=op, n=max(lo, 2), dtype=dtype, m=m, ncols=ncols, device=device)
         _reveal_range(target, lo, hi, dtype=dtype, op=op, m=m, ncols=ncols, device=device, seed=seed,
                       no_probe=no_probe, output=output, as_json=as_json, arithmetic=arithmetic,
-                      time_limit=time_limit, argv=["reveal", *sys.argv[2:]] if sys.argv[1:2] == ["reveal"] else None)
+                      time_limit=time_limit, started=started, first=first, argv=["reveal", *sys.argv[2:]] if sys.argv[1:2] == ["reveal"] else None)
         return
     if tf32:
         import torch

@@ -19,7 +19,33 @@ checks), engine (the reveal-fit-refine-hold-out loop).
 """
 from __future__ import annotations
 
-TIME_LIMIT = 600.0   # seconds: the command line's default bound of one range run (note [bounded search])
+# Note [default time limit]: a range run's bound when the caller names none
+# (the command line's default): TIME_LIMIT seconds for a black box of at most
+# FAST_CALL seconds a call whose largest n revealed in full is at most
+# BASE_N, and proportionally more for a slower box (60 s per 10 us a call: a
+# box of 100 us a call gets 600 s) and for a larger n revealed in full (the
+# revelations grow with it: -n 1..65536 reveals up to 8192 in full, 120 s),
+# at most TIME_LIMIT_CAP.  The cost is measured once before the run, at that
+# largest n (fpspec.infer.engine.measure_call).  The work of a run is mostly
+# the fit and the revelations' own bookkeeping, which do not grow with the
+# box's cost, plus some 10^5 calls over -n 1..4096: 60 s answers a fast box
+# (a spec or a fallback), and a slow box is not starved of calls.
+TIME_LIMIT = 60.0          # seconds: the default for a box of at most FAST_CALL s a call, n up to BASE_N
+FAST_CALL = 10e-6          # seconds a call
+BASE_N = 4096              # the largest n revealed in full that TIME_LIMIT is for
+TIME_LIMIT_CAP = 3600.0    # seconds: the default never exceeds this
+AUTO = "auto"              # time_limit=AUTO: the default of note [default time limit]
+TIME_LIMIT_HELP = ("bound the whole run (-n LO..HI) to SECONDS; when they or the fit's share of them run out, "
+                   "write a spec for the n revealed so far, marked as such.  Default: 60 s for a target of at "
+                   "most 10 us a call (timed before the run, at the largest n revealed in full) over n up to "
+                   "4096; proportionally more for a slower target (60 s per 10 us a call) or a larger n "
+                   "revealed in full; at most an hour.  The report names the limit used")
+
+
+def default_time_limit(call_seconds: float, largest_n: int = BASE_N) -> float:
+    """The time limit of note [default time limit] for a box of `call_seconds` a call
+    whose largest n revealed in full is `largest_n`."""
+    return min(TIME_LIMIT_CAP, TIME_LIMIT * max(1.0, call_seconds / FAST_CALL) * max(1.0, largest_n / BASE_N))
 
 
 def __getattr__(name):

@@ -17,7 +17,7 @@ from typing import List, Optional
 import typer
 
 from fpspec.errors import FpspecError
-from fpspec.infer import TIME_LIMIT
+from fpspec.infer import AUTO, TIME_LIMIT_HELP
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -47,12 +47,12 @@ def main(
     positions: bool = typer.Option(True, "--positions/--no-positions",
                                    help="gemv/gemm: one spec per group of outputs sharing an order, merged "
                                         "under an `if` on the output row i, column j"),
-    time_limit: float = typer.Option(TIME_LIMIT, "--time-limit", metavar="SECONDS",
-                                     help="bound the whole run; when it or the fit's share of it runs out, write "
-                                          "a spec for the n revealed so far, marked as such"),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", metavar="SECONDS", help=TIME_LIMIT_HELP),
 ) -> None:
     """Infer one spec for every n in LO..HI and say how it was checked."""
-    from fpspec.infer.engine import infer_spec
+    from fpspec.infer.engine import infer_spec, process_start
+
+    started = process_start()      # --time-limit counts from the command's start
     from fpspec.io import write_atomic
 
     try:
@@ -69,7 +69,7 @@ def main(
                         holdout=holdout, full_limit=full_limit, checks=tuple(check),
                         replica=None if replica == "none" else replica, probe=not no_probe,
                         command=command, trace=trace, dtype=dtype, op=op, m=m, ncols=ncols, device=device,
-                        time_limit=time_limit)
+                        time_limit=AUTO if time_limit is None else time_limit, started=started)
     if output:
         write_atomic(output, str(result.spec))
     else:

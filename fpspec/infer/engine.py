@@ -26,22 +26,25 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
+import os
 import re
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from fpspec.errors import FpspecError, RevealRefused
+from fpspec.infer import AUTO, default_time_limit
 from fpspec.infer.check import Replica, SampledCheck, sampled_check
 from fpspec.infer.fit import FIT_SHARE, MAX_RUNS, Budget, Fitter, Stopped, order_cost
 from fpspec.infer.shapes import Obs
 from fpspec.spec import ast as A
 from fpspec.spec.expand import expand
 from fpspec.spec.header import make_header
-from fpspec.progress import phase, reporting
+from fpspec.progress import phase, reporting, time_limit
 from fpspec.tree import Tree, diff, observable
 
 SMALL = 48          # every n up to this is revealed
@@ -88,6 +91,17 @@ class Inference:
     exact: bool
     n_range: tuple
     fallback: str = ""      # why no spec for the whole range: then spec holds at n_range[0]..spec's hi only
+    time_limit: float | None = None    # seconds the run was bounded by (None: unbounded)
+    limit_note: str = ""               # where that bound came from (note [default time limit])
+    calls: int = 0                     # target calls the run made
+    phases: tuple = ()                 # (phase, seconds after the start) as each began
+    stopped: str = ""                  # why the work stopped early ('' when it did not)
+    work_deadline: float | None = None  # seconds after the start past which no target call starts
+
+    def limit_text(self) -> str:
+        """'time limit 60 s (default for a target of 3 us a call at n = 4096); 51,203 target calls'."""
+        bound = "no time limit" if self.time_limit is None else f"time limit {self.time_limit:g} s"
+        return f"{bound}{f' ({self.limit_note})' if self.limit_note else ''}; {self.calls:,} target calls"
 
     @property
     def ok(self) -> bool:
@@ -101,6 +115,7 @@ class Inference:
                 f"  written instead: a spec for n in {got.lo}..{got.hi} only, where every n was revealed and each "
                 f"arm is exact: {self.fit.order}",
                 f"  revealed: {len(self.revealed)} n ({compress(self.revealed)}); {self.seconds:.2f} s",
+                f"  {self.limit_text()}",
                 "  (fpspec reveal TARGET -n N reveals any one n; a narrower -n range, or a larger --time-limit, "
                 "may let the fit finish)"])
         lines = [f"one spec for n in {self.n_range[0]}..{self.n_range[1]}: {self.fit.order}",
@@ -116,6 +131,9 @@ class Inference:
                          f" {c.detail}")
         lines.append(f"  fit: cost {self.fit.cost}, {self.fit.candidates} candidate orders compared, "
                      f"{self.fit.rounds} fit rounds, {self.fit.seconds:.2f} s; total {self.seconds:.2f} s")
+        if self.stopped:
+            lines.append(f"  the arithmetic was checked at the probed n only: {self.stopped}")
+        lines.append(f"  {self.limit_text()}")
         if self.sampled:
             lines.append("  sampled checks are evidence, not proof: they ask some l(i,j) and run some inputs; "
                          "--exact reveals every checked n in full")
@@ -132,6 +150,12 @@ class Inference:
             "exact": self.exact,
             "fallback": self.fallback or None,
             "seconds": round(self.seconds, 3),
+            "time_limit": self.time_limit,
+            "limit_note": self.limit_note,
+            "calls": self.calls,
+            "phases": [list(p) for p in self.phases],
+            "stopped": self.stopped or None,
+            "work_deadline": self.work_deadline,
             "revealed": list(self.revealed),
             "held_out": list(self.held_out),
             "sampled": [s.to_json() for s in self.sampled],
@@ -202,19 +226,151 @@ def design_from(order, runs, lo: int, hi: int, rng, random: int = RANDOM_DESIGN)
     return {n for n in ns if lo <= n <= hi}
 
 
+# ---------------------------------------------------------------- the time limit
+
+
+# Note [time limit]: a run bounded by L seconds ends by L, plus at most the one
+# target call in flight when its work deadline passes, plus writing the
+# fallback.  Every target call of the run goes through RunClock.bounded, which
+# checks the deadline before the call starts (revelation, probes, the
+# arithmetic per part, sampled checks: each is thousands of calls, and a
+# check before each n or each phase let a slow box run on for whole
+# revelations); the fit checks it per leaf (fpspec.infer.fit.Budget.charge).
+# The work deadline is L less the fallback's reserve (FALLBACK_RESERVE of L, at
+# most FALLBACK_RESERVE_MAX s); the fallback's own steps (a small fit, one
+# lowering per revealed n) stop at L itself, the fallback then covering the n
+# it lowered (note [fallback]).
+FALLBACK_RESERVE = 0.1           # of the time limit, kept for building the fallback after the work deadline
+FALLBACK_RESERVE_MAX = 10.0      # seconds: at most this much of it
+REPLICA_SECONDS = 20.0           # seconds a replica's compile may take here: not started with less time left
+
+
+def reserve(limit: float) -> float:
+    """Seconds of a time limit kept for the fallback (note [time limit])."""
+    return min(FALLBACK_RESERVE * limit, FALLBACK_RESERVE_MAX)
+
+
+class RunClock:
+    """The run's time limit as every step sees it (note [time limit]): it bounds the
+    target's calls, names the step under way (the Stopped message says it), counts
+    the calls and records when each progress phase began."""
+
+    def __init__(self, budget: Budget, start: float, end: float | None):
+        self.budget = budget       # its deadline (time.monotonic()) is the work deadline
+        self.start = start         # time.monotonic() at the start of the run
+        self.end = end             # time.monotonic() at which the limit ends (None: unbounded)
+        self.doing = "starting"
+        self.calls = 0
+        self.phases: list = []
+
+    def since(self) -> float:
+        return time.monotonic() - self.start
+
+    def left(self) -> float | None:
+        """Seconds to the work deadline (None: unbounded)."""
+        return None if self.budget.deadline is None else self.budget.deadline - time.monotonic()
+
+    @contextmanager
+    def phase(self, name: str, total: int | None = None, doing: str | None = None):
+        """A progress phase (fpspec.progress) that the run's record and its Stopped message name."""
+        previous, self.doing = self.doing, doing or name
+        self.phases.append((name, round(self.since(), 3)))
+        try:
+            with time_limit(self.end, self.budget.limit), phase(name, total=total) as advance:   # the bar shows the time left
+                yield advance
+        finally:
+            self.doing = previous
+
+    def bounded(self, target):
+        """The target, each call of it (fn, call_rows) first checking the work deadline."""
+        def wrap(fn):
+            if fn is None:
+                return None
+
+            @functools.wraps(fn)
+            def call(*args):
+                self.budget.check_time(self.doing)
+                self.calls += 1
+                return fn(*args)
+            return call
+        return dataclasses.replace(target, fn=wrap(target.fn), call_rows=wrap(target.call_rows))
+
+    def maker(self, make: Callable) -> Callable:
+        """make, its targets bounded; building one is a step that starts work too."""
+        def bounded_make(n: int):
+            self.budget.check_time(self.doing)
+            return self.bounded(make(n))
+        return bounded_make
+
+
+STARTUP_MAX = 10.0   # seconds: a process older than this did other work first (a test runner, a notebook)
+
+
+def process_start() -> float:
+    """time.monotonic() at which this process started (Linux: from /proc), when that was at
+    most STARTUP_MAX s ago, else now: a range run's time limit counts from the start of the
+    command, imports included."""
+    try:
+        with open("/proc/self/stat") as f:
+            started = int(f.read().rsplit(")", 1)[1].split()[19])    # field 22, starttime: ticks after boot
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        age = uptime - started / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.monotonic()
+    return time.monotonic() - age if 0.0 <= age <= STARTUP_MAX else time.monotonic()
+
+
+def measure_call(make: Callable, n: int) -> float:
+    """Seconds one call of the target at n takes: the least of 2 to 5 calls on
+    operands of ones (note [default time limit] in fpspec.infer)."""
+    target = make(n)
+    operands = [target.native(np.ones(shape)) for shape in target.operand_shapes]
+    times: list[float] = []
+    while len(times) < 2 or (len(times) < 5 and sum(times) < 0.1):
+        t0 = time.perf_counter()
+        target.fn(*operands)
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def resolve_time_limit(time_limit, make: Callable, n: int) -> tuple[float | None, str]:
+    """(seconds or None, where they came from) for infer_spec's time_limit: None
+    (unbounded), a number of seconds, or AUTO (note [default time limit]; measured at n)."""
+    if time_limit is None:
+        return None, ""
+    if time_limit == AUTO:
+        n = max(n, 2)
+        call = measure_call(make, n)
+        return default_time_limit(call, n), f"default for a target of {_call_text(call)} a call at n = {n}"
+    if isinstance(time_limit, str) or not time_limit > 0:
+        raise FpspecError(f"the time limit must be a positive number of seconds or {AUTO!r}, got {time_limit!r}")
+    return float(time_limit), "given"
+
+
+def _call_text(seconds: float) -> str:
+    """'3 us', '0.42 ms', '1.5 s'."""
+    if seconds >= 0.1:
+        return f"{seconds:.2g} s"
+    if seconds >= 1e-4:
+        return f"{seconds * 1e3:.2g} ms"
+    return f"{seconds * 1e6:.2g} us"
+
+
 # ---------------------------------------------------------------- sources of trees
 
 
 class _Reveal:
     """Reveals trees through make_target; remembers every tree and timing."""
 
-    def __init__(self, make_target: Callable, seed: int, budget: Budget, trace: str | None = None):
+    def __init__(self, make_target: Callable, seed: int, clock: RunClock, trace: str | None = None):
         self.trace = trace
-        self.make_target = make_target
+        self.make_target = make_target   # its targets bounded by the clock (note [time limit])
         self.seed = seed
         self.trees: dict[int, Tree] = {}
         self.timings: list[NTiming] = []
-        self.budget = budget       # its deadline bounds the run (note [bounded search])
+        self.clock = clock
+        self.budget = clock.budget       # its deadline bounds the run (note [bounded search])
         self.first_target = None
         self.shared: dict = {}     # gemv/gemm: n -> outputs computing like element (0, 0)
 
@@ -222,7 +378,7 @@ class _Reveal:
         """{n: tree} for every n, reported as one progress phase."""
         ns = sorted(ns)
         out = {}
-        with phase(name, total=len(ns)) as advance:
+        with self.clock.phase(name, total=len(ns)) as advance:
             for n in ns:
                 out[n] = self.tree(n, stage)
                 advance()
@@ -233,7 +389,8 @@ class _Reveal:
             return self.trees[n]
         from fpspec.reveal.engine import reveal
 
-        self.budget.check_time(f"revealing n = {n} ({stage})")
+        self.clock.doing = f"revealing n = {n} ({stage})"
+        self.budget.check_time(self.clock.doing)
         start = time.perf_counter()
         if n == 1:
             t, queries = 0, 0  # one term: nothing to reveal
@@ -272,15 +429,34 @@ class _Reveal:
 
 
 def _target_maker(make_target, target_kwargs: dict) -> Callable:
+    from fpspec.reveal.targets import Target, resolve_target
+
+    if isinstance(make_target, Target) or isinstance(make_target, str):
+        resolved = isinstance(make_target, Target)    # resolved at one n already (the command line does)
+        name = make_target.name if resolved else make_target
+        kw = {k: v for k, v in target_kwargs.items() if v is not None}
+        first: list = [make_target] if resolved else []
+
+        def make(n: int):
+            # a user callable is checked once, at the first n built (resolve_target calls it
+            # twice to check its answers): later n reuse it, so that every later call is one
+            # the run's clock bounds (note [time limit])
+            if first and _checked_callable(first[0]):
+                return dataclasses.replace(first[0], n=n)
+            target = resolve_target(name, n=n, **kw)
+            first[:] = [target]
+            return target
+        return make
     if callable(make_target):
         return make_target
-    if isinstance(make_target, str):
-        from fpspec.reveal.targets import resolve_target
-
-        name = make_target
-        kw = {k: v for k, v in target_kwargs.items() if v is not None}
-        return lambda n: resolve_target(name, n=n, **kw)
     raise FpspecError(f"make_target must be a function n -> Target or a target name, got {make_target!r}")
+
+
+def _checked_callable(target) -> bool:
+    """A user callable that resolve_target checked (fpspec.reveal.targets.checked_target's
+    guard): nothing in its Target depends on n, unlike a library's (numpy.mean's out_shift)."""
+    code = getattr(target.fn, "__code__", None)
+    return getattr(code, "co_qualname", "") == "checked_target.<locals>.guarded"
 
 
 def _with_output(make_target: Callable, out_fmt: str) -> Callable:
@@ -295,12 +471,13 @@ def _ident(name: str) -> str:
 def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, progress: bool = True,
                holdout=16, full_limit: int = 8192, checks: tuple = (), replica: str | None = "numba",
                inputs: int = 6, probe: bool = True, command: str | None = None, trace: str | None = None,
-               arithmetic: A.Block | None = None, time_limit: float | None = None,
-               fit_work: int | None = None, **target_kwargs) -> Inference:
+               arithmetic: A.Block | None = None, time_limit: float | str | None = None,
+               fit_work: int | None = None, started: float | None = None, **target_kwargs) -> Inference:
     """One spec explaining the target's order at every n in n_range = (lo, hi).
 
     make_target: n -> fpspec.reveal Target (or a target name, with dtype=,
-    op=, m=, ncols=, device= passed on to resolve_target).  exact: reveal in
+    op=, m=, ncols=, device= passed on to resolve_target; or a Target it
+    resolved at one n, whose user callable is then not checked again).  exact: reveal in
     full at every n checked (no sampled checks).  holdout: fresh random n
     compared after fitting (or the list of them).  full_limit: the largest n revealed in full
     (unless exact).  checks: extra n to check (sampled above full_limit),
@@ -314,10 +491,12 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
     phases (reveal at sample n, fit, held-out check) to the sink installed
     with fpspec.progress.reporting.
 
-    Bounded (note [bounded search]): time_limit seconds for the whole run
-    (None: no limit; the command line's default is fpspec.infer.TIME_LIMIT),
-    of which the fit search may use FIT_SHARE, and fit_work leaves for the
-    fit search (None: no limit; a deterministic bound for tests).
+    Bounded (note [bounded search], note [time limit]): time_limit seconds
+    for the whole run (None: no limit; fpspec.infer.AUTO, the command line's
+    default: derived from the measured cost of a call, note [default time
+    limit] in fpspec.infer), of which the fit search may use FIT_SHARE, and fit_work leaves for the
+    fit search (None: no limit; a deterministic bound for tests).  started:
+    the time.monotonic() the limit counts from (the command's start; default now).
     When either runs out, or no order of the language fits, the result is a
     fallback (Inference.fallback says why): a spec for the range lo..H of n
     that were all revealed, arms exact at each of them, the structure that
@@ -326,28 +505,30 @@ def infer_spec(make_target, n_range, *, seed: int = 0, exact: bool = False, prog
     with (nullcontext() if progress else reporting(None)):
         return _infer(make_target, n_range, seed=seed, exact=exact, holdout=holdout, full_limit=full_limit,
                       checks=checks, replica=replica, inputs=inputs, probe=probe, command=command, trace=trace,
-                      arithmetic=arithmetic, time_limit=time_limit, fit_work=fit_work, **target_kwargs)
+                      arithmetic=arithmetic, time_limit=time_limit, fit_work=fit_work, started=started,
+                      **target_kwargs)
 
 
 def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, replica, inputs, probe, command,
-           trace, arithmetic, time_limit, fit_work, **target_kwargs) -> Inference:
+           trace, arithmetic, time_limit, fit_work, started, **target_kwargs) -> Inference:
     start = time.perf_counter()
     lo, hi = int(n_range[0]), int(n_range[1])
     if lo < 1 or hi < lo:
         raise FpspecError(f"n range must be LO..HI with 1 <= LO <= HI, got {lo}..{hi}")
-    if time_limit is not None and time_limit <= 0:
-        raise FpspecError(f"the time limit must be a positive number of seconds, got {time_limit}")
     outside = [n for n in checks if not lo <= n <= hi]
     if outside:   # a check the spec's range does not cover would be dropped, not done
         raise FpspecError(f"--check {outside[0]} is outside the range {lo}..{hi}: widen -n to include it")
     make = _target_maker(make_target, target_kwargs)
     limit = hi if exact else min(hi, full_limit)
     rng = np.random.default_rng(seed)
-    # the last FALLBACK_RESERVE of the limit is the fallback's (note [fallback]): the run ends within it
-    budget = Budget(work=fit_work, deadline=None if time_limit is None
-                    else time.monotonic() + time_limit * (1 - FALLBACK_RESERVE),
-                    limit=time_limit, fit_seconds=None if time_limit is None else time_limit * FIT_SHARE)
-    src = _Reveal(make, seed, budget, trace)
+    began = time.monotonic() if started is None else started
+    seconds, limit_note = resolve_time_limit(time_limit, make, limit)
+    # the last part of the limit is the fallback's (note [time limit]): the run ends within it
+    budget = Budget(work=fit_work, deadline=None if seconds is None else began + seconds - reserve(seconds),
+                    limit=seconds, fit_seconds=None if seconds is None else seconds * FIT_SHARE)
+    clock = RunClock(budget, began, None if seconds is None else began + seconds)
+    src = _Reveal(clock.maker(make), seed, clock, trace)
+    make = src.make_target
     counter: list[Counterexample] = []
     stats = {"rounds": 0, "seconds": 0.0, "candidates": 0}
     arith = report = None
@@ -358,10 +539,13 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
         except RevealRefused as e:
             if not str(e).startswith("order-independent"):
                 raise
-            return _order_free(src, lo, hi, str(e), seed, command, start, exact)
+            return _timed(_order_free(src, lo, hi, str(e), seed, command, start, exact), clock, limit_note)
         name = _ident(getattr(src.first_target, "name", "order") or "order")
         # the arithmetic first: the replica of every sampled check needs it
-        report = _probe_report(src, src.view) if probe and arithmetic is None else None
+        report = None
+        if probe and arithmetic is None:
+            with clock.phase("arithmetic probes", doing="probing the arithmetic"):
+                report = _probe_report(src, src.view)
         if report is not None and report.arithmetic.output != src.first_target.out_fmt:
             # results wider than the inputs (fpspec.arith.probe note [observed output format]):
             # every later probe, check and the header read them in that format
@@ -376,7 +560,7 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
         def fit_now(base=None, exceptions=()):
             t0 = time.perf_counter()
             try:
-                with phase("fit") as advance, budget.fitting():
+                with clock.phase("fit", doing="fitting") as advance, budget.fitting():
                     budget.progress = advance
                     got = _fit(src.trees, name, lo, hi, base, exceptions, budget)
             finally:
@@ -439,15 +623,23 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
         big_fresh = asked_big if explicit else (
             _fresh(rng, limit + 1, hi, holdout - holdout // 2, set(src.trees)))
         big = sorted(set(pending_big) | set(big_fresh))
-        with phase("held-out check", total=len(big)) as advance:
+        with clock.phase("held-out check", total=len(big), doing="checking sampled n") as advance:
             for n in big:
-                budget.check_time(f"checking n = {n}")
+                clock.doing = f"checking n = {n} (sampled)"
+                budget.check_time(clock.doing)
                 stage = "held-out (sampled)" if n not in pending_big else "checked (sampled)"
                 t0 = time.perf_counter()
                 if replica and rep is None and not rep_note:
+                    clock.doing = "checking the arithmetic per part"
                     regional = _per_part(spec, src, src.view, report, seed, regional)
-                    rep, rep_note = _replica(regional[1] if regional else _with_header(spec, src.first_target, arith),
-                                             replica)
+                    if clock.left() is not None and clock.left() < REPLICA_SECONDS:
+                        # a compile cannot be stopped midway (note [time limit]): queries only
+                        rep_note = (f"no {replica} replica: {max(clock.left(), 0):.0f} s of the time limit left, "
+                                    f"less than a compile may take ({REPLICA_SECONDS:g} s)")
+                    else:
+                        rep, rep_note = _replica(
+                            regional[1] if regional else _with_header(spec, src.first_target, arith), replica)
+                    clock.doing = f"checking n = {n} (sampled)"
                 target = make(n)
                 chk = sampled_check(spec, target, seed=seed, inputs=inputs if rep else 0, replica=rep)
                 if rep_note:
@@ -459,11 +651,24 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
                     counter.append(Counterexample(n, stage, chk.text(), False))
         # 5: never contradict an observation
         spec = _never_contradict(spec, src.trees)
-        budget.check_time("checking the arithmetic")
-        regional = _per_part(spec, src, src.view, report, seed, regional)
+        unchecked = ""      # why the arithmetic was not checked beyond the probed n
+        with clock.phase("arithmetic check", doing="checking the arithmetic per part"):
+            try:
+                budget.check_time(clock.doing)
+                regional = _per_part(spec, src, src.view, report, seed, regional)
+            except Stopped as e:
+                # the order is established (every tree, every held-out n agree): keep it, with the
+                # arithmetic the probes found, and say where it was checked
+                if report is None or not report.consistent:
+                    raise
+                regional = regional if regional is not None and regional[0] == spec else None
+                unchecked = f"{e} ({clock.since():.1f} s after the start)"
     except Stopped as e:
-        return _fallback(src, lo, hi, str(e), arith, report, seed, command, stats, start, exact,
-                         "given (--arithmetic)" if arithmetic is not None else probe)
+        stopped = f"{e} ({clock.since():.1f} s after the start)"
+        with clock.phase("fallback"):
+            got = _fallback(src, lo, hi, str(e), arith, report, seed, command, stats, start, exact,
+                            "given (--arithmetic)" if arithmetic is not None else probe)
+        return _timed(got, clock, limit_note, stopped)
     revealed = tuple(sorted(set(src.trees) - set(held)))
     fit = FitResult(str(spec.order if not spec.lets else spec.lets[0].order), order_cost(spec.order)
                     + sum(order_cost(d.order) for d in spec.lets), stats["candidates"], stats["rounds"],
@@ -472,12 +677,22 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
     if regional is not None:      # the arithmetic per part: its main section, named sections, using()
         arith, spec = regional[1].header.arithmetic, dataclasses.replace(spec, order=regional[1].order)
     header = _header(spec, src.first_target, lo, hi, revealed, tuple(sorted(held)), sampled, exact, command,
-                     arith, "given (--arithmetic)" if arithmetic is not None else probe)
+                     arith, "given (--arithmetic)" if arithmetic is not None else probe,
+                     {"arithmetic_checked": f"at the probed n only: {unchecked}"} if unchecked else None)
     if regional is not None:
         header = dataclasses.replace(header, arithmetics=regional[1].header.arithmetics)
     spec = dataclasses.replace(spec, header=header)
-    return Inference(spec, revealed, tuple(sorted(held)), tuple(sampled), tuple(counter),
-                     tuple(src.timings), fit, time.perf_counter() - start, exact, (lo, hi))
+    return _timed(Inference(spec, revealed, tuple(sorted(held)), tuple(sampled), tuple(counter),
+                            tuple(src.timings), fit, time.perf_counter() - start, exact, (lo, hi)), clock, limit_note,
+                  unchecked)
+
+
+def _timed(inference: Inference, clock: RunClock, limit_note: str, stopped: str = "") -> Inference:
+    """The inference with the clock's record: its limit, calls, phases (note [time limit])."""
+    b = clock.budget
+    return dataclasses.replace(inference, time_limit=b.limit, limit_note=limit_note, calls=clock.calls,
+                               phases=tuple(clock.phases), stopped=stopped,
+                               work_deadline=None if b.deadline is None else round(b.deadline - clock.start, 3))
 
 
 # Note [fallback]: when the fit cannot finish (budget, time limit) or no order
@@ -488,15 +703,18 @@ def _infer(make_target, n_range, *, seed, exact, holdout, full_limit, checks, re
 # the orders a small fit finds over that run, else each n's own lowered
 # order, consecutive n with the same order sharing one arm.  The header's
 # provenance says it is a fallback, why, and which revealed n lie beyond H
-# (their trees are in the JSON and the --trace file).
+# (their trees are in the JSON and the --trace file).  Under a time limit
+# (note [time limit]) the small fit stops halfway from the work deadline to
+# the limit's end, and the lowering at the end: H is then the last n lowered.
 FALLBACK_SHARE = 1 / 6           # of the fit's budget, for the small fit over lo..H
 FALLBACK_MAX = 512                # at most this many n in the fallback's range (one lowering each)
-FALLBACK_RESERVE = 0.2           # of the time limit, kept for writing the fallback after the deadline (a loaded machine: 7 s)
 
 
-def fallback_spec(trees: dict, lo: int, name: str, budget: Budget | None = None) -> A.Spec:
+def fallback_spec(trees: dict, lo: int, name: str, budget: Budget | None = None,
+                  end: float | None = None) -> A.Spec:
     """A spec exact at every n of lo..H, H the end of the run of revealed n from lo
-    (note [fallback]); RevealRefused when lo itself was not revealed."""
+    (note [fallback]), built by time.monotonic() = end when one is given (at
+    least n = lo); RevealRefused when lo itself was not revealed."""
     from fpspec.errors import RevealRefused
     from fpspec.spec.lower import lower
 
@@ -507,8 +725,11 @@ def fallback_spec(trees: dict, lo: int, name: str, budget: Budget | None = None)
         raise RevealRefused(f"n = {lo} was not revealed: nothing is known to hold")
     run = {n: observable(trees[n]) for n in range(lo, h + 1)}
     budget = budget or Budget()
-    small = Budget(work=None if budget.work is None else int(budget.work * FALLBACK_SHARE),
-                   deadline=budget.deadline, limit=budget.limit,
+    deadline, now = budget.deadline, time.monotonic()
+    if end is not None and (deadline is None or deadline <= now):   # past the work deadline: half the rest
+        deadline = now + (end - now) / 2
+    small = Budget(work=None if budget.work is None else int(budget.work * FALLBACK_SHARE), deadline=deadline,
+                   limit=budget.limit if budget.limit is not None or end is None else max(end - now, 0.0),
                    fit_seconds=None if budget.fit_seconds is None else budget.fit_seconds * FALLBACK_SHARE)
     if h > lo:
         try:
@@ -518,6 +739,10 @@ def fallback_spec(trees: dict, lo: int, name: str, budget: Budget | None = None)
             pass
     arms: list[tuple[int, object]] = []     # (largest n, order) per run of n with one order
     for n in range(lo, h + 1):
+        if n > lo and end is not None and time.monotonic() > end:
+            run = {m: t for m, t in run.items() if m < n}    # the limit ended: what was lowered so far
+            h = n - 1
+            break
         lowered = lower(run[n], observed=True) if n > 1 else None
         order = A.Seq() if lowered is None else lowered.order if not lowered.lets else A.Literal(run[n])
         if arms and arms[-1][1] == order:
@@ -537,15 +762,20 @@ def _fallback(src: _Reveal, lo: int, hi: int, reason: str, arith, report, seed: 
     from fpspec.spec.lower import lower
 
     name = _ident(getattr(src.first_target, "name", "order") or "order")
-    spec = fallback_spec(src.trees, lo, name, src.budget)
+    end = src.clock.end
+    try:
+        spec = fallback_spec(src.trees, lo, name, src.budget, end)
+    except RevealRefused as e:     # nothing revealed to fall back on: say why the run stopped
+        raise RevealRefused(f"{reason}; {e}") from None
     h = spec.header.n.hi
     beyond = sorted(n for n in src.trees if n > h)
     unresolved = reason
     if beyond:
         n = beyond[0]
-        alone = lower(observable(src.trees[n]), observed=True)
-        unresolved += (f"; not covered: the orders revealed at {len(beyond)} n above {h}, the first at n = {n}: "
-                       f"{alone.lets[0].order if alone.lets else alone.order}")
+        unresolved += f"; not covered: the orders revealed at {len(beyond)} n above {h}, the first at n = {n}"
+        if n <= FALLBACK_MAX and (end is None or time.monotonic() < end):   # lowering grows faster than n
+            alone = lower(observable(src.trees[n]), observed=True)
+            unresolved += f": {alone.lets[0].order if alone.lets else alone.order}"
     regional = None
     if arith is not None:
         try:
@@ -582,7 +812,7 @@ def _order_free(src: _Reveal, lo: int, hi: int, why: str, seed: int, command, st
     `order seq` in an fp64 accumulator, checked bit for bit; RevealRefused when that does not hold."""
     from fpspec.infer.exact import exact_arithmetic
 
-    with phase("held-out check"):
+    with src.clock.phase("held-out check", doing="checking the exact sums"):
         arith, ns = exact_arithmetic(src.make_target, lo, hi, seed, why)
     target = src.make_target(max(lo, 2))
     spec = A.Spec(A.Header(), (), A.Seq())
@@ -826,7 +1056,7 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
     check_ns = {n for ns in arms for n in _spread_pick(ns, PER_PART_CHECK)}
     check_ns = sorted(check_ns | set(_part_cover(spec, [n for n in ns if n <= PER_PART_MAX_N], check_ns)))
     probe_ns = sorted({n for ns in arms for n in _spread_pick(ns, PER_PART_PROBE)})
-    targets = {n: _bounded(make(n), src.budget) for n in check_ns}
+    targets = {n: make(n) for n in check_ns}    # bounded by the run's clock (note [time limit])
     trees = {n: _spec_tree(spec, n, src.trees[n]) for n in check_ns}
     try:
         try:
@@ -909,23 +1139,6 @@ def _spec_tree(spec: A.Spec, n: int, revealed: Tree) -> Tree:
     except FpspecError:
         return revealed
     return t if observable(t) == observable(revealed) else revealed
-
-
-def _bounded(target, budget: Budget):
-    """The target, each call of it first checking the budget's deadline (the probes per part
-    run thousands of calls at several n: the time limit must reach inside them)."""
-    if budget.deadline is None:
-        return target
-
-    def wrap(fn):
-        if fn is None:
-            return None
-
-        def call(*args):
-            budget.check_time("checking the arithmetic per part")
-            return fn(*args)
-        return call
-    return dataclasses.replace(target, fn=wrap(target.fn), call_rows=wrap(target.call_rows))
 
 
 def _arm_ns(spec: A.Spec, ns: list) -> list:

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from fpspec.errors import FpspecError
-from fpspec.infer.engine import FALLBACK_RESERVE, Inference, infer_spec
+from fpspec.infer.engine import Inference, infer_spec
 from fpspec.spec import ast as A
 
 CLASS_NS = 4        # n at which the output groups are found
@@ -93,7 +93,8 @@ def infer_positions(make_target, n_range, *, seed: int = 0, progress: bool = Tru
     """infer_spec for a gemv/gemm target name or maker; one spec per group of outputs
     when its outputs do not share one order, merged."""
     from fpspec.errors import RevealRefused
-    from fpspec.infer.engine import _target_maker
+    from fpspec.infer.engine import RunClock, _target_maker, reserve, resolve_time_limit
+    from fpspec.infer.fit import Budget, Stopped
     from fpspec.reveal.positions import restricted
     from fpspec.spec.positions import merge
 
@@ -102,33 +103,55 @@ def infer_positions(make_target, n_range, *, seed: int = 0, progress: bool = Tru
     make = _target_maker(make_target, {k: options.pop(k) for k in keys if k in options})
     lo, hi = int(n_range[0]), int(n_range[1])
     rng = np.random.default_rng(seed)
-    group = output_groups(make, _sample_ns(lo, hi, rng))
+    # one time limit for the grouping, every group and the merged check (engine note [time limit])
+    began = options.pop("started", None) or time.monotonic()
+    full = hi if options.get("exact") else min(hi, options.get("full_limit", 8192))
+    limit, note = resolve_time_limit(options.pop("time_limit", None), make, full)
+    clock = RunClock(Budget(deadline=None if limit is None else began + limit - reserve(limit), limit=limit),
+                   began, None if limit is None else began + limit)
+    bounded = clock.maker(make)
+
+    def left():
+        return None if limit is None else limit - (time.monotonic() - began)
+
+    def timed(inf):     # the limit as the caller set it, the grouping's calls counted too
+        return dataclasses.replace(inf, time_limit=limit, limit_note=note, calls=inf.calls + clock.calls)
+    try:
+        with clock.phase("output groups", doing="grouping the outputs by order"):
+            group = output_groups(bounded, _sample_ns(lo, hi, rng))
+    except Stopped as e:
+        raise RevealRefused(f"no spec: {e}, before the outputs were grouped by their orders") from None
     if group.max() == 0:
-        return infer_spec(make, n_range, seed=seed, progress=progress, command=command, **options)
+        return timed(infer_spec(make, n_range, seed=seed, progress=progress, command=command, time_limit=_positive(left()),
+                                **options))
     shape = group.shape
     groups = []
-    limit = options.pop("time_limit", None)
     for g in range(int(group.max()) + 1):
         mask = group == g
         at = tuple(int(v) for v in np.argwhere(mask)[0])
 
         def view(n, mask=mask, at=at):
             return restricted(make(n), mask, at)
-        left = None if limit is None else limit - (time.perf_counter() - start)  # one limit for all groups
-        if left is not None and left <= 0:
+        if left() is not None and left() <= 0:
             raise RevealRefused(f"the time limit ({limit:g} s) was reached before the outputs at {at} were inferred")
-        inf = infer_spec(view, n_range, seed=seed, progress=progress, command=command, time_limit=left, **options)
+        inf = timed(infer_spec(view, n_range, seed=seed, progress=progress, command=command, time_limit=_positive(left()),
+                               **options))
         if inf.fallback:   # the groups' specs are merged over one range: a partial one cannot be
             raise RevealRefused(f"no spec for the outputs computing like {at}: {inf.fallback}")
         groups.append((at, mask, inf))
     specs = _distinct_lets([inf.spec for _, _, inf in groups])
     spec = merge(specs, group)
     spec = _with_shape(spec, make(lo if lo >= 2 else 2))
-    # the merged spec's own check stops at the limit's deadline (each group was checked at its held-out n)
-    deadline = None if limit is None else start + limit * (1 - FALLBACK_RESERVE)
-    checked = _check(spec, make, group, lo, hi, rng, set().union(*(set(inf.revealed) for _, _, inf in groups)),
-                     deadline)
+    # the merged spec's own check stops at the limit's work deadline (each group was checked at its held-out n)
+    with clock.phase("held-out check", doing="checking every output's order"):
+        checked = _check(spec, bounded, group, lo, hi, rng,
+                         set().union(*(set(inf.revealed) for _, _, inf in groups)))
     return PositionalInference(spec, tuple(groups), tuple(checked), time.perf_counter() - start, (lo, hi))
+
+
+def _positive(seconds):
+    """The time left for infer_spec: past the limit, a run that stops at once (None: unbounded)."""
+    return None if seconds is None else max(seconds, 1e-3)
 
 
 def _distinct_lets(specs: list) -> list:
@@ -164,9 +187,10 @@ def _with_shape(spec: A.Spec, target) -> A.Spec:
     return dataclasses.replace(spec, header=dataclasses.replace(spec.header, sections=sections))
 
 
-def _check(spec, make, group, lo, hi, rng, used, deadline: float | None = None) -> list:
+def _check(spec, make, group, lo, hi, rng, used) -> list:
     """Every output's order revealed again at CHECK_NS fresh n against the merged spec
-    (those revealed before the time.perf_counter() deadline, when there is one)."""
+    (those revealed before make's targets stop at the time limit: engine note [time limit])."""
+    from fpspec.infer.fit import Stopped
     from fpspec.reveal.positions import labels, reveal_positions
     from fpspec.spec.expand import expand
     from fpspec.tree import diff, observable
@@ -176,10 +200,11 @@ def _check(spec, make, group, lo, hi, rng, used, deadline: float | None = None) 
     ns = sorted(rng.choice(fresh, size=min(CHECK_NS, len(fresh)), replace=False).tolist()) if fresh else []
     out = []
     for n in ns:
-        if deadline is not None and time.perf_counter() > deadline:
+        try:
+            t = make(n)
+            orders = reveal_positions(t)
+        except Stopped:
             break
-        t = make(n)
-        orders = reveal_positions(t)
         lab = labels(orders, t.output_shape).reshape(group.shape)
         # the groups must refine the revealed orders' map, and each tree must be the spec's there
         same = all(len(set(lab[group == g].tolist())) == 1 for g in range(int(group.max()) + 1))
