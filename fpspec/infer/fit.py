@@ -42,7 +42,7 @@ from fpspec.infer.rules import decision_list
 from fpspec.infer.shapes import (Obs, block_parts, chunk_parts, equal_shifted, lane_candidates, lane_parts, lane_parts_left, lane_strides, prefix_sizes,
                                  sized_chunk_parts, vlane_candidates, vlane_parts,
                                  split_parts, split_point, tail_parts)
-from fpspec.tree import Tree, building, chain_shape, observable
+from fpspec.tree import Tree, building, chain_shape, observable, postorder
 
 N = A.Var()
 SIMPLE = (A.Seq(), A.Pairwise(), A.Rev(), A.GpuTree(), A.Fused())
@@ -78,6 +78,7 @@ OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocki
 # a larger b is a guard arm (`if n <= b: ...`) or an outer block.  (Fewer
 # observations than that: each must be cut.)
 BLOCKS_SEEN = 3
+_NOT_TAKEN = object()   # Fitter._part: nothing kept for that key yet
 
 
 # Note [bounded search]: the search is exponential in the depth of the order
@@ -215,6 +216,7 @@ class Fitter:
     _memo: dict = field(default_factory=dict)
     _built: dict = field(default_factory=dict)
     _verified: dict = field(default_factory=dict)
+    _taken: dict = field(default_factory=dict)   # (shapes function, Obs.key, args) -> its parts (_part)
     runs: list = field(default_factory=list)  # the root guard's runs, for refinement
     budget: Budget = field(default_factory=Budget)  # note [bounded search]
 
@@ -860,9 +862,22 @@ class Fitter:
         return tuple((m, A.Case(A.Compare("==", N, A.Num(m)), A.Literal(t))) for m, t in sorted(self.pool.items()))
 
     def _part(self, parts, o: Obs, *args):
-        """parts(o, *args) (a shapes function taking o apart), charged to the budget."""
+        """parts(o, *args) (a shapes function taking o apart), charged to the budget.
+
+        Kept: the searches of a guard's runs and of every sample take the same
+        observations apart again (numpy.sum over 1..65537: blocks of one tree of
+        8192 leaves cut the same way five times over), and rebuilding the parts'
+        trees was most of the fit's time.  Charged each time all the same, so that
+        a work budget stops a search where it did before."""
         self.budget.charge(o.n)
-        return parts(o, *args)
+        key = (parts, o.key, args)   # (as the search's memo: a tree by its structural hash)
+        got = self._taken.get(key, _NOT_TAKEN)
+        if got is _NOT_TAKEN:
+            got = parts(o, *args)
+            if len(self._taken) > 20000:
+                self._taken.clear()
+            self._taken[key] = got
+        return got
 
     def _build(self, order, n: int) -> Tree:
         key = (order, n)
@@ -875,7 +890,9 @@ class Fitter:
             if _has_ref(order):
                 arms = tuple(c for m, c in self._pool_arms if m != n)
                 lets = {self.name: A.Let(self.name, A.Guard(arms, order) if arms else order)}
-            t = observable(apply_order(order, range(n), lets))
+            t = apply_order(order, range(n), lets)
+            if _fuses(order):     # (observable walks the whole tree: only where a fused node may be)
+                t = observable(t)
             if len(self._built) > 20000:
                 self._built.clear()
             self._built[key] = t
@@ -1294,6 +1311,21 @@ class Fitter:
 
 
 # ---------------------------------------------------------------- functions
+
+
+def _fuses(order) -> bool:
+    """May the order make a fused node (fused, chain, a literal with one)?  The root
+    itself (`Ref`) is the order, its other sizes the observed trees (Fitter._build)."""
+    stack = [order]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, (A.Fused, A.Chain)):
+            return True
+        if isinstance(o, A.Literal) and o.tree.__class__ is not int and any(
+                s.__class__ is not int and s.fused for s in postorder(o.tree)):
+            return True
+        stack.extend(order_children(o))
+    return False
 
 
 def _nested_seq_tail(k: int, body, outer) -> bool:
