@@ -52,6 +52,7 @@ SAMPLE = 10  # observations a search starts from (see Fitter.fit)
 MAX_RUNS = 16  # guard arms beyond this are a case list, not a spec: give up
 MAX_EXCEPTIONS = 4  # notes [simple runs], [small exceptions]: single n given as their trees, at most this many
 EXCEPTION_N = 9     # note [small exceptions]: n up to this may be exceptions to the order of the rest
+EXCEPTION_DEPTH = 1  # note [small exceptions]: tried this many levels below the root too (a part's guard)
 THRESHOLD_MOVE = 8  # note [moved thresholds]
 RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
@@ -414,7 +415,8 @@ class Fitter:
                 got = self._class_guard(obs, depth, root, residues, [c for c in classes if c[2]])
         hopeless = False
         if got is None:
-            got, hopeless = self._small_exceptions(obs, depth) if root else (None, False)
+            got, hopeless = (self._small_exceptions(obs, depth, root) if root or depth <= EXCEPTION_DEPTH
+                              else (None, False))
         if got is None and not hopeless:
             got = self.fit(obs, depth, root)
         if got is not None:
@@ -461,17 +463,17 @@ class Fitter:
     # those above EXCEPTION_N, so this fit comes first: where it explains the
     # small n too it is the answer, and where nothing explains the n above,
     # nothing explains them all (the search on all of them is skipped).
-    def _small_exceptions(self, obs: list[Obs], depth: int):
+    def _small_exceptions(self, obs: list[Obs], depth: int, root: bool = True):
         """(the order, or None; whether the search on every n is hopeless)."""
         above = [o for o in obs if o.n > EXCEPTION_N]
         if len({o.n for o in above}) < SAMPLE or len(above) == len(obs):
             return None, False
         if self._plain_past(obs, EXCEPTION_N + 1):
             return None, False   # a plain loop below a size, not exceptions: note [simple ends]
-        order = self.fit(above, depth, True)
+        order = self.fit(above, depth, root)
         if order is None:
             return None, True
-        bad = sorted({o.n for o in obs if o.n <= EXCEPTION_N and not self._verify(order, o, True)})
+        bad = sorted({o.n for o in obs if o.n <= EXCEPTION_N and not self._verify(order, o, root)})
         if len(bad) > MAX_EXCEPTIONS:
             # too many for `n == c` arms: one order for every n up to the last of them, a
             # threshold (a kernel's plain loop below a size, its blocked recursion above)
@@ -482,7 +484,7 @@ class Fitter:
             # (one order for every n, where a capped search finds one, is simpler)
             with self.budget.capped(self._class_cap(obs)) as token:
                 try:
-                    whole = self.fit(obs, depth, True)
+                    whole = self.fit(obs, depth, root)
                 except Capped as e:
                     if e.token is not token:
                         raise
