@@ -404,6 +404,8 @@ def _fused_pairs(spec: A.Spec, order, parents: dict, parts: set, targets: dict, 
         return map_children(o, unwrap)
 
     paired = dataclasses.replace(spec, order=unwrap(order))
+    if paired.order == spec.order:
+        return None   # those parts are fused nodes already: nothing new to probe
     fused_trees = {}
     for n, t in trees.items():
         try:
