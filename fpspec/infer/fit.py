@@ -80,6 +80,7 @@ OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocki
 # observations than that: each must be cut.)
 BLOCKS_SEEN = 3
 _NOT_TAKEN = object()   # Fitter._part: nothing kept for that key yet
+TAKEN_LEAVES = 2_000_000  # Fitter._part keeps the parts of observations of this many leaves in all (memory)
 
 
 # Note [bounded search]: the search is exponential in the depth of the order
@@ -218,6 +219,7 @@ class Fitter:
     _built: dict = field(default_factory=dict)
     _verified: dict = field(default_factory=dict)
     _taken: dict = field(default_factory=dict)   # (shapes function, Obs.key, args) -> its parts (_part)
+    _taken_leaves: int = 0                       # leaves of the observations whose parts _taken holds
     runs: list = field(default_factory=list)  # the root guard's runs, for refinement
     budget: Budget = field(default_factory=Budget)  # note [bounded search]
 
@@ -876,8 +878,10 @@ class Fitter:
         got = self._taken.get(key, _NOT_TAKEN)
         if got is _NOT_TAKEN:
             got = parts(o, *args)
-            if len(self._taken) > 20000:
+            self._taken_leaves += o.n
+            if self._taken_leaves > TAKEN_LEAVES:
                 self._taken.clear()
+                self._taken_leaves = o.n
             self._taken[key] = got
         return got
 
