@@ -390,7 +390,7 @@ def _fused_pairs(spec: A.Spec, order, parents: dict, parts: set, targets: dict, 
     made fused nodes, when that gives every tree of `trees` and its arithmetic passes
     the sample checks; else None (note [fused pairs])."""
     from fpspec.arith.probe import probe_arithmetic
-    from fpspec.errors import RevealRefused
+    from fpspec.errors import FpspecError
     from fpspec.spec.check import map_children
     from fpspec.spec.expand import expand
     from fpspec.tree import Node, observable, postorder
@@ -419,13 +419,13 @@ def _fused_pairs(spec: A.Spec, order, parents: dict, parts: set, targets: dict, 
     if not with_pairs:
         return None
     n = max(with_pairs)
-    report = probe_arithmetic(targets[n], fused_trees[n], seed=seed + n)
-    if not report.consistent:
-        return None
     try:
+        report = probe_arithmetic(targets[n], fused_trees[n], seed=seed + n)
+        if not report.consistent:
+            return None
         out, lines = probe_spec_arithmetic(paired, targets, fused_trees, report, seed=seed, checks=checks,
                                            probe_ns=probe_ns)
-    except RevealRefused:
+    except FpspecError:      # (RevealRefused is one): the caller's refusal stands
         return None
     names = ", ".join(sorted(parts))
     return out, [f"part {names}: no binary arithmetic fits its nodes of two operands; as fused pairs "
