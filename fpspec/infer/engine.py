@@ -1080,7 +1080,8 @@ def _per_part(spec: A.Spec, src: _Reveal, make, report, seed: int, previous=None
                                f"the fused parameters probed (w = {got.w}, result = {got.result}) do not "
                                f"reproduce them at every n checked")
                             + f"; no arithmetic written ({e})") from None
-    return (spec, out) if out.header.arithmetics else None
+    # (an order whose parts became fused pairs, fpspec.spec.regions note [fused pairs], may need no named section)
+    return (spec, out) if out.header.arithmetics or out.order != spec.order else None
 
 
 # Note [initial value]: an initial value +0.0 differs from none only where every

@@ -42,7 +42,7 @@ from fpspec.infer.rules import decision_list
 from fpspec.infer.shapes import (Obs, block_parts, chunk_parts, equal_shifted, lane_candidates, lane_parts, lane_parts_left, lane_strides, prefix_sizes,
                                  sized_chunk_parts, vlane_candidates, vlane_parts,
                                  split_parts, split_point, tail_parts)
-from fpspec.tree import Tree, building, chain_shape, observable
+from fpspec.tree import Tree, building, chain_shape, observable, postorder
 
 N = A.Var()
 SIMPLE = (A.Seq(), A.Pairwise(), A.Rev(), A.GpuTree(), A.Fused())
@@ -52,6 +52,7 @@ SAMPLE = 10  # observations a search starts from (see Fitter.fit)
 MAX_RUNS = 16  # guard arms beyond this are a case list, not a spec: give up
 MAX_EXCEPTIONS = 4  # notes [simple runs], [small exceptions]: single n given as their trees, at most this many
 EXCEPTION_N = 9     # note [small exceptions]: n up to this may be exceptions to the order of the rest
+EXCEPTION_DEPTH = 1  # note [small exceptions]: tried this many levels below the root too (a part's guard)
 THRESHOLD_MOVE = 8  # note [moved thresholds]
 RESIDUE_AFTER = 3  # more range arms than this: try residue classes of n too
 RESIDUE_MODULI = (2, 4, 8, 16)
@@ -78,6 +79,8 @@ OUTER_BLOCK_MIN = 256        # note [outer blocks]: a library's outermost blocki
 # a larger b is a guard arm (`if n <= b: ...`) or an outer block.  (Fewer
 # observations than that: each must be cut.)
 BLOCKS_SEEN = 3
+_NOT_TAKEN = object()   # Fitter._part: nothing kept for that key yet
+TAKEN_LEAVES = 2_000_000  # Fitter._part keeps the parts of observations of this many leaves in all (memory)
 
 
 # Note [bounded search]: the search is exponential in the depth of the order
@@ -215,6 +218,8 @@ class Fitter:
     _memo: dict = field(default_factory=dict)
     _built: dict = field(default_factory=dict)
     _verified: dict = field(default_factory=dict)
+    _taken: dict = field(default_factory=dict)   # (shapes function, Obs.key, args) -> its parts (_part)
+    _taken_leaves: int = 0                       # leaves of the observations whose parts _taken holds
     runs: list = field(default_factory=list)  # the root guard's runs, for refinement
     budget: Budget = field(default_factory=Budget)  # note [bounded search]
 
@@ -412,7 +417,8 @@ class Fitter:
                 got = self._class_guard(obs, depth, root, residues, [c for c in classes if c[2]])
         hopeless = False
         if got is None:
-            got, hopeless = self._small_exceptions(obs, depth) if root else (None, False)
+            got, hopeless = (self._small_exceptions(obs, depth, root) if root or depth <= EXCEPTION_DEPTH
+                              else (None, False))
         if got is None and not hopeless:
             got = self.fit(obs, depth, root)
         if got is not None:
@@ -459,17 +465,17 @@ class Fitter:
     # those above EXCEPTION_N, so this fit comes first: where it explains the
     # small n too it is the answer, and where nothing explains the n above,
     # nothing explains them all (the search on all of them is skipped).
-    def _small_exceptions(self, obs: list[Obs], depth: int):
+    def _small_exceptions(self, obs: list[Obs], depth: int, root: bool = True):
         """(the order, or None; whether the search on every n is hopeless)."""
         above = [o for o in obs if o.n > EXCEPTION_N]
         if len({o.n for o in above}) < SAMPLE or len(above) == len(obs):
             return None, False
         if self._plain_past(obs, EXCEPTION_N + 1):
             return None, False   # a plain loop below a size, not exceptions: note [simple ends]
-        order = self.fit(above, depth, True)
+        order = self.fit(above, depth, root)
         if order is None:
             return None, True
-        bad = sorted({o.n for o in obs if o.n <= EXCEPTION_N and not self._verify(order, o, True)})
+        bad = sorted({o.n for o in obs if o.n <= EXCEPTION_N and not self._verify(order, o, root)})
         if len(bad) > MAX_EXCEPTIONS:
             # too many for `n == c` arms: one order for every n up to the last of them, a
             # threshold (a kernel's plain loop below a size, its blocked recursion above)
@@ -480,7 +486,7 @@ class Fitter:
             # (one order for every n, where a capped search finds one, is simpler)
             with self.budget.capped(self._class_cap(obs)) as token:
                 try:
-                    whole = self.fit(obs, depth, True)
+                    whole = self.fit(obs, depth, root)
                 except Capped as e:
                     if e.token is not token:
                         raise
@@ -860,9 +866,24 @@ class Fitter:
         return tuple((m, A.Case(A.Compare("==", N, A.Num(m)), A.Literal(t))) for m, t in sorted(self.pool.items()))
 
     def _part(self, parts, o: Obs, *args):
-        """parts(o, *args) (a shapes function taking o apart), charged to the budget."""
+        """parts(o, *args) (a shapes function taking o apart), charged to the budget.
+
+        Kept: the searches of a guard's runs and of every sample take the same
+        observations apart again (numpy.sum over 1..65537: blocks of one tree of
+        8192 leaves cut the same way five times over), and rebuilding the parts'
+        trees was most of the fit's time.  Charged each time all the same, so that
+        a work budget stops a search where it did before."""
         self.budget.charge(o.n)
-        return parts(o, *args)
+        key = (parts, o.key, args)   # (as the search's memo: a tree by its structural hash)
+        got = self._taken.get(key, _NOT_TAKEN)
+        if got is _NOT_TAKEN:
+            got = parts(o, *args)
+            self._taken_leaves += o.n
+            if self._taken_leaves > TAKEN_LEAVES:
+                self._taken.clear()
+                self._taken_leaves = o.n
+            self._taken[key] = got
+        return got
 
     def _build(self, order, n: int) -> Tree:
         key = (order, n)
@@ -875,7 +896,9 @@ class Fitter:
             if _has_ref(order):
                 arms = tuple(c for m, c in self._pool_arms if m != n)
                 lets = {self.name: A.Let(self.name, A.Guard(arms, order) if arms else order)}
-            t = observable(apply_order(order, range(n), lets))
+            t = apply_order(order, range(n), lets)
+            if _fuses(order):     # (observable walks the whole tree: only where a fused node may be)
+                t = observable(t)
             if len(self._built) > 20000:
                 self._built.clear()
             self._built[key] = t
@@ -1294,6 +1317,21 @@ class Fitter:
 
 
 # ---------------------------------------------------------------- functions
+
+
+def _fuses(order) -> bool:
+    """May the order make a fused node (fused, chain, a literal with one)?  The root
+    itself (`Ref`) is the order, its other sizes the observed trees (Fitter._build)."""
+    stack = [order]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, (A.Fused, A.Chain)):
+            return True
+        if isinstance(o, A.Literal) and o.tree.__class__ is not int and any(
+                s.__class__ is not int and s.fused for s in postorder(o.tree)):
+            return True
+        stack.extend(order_children(o))
+    return False
 
 
 def _nested_seq_tail(k: int, body, outer) -> bool:

@@ -343,6 +343,10 @@ def probe_spec_arithmetic(spec: A.Spec, targets: dict, trees: dict, start, *, se
             probed.add(n)
         empty = [k for k, v in keep.items() if not v]
         if empty:
+            paired = _fused_pairs(spec, order, parents, {k for k in empty if k is not None}, targets, trees,
+                                  seed=seed, checks=checks, probe_ns=probe_ns)
+            if paired is not None:
+                return paired[0], lines + paired[1]
             what = ", ".join("the joining nodes" if k is None else f"part {k}" for k in empty)
             raise RevealRefused(f"{target_name}: no arithmetic in the model's space fits {what} at every "
                                 f"probed n ({compress_ns(sorted(probed))})")
@@ -371,6 +375,61 @@ def probe_spec_arithmetic(spec: A.Spec, targets: dict, trees: dict, start, *, se
     lines.append(f"probed per part at n = {compress_ns(sorted(probed))}; sample check of the spec: {checked} "
                  f"random and special inputs at {len(ns)} n, all equal bit for bit")
     return out, lines
+
+
+# Note [fused pairs]: a fused node of two children reveals as a binary node
+# (fpspec.arith.probe note [chain pairs]), so an order whose part makes only
+# such pairs (blocks(2, fused, seq)) is fitted with binary nodes there, and no
+# binary arithmetic fits that part.  Such a part is tried as `fused`: where the
+# order so changed gives every revealed tree (each of the part's nodes has two
+# children), its fused parameters are probed on the new tree and the spec's
+# arithmetic is probed again; the sample checks decide as for any spec.
+def _fused_pairs(spec: A.Spec, order, parents: dict, parts: set, targets: dict, trees: dict, *, seed: int,
+                 checks: int, probe_ns):
+    """(spec, lines) with `parts` (names of partition's parts that no arithmetic fits)
+    made fused nodes, when that gives every tree of `trees` and its arithmetic passes
+    the sample checks; else None (note [fused pairs])."""
+    from fpspec.arith.probe import probe_arithmetic
+    from fpspec.errors import FpspecError
+    from fpspec.spec.check import map_children
+    from fpspec.spec.expand import expand
+    from fpspec.tree import Node, observable, postorder
+
+    if not parts:
+        return None
+
+    def unwrap(o):
+        if isinstance(o, A.Using) and o.name in parents:
+            return A.Fused() if o.name in parts else unwrap(o.order)
+        return map_children(o, unwrap)
+
+    paired = dataclasses.replace(spec, order=unwrap(order))
+    if paired.order == spec.order:
+        return None   # those parts are fused nodes already: nothing new to probe
+    fused_trees = {}
+    for n, t in trees.items():
+        try:
+            new = expand(paired, n)
+        except SpecError:
+            return None
+        if observable(new) != observable(t):
+            return None
+        fused_trees[n] = new
+    with_pairs = [n for n, t in fused_trees.items() if any(isinstance(s, Node) and s.fused for s in postorder(t))]
+    if not with_pairs:
+        return None
+    n = max(with_pairs)
+    try:
+        report = probe_arithmetic(targets[n], fused_trees[n], seed=seed + n)
+        if not report.consistent:
+            return None
+        out, lines = probe_spec_arithmetic(paired, targets, fused_trees, report, seed=seed, checks=checks,
+                                           probe_ns=probe_ns)
+    except FpspecError:      # (RevealRefused is one): the caller's refusal stands
+        return None
+    names = ", ".join(sorted(parts))
+    return out, [f"part {names}: no binary arithmetic fits its nodes of two operands; as fused pairs "
+                 "(a fused node of two children reveals as a binary node) it does"] + lines
 
 
 def _stored_fused_spec(spec: A.Spec, main: Arithmetic, targets: dict, ns: list, seed: int, checks: int,
