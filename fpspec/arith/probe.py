@@ -231,6 +231,13 @@ def _accumulators(fmt) -> list[str]:
     return out or [fmt.name]
 
 
+def products_fit(fmt, acc) -> bool:
+    """Whether every product of two `fmt` values is an `acc` value: its bits and its exponent
+    (bf16 and tf32 products fit fp32's significand, not its range: 2^127 * 2^127 overflows)."""
+    return (2 * fmt.precision <= acc.precision and 2 * fmt.emax + 1 <= acc.emax
+            and 2 * (fmt.emin - fmt.precision + 1) >= acc.emin - acc.precision + 1)
+
+
 def _binary_candidates(target, accs=None) -> list[Arithmetic]:
     fmt = target.format
     accs = _accumulators(fmt) if accs is None else accs
@@ -249,7 +256,7 @@ def _binary_candidates(target, accs=None) -> list[Arithmetic]:
     # exact products where they fit the accumulator, else rounded before fma before exact
     def rank(a: Arithmetic):
         acc = get_format(a.accumulator)
-        fits = 2 * fmt.precision <= acc.precision
+        fits = products_fit(fmt, acc)
         order = (["exact", "rounded", "fma"] if fits else ["rounded", "fma", "exact"]) + ["fma_first", "none"]
         return (a.accumulator != target.out_fmt and a.accumulator != "fp32", acc.precision,
                 order.index(a.product), a.product_format is not None, a.init != "none")
@@ -316,6 +323,12 @@ def _binary_rows(target, tree, rng, count: int, pool=None) -> _Rows:
                 x, y = 1.0 + 2.0 ** -(p - 1), 1.0 + 2.0 ** -(p - 2)
                 rows.add({a: (x * 2.0 ** h, y * 2.0 ** (B - h)), b: (-(1.0 + 2.0 ** -(p - 2)) * 2.0 ** h,
                                                                    2.0 ** (B - h))}, "")
+        # products past fp32's range that cancel (bf16, tf32 inputs): exact gives 0, products
+        # rounded to fp32 inf - inf = nan, an FMA inf (the probes above fit the range)
+        big = fmt.emax // 2 + 64
+        if pairs and not products_fit(fmt, get_format("fp32")) and big <= fmt.emax:
+            i, j = pairs[0]
+            rows.add({i: (2.0 ** big, 2.0 ** big), j: (2.0 ** big, -(2.0 ** big))}, "products past fp32's range")
     for _ in range(count):
         k = int(rng.integers(2, 5))
         where = [int(v) for v in rng.choice(pool, size=min(k, len(pool)), replace=False)]

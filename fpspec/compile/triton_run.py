@@ -13,7 +13,7 @@ import torch
 import triton
 
 # the argument checks of every backend's replica (embedded with their settings: backends.triton)
-from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _shape
+from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _outputs, _shape
 
 from fpspec.compile.triton_host import CHAIN, FOLD, LONE_FIRST, STORED_FORMATS, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
@@ -323,10 +323,12 @@ class Replica:
 
     def api_gemv(self, A, x, path):
         (A, x), back = self.arguments((("A", A, 2), ("x", x, 1)))
+        _outputs(A.shape[0])
         return back(self.matmul(A, x.reshape(-1, 1), path, ("A", "x")).reshape(-1))
 
     def api_gemm(self, A, B, path):
         (A, B), back = self.arguments((("A", A, 2), ("B", B, 2)))
+        _outputs(A.shape[0], B.shape[1])
         return back(self.matmul(A, B, path))
 
     # ------------------------------------------------------------ matrix ops

@@ -14,7 +14,7 @@ import numpy as np
 from numba.extending import intrinsic, overload
 
 from fpspec.arith.fused import round_value  # noqa: F401 (embedded)
-from fpspec.compile.runtime.inputs_rt import _input, _length, _shape  # noqa: F401 (embedded)
+from fpspec.compile.runtime.inputs_rt import _fits, _input, _length, _outputs, _said, _shape  # noqa: F401 (embedded)
 from fpspec.compile.runtime.tags_rt import _join  # noqa: F401 (embedded)
 
 _ACC = np.float32
@@ -977,6 +977,7 @@ def api_gemv(A, x):
     _shape("x", x, 1)
     if A.shape[1] != x.shape[0]:
         raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
+    _outputs(A.shape[0])
     _length(x.shape[0], "x")
     out = np.empty(A.shape[0], _OUT_CARRY)
     if _SCHEDULED:
@@ -993,6 +994,7 @@ def api_gemm(A, B):
     _shape("B", B, 2)
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
+    _outputs(A.shape[0], B.shape[1])
     _length(A.shape[1], "A")
     out = np.empty((A.shape[0], B.shape[1]), _OUT_CARRY)
     if _GEMM_TILE is not None:

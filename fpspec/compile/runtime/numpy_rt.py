@@ -10,7 +10,7 @@ a[k] * b[k] is exact for inputs of <= 26 bits (note [leaf products]).
 import numpy as np
 
 from fpspec.arith.fused import _FORMATS, _sum_round_to_odd, addend, align, largest_exponent, products, round_value
-from fpspec.compile.runtime.inputs_rt import _input, _length, _shape  # noqa: F401 (embedded)
+from fpspec.compile.runtime.inputs_rt import _fits, _input, _length, _outputs, _said, _shape  # noqa: F401 (embedded)
 from fpspec.compile.runtime.tags_rt import _join  # noqa: F401 (embedded)
 from fpspec.formats import _fma64, _fma64_exact
 
@@ -260,6 +260,7 @@ def api_gemv(A, x):
     _shape("x", x, 1)
     if A.shape[1] != x.shape[0]:
         raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
+    _outputs(A.shape[0])
     a, b = A.astype(np.float64).T, x.astype(np.float64)[:, None]
     with np.errstate(all="ignore"):   # inf and nan are results here, not errors
         return _final(_reduce(a, b, _length(x.shape[0], "x")))
@@ -272,6 +273,7 @@ def api_gemm(A, B):
     _shape("B", B, 2)
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
+    _outputs(A.shape[0], B.shape[1])
     a = A.astype(np.float64).T[:, :, None]
     b = B.astype(np.float64)[:, None, :]
     with np.errstate(all="ignore"):   # inf and nan are results here, not errors

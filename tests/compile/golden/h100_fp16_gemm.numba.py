@@ -21,6 +21,8 @@ _IN_DTYPE = np.float16
 _IN_NAME = 'fp16'
 _IN_GRID = None
 _IN_B = None
+_ROWS = None
+_COLS = None
 _SUM_FUSED = False
 _ACC = np.float32  # carrier of partial sums (fp32)
 _ACC_FMT = None
@@ -391,6 +393,33 @@ def _length(n, what):
 def _shape(what, arr, ndim):
     if arr.ndim != ndim:
         raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
+
+
+def _fits(size, sizes):
+    """Whether `size` is one of `sizes` ((lo, hi) intervals, hi None: no bound; None: any)."""
+    return sizes is None or any(lo <= size and (hi is None or size <= hi) for lo, hi in sizes)
+
+
+def _said(sizes):
+    """'4', '4, 8 or 16..64', 'any'."""
+    if sizes is None:
+        return "any"
+    parts = [str(lo) if lo == hi else f"{lo}..{'' if hi is None else hi}" for lo, hi in sizes]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
+
+
+def _outputs(rows, cols=None):
+    """ValueError unless a gemv's rows (a gemm's rows x cols) are an output shape the spec
+    covers: a library may compute other shapes with other kernels, in other orders."""
+    covered = (f"{_said(_ROWS)} rows only" if cols is None else
+               f"{_said(_ROWS)} x {_said(_COLS)} outputs only (A with {_said(_ROWS)} rows, B with {_said(_COLS)} "
+               "columns)")
+    how = ("other shapes may take other orders: reveal the target at this shape, or where the order is known to "
+           "hold, say so in the spec's `shapes { m = ... }` (docs/fps.md)")
+    if not _fits(rows, _ROWS):
+        raise ValueError(f"A has {rows} rows, but this replica of {_NAME} covers {covered}; {how}")
+    if cols is not None and not _fits(cols, _COLS):
+        raise ValueError(f"B has {cols} columns, but this replica of {_NAME} covers {covered}; {how}")
 
 
 def _carried(x):
@@ -906,6 +935,7 @@ def gemm(A, B):
     _shape("B", B, 2)
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
+    _outputs(A.shape[0], B.shape[1])
     _length(A.shape[1], "A")
     out = np.empty((A.shape[0], B.shape[1]), _OUT_CARRY)
     if _GEMM_TILE is not None:
