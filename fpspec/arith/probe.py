@@ -915,6 +915,45 @@ def sample_check(target, tree, arithmetic: Arithmetic, regions: dict | None = No
     return len(got), _misses_regions(arithmetic, regions, tree, X, Y, got, target.op != "sum")
 
 
+def sample_difference(target, tree, arithmetic: Arithmetic, regions: dict | None = None, *, seed: int = 0,
+                      count: int = 256) -> str:
+    """The first sample input of sample_check(... seed, count) on which the model and the target
+    differ, in words (its values where n is small, else where its special values lie), with both
+    results; '' when none differs."""
+    X, Y = sample_inputs(target, seed, count)
+    got = _Runner(target)(X, Y)
+    product = target.op != "sum"
+    with np.errstate(all="ignore"):
+        pred = evaluate(tree, X.T, Y.T if product else None, arithmetic, regions)
+    bad = np.flatnonzero(~same_bits(pred, got))
+    if not bad.size:
+        return ""
+    k = int(bad[0])
+    names = {"sum": ("x",), "dot": ("x", "y"), "gemv": ("A's row", "x"), "gemm": ("A's row", "B's column")}[target.op]
+    rows = (X[k],) if not product else (X[k], Y[k])
+    shown = "; ".join(f"{name} {_values_in_words(v)}" for name, v in zip(names, rows))
+    return (f"e.g. at n = {target.n}, {shown}: {target.name} gives {float(got[k])!r}, the model "
+            f"{float(pred[k])!r}")
+
+
+def _values_in_words(v) -> str:
+    """'= [nan, 0.5]' for a short vector, else where its nan, inf, -0.0 and subnormal values lie."""
+    v = np.asarray(v, np.float64)
+    if v.size <= 8:
+        return "= [" + ", ".join(repr(float(x)) for x in v) + "]"
+    kinds = (("nan", np.isnan(v)), ("inf", np.isposinf(v)), ("-inf", np.isneginf(v)),
+             ("-0.0", (v == 0) & np.signbit(v)),
+             ("subnormal", np.isfinite(v) & (v != 0) & (np.abs(v) < np.finfo(np.float32).tiny)))
+    parts = []
+    for name, where in kinds:
+        at = np.flatnonzero(where).tolist()
+        if at:
+            parts.append(f"{name} at {', '.join(map(str, at[:6]))}{' ...' if len(at) > 6 else ''}")
+    head = ", ".join(repr(float(x)) for x in v[:3])
+    return (f"({v.size} values: " + "; ".join(parts) + ")" if parts else
+            f"({v.size} finite values, first {head} ...)")
+
+
 def region_candidates(target, init: str) -> list[Arithmetic]:
     """The arithmetics a region may have, in preference order (init is the whole accumulation's):
     those of a whole accumulation, then accumulators narrower than the input (an fp32 part
