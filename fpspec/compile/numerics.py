@@ -315,7 +315,7 @@ def runtime_names(p: Plan, program, fma: str, exact: bool = False) -> tuple[list
         names.append("_fused_range")
     if program.uses_tables:
         names += ["_table_step", "_table_step_values"]
-    names += ["_final", "_input", "_length", "_shape", "_fits", "_said", "_outputs"]
+    names += ["_final", "_input", "_length", "_shape", "_fits", "_said", "_outputs", "_operands"]
     return names, {v: k for k, v in chosen.items()}
 
 
