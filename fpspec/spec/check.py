@@ -32,7 +32,7 @@ import sys
 from fpspec.errors import Location, SpecError
 from fpspec.spec import ast as A
 from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, pad_of, unroll_of, vlanes_of
-from fpspec.spec.shapes import check_shapes
+from fpspec.spec.shapes import check_shapes, shape_advice
 from fpspec.tree import check_leaves
 
 OPS = ("sum", "dot", "gemv", "gemm")
@@ -102,7 +102,7 @@ def advice(spec: A.Spec) -> list[str]:
         return ["no arithmetic section: the spec fixes the order only; fpspec verify needs "
                 "`arithmetic { input = ... product = ... accumulator = ... init = ... output = ... }` "
                 "to compare bits (fpspec reveal -o writes the probed one)"]
-    return []
+    return shape_advice(spec)
 
 
 def sample_ns(r: A.Range) -> list[int]:

@@ -138,3 +138,17 @@ def covering_any(spec: A.Spec) -> A.Spec:
     section = A.Block(SECTION, tuple(A.Entry(k, A.Ident("any")) for k in keys))
     sections = tuple(b for b in spec.header.sections if b.name != SECTION) + (section,)
     return replace(spec, header=replace(spec.header, sections=sections))
+
+
+def shape_advice(spec: A.Spec) -> list[str]:
+    """What `fpspec check` says of a gemv / gemm spec that covers the shape it was revealed at only."""
+    if spec.header.section(SECTION) is not None:
+        return []
+    rows, cols = covered_shapes(spec)
+    if rows is None and cols is None:
+        return []
+    shape = (f"{rows[0][0]} rows" if spec.header.op == "gemv" else
+             f"{'any' if rows is None else rows[0][0]} x {'any' if cols is None else cols[0][0]} outputs")
+    return [f"its replicas take {shape} only (the shape in its provenance, where it was revealed): other shapes "
+            "may take other orders; where the order is known to hold for them, say so in "
+            "`shapes { m = ... ncols = ... }` (docs/fps.md, \"Output shapes\")"]

@@ -127,3 +127,14 @@ def test_verify_refuses_a_shape_the_spec_does_not_cover(tmp_path):
                                                   "    }\n}\n", "")), spec_name="r.fps", backend="numpy",
                          samples=8, n_values=[9])
     assert report.equivalent
+
+
+def test_check_warns_that_a_revealed_spec_covers_its_shape_only():
+    from fpspec.spec.check import advice
+
+    assert advice(parse(REVEALED_GEMM)) == [
+        "its replicas take 4 x 4 outputs only (the shape in its provenance, where it was revealed): other shapes "
+        "may take other orders; where the order is known to hold for them, say so in `shapes { m = ... ncols = ... }` "
+        "(docs/fps.md, \"Output shapes\")"]
+    assert advice(parse(REVEALED_GEMV))[0].startswith("its replicas take 4 rows only")
+    assert advice(parse(ANY_GEMM)) == advice(parse(HAND_WRITTEN)) == []
