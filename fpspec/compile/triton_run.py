@@ -266,10 +266,11 @@ class Replica:
                 # anything else is checked as by the NumPy and Numba replicas (lists, scalars, masked
                 # arrays, other dtypes, values off the format's grid): the same function, the same errors
                 kinds.add("numpy")
-                a = np.ascontiguousarray(_input(v, name, i == 1))
-                if not a.flags.writeable:    # torch shares a NumPy array's memory and warns on a read-only one
-                    a = a.copy()
-                t = torch.from_numpy(a.reshape(a.shape)).to(dt)  # (0-d stays 0-d)
+                a = _input(v, name, i == 1)
+                c = np.ascontiguousarray(a)
+                if not c.flags.writeable:    # torch shares a NumPy array's memory and warns on a read-only one
+                    c = c.copy()
+                t = torch.from_numpy(c.reshape(a.shape)).to(dt)  # (0-d stays 0-d)
             _shape(name, types.SimpleNamespace(ndim=t.dim(), shape=tuple(t.shape)), ndim)   # (4, 5), not torch.Size
             tensors.append(t)
         if len(kinds) > 1:

@@ -24,6 +24,8 @@ def test_scalars_and_read_only_arrays(backend):
     with pytest.raises(TypeError, match=r"^x is a NumPy float32 scalar, but this replica of spec takes "
                                         r"arrays of dtype float32: pass np\.atleast_1d\(x\) for one element$"):
         replica.sum(np.float32(3.0))
+    with pytest.raises(ValueError, match=r"^x must have 1 dimension\(s\), got shape \(\)$"):
+        replica.sum(np.ones((), np.float32))    # a 0-d array stays 0-d on its way to the kernels
     x = np.arange(1.0, 11.0, dtype=np.float32)
     x.setflags(write=False)
     with warnings.catch_warnings():
