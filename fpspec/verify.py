@@ -960,12 +960,22 @@ def position_labels(spec, m, ncols):
 
 
 def _shape(op: str, m, ncols, spec=None) -> tuple[int | None, int | None]:
-    # the spec's revealed shape (provenance), else fpspec.reveal's defaults: 4 rows, 4 columns
+    # the spec's revealed shape (provenance), else the first it covers, else fpspec.reveal's
+    # defaults: 4 rows, 4 columns; a shape the spec does not cover is refused (its replica would)
     if spec is not None:
-        from fpspec.compile.build import provenance_shape
+        from fpspec.compile.runtime.inputs_rt import _fits, _said
+        from fpspec.spec.shapes import covered_shapes, provenance_shape
 
         pm, pn = provenance_shape(spec)
-        m, ncols = m or pm, ncols or pn
+        rows, cols = covered_shapes(spec)
+        given = {"-m": m, "--ncols": ncols}
+        m = m or pm or (rows[0][0] if rows else None)
+        ncols = ncols or pn or (cols[0][0] if cols else None)
+        for flag, size, sizes, what in (("-m", m, rows, "rows"), ("--ncols", ncols, cols, "columns")):
+            if given[flag] is not None and not _fits(size, sizes):
+                raise FpspecError(f"{flag} {size}: the spec covers outputs of {_said(sizes)} {what} only "
+                                  "(the shape it was revealed at, or its `shapes` section): other shapes may "
+                                  "take other orders")
     if op == "gemv":
         return int(m or 4), None
     if op == "gemm":

@@ -231,6 +231,13 @@ def _accumulators(fmt) -> list[str]:
     return out or [fmt.name]
 
 
+def products_fit(fmt, acc) -> bool:
+    """Whether every product of two `fmt` values is an `acc` value: its bits and its exponent
+    (bf16 and tf32 products fit fp32's significand, not its range: 2^127 * 2^127 overflows)."""
+    return (2 * fmt.precision <= acc.precision and 2 * fmt.emax + 1 <= acc.emax
+            and 2 * (fmt.emin - fmt.precision + 1) >= acc.emin - acc.precision + 1)
+
+
 def _binary_candidates(target, accs=None) -> list[Arithmetic]:
     fmt = target.format
     accs = _accumulators(fmt) if accs is None else accs
@@ -249,7 +256,7 @@ def _binary_candidates(target, accs=None) -> list[Arithmetic]:
     # exact products where they fit the accumulator, else rounded before fma before exact
     def rank(a: Arithmetic):
         acc = get_format(a.accumulator)
-        fits = 2 * fmt.precision <= acc.precision
+        fits = products_fit(fmt, acc)
         order = (["exact", "rounded", "fma"] if fits else ["rounded", "fma", "exact"]) + ["fma_first", "none"]
         return (a.accumulator != target.out_fmt and a.accumulator != "fp32", acc.precision,
                 order.index(a.product), a.product_format is not None, a.init != "none")
@@ -316,6 +323,12 @@ def _binary_rows(target, tree, rng, count: int, pool=None) -> _Rows:
                 x, y = 1.0 + 2.0 ** -(p - 1), 1.0 + 2.0 ** -(p - 2)
                 rows.add({a: (x * 2.0 ** h, y * 2.0 ** (B - h)), b: (-(1.0 + 2.0 ** -(p - 2)) * 2.0 ** h,
                                                                    2.0 ** (B - h))}, "")
+        # products past fp32's range that cancel (bf16, tf32 inputs): exact gives 0, products
+        # rounded to fp32 inf - inf = nan, an FMA inf (the probes above fit the range)
+        big = fmt.emax // 2 + 64
+        if pairs and not products_fit(fmt, get_format("fp32")) and big <= fmt.emax:
+            i, j = pairs[0]
+            rows.add({i: (2.0 ** big, 2.0 ** big), j: (2.0 ** big, -(2.0 ** big))}, "products past fp32's range")
     for _ in range(count):
         k = int(rng.integers(2, 5))
         where = [int(v) for v in rng.choice(pool, size=min(k, len(pool)), replace=False)]
@@ -900,6 +913,45 @@ def sample_check(target, tree, arithmetic: Arithmetic, regions: dict | None = No
     X, Y = sample_inputs(target, seed, count)
     got = _Runner(target)(X, Y)
     return len(got), _misses_regions(arithmetic, regions, tree, X, Y, got, target.op != "sum")
+
+
+def sample_difference(target, tree, arithmetic: Arithmetic, regions: dict | None = None, *, seed: int = 0,
+                      count: int = 256) -> str:
+    """The first sample input of sample_check(... seed, count) on which the model and the target
+    differ, in words (its values where n is small, else where its special values lie), with both
+    results; '' when none differs."""
+    X, Y = sample_inputs(target, seed, count)
+    got = _Runner(target)(X, Y)
+    product = target.op != "sum"
+    with np.errstate(all="ignore"):
+        pred = evaluate(tree, X.T, Y.T if product else None, arithmetic, regions)
+    bad = np.flatnonzero(~same_bits(pred, got))
+    if not bad.size:
+        return ""
+    k = int(bad[0])
+    names = {"sum": ("x",), "dot": ("x", "y"), "gemv": ("A's row", "x"), "gemm": ("A's row", "B's column")}[target.op]
+    rows = (X[k],) if not product else (X[k], Y[k])
+    shown = "; ".join(f"{name} {_values_in_words(v)}" for name, v in zip(names, rows))
+    return (f"e.g. at n = {target.n}, {shown}: {target.name} gives {float(got[k])!r}, the model "
+            f"{float(pred[k])!r}")
+
+
+def _values_in_words(v) -> str:
+    """'= [nan, 0.5]' for a short vector, else where its nan, inf, -0.0 and subnormal values lie."""
+    v = np.asarray(v, np.float64)
+    if v.size <= 8:
+        return "= [" + ", ".join(repr(float(x)) for x in v) + "]"
+    kinds = (("nan", np.isnan(v)), ("inf", np.isposinf(v)), ("-inf", np.isneginf(v)),
+             ("-0.0", (v == 0) & np.signbit(v)),
+             ("subnormal", np.isfinite(v) & (v != 0) & (np.abs(v) < np.finfo(np.float32).tiny)))
+    parts = []
+    for name, where in kinds:
+        at = np.flatnonzero(where).tolist()
+        if at:
+            parts.append(f"{name} at {', '.join(map(str, at[:6]))}{' ...' if len(at) > 6 else ''}")
+    head = ", ".join(repr(float(x)) for x in v[:3])
+    return (f"({v.size} values: " + "; ".join(parts) + ")" if parts else
+            f"({v.size} finite values, first {head} ...)")
 
 
 def region_candidates(target, init: str) -> list[Arithmetic]:

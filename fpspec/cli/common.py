@@ -81,6 +81,13 @@ def _dtype_hint(dtype: str) -> str | None:
                     "tf32, fp8e4m3, fp8e5m2)")
         return None
     if dt.kind == "f":
+        from fpspec.formats import get_format
+
+        try:
+            get_format(dt.name)
+        except ValueError:       # float128: x87 extended precision, which no fpspec format models
+            return (f"numpy's {dt.name} (long double) is not a format fpspec models; expected one of float64, "
+                    "float32, float16, bfloat16, tf32, fp8e4m3, fp8e5m2")
         if dtype.strip()[:1] in "<>=|":
             return f"a {dt.name} with a byte order: fpspec names formats, not byte orders; expected --dtype {dt.name}"
         return f"numpy's type code for {dt.name}; expected the format's name: --dtype {dt.name}"

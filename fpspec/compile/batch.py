@@ -44,9 +44,12 @@ BATCH_TILES = ((64, dict(BM=64, BN=32, BK=128, GROUP=8, num_warps=4, num_stages=
 def batch_invariant(spec: A.Spec, at: tuple[int, int] = REFERENCE) -> tuple[A.Spec, str]:
     """`spec` with every output element in the order output `at` uses, and one line
     saying what changed (for the replica's header)."""
+    from fpspec.spec.shapes import covering_any
+
     guard = position_guard(spec)
     if guard is None:
-        return spec, "batch-invariant: one order for every output (the spec has no `if` on i, j)"
+        # one order whatever the shape: the replica takes every output shape
+        return covering_any(spec), "batch-invariant: one order for every output (the spec has no `if` on i, j)"
     cases = [A.Case(_at(c.cond, at), c.order) for c in guard.cases]
     if not any(_mentions_n(c.cond) for c in cases):
         from fpspec.spec.expand import eval_cond
@@ -55,7 +58,7 @@ def batch_invariant(spec: A.Spec, at: tuple[int, int] = REFERENCE) -> tuple[A.Sp
         order = next((c.order for c in cases if eval_cond(c.cond, 1, (0, 0))), guard.otherwise)
     else:
         order = A.Guard(tuple(cases), guard.otherwise)
-    return (replace(spec, order=order),
+    return (covering_any(replace(spec, order=order)),
             f"batch-invariant: every output in the order of output (i, j) = {at} (the spec's `if` on i, j dropped)")
 
 

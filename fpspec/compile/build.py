@@ -7,6 +7,8 @@ the root (and named orders the root reduces to) are decided for N now.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fpspec.arith.model import Arithmetic
 from fpspec.compile import ir
 from fpspec.compile.ir import CompileError, Kernel
@@ -14,6 +16,7 @@ from fpspec.compile.trees import table_of
 from fpspec.spec import ast as A
 from fpspec.spec.positions import position_guard
 from fpspec.spec.regions import using_names
+from fpspec.spec.shapes import covered_shapes, provenance_shape
 
 M = ir.Var("m")
 
@@ -130,8 +133,10 @@ def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
     o = position_guard(spec)
     if o is not None:
         text = source if source is not None else str(spec)
-        arms = [build_kernel(A.Spec(spec.header, spec.lets, c.order), n, name, text) for c in o.cases]
-        rest = build_kernel(A.Spec(spec.header, spec.lets, o.otherwise), n, name, text)
+        # each arm runs on the rows and columns of its outputs: the dispatcher checks the shape
+        arms = [replace(build_kernel(A.Spec(spec.header, spec.lets, c.order), n, name, text), rows=None, cols=None)
+                for c in o.cases]
+        rest = replace(build_kernel(A.Spec(spec.header, spec.lets, o.otherwise), n, name, text), rows=None, cols=None)
         if any(isinstance(k, ir.Positional) for k in arms + [rest]):
             raise CompileError("an `if` on the output position i, j inside another one; the compiler takes "
                                "one, as the root order's outermost `if`")
@@ -167,23 +172,9 @@ def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
         lo = hi = n
         root = specialize(root, dict(orders), n)
     used = using_names(top, *(d.order for d in spec.lets))
+    rows, cols = covered_shapes(spec)
     return Kernel(op, arithmetic, root, lo, hi, orders, text, kernel_name,
-                  arithmetics=tuple((k, a) for k, a in named if k in used))
-
-
-def provenance_shape(spec: A.Spec) -> tuple[int | None, int | None]:
-    """(m, ncols) of the output a spec was revealed on: its provenance's `shape { m, ncols }`
-    (fpspec reveal) or `m`, `ncols` (fpspec.infer); None where it says nothing."""
-    prov = spec.header.provenance
-    found = {"m": None, "ncols": None}
-    shape = prov.get("shape") if prov is not None else None
-    for where in (shape, prov):
-        if where is not None and hasattr(where, "get"):
-            for key in found:
-                v = getattr(where.get(key), "value", where.get(key))
-                if found[key] is None and isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                    found[key] = v
-    return found["m"], found["ncols"]
+                  arithmetics=tuple((k, a) for k, a in named if k in used), rows=rows, cols=cols)
 
 
 def specialize(r: ir.Reducer, orders: dict, n: int) -> ir.Reducer:

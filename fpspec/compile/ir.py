@@ -410,6 +410,8 @@ class Kernel:
     (for `Call`, recursion included), in a fixed order so output is stable.
     ``source`` is the spec text; ``name`` a label (the spec's file name).
     ``arithmetics`` holds the named arithmetics `WithArithmetic` refers to.
+    ``rows``/``cols`` are the output shapes a gemv / gemm replica takes
+    (fpspec.spec.shapes: (lo, hi) intervals, None for any); it raises outside.
     """
     op: str
     arithmetic: Arithmetic
@@ -421,6 +423,8 @@ class Kernel:
     name: str = "spec"
     sha256: str = field(default="", compare=False)
     arithmetics: tuple[tuple[str, Arithmetic], ...] = ()
+    rows: tuple | None = None
+    cols: tuple | None = None
 
     def __post_init__(self):
         if self.op not in OPS:

@@ -256,6 +256,8 @@ def input_settings(kernel: Kernel) -> list[str]:
         f"_IN_NAME = {fmt!r}",
         f"_IN_GRID = {input_grid(fmt)}",
         f"_IN_B = {_input_b(kernel.arithmetic)}",
+        f"_ROWS = {kernel.rows!r}",
+        f"_COLS = {kernel.cols!r}",
     ]
 
 
@@ -313,7 +315,7 @@ def runtime_names(p: Plan, program, fma: str, exact: bool = False) -> tuple[list
         names.append("_fused_range")
     if program.uses_tables:
         names += ["_table_step", "_table_step_values"]
-    names += ["_final", "_input", "_length", "_shape"]
+    names += ["_final", "_input", "_length", "_shape", "_fits", "_said", "_outputs", "_operands"]
     return names, {v: k for k, v in chosen.items()}
 
 

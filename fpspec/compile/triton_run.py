@@ -13,7 +13,7 @@ import torch
 import triton
 
 # the argument checks of every backend's replica (embedded with their settings: backends.triton)
-from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _shape
+from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _operands, _shape
 
 from fpspec.compile.triton_host import CHAIN, FOLD, LONE_FIRST, STORED_FORMATS, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
@@ -267,7 +267,10 @@ class Replica:
                 # arrays, other dtypes, values off the format's grid): the same function, the same errors
                 kinds.add("numpy")
                 a = _input(v, name, i == 1)
-                t = torch.from_numpy(np.ascontiguousarray(a).reshape(a.shape)).to(dt)  # (0-d stays 0-d)
+                c = np.ascontiguousarray(a)
+                if not c.flags.writeable:    # torch shares a NumPy array's memory and warns on a read-only one
+                    c = c.copy()
+                t = torch.from_numpy(c.reshape(a.shape)).to(dt)  # (0-d stays 0-d)
             _shape(name, types.SimpleNamespace(ndim=t.dim(), shape=tuple(t.shape)), ndim)   # (4, 5), not torch.Size
             tensors.append(t)
         if len(kinds) > 1:
@@ -317,16 +320,17 @@ class Replica:
 
     def api_dot(self, x, y, path):
         (x, y), back = self.arguments((("x", x, 1), ("y", y, 1)))
-        if x.shape != y.shape:
-            raise ValueError(f"x and y must have the same length, got {x.shape[0]} and {y.shape[0]}")
+        _operands("dot", x, y)       # the checks and messages of every replica
         return back(self.matmul(x.reshape(1, -1), y.reshape(-1, 1), path, ("x", "y")).reshape(()))
 
     def api_gemv(self, A, x, path):
         (A, x), back = self.arguments((("A", A, 2), ("x", x, 1)))
+        _operands("gemv", A, x)
         return back(self.matmul(A, x.reshape(-1, 1), path, ("A", "x")).reshape(-1))
 
     def api_gemm(self, A, B, path):
         (A, B), back = self.arguments((("A", A, 2), ("B", B, 2)))
+        _operands("gemm", A, B)
         return back(self.matmul(A, B, path))
 
     # ------------------------------------------------------------ matrix ops
@@ -349,6 +353,8 @@ class Replica:
         if A.dtype != dt_in or B.dtype != dt_b:
             raise TypeError(f"inputs must be {dt_in} and {dt_b}, got {A.dtype} and {B.dtype}")
         p = self.plan(K, f"the inner dimension of {names[0]} and {names[1]}")
+        if M == 0 or N == 0:     # no output to compute (a grid of no programs cannot be launched)
+            return torch.empty((M, N), dtype=dt_out, device=A.device)
         if nm.input == "tf32":   # the low 13 fraction bits cleared (toward zero), on the host
             A = (A.view(torch.int32) & -8192).view(torch.float32)
             B = (B.view(torch.int32) & -8192).view(torch.float32)

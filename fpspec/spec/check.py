@@ -9,6 +9,7 @@
 - the arithmetic sections resolve and fit the op (a sum adds its inputs,
   product = none; dot/gemv/gemm form products), products the replicas can
   form, and a `fused` block wherever the order has fused nodes;
+- a `shapes` section names output sizes of a gemv / gemm (fpspec.spec.shapes);
 - orders and expressions nest at most MAX_NESTING levels (literal trees
   any depth);
 - for the n of the stated range, every order gives a tree: each size
@@ -31,6 +32,7 @@ import sys
 from fpspec.errors import Location, SpecError
 from fpspec.spec import ast as A
 from fpspec.spec.expand import chunk_bounds, eval_cond, eval_expr, pad_of, unroll_of, vlanes_of
+from fpspec.spec.shapes import check_shapes, shape_advice
 from fpspec.tree import check_leaves
 
 OPS = ("sum", "dot", "gemv", "gemm")
@@ -77,6 +79,7 @@ def check(spec: A.Spec) -> None:
         _check_static(d.order, lets, named)
     _check_static(spec.order, lets, named)
     _check_arithmetic(spec)
+    check_shapes(spec)
     dry = _DryRun(lets)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, DEPTH))
@@ -99,7 +102,7 @@ def advice(spec: A.Spec) -> list[str]:
         return ["no arithmetic section: the spec fixes the order only; fpspec verify needs "
                 "`arithmetic { input = ... product = ... accumulator = ... init = ... output = ... }` "
                 "to compare bits (fpspec reveal -o writes the probed one)"]
-    return []
+    return shape_advice(spec)
 
 
 def sample_ns(r: A.Range) -> list[int]:

@@ -328,8 +328,11 @@ def probe_spec_arithmetic(spec: A.Spec, targets: dict, trees: dict, start, *, se
                              f"{checked} random and special inputs at {len(ns)} n, all equal bit for bit"]
     parted = partition(spec)
     if parted is None:
+        from fpspec.arith.probe import sample_difference
+
+        example = sample_difference(targets[n0], trees[n0], first, seed=seed + n0, count=checks)
         raise RevealRefused(f"{target_name}: no arithmetic reproduces it ({b0} of {c0} sample inputs differ at "
-                            f"n = {n0}) and its order has no parts to probe apart")
+                            f"n = {n0}; {example}) and its order has no parts to probe apart")
     order, parents = parted
     keep: dict = {}
     probed: set = set()
@@ -366,8 +369,14 @@ def probe_spec_arithmetic(spec: A.Spec, targets: dict, trees: dict, start, *, se
         if failed is None:
             break
         if failed[0] in probed:
-            raise RevealRefused(f"{target_name} at n = {failed[0]}: the per-part arithmetic differs on "
-                                f"{failed[2]} of {failed[1]} sample inputs")
+            from fpspec.arith.probe import sample_difference
+            from fpspec.spec.expand import expand_arith
+
+            n1 = failed[0]
+            tree1, main1, regions1 = expand_arith(out, n1)
+            example = sample_difference(targets[n1], tree1, main1, regions1, seed=seed + 7 * n1 + 1, count=checks)
+            raise RevealRefused(f"{target_name} at n = {n1}: the per-part arithmetic differs on "
+                                f"{failed[2]} of {failed[1]} sample inputs ({example})")
         pending = [failed[0]]
     for k, a in sections.items():
         lines.append(f"arithmetic {k}: {_short(a)}")

@@ -32,7 +32,7 @@ REFUSED = [
     (np.ma.masked_array(np.ones(4, F32), [0, 1, 0, 0]), TypeError,
      "x is a masked array; this replica of spec adds every element (pass x.filled(0) or x.compressed() to say which)"),
     ([1.0, 2.0], TypeError, "x is a list, but this replica of spec takes NumPy arrays of dtype float32"),
-    (F32(3), TypeError, "x is a float32, but this replica of spec takes NumPy arrays of dtype float32"),
+    (F32(3), TypeError, "x is a NumPy float32 scalar, but this replica of spec takes arrays of dtype float32"),
     (np.array(3, F32), ValueError, "x must have 1 dimension(s), got shape ()"),
     (np.ones(4), TypeError, "x has dtype float64, but this replica of spec takes float32 arrays (input format fp32)"),
     (np.ones((2, 2), F32), ValueError, "x must have 1 dimension(s), got shape (2, 2)"),

@@ -70,8 +70,8 @@ class NumbaBackend(Backend):
             if not program.uses_fused:
                 names.remove("_table_step")
                 rename["_table_step_binary"] = "_table_step"
-        jitted = [n for n in names if n not in ("_input", "_length", "_shape")]
-        plain = [n for n in names if n in ("_input", "_length", "_shape")] + ["_carried", "_run_parallel"]
+        jitted = [n for n in names if n not in ("_input", "_length", "_shape", "_fits", "_said", "_outputs", "_operands")]
+        plain = [n for n in names if n in ("_input", "_length", "_shape", "_fits", "_said", "_outputs", "_operands")] + ["_carried", "_run_parallel"]
         if p.in_grid is not None:      # the input check of a format without a numpy dtype
             plain.insert(0, "round_value")
         regions = region_plans(kernel, program)

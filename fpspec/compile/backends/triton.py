@@ -312,7 +312,7 @@ def input_checks(kernel: Kernel) -> str:
     from fpspec.compile.runtime import embed, inputs_rt
 
     names = (["round_value"] if input_grid(kernel.arithmetic.input) is not None else []) + ["_input", "_length",
-                                                                                           "_shape"]
+                                                                                           "_shape", "_fits", "_said", "_outputs", "_operands"]
     return "\n".join(input_settings(kernel)) + "\n\n\n" + embed(inputs_rt, names)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from numba.extending import intrinsic, overload
 
 from fpspec.arith.fused import round_value  # noqa: F401 (embedded)
-from fpspec.compile.runtime.inputs_rt import _input, _length, _shape  # noqa: F401 (embedded)
+from fpspec.compile.runtime.inputs_rt import _fits, _input, _length, _operands, _outputs, _said, _shape  # noqa: F401 (embedded)
 from fpspec.compile.runtime.tags_rt import _join  # noqa: F401 (embedded)
 
 _ACC = np.float32
@@ -964,9 +964,7 @@ def api_dot(x, y):
     x, y = _carried(_input(x, "x")), _carried(_input(y, "y", True))
     _shape("x", x, 1)
     _shape("y", y, 1)
-    if x.shape != y.shape:
-        raise ValueError(f"dot: x has {x.shape[0]} elements, y has {y.shape[0]}")
-    _length(x.shape[0], "x")
+    _operands("dot", x, y)
     return _OUT_DTYPE(_one_kernel(x, y, _plan(x.shape[0])))
 
 
@@ -975,9 +973,7 @@ def api_gemv(A, x):
     A, x = _carried(_input(A, "A")), _carried(_input(x, "x", True))
     _shape("A", A, 2)
     _shape("x", x, 1)
-    if A.shape[1] != x.shape[0]:
-        raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
-    _length(x.shape[0], "x")
+    _operands("gemv", A, x)
     out = np.empty(A.shape[0], _OUT_CARRY)
     if _SCHEDULED:
         _scheduled_gemv(A, x, out)           # note [schedules]
@@ -991,9 +987,7 @@ def api_gemm(A, B):
     A, B = _carried(_input(A, "A")), _carried(_input(B, "B", True))
     _shape("A", A, 2)
     _shape("B", B, 2)
-    if A.shape[1] != B.shape[0]:
-        raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
-    _length(A.shape[1], "A")
+    _operands("gemm", A, B)
     out = np.empty((A.shape[0], B.shape[1]), _OUT_CARRY)
     if _GEMM_TILE is not None:
         _gemm_tiled(A, B, out)               # note [gemm tiles]

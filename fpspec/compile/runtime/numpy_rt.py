@@ -10,7 +10,7 @@ a[k] * b[k] is exact for inputs of <= 26 bits (note [leaf products]).
 import numpy as np
 
 from fpspec.arith.fused import _FORMATS, _sum_round_to_odd, addend, align, largest_exponent, products, round_value
-from fpspec.compile.runtime.inputs_rt import _input, _length, _shape  # noqa: F401 (embedded)
+from fpspec.compile.runtime.inputs_rt import _fits, _input, _length, _operands, _outputs, _said, _shape  # noqa: F401 (embedded)
 from fpspec.compile.runtime.tags_rt import _join  # noqa: F401 (embedded)
 from fpspec.formats import _fma64, _fma64_exact
 
@@ -246,11 +246,10 @@ def api_dot(x, y):
     x, y = _input(x, "x"), _input(y, "y", True)
     _shape("x", x, 1)
     _shape("y", y, 1)
-    if x.shape != y.shape:
-        raise ValueError(f"dot: x has {x.shape[0]} elements, y has {y.shape[0]}")
+    n = _operands("dot", x, y)
     a, b = x.astype(np.float64)[:, None], y.astype(np.float64)[:, None]
     with np.errstate(all="ignore"):   # inf and nan are results here, not errors
-        return _final(_reduce(a, b, _length(x.shape[0], "x")))[0]
+        return _final(_reduce(a, b, n))[0]
 
 
 def api_gemv(A, x):
@@ -258,11 +257,10 @@ def api_gemv(A, x):
     A, x = _input(A, "A"), _input(x, "x", True)
     _shape("A", A, 2)
     _shape("x", x, 1)
-    if A.shape[1] != x.shape[0]:
-        raise ValueError(f"gemv: A is {A.shape[0]}x{A.shape[1]} but x has {x.shape[0]} elements")
+    n = _operands("gemv", A, x)
     a, b = A.astype(np.float64).T, x.astype(np.float64)[:, None]
     with np.errstate(all="ignore"):   # inf and nan are results here, not errors
-        return _final(_reduce(a, b, _length(x.shape[0], "x")))
+        return _final(_reduce(a, b, n))
 
 
 def api_gemm(A, B):
@@ -270,9 +268,8 @@ def api_gemm(A, B):
     A, B = _input(A, "A"), _input(B, "B", True)
     _shape("A", A, 2)
     _shape("B", B, 2)
-    if A.shape[1] != B.shape[0]:
-        raise ValueError(f"gemm: A is {A.shape[0]}x{A.shape[1]} but B is {B.shape[0]}x{B.shape[1]}")
+    n = _operands("gemm", A, B)
     a = A.astype(np.float64).T[:, :, None]
     b = B.astype(np.float64)[:, None, :]
     with np.errstate(all="ignore"):   # inf and nan are results here, not errors
-        return _final(_reduce(a, b, _length(A.shape[1], "A")))
+        return _final(_reduce(a, b, n))

@@ -21,6 +21,8 @@ _IN_DTYPE = np.float32
 _IN_NAME = 'fp32'
 _IN_GRID = None
 _IN_B = None
+_ROWS = None
+_COLS = None
 _SUM_FUSED = False
 _ACC = np.float32  # carrier of partial sums (fp32)
 _ACC_FMT = None
@@ -141,6 +143,9 @@ def _input(x, what, b=False):
     if isinstance(x, np.ma.MaskedArray):     # its mask would be ignored: every element counts here
         raise TypeError(f"{what} is a masked array; this replica of {_NAME} adds every element "
                         f"(pass {what}.filled(0) or {what}.compressed() to say which)")
+    if isinstance(x, np.generic):            # np.float32(3): a scalar is not a vector of one
+        raise TypeError(f"{what} is a NumPy {type(x).__name__} scalar, but this replica of {_NAME} takes arrays "
+                        f"of dtype {np.dtype(_IN_DTYPE).name}: pass np.atleast_1d({what}) for one element")
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{what} is a {type(x).__name__}, but this replica of {_NAME} takes NumPy arrays of "
                         f"dtype {np.dtype(_IN_DTYPE).name} (input format {_IN_NAME}): convert it with "
@@ -168,6 +173,50 @@ def _length(n, what):
 def _shape(what, arr, ndim):
     if arr.ndim != ndim:
         raise ValueError(f"{what} must have {ndim} dimension(s), got shape {arr.shape}")
+
+
+def _fits(size, sizes):
+    """Whether `size` is one of `sizes` ((lo, hi) intervals, hi None: no bound; None: any)."""
+    return sizes is None or any(lo <= size and (hi is None or size <= hi) for lo, hi in sizes)
+
+
+def _said(sizes):
+    """'4', '4, 8 or 16..64', 'any'."""
+    if sizes is None:
+        return "any"
+    parts = [str(lo) if lo == hi else f"{lo}..{'' if hi is None else hi}" for lo, hi in sizes]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
+
+
+def _outputs(rows, cols=None):
+    """ValueError unless a gemv's rows (a gemm's rows x cols) are an output shape the spec
+    covers: a library may compute other shapes with other kernels, in other orders."""
+    covered = (f"{_said(_ROWS)} rows only" if cols is None else
+               f"{_said(_ROWS)} x {_said(_COLS)} outputs only (A with {_said(_ROWS)} rows, B with {_said(_COLS)} "
+               "columns)")
+    how = ("other shapes may take other orders: reveal the target at this shape, or where the order is known to "
+           "hold, say so in the spec's `shapes { m = ... }` (docs/fps.md)")
+    if not _fits(rows, _ROWS):
+        raise ValueError(f"A has {rows} rows, but this replica of {_NAME} covers {covered}; {how}")
+    if cols is not None and not _fits(cols, _COLS):
+        raise ValueError(f"B has {cols} columns, but this replica of {_NAME} covers {covered}; {how}")
+
+
+def _operands(op, a, b):
+    """The reduction length n of dot(x, y), gemv(A, x) or gemm(A, B), after a ValueError where
+    the operands do not fit each other, the spec's range of n or its output shapes."""
+    if op == "dot":
+        if a.shape != b.shape:
+            raise ValueError(f"dot: x has {a.shape[0]} elements, y has {b.shape[0]}")
+        return _length(a.shape[0], "x")
+    if a.shape[1] != b.shape[0]:
+        other = f"x has {b.shape[0]} elements" if op == "gemv" else f"B is {b.shape[0]}x{b.shape[1]}"
+        raise ValueError(f"{op}: A is {a.shape[0]}x{a.shape[1]} but {other}")
+    if op == "gemv":
+        _outputs(a.shape[0])
+        return _length(b.shape[0], "x")
+    _outputs(a.shape[0], b.shape[1])
+    return _length(a.shape[1], "A")
 
 
 def _carried(x):
