@@ -105,8 +105,9 @@ class NumbaBackend(Backend):
         ] + [in_region(region_runtime(rp, table, program.uses_tags), name) for name, rp in regions]))
         if program.uses_fused:
             runtime += "\n\n_NO_KS = np.empty(0, np.int64)\n"
-        if p.out_fmt is not None:
-            runtime += "\n\n" + ROUND_OUT_BITS
+        if p.out_fmt is not None:    # note [output rounding by the bits]
+            runtime += "\n\n" + embed(numba_rt, ["_round_bits"], decorator="@_jit") + "\n\n" + embed(
+                numba_rt, ["_round_out_bits"], {"_round_out_bits": "_round_out"}, decorator="@_inline")
         # note [vector lanes] in fpspec.compile.loops
         text = "\n".join(line for f in program.functions for line in f.body)
         if "_lane_folds(" in text:
@@ -172,44 +173,6 @@ def out_rounding_constants(fmt: tuple) -> list[str]:
     return [f"_OUT_P = {precision}  # output significand bits",
             f"_OUT_EMIN = {emin}",
             f"_OUT_OVER = {over!r}  # the largest finite output; above it, infinity"]
-
-
-ROUND_OUT_BITS = '''@_jit
-def _round_out_bits(v):
-    """v rounded to the output format (nearest even, subnormals kept, overflow to
-    infinity) from its float64 bits (note [output rounding by the bits])."""
-    bits = _f64_bits(v)
-    field = (bits >> 52) & 0x7FF
-    if field == 0x7FF or v == 0.0:       # NaN, infinities and zeros stay
-        return v
-    if field == 0:                       # a float64 subnormal: far below the last place
-        return math.copysign(0.0, v)
-    e = field - 1023
-    q = max(e, _OUT_EMIN) - (_OUT_P - 1)     # the exponent of the output's last place
-    drop = q - (e - 52)
-    if drop <= 0:
-        r = v
-    else:
-        kept = 0
-        if drop < 63:
-            sig = (bits & 0xFFFFFFFFFFFFF) | (1 << 52)
-            kept = sig >> drop
-            lost = sig - (kept << drop)
-            half = np.int64(1) << (drop - 1)
-            if lost > half or (lost == half and (kept & 1) == 1):
-                kept += 1
-        r = np.float64(kept) * _bits_f64(np.int64(q + 1023) << 52)
-        if bits < 0:
-            r = -r
-    if abs(r) > _OUT_OVER:
-        r = math.copysign(math.inf, v)
-    return r
-
-
-@_inline
-def _round_out(v):
-    return _round_out_bits(np.float64(v))
-'''
 
 
 # Note [plans]: numba compiles a recursive function through a symbol that
@@ -924,6 +887,7 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
     parts = list(runtime_xy)
     if fused:
         parts += [embed(numba_rt, [f for f in ("_f64_bits", "_bits_f64") if not defined(f)]),
+                  embed(numba_rt, [] if defined("_round_bits") else ["_round_bits"], decorator="@_jit"),
                   embed(numba_rt, ["_decode_bits", "_fused_round"], decorator="@_inline"),
                   embed(numba_rt, ["_fused_tile"], decorator="@_jit")]
         plain.insert(0, "_fused_decode")

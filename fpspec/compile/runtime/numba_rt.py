@@ -30,6 +30,7 @@ _FP_RZ, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_SUB_IN, _FP_SUB_OUT = True, 2
 _FP_EMIN_IN_B, _FP_ZEXP_ON, _FP_ZEXP, _FP_C_EMIN, _FP_AMD, _FP_INTERLEAVE = -14, False, -126, -126, False, 1
 _FP_IN_TINY, _FP_IN_TINY_B, _FP_OUT_TINY = 2.0 ** -14, 2.0 ** -14, 2.0 ** -126
 _FP_OUT_OVER_RZ, _FP_OUT_OVER_RN = 2.0 ** 128, (2.0 - 2.0 ** -23) * 2.0 ** 127
+_OUT_P, _OUT_EMIN, _OUT_OVER = 11, -14, 65504.0   # an emulated output format (fp16 here)
 
 
 @intrinsic
@@ -588,43 +589,52 @@ def _fused_decode(X, emin, tiny):
     return exp.astype(np.int32), np.where(bits < 0, -sig, sig).astype(np.int32)
 
 
-def _fused_round(v):
-    """_round_dir(v, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_RZ, _FP_SUB_OUT) by
-    the bits of v (the node's result format)."""
+def _round_bits(v, precision, emin, over, rz, subnormals, tiny):
+    """_round_dir(v, precision, emin, emax, rz, subnormals) by the bits of the float64 v
+    (fpspec.compile.backends.numba note [output rounding by the bits]): `over` the
+    largest finite value (rz: 2^(emax + 1), what |v| must reach to overflow), `tiny`
+    2^emin, below which a result without subnormals is zero."""
     bits = _f64_bits(v)
     field = (bits >> 52) & 0x7FF
     if field == 0x7FF or v == 0.0:       # NaN, infinities and zeros stay
         return v
     if field == 0:                       # a float64 subnormal: far below the last place, a zero
-        return math.copysign(0.0, v) if _FP_SUB_OUT else 0.0
+        return math.copysign(0.0, v) if subnormals else 0.0
     e = field - 1023
-    q = max(e, _FP_OUT_EMIN) - (_FP_RES_P - 1)     # the exponent of the result's last place
+    q = max(e, emin) - (precision - 1)     # the exponent of the result's last place
     drop = q - (e - 52)
     if drop <= 0:
         r = v
     else:
-        if drop >= 63:
-            kept = 0
-        else:
+        kept = 0
+        if drop < 63:
             sig = (bits & 0xFFFFFFFFFFFFF) | (1 << 52)
             kept = sig >> drop
-            if not _FP_RZ:
+            if not rz:
                 lost = sig - (kept << drop)
-                half = 1 << (drop - 1)
+                half = np.int64(1) << (drop - 1)
                 if lost > half or (lost == half and (kept & 1) == 1):
                     kept += 1
         r = np.float64(kept) * _bits_f64(np.int64(q + 1023) << 52)
         if bits < 0:
             r = -r
-    if _FP_RZ:
-        over = abs(v) >= _FP_OUT_OVER_RZ
-    else:
-        over = abs(r) > _FP_OUT_OVER_RN
-    if over:
+    if (abs(v) >= over) if rz else (abs(r) > over):
         r = math.copysign(math.inf, v)
-    if not _FP_SUB_OUT and abs(r) < _FP_OUT_TINY:
+    if not subnormals and abs(r) < tiny:
         r = 0.0
     return r
+
+
+def _fused_round(v):
+    """A fused node's result rounded to its format (`_round_bits`)."""
+    return _round_bits(v, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_OVER_RZ if _FP_RZ else _FP_OUT_OVER_RN,
+                       _FP_RZ, _FP_SUB_OUT, _FP_OUT_TINY)
+
+
+def _round_out_bits(v):
+    """v rounded to the emulated output format: nearest even, subnormals kept, overflow to
+    infinity (`_round_bits`)."""
+    return _round_bits(np.float64(v), _OUT_P, _OUT_EMIN, _OUT_OVER, False, True, 0.0)
 
 
 def _fused_tile(ea, ma, eb, mb, i, j0, w, side, at, lo, step, cnt, cv, res, emax, total, cexps, csigs):
