@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Replicas vs the library op, side by side in one run (fpspec compile).
 
-    python benchmarks/bench_compile.py [--quick] [--verify N] [--first-call [--only-first-call]]
-                                       [--rows sum,dot,matmul,h100] [--specs GLOB[,GLOB...]] [--compiled]
+    python benchmarks/bench_compile.py [--quick] [--verify N] [--first-call | --only-first-call]
+                                       [--rows sum,dot,matmul,h100] [--specs GLOB[,GLOB...]] [--numba-only]
+                                       [--shard K/N] [--call-timeout S] [--compiled] [--help]
 
 Each row: the library op, the Numba replica and the NumPy replica of the
 op's revealed spec on the same inputs (best of a few runs, after a warm-up
@@ -375,6 +376,9 @@ def first_calls():
 
 
 if __name__ == "__main__":
+    if "--help" in sys.argv or "-h" in sys.argv:
+        print(__doc__)
+        raise SystemExit(0)
     if "--only-first-call" not in sys.argv:
         main()
     if FIRST_CALL:

@@ -49,10 +49,24 @@ def _values(precision: int, emin: int, emax: int) -> np.ndarray:
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_output_rounding_by_bits_matches_round_dir(fmt):
     source = compile_spec(parse(SPEC.format(fmt=fmt)), "numba")
-    assert "_round_out_bits(np.float64(v))" in source
+    assert "return _round_bits(np.float64(v), _OUT_P, _OUT_EMIN, _OUT_OVER, False, True, 0.0)" in source
     m = load_replica(source, f"out_{fmt}")
     precision, emin, emax = FORMATS[fmt]
     values = _values(precision, emin, emax)
-    got = np.array([m._round_out_bits(float(v)) for v in values])
+    got = np.array([m._round_out(float(v)) for v in values])
     want = np.array([m._round_dir(float(v), precision, emin, emax, False, True) for v in values])
     assert_same_bits(got, want, fmt)
+
+
+@pytest.mark.parametrize("rz", [False, True])
+@pytest.mark.parametrize("subnormals", [False, True])
+def test_round_bits_matches_round_dir(rz, subnormals):
+    """`_round_bits`, the one rounding by the bits of the output format and of fused nodes'
+    results: toward zero or to nearest even, with or without subnormals, as `_round_dir`."""
+    m = load_replica(compile_spec(parse(SPEC.format(fmt="fp16")), "numba"), "round_bits")
+    precision, emin, emax = FORMATS["fp16"]
+    over = 2.0 ** (emax + 1) if rz else (2.0 - 2.0 ** (1 - precision)) * 2.0 ** emax
+    values = _values(precision, emin, emax)
+    got = np.array([m._round_bits(float(v), precision, emin, over, rz, subnormals, 2.0 ** emin) for v in values])
+    want = np.array([m._round_dir(float(v), precision, emin, emax, rz, subnormals) for v in values])
+    assert_same_bits(got, want, f"rz={rz} subnormals={subnormals}")

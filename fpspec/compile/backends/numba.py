@@ -70,8 +70,9 @@ class NumbaBackend(Backend):
             if not program.uses_fused:
                 names.remove("_table_step")
                 rename["_table_step_binary"] = "_table_step"
-        jitted = [n for n in names if n not in ("_input", "_length", "_shape", "_fits", "_said", "_outputs", "_operands")]
-        plain = [n for n in names if n in ("_input", "_length", "_shape", "_fits", "_said", "_outputs", "_operands")] + ["_carried", "_run_parallel"]
+        _plain = ("_input", "_length", "_shape", "_fits", "_said", "_outputs", "_operands")
+        jitted = [n for n in names if n not in _plain]
+        plain = [n for n in names if n in _plain] + ["_carried", "_threads", "_run_parallel"]
         if p.in_grid is not None:      # the input check of a format without a numpy dtype
             plain.insert(0, "round_value")
         regions = region_plans(kernel, program)
@@ -105,8 +106,9 @@ class NumbaBackend(Backend):
         ] + [in_region(region_runtime(rp, table, program.uses_tags), name) for name, rp in regions]))
         if program.uses_fused:
             runtime += "\n\n_NO_KS = np.empty(0, np.int64)\n"
-        if p.out_fmt is not None:
-            runtime += "\n\n" + ROUND_OUT_BITS
+        if p.out_fmt is not None:    # note [output rounding by the bits]
+            runtime += "\n\n" + embed(numba_rt, ["_round_bits"], decorator="@_jit") + "\n\n" + embed(
+                numba_rt, ["_round_out_bits"], {"_round_out_bits": "_round_out"}, decorator="@_inline")
         # note [vector lanes] in fpspec.compile.loops
         text = "\n".join(line for f in program.functions for line in f.body)
         if "_lane_folds(" in text:
@@ -122,7 +124,7 @@ class NumbaBackend(Backend):
         if kernel.op in ("gemv", "gemm"):
             extra.append(f"_SCHEDULED = {sched}  # note [schedules]")
             extra.append(f"_SCHED_FUSED = {bool(sched and program.uses_fused)}")
-        if columns or sched:
+        if columns:
             runtime += "\n\n" + xy_leaves(p)
         if columns:
             parallel.append(columns[1])
@@ -172,44 +174,6 @@ def out_rounding_constants(fmt: tuple) -> list[str]:
     return [f"_OUT_P = {precision}  # output significand bits",
             f"_OUT_EMIN = {emin}",
             f"_OUT_OVER = {over!r}  # the largest finite output; above it, infinity"]
-
-
-ROUND_OUT_BITS = '''@_jit
-def _round_out_bits(v):
-    """v rounded to the output format (nearest even, subnormals kept, overflow to
-    infinity) from its float64 bits (note [output rounding by the bits])."""
-    bits = _f64_bits(v)
-    field = (bits >> 52) & 0x7FF
-    if field == 0x7FF or v == 0.0:       # NaN, infinities and zeros stay
-        return v
-    if field == 0:                       # a float64 subnormal: far below the last place
-        return math.copysign(0.0, v)
-    e = field - 1023
-    q = max(e, _OUT_EMIN) - (_OUT_P - 1)     # the exponent of the output's last place
-    drop = q - (e - 52)
-    if drop <= 0:
-        r = v
-    else:
-        kept = 0
-        if drop < 63:
-            sig = (bits & 0xFFFFFFFFFFFFF) | (1 << 52)
-            kept = sig >> drop
-            lost = sig - (kept << drop)
-            half = np.int64(1) << (drop - 1)
-            if lost > half or (lost == half and (kept & 1) == 1):
-                kept += 1
-        r = np.float64(kept) * _bits_f64(np.int64(q + 1023) << 52)
-        if bits < 0:
-            r = -r
-    if abs(r) > _OUT_OVER:
-        r = math.copysign(math.inf, v)
-    return r
-
-
-@_inline
-def _round_out(v):
-    return _round_out_bits(np.float64(v))
-'''
 
 
 # Note [plans]: numba compiles a recursive function through a symbol that
@@ -757,12 +721,17 @@ def _gemm_tiles_kernel(A, B, out, part=0, parts=1):
     return (rows, columns, block, lanes), src
 
 
-def xy_leaves(p) -> str:
-    """`_term_xy` and `_add_leaf_xy`: `_term` and `_add_leaf` for one term x*y."""
+def xy_leaves(p, wide: bool | None = None, decorator: str = "@_jit") -> str:
+    """`_term_xy` and `_add_leaf_xy`: `_term` and `_add_leaf` for one term x*y.  `wide`: the
+    schedule loop's forms (note [schedules]), whose partial sum is float64 (True: a named
+    arithmetic's, note [wider partial sums]) or in the carrier (False), typed here rather than
+    by `_fma_into` at each call."""
     xy = {"product": "_term_product_xy", "product_twice": "_term_product_twice_xy"}[p.term]
     leaf = ("_add_leaf_plain_xy" if not p.fma else
-            "_add_leaf_fma_native_xy" if p.acc_fmt is None else "_add_leaf_fma_emulated_xy")
-    return embed(numba_rt, [xy, leaf], {xy: "_term_xy", leaf: "_add_leaf_xy"}, decorator="@_jit")
+            "_add_leaf_fma_emulated_xy" if p.acc_fmt is not None else
+            "_add_leaf_fma_native_xy" if wide is None else
+            "_add_leaf_fma_wide_xy" if wide and p.acc_dtype == "float32" else "_add_leaf_fma_same_xy")
+    return embed(numba_rt, [xy, leaf], {xy: "_term_xy", leaf: "_add_leaf_xy"}, decorator=decorator)
 
 
 def scheduled(kernel: Kernel, p, program, text: str, regions, fast) -> bool:
@@ -778,6 +747,18 @@ def scheduled(kernel: Kernel, p, program, text: str, regions, fast) -> bool:
                                       and not kernel.arithmetics)
 
 
+# Note [one branch per operation]: each branch of the schedule loop costs about a
+# tenth of a second of numba and LLVM at the first call, so the loop has one branch
+# per operation, not one per name that records it: every arithmetic's zero is +0.0
+# in the float64 rows (`_ZERO = _ACC(0.0)`); a carrier and a rounding to a native
+# carrier are one cast; a named arithmetic's term is the unnamed one's where the
+# carrier, accumulator format and product are the same; a node of two leaves is
+# two rows (note [leaf pairs] in fpspec.compile.runtime.numba_rt).  A named
+# arithmetic's FMA into a float64 partial sum is typed where it is written
+# (`_add_leaf_fma_wide_xy`: `_fma_into`'s overload compiled a branch of its own per
+# call), and the scalar forms are inlined (one call site each).  The gemv_m7
+# example's first call: 16 branches and 2.9 s of compiling for its first order
+# before, 8 branches after.
 def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
     """`_sched_gemm` or `_sched_gemv`, its table of operations for `_record_plan`
     and the runtime they use (note [schedules])."""
@@ -788,12 +769,13 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
 
     gemm = kernel.op == "gemm"
     # a leaf k of output j: (x, y) and the lines that read the tile's operands once per row
+    # (elements of 2-D arrays, not row views: a view is an array numba types and lowers at each use)
     if gemm:
         def leaf(k: str, tag: str) -> tuple[list[str], str, str]:
-            return [f"x{tag} = A[i, {k}]", f"y{tag} = B[{k}, j0:j0 + w]"], f"x{tag}", f"y{tag}[j]"
+            return [f"k{tag} = {k}", f"x{tag} = A[i, k{tag}]"], f"x{tag}", f"B[k{tag}, j0 + j]"
     else:
         def leaf(k: str, tag: str) -> tuple[list[str], str, str]:
-            return [f"x{tag} = AT[{k}, j0:j0 + w]", f"y{tag} = xv[{k}]"], f"x{tag}[j]", f"y{tag}"
+            return [f"k{tag} = {k}", f"y{tag} = xv[k{tag}]"], f"AT[k{tag}, j0 + j]", f"y{tag}"
 
     table: list[tuple[str, str, str]] = []
     branches: list[str] = []
@@ -804,47 +786,60 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
     called = "\n".join(line for f in program.functions for line in f.body)
     for s in set(re.findall(r"(?<![\w.])_join(\w*)\(", called)):   # `_join` (note [lone leaves]) calls these
         called += f"\n_add{s}(_add_leaf{s}(_add_leaves{s}("
+    for s in set(re.findall(r"(?<![\w.])_add_leaves(\w*)\(", called)):   # note [leaf pairs]
+        called += f"\n_term{s}(_add_leaf{s}("
     ran: list[int] = []
 
     def used(obj: str) -> bool:
         return program.uses_tables or re.search(rf"(?<![\w.]){re.escape(obj)}\(", called) is not None
 
-    def add(obj: str, kind: str, lines: list[str] | None, code: int | None = None) -> int:
-        code = next(codes) if code is None else code
+    # note [one branch per operation]: what a branch computes -> its code
+    same_rows: dict[tuple, int] = {}
+
+    def add(obj: str, kind: str, lines: list[str] | None, code: int | None = None,
+            same: tuple | None = None) -> int:
+        merged = same is not None and same in same_rows
+        code = same_rows[same] if merged else next(codes) if code is None else code
+        if same is not None:
+            same_rows[same] = code
         if kind != "negated_zero":      # -_ZERO is recorded through `_PlanZero` (its code: zero's + 1)
             table.append((obj, f"({code}, {code + 1})" if kind == "zero" else str(code), kind))
         # (a carrier is one object under every name it has: `_ACC` and a region's np.float32 record
         # as one code, so with regions value rows always have their branch; without, a value
         # row comes only from a call in the order's code)
-        if lines is not None and (kind in ("zero", "negated_zero") or (kind == "value" and bool(regions))
-                                  or used(obj)):
+        if lines is not None and code not in ran and (kind in ("zero", "negated_zero")
+                                                      or (kind == "value" and bool(regions)) or used(obj)):
             branches.append(f"elif c == {code}:   # {obj}\n" + "\n".join("    " + x for x in lines))
             ran.append(code)
         return code
 
     def each(expr: str) -> list[str]:
-        return ["for j in range(w):", f"    v[j] = {expr}"]
+        return ["for j in range(w):", f"    sv[t, j] = {expr}"]
     runtime_xy = []
     for s, q in [("", p)] + [(f"__{name}", rp) for name, rp in regions]:
-        if s:
-            runtime_xy.append(in_region(xy_leaves(q), s[2:]).replace("_term_xy", f"_term_xy{s}")
-                              .replace("_add_leaf_xy", f"_add_leaf_xy{s}"))
-        add(f"_ZERO{s}", "zero", each(f"_ZERO{s}"))
-        add(f"-_ZERO{s}", "negated_zero", each(f"-_ZERO{s}"))
+        xy = xy_leaves(q, wide=bool(s), decorator="@_inline")
+        runtime_xy.append(in_region(xy, s[2:]).replace("_term_xy", f"_term_xy{s}")
+                          .replace("_add_leaf_xy", f"_add_leaf_xy{s}") if s else xy)
+        # every arithmetic's zero is +0.0 in the float64 rows (`_ZERO = _ACC(0.0)`): one branch
+        negated = ("zero",) not in same_rows
+        add(f"_ZERO{s}", "zero", each(f"_ZERO{s}"), same=("zero",))
+        if negated:
+            add(f"-_ZERO{s}", "negated_zero", each(f"-_ZERO{s}"))
         hold, x, y = leaf("ops[t, 2]", "0")
-        add(f"_term{s}", "term", hold + each(f"_term_xy{s}({x}, {y})"))
-        add(f"_add{s}", "add", ["a0, a1 = vs[ops[t, 1]], vs[ops[t, 2]]"] + each(f"_add{s}(a0[j], a1[j])"))
+        term = add(f"_term{s}", "term", hold + each(f"_term_xy{s}({x}, {y})"),
+                   same=("term", q.term, q.acc_dtype, q.acc_fmt, q.prod_dtype))
+        add(f"_add{s}", "add", ["r0, r1 = ops[t, 1], ops[t, 2]"] + each(f"_add{s}(sv[r0, j], sv[r1, j])"))
         hold, x, y = leaf("ops[t, 3]", "0")
-        add(f"_add_leaf{s}", "add_leaf",
-            ["a0 = vs[ops[t, 2]]"] + hold + each(f"_add_leaf_xy{s}({'a0[j]' if s else '_ACC(a0[j])'}, {x}, {y})"))
-        if defined(f"_add_leaves{s}"):
-            h0, x0, y0 = leaf("ops[t, 2]", "0")
-            h1, x1, y1 = leaf("ops[t, 3]", "1")
-            if q.fma_first:           # the first leaf fused, the second rounded
-                h0, x0, y0, h1, x1, y1 = h1, x1, y1, h0, x0, y0
-            add(f"_add_leaves{s}", "add_leaves", h0 + h1 + each(f"_add_leaf_xy{s}(_term_xy{s}({x0}, {y0}), {x1}, {y1})"))
-        add(f"_round_acc{s}", "value", ["a0 = vs[ops[t, 1]]"] + each(f"_round_acc{s}(a0[j])"))
-        add(f"_ACC{s}", "value", ["a0 = vs[ops[t, 1]]"] + each(f"_ACC{s}(a0[j])"))
+        leaf_code = add(f"_add_leaf{s}", "add_leaf", ["r0 = ops[t, 2]"] + hold
+                        + each(f"_add_leaf_xy{s}({'sv[r0, j]' if s else '_ACC(sv[r0, j])'}, {x}, {y})"))
+        if defined(f"_add_leaves{s}"):    # note [leaf pairs]: a term row, then an add_leaf row
+            table.append((f"_add_leaves{s}", f"({term}, {leaf_code})",
+                          "leaf_pair_first" if q.fma_first else "leaf_pair"))
+        # a carrier, and a rounding to a native carrier, are one cast (`_round_native`)
+        cast = ("cast", q.acc_dtype)
+        add(f"_round_acc{s}", "value", ["r0 = ops[t, 1]"] + each(f"_round_acc{s}(sv[r0, j])"),
+            same=cast if q.acc_fmt is None else None)
+        add(f"_ACC{s}", "value", ["r0 = ops[t, 1]"] + each(f"_ACC{s}(sv[r0, j])"), same=cast)
         add(f"_vals{s}", "vals", None)
     if program.regions:
         add("_vals_wide", "vals", None)
@@ -854,42 +849,46 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
     if fused:
         tile = "_fused_tile(ea, ma, eb, mb, i, j0, w, side, ops[t, 2], 0, 1, ops[t, 3], {}, v, emax, total, cexps, csigs)"
         if defined("_fused_range"):
-            add("_fused_range", "fused_range", ["a0 = vs[ops[t, 4]]", "for j in range(w):", "    cv[j] = _ACC(a0[j])",
-                                                tile.format("cv"), "for j in range(w):", "    v[j] = _ACC(v[j])"])
+            add("_fused_range", "fused_range", ["r0 = ops[t, 4]", "for j in range(w):", "    cv[j] = _ACC(sv[r0, j])",
+                                                "v = sv[t]", tile.format("cv"),
+                                                "for j in range(w):", "    v[j] = _ACC(v[j])"])
         if defined("_fused_core"):
-            add("_fused_core", "fused_core", [tile.format("vs[ops[t, 4]]")])
+            add("_fused_core", "fused_core", ["v = sv[t]", tile.format("sv[ops[t, 4]]")])
     chain = "\n".join(branches)[2:]
     body = textwrap.indent(chain, " " * 12)
-    scratch = ("    cv = np.empty(width, np.float64)\n    cexps = np.empty(width, np.int64)\n"
-               "    csigs = np.empty(width, np.int64)\n    emax = np.empty(width, np.int64)\n"
-               "    total = np.empty(width, np.int64)\n") if fused else ""
+    # note [schedule scratch]: each thread's rows and the fused nodes' integers come from the caller
+    scratch = ("    cv = sv[ops.shape[0]]     # a fused range's partial sum, one per output\n"
+               "    cexps, csigs, emax, total = ints[part, 0], ints[part, 1], ints[part, 2], ints[part, 3]\n"
+               ) if fused else ""
     if gemm:
-        head = ('def _sched_gemm(A, B, out, ops, side, root, width, ea, ma, eb, mb, part=0, parts=1):\n'
+        head = ('def _sched_gemm(A, B, out, ops, side, root, rows, ints, ea, ma, eb, mb, part=0, parts=1):\n'
                 '    """out = A @ B by the rows of the recorded order, tasks part, part + parts, ...: a task is\n'
                 '    a row i of A and a tile of `width` columns (note [schedules])."""\n'
+                '    sv = rows[part]\n    width = sv.shape[1]\n' + scratch +
                 '    m, p = A.shape[0], B.shape[1]\n    tiles = (p + width - 1) // width\n'
                 '    for task in range(part, m * tiles, parts):\n        i = task // tiles\n'
-                '        j0 = (task % tiles) * width\n        w = min(width, p - j0)\n')
+                '        j0 = (task % tiles) * width\n        w = p - j0 if p - j0 < width else width\n')
         store = "out[i, j0 + j]"
     else:
-        head = ('def _sched_gemv(AT, xv, out, ops, side, root, width, part=0, parts=1):\n'
+        head = ('def _sched_gemv(AT, xv, out, ops, side, root, rows, part=0, parts=1):\n'
                 '    """out = AT.T @ xv by the rows of the recorded order, tasks part, part + parts, ...: a\n'
                 '    task is a tile of `width` rows (note [schedules])."""\n'
+                '    sv = rows[part]\n    width = sv.shape[1]\n' + scratch +
                 '    m = AT.shape[1]\n'
                 '    for task in range(part, (m + width - 1) // width, parts):\n        j0 = task * width\n'
-                '        w = min(width, m - j0)\n')
+                '        w = m - j0 if m - j0 < width else width\n')
         store = "out[j0 + j]"
-    head = head.replace('"""\n', '"""\n    vs = np.empty((ops.shape[0], width), np.float64)\n' + scratch, 1)
     kernel_src = (f"@_parallel\n{head}        for t in range(ops.shape[0]):\n            c = ops[t, 0]\n"
-                  f"            v = vs[t]\n{body}\n        r = vs[root]\n        for j in range(w):\n"
-                  f"            {store} = _final(_ACC(r[j]))\n")
-    plain = ["_schedule", "_sched_width", "_scheduled_gemm" if gemm else "_scheduled_gemv"]
+                  f"{body}\n        for j in range(w):\n"
+                  f"            {store} = _final(_ACC(sv[root, j]))\n")
+    plain = ["_schedule", "_sched_scratch", "_scheduled_gemm" if gemm else "_scheduled_gemv"]
     if not defined("_record_plan"):
         plain += ["_PlanTerms", "_PlanValues", "_PlanZero", "_record_plan"]
     rows = "".join(f"    ({obj}, {code}, {kind!r}),\n" for obj, code, kind in table)
     parts = list(runtime_xy)
     if fused:
         parts += [embed(numba_rt, [f for f in ("_f64_bits", "_bits_f64") if not defined(f)]),
+                  embed(numba_rt, [] if defined("_round_bits") else ["_round_bits"], decorator="@_jit"),
                   embed(numba_rt, ["_decode_bits", "_fused_round"], decorator="@_inline"),
                   embed(numba_rt, ["_fused_tile"], decorator="@_jit")]
         plain.insert(0, "_fused_decode")
@@ -897,7 +896,7 @@ def schedule_source(kernel: Kernel, p, program, runtime: str, regions) -> str:
               "_SCHEDULES = {}   # (entry, n) -> its rows (note [schedules])\n"
               f"_SCHED_OPS = (\n{rows})\n_SCHED_CODES = frozenset({(-1, *ran)})   # the rows `{head[4:15]}` runs\n"
               "_SCHED_VALUES = 1 << 18\n_SCHED_MAX_N = 1 << 18\n"
-              "_NO_CODES = np.empty((0, 0), np.int32)",
+              "_NO_CODES = np.empty((0, 0), np.int32)\n_NO_INTS = np.empty((0, 4, 0), np.int64)",
               embed(numba_rt, plain)]
     return "\n\n".join(parts)
 

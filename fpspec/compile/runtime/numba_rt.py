@@ -30,6 +30,7 @@ _FP_RZ, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_SUB_IN, _FP_SUB_OUT = True, 2
 _FP_EMIN_IN_B, _FP_ZEXP_ON, _FP_ZEXP, _FP_C_EMIN, _FP_AMD, _FP_INTERLEAVE = -14, False, -126, -126, False, 1
 _FP_IN_TINY, _FP_IN_TINY_B, _FP_OUT_TINY = 2.0 ** -14, 2.0 ** -14, 2.0 ** -126
 _FP_OUT_OVER_RZ, _FP_OUT_OVER_RN = 2.0 ** 128, (2.0 - 2.0 ** -23) * 2.0 ** 127
+_OUT_P, _OUT_EMIN, _OUT_OVER = 11, -14, 65504.0   # an emulated output format (fp16 here)
 
 
 @intrinsic
@@ -326,6 +327,16 @@ def _add_leaf_fma_emulated_xy(acc, x, y):
     return _round_acc(_round_odd_sum(np.float64(x) * np.float64(y), np.float64(acc)))
 
 
+def _add_leaf_fma_same_xy(acc, x, y):
+    # the schedule loop's partial sum in the carrier: `_fma_into`'s first case
+    return _fma(_ACC(x), _ACC(y), _ACC(acc))
+
+
+def _add_leaf_fma_wide_xy(acc, x, y):
+    # a float64 partial sum into an fp32 node: `_fma_into`'s last case (note [wider partial sums])
+    return np.float32(_round_odd_sum(np.float64(_ACC(x)) * np.float64(_ACC(y)), np.float64(acc)))
+
+
 def _decode(x, emin):
     """(negative, exponent, significand with 23 fraction bits) of a finite value
     of an fp32 subset, the exponent clamped at emin (arith.fused.decode)."""
@@ -537,6 +548,13 @@ def _bits_f64(typingctx, x):
 # order.  Threads, not a parallel loop: each runs the tasks part, part +
 # parts, ... of a kernel compiled with nogil (numba compiles a parallel loop
 # for seconds).
+# Note [leaf pairs]: a node of two leaves (`_add_leaves`) records as two rows,
+# the first leaf's term and then `_add_leaf` of the second (`_add_leaves`
+# is that composition, `_add_leaves_first` the same with the leaves
+# swapped), so the schedule loop has no branch of its own for it.  The
+# term row holds the term exactly (float64 rows), and `_add_leaf` of a
+# wider operand rounds the exact sum once (note [wider partial sums]),
+# so the bits are those of the one call.
 def _decode_bits(x, emin):
     """`_decode` by the bits of the float64 x: (negative, exponent, significand
     with 23 fraction bits) for finite x, the exponent clamped at emin."""
@@ -571,43 +589,52 @@ def _fused_decode(X, emin, tiny):
     return exp.astype(np.int32), np.where(bits < 0, -sig, sig).astype(np.int32)
 
 
-def _fused_round(v):
-    """_round_dir(v, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_RZ, _FP_SUB_OUT) by
-    the bits of v (the node's result format)."""
+def _round_bits(v, precision, emin, over, rz, subnormals, tiny):
+    """_round_dir(v, precision, emin, emax, rz, subnormals) by the bits of the float64 v
+    (fpspec.compile.backends.numba note [output rounding by the bits]): `over` the
+    largest finite value (rz: 2^(emax + 1), what |v| must reach to overflow), `tiny`
+    2^emin, below which a result without subnormals is zero."""
     bits = _f64_bits(v)
     field = (bits >> 52) & 0x7FF
     if field == 0x7FF or v == 0.0:       # NaN, infinities and zeros stay
         return v
     if field == 0:                       # a float64 subnormal: far below the last place, a zero
-        return math.copysign(0.0, v) if _FP_SUB_OUT else 0.0
+        return math.copysign(0.0, v) if subnormals else 0.0
     e = field - 1023
-    q = max(e, _FP_OUT_EMIN) - (_FP_RES_P - 1)     # the exponent of the result's last place
+    q = max(e, emin) - (precision - 1)     # the exponent of the result's last place
     drop = q - (e - 52)
     if drop <= 0:
         r = v
     else:
-        if drop >= 63:
-            kept = 0
-        else:
+        kept = 0
+        if drop < 63:
             sig = (bits & 0xFFFFFFFFFFFFF) | (1 << 52)
             kept = sig >> drop
-            if not _FP_RZ:
+            if not rz:
                 lost = sig - (kept << drop)
-                half = 1 << (drop - 1)
+                half = np.int64(1) << (drop - 1)
                 if lost > half or (lost == half and (kept & 1) == 1):
                     kept += 1
         r = np.float64(kept) * _bits_f64(np.int64(q + 1023) << 52)
         if bits < 0:
             r = -r
-    if _FP_RZ:
-        over = abs(v) >= _FP_OUT_OVER_RZ
-    else:
-        over = abs(r) > _FP_OUT_OVER_RN
-    if over:
+    if (abs(v) >= over) if rz else (abs(r) > over):
         r = math.copysign(math.inf, v)
-    if not _FP_SUB_OUT and abs(r) < _FP_OUT_TINY:
+    if not subnormals and abs(r) < tiny:
         r = 0.0
     return r
+
+
+def _fused_round(v):
+    """A fused node's result rounded to its format (`_round_bits`)."""
+    return _round_bits(v, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_OVER_RZ if _FP_RZ else _FP_OUT_OVER_RN,
+                       _FP_RZ, _FP_SUB_OUT, _FP_OUT_TINY)
+
+
+def _round_out_bits(v):
+    """v rounded to the emulated output format: nearest even, subnormals kept, overflow to
+    infinity (`_round_bits`)."""
+    return _round_bits(np.float64(v), _OUT_P, _OUT_EMIN, _OUT_OVER, False, True, 0.0)
 
 
 def _fused_tile(ea, ma, eb, mb, i, j0, w, side, at, lo, step, cnt, cv, res, emax, total, cexps, csigs):
@@ -676,6 +703,7 @@ _reduce = _sched_gemm = _sched_gemv = None   # the template defines them (note [
 _SCHED_VALUES = 1 << 18  # values a thread holds: the tile of outputs is this over the number of rows
 _SCHED_MAX_N = 1 << 18   # the longest order recorded
 _NO_CODES = np.empty((0, 0), np.int32)
+_NO_INTS = np.empty((0, 4, 0), np.int64)   # a schedule without fused nodes: no integers (note [schedule scratch])
 
 
 def _schedule(n):
@@ -696,8 +724,10 @@ def _schedule(n):
         return None
     kinds = {}
     for _, code, kind in _SCHED_OPS:
-        for c in (code if isinstance(code, tuple) else (code,)):
-            kinds[c] = kind
+        if kind == "zero":          # the codes of +0.0 and -0.0
+            kinds[code[0]] = kinds[code[1]] = kind
+        elif not isinstance(code, tuple):     # a leaf pair records rows of its two codes
+            kinds[code] = kind
     # leaves in a pad buffer (fpspec.compile.loops note [phantoms]) are leaves of the inputs,
     # or the phantom (-0.0, 1.0): leaf n of inputs with one more element
     where = {}
@@ -715,10 +745,8 @@ def _schedule(n):
                 where[at + i] = leaf(sel, lo + (i if i < r else i - c) * step) if i < r or i >= r + c else n
             phantoms = phantoms or c > 0
             row[0] = -1                      # nothing to run
-        elif kind in ("term", "add_leaves"):
+        elif kind == "term":
             row[2] = leaf(row[1], row[2])
-            if kind == "add_leaves":
-                row[3] = leaf(row[1], row[3])
             row[1] = 0
         elif kind == "add_leaf":
             row[3] = leaf(row[1], row[3])
@@ -736,8 +764,18 @@ def _schedule(n):
     return _SCHEDULES[key]
 
 
-def _sched_width(rows, outputs):
-    return max(1, min(outputs, 64, _SCHED_VALUES // max(rows, 1)))
+# Note [schedule scratch]: the schedule loop's rows (a float64 per row and output of
+# its tile) and a fused node's integers per output are arrays the caller makes,
+# one slice per thread: the loop allocates nothing, so a first call compiles no
+# `np.empty` for it (a fifth of a second each, for each shape and dtype).
+def _sched_scratch(rows, outputs):
+    """Each thread's rows for the schedule loop (the tile: at most 64 outputs, at
+    most _SCHED_VALUES values a thread; a fused range's partial sums in one more
+    row) and its fused nodes' integers (note [schedule scratch])."""
+    width = max(1, min(outputs, 64, _SCHED_VALUES // max(rows, 1)))
+    parts = _threads()
+    ints = np.empty((parts, 4, width), np.int64) if _SCHED_FUSED else _NO_INTS
+    return np.empty((parts, rows + 1, width), np.float64), ints
 
 
 def _scheduled_gemm(A, B, out):
@@ -753,8 +791,7 @@ def _scheduled_gemm(A, B, out):
         B = np.concatenate((B, np.ones((1, p), B.dtype)), axis=0)
     codes = (_fused_decode(A, _FP_EMIN_IN, _FP_IN_TINY) + _fused_decode(B, _FP_EMIN_IN_B, _FP_IN_TINY_B)
              if _SCHED_FUSED else (_NO_CODES,) * 4)
-    width = _sched_width(ops.shape[0], p)
-    _run_parallel(_sched_gemm, n, A, B, out, ops, side, root, width, *codes)
+    _run_parallel(_sched_gemm, n, A, B, out, ops, side, root, *_sched_scratch(ops.shape[0], p), *codes)
 
 
 def _scheduled_gemv(A, x, out):
@@ -769,8 +806,7 @@ def _scheduled_gemv(A, x, out):
     if phantoms:
         AT = np.concatenate((AT, np.full((1, m), -0.0, AT.dtype)), axis=0)
         x = np.concatenate((x, np.ones(1, x.dtype)))
-    width = _sched_width(ops.shape[0], m)
-    _run_parallel(_sched_gemv, n, AT, x, out, ops, side, root, width)
+    _run_parallel(_sched_gemv, n, AT, x, out, ops, side, root, _sched_scratch(ops.shape[0], m)[0])
 
 
 def _table_step(a, b, lo, step, size, slots, kids, offs, fused, s):
@@ -885,15 +921,20 @@ def _gemm_rest(A, B, out):
         _run_parallel(_gemm_kernel, A.shape[1], A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
 
 
+def _threads():
+    """The threads `_run_parallel` runs a kernel on: numba's thread count."""
+    from numba import config
+
+    return max(1, config.NUMBA_NUM_THREADS)
+
+
 def _run_parallel(kernel, n, *args):
-    """kernel(*args, part, parts) on `parts` threads at once, numba's thread count
+    """kernel(*args, part, parts) on `parts` threads at once, `_threads()` of them
     (a kernel does its tasks part, part + parts, ...; compiled with nogil); a
     ValueError raised in a kernel is raised again naming n."""
     import threading
 
-    from numba import config
-
-    parts = max(1, config.NUMBA_NUM_THREADS)
+    parts = _threads()
     errors = []
 
     def run(part):
@@ -1078,6 +1119,11 @@ def _record_plan(n, entry=None, table=None):
             return lambda acc, a, b, k: op(code, a.sel, acc, a.base + k)
         if kind == "add_leaves":
             return lambda a, b, i, j: op(code, a.sel, a.base + i, a.base + j)
+        if kind in ("leaf_pair", "leaf_pair_first"):     # note [leaf pairs]
+            term, add_leaf = recorder(code[0], "term"), recorder(code[1], "add_leaf")
+            if kind == "leaf_pair_first":       # product = fma_first: the first leaf fused, the second rounded
+                return lambda a, b, i, j: add_leaf(term(a, b, j), a, b, i)
+            return lambda a, b, i, j: add_leaf(term(a, b, i), a, b, j)
         if kind == "value":
             return lambda v: op(code, v)
         if kind == "vals":

@@ -308,15 +308,20 @@ def _carried(x):
     return np.asarray(x, dtype=_IN_CARRY, order="C")
 
 
+def _threads():
+    """The threads `_run_parallel` runs a kernel on: numba's thread count."""
+    from numba import config
+
+    return max(1, config.NUMBA_NUM_THREADS)
+
+
 def _run_parallel(kernel, n, *args):
-    """kernel(*args, part, parts) on `parts` threads at once, numba's thread count
+    """kernel(*args, part, parts) on `parts` threads at once, `_threads()` of them
     (a kernel does its tasks part, part + parts, ...; compiled with nogil); a
     ValueError raised in a kernel is raised again naming n."""
     import threading
 
-    from numba import config
-
-    parts = max(1, config.NUMBA_NUM_THREADS)
+    parts = _threads()
     errors = []
 
     def run(part):

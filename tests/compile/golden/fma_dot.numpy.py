@@ -67,7 +67,8 @@ def _add(u, v):
 
 def _add_leaf(acc, a, b, k):
     # note [leaf products]: one rounding of the exact a*b + acc
-    return _round_acc(_round_odd_sum(a[k] * b[k], np.asarray(acc, np.float64)))
+    p = _ACC_FMT[0] if _ACC_FMT is not None else np.finfo(_ACC).nmant + 1     # the accumulator's bits
+    return _round_acc(_round_odd_sum_near(a[k] * b[k], np.asarray(acc, np.float64), p))
 
 
 def _add_leaves(a, b, i, j):
@@ -82,6 +83,23 @@ def _round_odd_sum(x, y):
     # inf and nan sums are already the result (err is nan there)
     odd_fix = (err != 0) & ((s.view(np.int64) & 1) == 0) & np.isfinite(s)
     return np.where(odd_fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+
+
+def _round_odd_sum_near(x, y, p):
+    """What `_round_odd_sum(x, y)` rounds to in p bits (note [round to odd where it
+    matters]): the float64 sum, rounded to odd where that matters."""
+    if p > 50:
+        return _round_odd_sum(x, y)
+    s = np.asarray(x + y)
+    near = (s.view(np.int64) & ((1 << (52 - p)) - 1)) == 0
+    count = np.count_nonzero(near)
+    if 4 * count > near.size:       # sums of short values (small integers): all of them at once
+        return _round_odd_sum(x, y)
+    if count:
+        x, y = np.broadcast_arrays(x, y)
+        s = np.array(s)
+        s[near] = _round_odd_sum(x[near], y[near])
+    return s
 
 
 def _vals(m):

@@ -448,15 +448,20 @@ def _carried(x):
     return np.asarray(x, dtype=_IN_CARRY, order="C")
 
 
+def _threads():
+    """The threads `_run_parallel` runs a kernel on: numba's thread count."""
+    from numba import config
+
+    return max(1, config.NUMBA_NUM_THREADS)
+
+
 def _run_parallel(kernel, n, *args):
-    """kernel(*args, part, parts) on `parts` threads at once, numba's thread count
+    """kernel(*args, part, parts) on `parts` threads at once, `_threads()` of them
     (a kernel does its tasks part, part + parts, ...; compiled with nogil); a
     ValueError raised in a kernel is raised again naming n."""
     import threading
 
-    from numba import config
-
-    parts = max(1, config.NUMBA_NUM_THREADS)
+    parts = _threads()
     errors = []
 
     def run(part):
@@ -488,16 +493,6 @@ def _gemm_rest(A, B, out):
         _run_parallel(_gemm_columns_kernel, A.shape[1], A, B, out)
     else:
         _run_parallel(_gemm_kernel, A.shape[1], A, np.ascontiguousarray(B.T), out, _plan(A.shape[1]))
-
-
-@_jit
-def _term_xy(x, y):
-    return _round_acc(np.float64(x) * np.float64(y))
-
-
-@_jit
-def _add_leaf_xy(acc, x, y):
-    return _add(acc, _term_xy(x, y))
 
 
 
@@ -542,6 +537,53 @@ def _order(a, b, n, plan):
     return plan(a, b, n)
 
 
+@_inline
+def _term_xy(x, y):
+    return _round_acc(np.float64(x) * np.float64(y))
+
+
+@_inline
+def _add_leaf_xy(acc, x, y):
+    return _add(acc, _term_xy(x, y))
+
+
+
+
+@_jit
+def _round_bits(v, precision, emin, over, rz, subnormals, tiny):
+    """_round_dir(v, precision, emin, emax, rz, subnormals) by the bits of the float64 v
+    (fpspec.compile.backends.numba note [output rounding by the bits]): `over` the
+    largest finite value (rz: 2^(emax + 1), what |v| must reach to overflow), `tiny`
+    2^emin, below which a result without subnormals is zero."""
+    bits = _f64_bits(v)
+    field = (bits >> 52) & 0x7FF
+    if field == 0x7FF or v == 0.0:       # NaN, infinities and zeros stay
+        return v
+    if field == 0:                       # a float64 subnormal: far below the last place, a zero
+        return math.copysign(0.0, v) if subnormals else 0.0
+    e = field - 1023
+    q = max(e, emin) - (precision - 1)     # the exponent of the result's last place
+    drop = q - (e - 52)
+    if drop <= 0:
+        r = v
+    else:
+        kept = 0
+        if drop < 63:
+            sig = (bits & 0xFFFFFFFFFFFFF) | (1 << 52)
+            kept = sig >> drop
+            if not rz:
+                lost = sig - (kept << drop)
+                half = np.int64(1) << (drop - 1)
+                if lost > half or (lost == half and (kept & 1) == 1):
+                    kept += 1
+        r = np.float64(kept) * _bits_f64(np.int64(q + 1023) << 52)
+        if bits < 0:
+            r = -r
+    if (abs(v) >= over) if rz else (abs(r) > over):
+        r = math.copysign(math.inf, v)
+    if not subnormals and abs(r) < tiny:
+        r = 0.0
+    return r
 
 
 @_inline
@@ -562,42 +604,9 @@ def _decode_bits(x, emin):
 
 @_inline
 def _fused_round(v):
-    """_round_dir(v, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_EMAX, _FP_RZ, _FP_SUB_OUT) by
-    the bits of v (the node's result format)."""
-    bits = _f64_bits(v)
-    field = (bits >> 52) & 0x7FF
-    if field == 0x7FF or v == 0.0:       # NaN, infinities and zeros stay
-        return v
-    if field == 0:                       # a float64 subnormal: far below the last place, a zero
-        return math.copysign(0.0, v) if _FP_SUB_OUT else 0.0
-    e = field - 1023
-    q = max(e, _FP_OUT_EMIN) - (_FP_RES_P - 1)     # the exponent of the result's last place
-    drop = q - (e - 52)
-    if drop <= 0:
-        r = v
-    else:
-        if drop >= 63:
-            kept = 0
-        else:
-            sig = (bits & 0xFFFFFFFFFFFFF) | (1 << 52)
-            kept = sig >> drop
-            if not _FP_RZ:
-                lost = sig - (kept << drop)
-                half = 1 << (drop - 1)
-                if lost > half or (lost == half and (kept & 1) == 1):
-                    kept += 1
-        r = np.float64(kept) * _bits_f64(np.int64(q + 1023) << 52)
-        if bits < 0:
-            r = -r
-    if _FP_RZ:
-        over = abs(v) >= _FP_OUT_OVER_RZ
-    else:
-        over = abs(r) > _FP_OUT_OVER_RN
-    if over:
-        r = math.copysign(math.inf, v)
-    if not _FP_SUB_OUT and abs(r) < _FP_OUT_TINY:
-        r = 0.0
-    return r
+    """A fused node's result rounded to its format (`_round_bits`)."""
+    return _round_bits(v, _FP_RES_P, _FP_OUT_EMIN, _FP_OUT_OVER_RZ if _FP_RZ else _FP_OUT_OVER_RN,
+                       _FP_RZ, _FP_SUB_OUT, _FP_OUT_TINY)
 
 
 @_jit
@@ -659,45 +668,42 @@ def _fused_tile(ea, ma, eb, mb, i, j0, w, side, at, lo, step, cnt, cv, res, emax
 
 
 @_parallel
-def _sched_gemm(A, B, out, ops, side, root, width, ea, ma, eb, mb, part=0, parts=1):
+def _sched_gemm(A, B, out, ops, side, root, rows, ints, ea, ma, eb, mb, part=0, parts=1):
     """out = A @ B by the rows of the recorded order, tasks part, part + parts, ...: a task is
     a row i of A and a tile of `width` columns (note [schedules])."""
-    vs = np.empty((ops.shape[0], width), np.float64)
-    cv = np.empty(width, np.float64)
-    cexps = np.empty(width, np.int64)
-    csigs = np.empty(width, np.int64)
-    emax = np.empty(width, np.int64)
-    total = np.empty(width, np.int64)
+    sv = rows[part]
+    width = sv.shape[1]
+    cv = sv[ops.shape[0]]     # a fused range's partial sum, one per output
+    cexps, csigs, emax, total = ints[part, 0], ints[part, 1], ints[part, 2], ints[part, 3]
     m, p = A.shape[0], B.shape[1]
     tiles = (p + width - 1) // width
     for task in range(part, m * tiles, parts):
         i = task // tiles
         j0 = (task % tiles) * width
-        w = min(width, p - j0)
+        w = p - j0 if p - j0 < width else width
         for t in range(ops.shape[0]):
             c = ops[t, 0]
-            v = vs[t]
             if c == 0:   # _ZERO
                 for j in range(w):
-                    v[j] = _ZERO
+                    sv[t, j] = _ZERO
             elif c == 1:   # -_ZERO
                 for j in range(w):
-                    v[j] = -_ZERO
+                    sv[t, j] = -_ZERO
             elif c == 2:   # _term
-                x0 = A[i, ops[t, 2]]
-                y0 = B[ops[t, 2], j0:j0 + w]
+                k0 = ops[t, 2]
+                x0 = A[i, k0]
                 for j in range(w):
-                    v[j] = _term_xy(x0, y0[j])
-            elif c == 9:   # _fused_range
-                a0 = vs[ops[t, 4]]
+                    sv[t, j] = _term_xy(x0, B[k0, j0 + j])
+            elif c == 7:   # _fused_range
+                r0 = ops[t, 4]
                 for j in range(w):
-                    cv[j] = _ACC(a0[j])
+                    cv[j] = _ACC(sv[r0, j])
+                v = sv[t]
                 _fused_tile(ea, ma, eb, mb, i, j0, w, side, ops[t, 2], 0, 1, ops[t, 3], cv, v, emax, total, cexps, csigs)
                 for j in range(w):
                     v[j] = _ACC(v[j])
-        r = vs[root]
         for j in range(w):
-            out[i, j0 + j] = _final(_ACC(r[j]))
+            out[i, j0 + j] = _final(_ACC(sv[root, j]))
 
 
 _SCHEDULES = {}   # (entry, n) -> its rows (note [schedules])
@@ -706,17 +712,18 @@ _SCHED_OPS = (
     (_term, 2, 'term'),
     (_add, 3, 'add'),
     (_add_leaf, 4, 'add_leaf'),
-    (_add_leaves, 5, 'add_leaves'),
-    (_round_acc, 6, 'value'),
-    (_ACC, 7, 'value'),
-    (_vals, 8, 'vals'),
-    (_fused_range, 9, 'fused_range'),
-    (_fused_core, 10, 'fused_core'),
+    (_add_leaves, (2, 4), 'leaf_pair'),
+    (_round_acc, 5, 'value'),
+    (_ACC, 5, 'value'),
+    (_vals, 6, 'vals'),
+    (_fused_range, 7, 'fused_range'),
+    (_fused_core, 8, 'fused_core'),
 )
-_SCHED_CODES = frozenset((-1, 0, 1, 2, 9))   # the rows `_sched_gemm` runs
+_SCHED_CODES = frozenset((-1, 0, 1, 2, 7))   # the rows `_sched_gemm` runs
 _SCHED_VALUES = 1 << 18
 _SCHED_MAX_N = 1 << 18
 _NO_CODES = np.empty((0, 0), np.int32)
+_NO_INTS = np.empty((0, 4, 0), np.int64)
 
 def _fused_decode(X, emin, tiny):
     """(exponent, signed significand) of every element of the 2-D X as
@@ -755,8 +762,10 @@ def _schedule(n):
         return None
     kinds = {}
     for _, code, kind in _SCHED_OPS:
-        for c in (code if isinstance(code, tuple) else (code,)):
-            kinds[c] = kind
+        if kind == "zero":          # the codes of +0.0 and -0.0
+            kinds[code[0]] = kinds[code[1]] = kind
+        elif not isinstance(code, tuple):     # a leaf pair records rows of its two codes
+            kinds[code] = kind
     # leaves in a pad buffer (fpspec.compile.loops note [phantoms]) are leaves of the inputs,
     # or the phantom (-0.0, 1.0): leaf n of inputs with one more element
     where = {}
@@ -774,10 +783,8 @@ def _schedule(n):
                 where[at + i] = leaf(sel, lo + (i if i < r else i - c) * step) if i < r or i >= r + c else n
             phantoms = phantoms or c > 0
             row[0] = -1                      # nothing to run
-        elif kind in ("term", "add_leaves"):
+        elif kind == "term":
             row[2] = leaf(row[1], row[2])
-            if kind == "add_leaves":
-                row[3] = leaf(row[1], row[3])
             row[1] = 0
         elif kind == "add_leaf":
             row[3] = leaf(row[1], row[3])
@@ -795,8 +802,14 @@ def _schedule(n):
     return _SCHEDULES[key]
 
 
-def _sched_width(rows, outputs):
-    return max(1, min(outputs, 64, _SCHED_VALUES // max(rows, 1)))
+def _sched_scratch(rows, outputs):
+    """Each thread's rows for the schedule loop (the tile: at most 64 outputs, at
+    most _SCHED_VALUES values a thread; a fused range's partial sums in one more
+    row) and its fused nodes' integers (note [schedule scratch])."""
+    width = max(1, min(outputs, 64, _SCHED_VALUES // max(rows, 1)))
+    parts = _threads()
+    ints = np.empty((parts, 4, width), np.int64) if _SCHED_FUSED else _NO_INTS
+    return np.empty((parts, rows + 1, width), np.float64), ints
 
 
 def _scheduled_gemm(A, B, out):
@@ -812,8 +825,7 @@ def _scheduled_gemm(A, B, out):
         B = np.concatenate((B, np.ones((1, p), B.dtype)), axis=0)
     codes = (_fused_decode(A, _FP_EMIN_IN, _FP_IN_TINY) + _fused_decode(B, _FP_EMIN_IN_B, _FP_IN_TINY_B)
              if _SCHED_FUSED else (_NO_CODES,) * 4)
-    width = _sched_width(ops.shape[0], p)
-    _run_parallel(_sched_gemm, n, A, B, out, ops, side, root, width, *codes)
+    _run_parallel(_sched_gemm, n, A, B, out, ops, side, root, *_sched_scratch(ops.shape[0], p), *codes)
 
 
 class _PlanTerms:
@@ -875,6 +887,11 @@ def _record_plan(n, entry=None, table=None):
             return lambda acc, a, b, k: op(code, a.sel, acc, a.base + k)
         if kind == "add_leaves":
             return lambda a, b, i, j: op(code, a.sel, a.base + i, a.base + j)
+        if kind in ("leaf_pair", "leaf_pair_first"):     # note [leaf pairs]
+            term, add_leaf = recorder(code[0], "term"), recorder(code[1], "add_leaf")
+            if kind == "leaf_pair_first":       # product = fma_first: the first leaf fused, the second rounded
+                return lambda a, b, i, j: add_leaf(term(a, b, j), a, b, i)
+            return lambda a, b, i, j: add_leaf(term(a, b, i), a, b, j)
         if kind == "value":
             return lambda v: op(code, v)
         if kind == "vals":
