@@ -3,6 +3,7 @@ second (C's `a[0]*x[0] + a[1]*x[1]` as GCC contracts it).  The model, the
 probes, the replicas and OpenBLAS dgemv (numpy.matmul, float64) agree."""
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -22,7 +23,14 @@ from fpspec.tree import Node
 
 
 def _fma(a: float, b: float, c: float) -> float:
-    return float(Fraction(a) * Fraction(b) + Fraction(c))   # one rounding, as an FMA
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return a * b + c                  # an infinite or nan operand: IEEE's product of it, then the sum
+    if not math.isfinite(c):
+        return c                          # a finite exact product cannot change an infinite addend
+    try:
+        return float(Fraction(a) * Fraction(b) + Fraction(c))   # one rounding, as an FMA
+    except OverflowError:                 # the exact result rounds past the largest double
+        return math.copysign(math.inf, Fraction(a) * Fraction(b) + Fraction(c))
 
 
 def test_two_leaves_fuse_the_first():
