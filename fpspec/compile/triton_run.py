@@ -17,7 +17,8 @@ from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _shape
 
 from fpspec.compile.triton_host import CHAIN, FOLD, LONE_FIRST, STORED_FORMATS, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
-                                           UNSET, mm_chain_native, mm_fold, mm_lone, sum_fold, sum_lanes, sum_pairs)
+                                           UNSET, mm_chain_native, mm_fold, mm_fold_acc, mm_lone, sum_fold, sum_lanes,
+                                           sum_pairs)
 # -- end imports
 
 # name: (exponent bits, fraction bits, torch dtype, torch int dtype of the same width)
@@ -25,6 +26,7 @@ FORMATS = {
     "fp16": (5, 10, torch.float16, torch.int16),
     "bf16": (8, 7, torch.bfloat16, torch.int16),
     "fp32": (8, 23, torch.float32, torch.int32),
+    "fp64": (11, 52, torch.float64, torch.int64),
     # tf32 inputs travel in fp32 tensors; the replica reads their top 19 bits, as a TF32 unit does
     "tf32": (8, 23, torch.float32, torch.int32),
     # fp8 inputs (fused chains on the emulated path): bit patterns read as uint8
@@ -44,6 +46,8 @@ FORMATS = {
 FUSED_EMIN = {"fp6e2m3": 0, "fp6e3m2": -2, "fp4e2m1": 0}
 # fp_decode's FN of an input format: 1 for e4m3 (no inf), 2 for the fnuz formats, else 0 (IEEE)
 DECODE_KIND = {"fp8e4m3": 1, "fp8e4m3fnuz": 2, "fp8e5m2fnuz": 2}
+# the kernels' ACC of an accumulator (triton_kernels Note [accumulators])
+ACC_CODES = {"fp32": 0, "fp64": 1, "fp16": 2, "bf16": 3}
 
 def _device_of(t):
     """A context in which kernels launch on tensor t's GPU: Triton launches on the current CUDA
@@ -66,12 +70,37 @@ def _stored_format(kind):
     return FORMATS[STORED_FORMATS[kind]][:2] if kind in STORED_FORMATS else (0, 0)
 
 
+def _taken(p, fma, both=False):
+    """Which segments of plan p are one term (a fold of one) that a combine step takes as a leaf
+    (Note [lone products] at mm_lone).  fma: of two such leaves the earlier is rounded, not
+    taken (fpspec.arith.evaluate, note [which child is fused]).  both: only steps of two."""
+    S = p.segs.shape[0]
+    one = (p.segs[:, 1] == 1) & (p.segs[:, 3] == FOLD)
+    taken = torch.zeros(S, dtype=torch.bool)
+    for x, y in ((p.steps[:, 1], p.steps[:, 2]), (p.steps[:, 2], p.steps[:, 1])):
+        xs, ys = x.clamp(max=S - 1), y.clamp(max=S - 1)
+        leaf = (x < S) & one[xs]
+        if fma:
+            leaf &= ~((y < S) & one[ys] & (p.segs[xs, 0] < p.segs[ys, 0]))
+        if both:
+            leaf &= (y < S) & one[ys]
+        taken[x[leaf]] = True
+    return taken
+
+
 class Numerics:
     """What the replica's kernels need of the spec's arithmetic section."""
 
-    def __init__(self, input, accumulator, output, product, init, fused=None):
+    def __init__(self, input, accumulator, output, product, init, fused=None, product_format=None):
         self.input, self.accumulator, self.output = input, accumulator, output
         self.product, self.init, self.fused = product, init, fused
+        self.product_format = product_format
+
+    @property
+    def acc(self):
+        """The kernels' ACC (Note [accumulators]); fused nodes writing fp16 into an fp16
+        accumulator are chains only, whose values the fp32 kernels carry (ACC 0)."""
+        return 0 if self.fused is not None else ACC_CODES[self.accumulator]
 
 
 class Fused:
@@ -167,6 +196,17 @@ class Replica:
                 raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
         # a lone product that meets a partial sum or another leaf: an exact product in an fp64
         # slot, and the combine step rounds once (Note [lone products] at mm_lone)
+        if nm.acc == 1 and p.steps.shape[0]:
+            # fp64 accumulator: products of <= 26-bit inputs are exact in their fp64 slots, but an
+            # fp64 product fused into another segment's sum, or two exact products summed to odd
+            # (the reference's rounding into fp64, fpspec.arith.evaluate note [exact products]),
+            # are additions the combine steps do not make
+            if nm.input == "fp64" and nm.product in ("fma", "exact") and bool(_taken(p, True).any()):
+                raise PlanError("an fp64 product fused into a sum of other terms (a term of its own that an "
+                                "addition takes, product = fma) is not supported by the triton kernels")
+            if nm.product == "exact" and bool(_taken(p, False, both=True).any()):
+                raise PlanError("two exact products added in one fp64 addition of the order's tree (terms of "
+                                "their own) are not supported by the triton kernels")
 
     def lone_products(self, p):
         """Note [lone products]: the fold segments of one leaf that a combine step takes with
@@ -177,16 +217,11 @@ class Replica:
         if p in self.lone:
             return self.lone[p]
         nm, got = self.numerics, None
-        if nm.product in ("fma", "exact") and nm.input in ("fp32", "bf16", "tf32") and p.steps.shape[0]:
-            S = p.segs.shape[0]
-            one = (p.segs[:, 1] == 1) & (p.segs[:, 3] == FOLD)
-            taken = torch.zeros(S, dtype=torch.bool)
-            for x, y in ((p.steps[:, 1], p.steps[:, 2]), (p.steps[:, 2], p.steps[:, 1])):
-                xs, ys = x.clamp(max=S - 1), y.clamp(max=S - 1)
-                leaf = (x < S) & one[xs]
-                if nm.product == "fma":
-                    leaf &= ~((y < S) & one[ys] & (p.segs[xs, 0] < p.segs[ys, 0]))
-                taken[x[leaf]] = True
+        # fp32: products of fp16 and fp8 values are exact in it; fp16, bf16 accumulators: every
+        # product is rounded to them, and with product = fma a taken one must not be
+        wide = nm.acc == 0 and nm.product in ("fma", "exact") and nm.input in ("fp32", "bf16", "tf32")
+        if (wide or (nm.acc in (2, 3) and nm.product == "fma")) and p.steps.shape[0]:
+            taken = _taken(p, nm.product == "fma")
             if bool(taken.any()):
                 got = torch.nonzero(taken).flatten()
         self.lone[p] = got
@@ -363,7 +398,7 @@ class Replica:
             dst, s_slot, s_m, s_n = out.view(it_out), 0, out.stride(0), out.stride(1)
         else:
             lone = self.lone_products(p)
-            vals = torch.empty((p.num_slots, M, N), dtype=torch.float32 if lone is None else torch.float64,
+            vals = torch.empty((p.num_slots, M, N), dtype=torch.float32 if lone is None and nm.acc != 1 else torch.float64,
                                device=A.device)
             dst, s_slot, s_m, s_n = vals, M * N, N, 1
         init = nm.init == "+0.0"
@@ -457,7 +492,17 @@ class Replica:
                            IN_MAN=man_in, FRAC=23 + f.extra_bits, FLOOR=NO_FLOOR if f.floor is None else f.floor, TO_ZERO=f.to_zero,
                            DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
                            STORE_EXP=store_exp, STORE_MAN=store_man)
-            if dev.fold_ids.numel():
+            if dev.fold_ids.numel() and nm.acc != 0:   # fp64, fp16, bf16 (Note [accumulators])
+                BM, BN = 32, 32
+                grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), dev.fold_ids.numel())
+                float_in = nm.input in ("fp32", "fp64", "tf32")
+                Aa, Ba = (A, B) if float_in else (Ab, Bb)
+                mm_fold_acc[grid](Aa, Ba, dst, segs, dev.fold_ids, *common, BM=BM, BN=BN, IN_EXP=exp_in, IN_MAN=man_in,
+                                  FLOAT_IN=float_in, FMA=nm.product in ("fma", "exact"), DIRECT=direct, INIT=init,
+                                  OUT_EXP=exp_out, OUT_MAN=man_out, ACC=nm.acc, ROUND=nm.product != "none",
+                                  PRODUCT_F32=nm.product_format == "fp32",
+                                  EXACT=nm.product == "exact", enable_fp_fusion=False)
+            elif dev.fold_ids.numel():
                 BM, BN = 32, 32
                 grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), dev.fold_ids.numel())
                 mm_fold[grid](Ab, Bb, dst, segs, dev.fold_ids, *common, BM=BM, BN=BN,
@@ -473,7 +518,7 @@ class Replica:
                     BM=32, BN=32, IN_EXP=exp_in, IN_MAN=man_in, enable_fp_fusion=False)
             self._combine(p, vals, M * N)
             finish[(triton.cdiv(M * N, 1024),)](vals, out.view(it_out), p.root, M * N, BO=1024, INIT=init,
-                                                OUT_EXP=exp_out, OUT_MAN=man_out)
+                                                OUT_EXP=exp_out, OUT_MAN=man_out, ACC=nm.acc)
         return out
 
     @staticmethod
@@ -509,12 +554,14 @@ class Replica:
             big -= 1
         for lo, cnt in p.levels[:big]:
             combine[(triton.cdiv(cnt, BS), triton.cdiv(R, BO))](vals, dev.steps, lo, cnt, R, BS=BS, BO=BO, WIDE=wide,
+                                                                 ACC=self.numerics.acc,
                                                                  enable_fp_fusion=False)
         if big < len(p.levels):
             tail = dev.tails.get(big)
             if tail is None:
                 tail = dev.tails[big] = torch.tensor(p.levels[big:], dtype=torch.int64, device=vals.device)
             combine_levels[(1,)](vals, dev.steps, tail, len(p.levels) - big, R, BS=BS, BO=BO, WIDE=wide,
+                                 ACC=self.numerics.acc,
                                  enable_fp_fusion=False)
 
     # ------------------------------------------------------------ sum
@@ -539,16 +586,17 @@ class Replica:
         if p.has_chain:
             raise PlanError("fused nodes in a sum are not supported by the triton kernels")
         out = torch.empty((), dtype=dt_out, device=x.device)
-        float_in = nm.input == "fp32"
+        float_in = nm.input in ("fp32", "fp64")
         xin = x if float_in else x.view(it_in)
+        carrier = torch.float64 if nm.acc == 1 else torch.float32   # Note [accumulators]
         dev = p.on(x.device)
         init = nm.init == "+0.0"
         fmt = dict(IN_EXP=exp_in, IN_MAN=man_in, FLOAT_IN=float_in)
-        res = dict(INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out)
+        res = dict(INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out, ACC=nm.acc)
         cfg = self.sum_config
         up = p.upper
         direct = up.num_slots == 1
-        vals = out.view(it_out).reshape(1) if direct else torch.empty(up.num_slots, dtype=torch.float32,
+        vals = out.view(it_out).reshape(1) if direct else torch.empty(up.num_slots, dtype=carrier,
                                                                       device=x.device)
         if p.height:
             # one group of leaf blocks under perfect levels (Note [perfect levels]):
@@ -557,14 +605,14 @@ class Replica:
             L = g.ids.numel()
             h = min(p.height, cfg["BG"].bit_length() - 1)
             last = h == p.height
-            dst = vals if last else torch.empty(L >> h, dtype=torch.float32, device=x.device)
+            dst = vals if last else torch.empty(L >> h, dtype=carrier, device=x.device)
             self._leaves(g, xin, dst, h, direct and last, fmt, res)
             done, cur = h, L >> h
             while done < p.height:
                 h = min(p.height - done, cfg["PAIRS_H"])
                 done += h
                 last = done == p.height
-                nxt = vals if last else torch.empty(cur >> h, dtype=torch.float32, device=x.device)
+                nxt = vals if last else torch.empty(cur >> h, dtype=carrier, device=x.device)
                 BO = max(1, 1024 >> h)
                 sum_pairs[(triton.cdiv(cur >> h, BO),)](dst, nxt, cur >> h, GH=h, BO=BO, DIRECT=direct and last,
                                                         **res, enable_fp_fusion=False)

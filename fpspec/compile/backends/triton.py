@@ -26,7 +26,7 @@ from fpspec.compile.numerics import stores_fused
 
 PATHS = ("auto", "native", "emulated")
 # tf32, fp8, fp6, fp4: input formats only
-_FORMATS = ("fp16", "bf16", "fp32", "tf32", "fp8e4m3", "fp8e5m2", "fp8e4m3fnuz", "fp8e5m2fnuz", "fp6e2m3",
+_FORMATS = ("fp16", "bf16", "fp32", "fp64", "tf32", "fp8e4m3", "fp8e5m2", "fp8e4m3fnuz", "fp8e5m2fnuz", "fp6e2m3",
             "fp6e3m2", "fp4e2m1")
 _NARROW = ("fp8e4m3", "fp8e5m2", "fp8e4m3fnuz", "fp8e5m2fnuz", "fp6e2m3", "fp6e3m2", "fp4e2m1")
 _ENTRY = {"sum": "sum(x) (and sums(X), every column)", "dot": "dot(x, y, path=PATH)", "gemv": "gemv(A, x, path=PATH)",
@@ -60,10 +60,7 @@ class TritonBackend(Backend):
                 raise CompileError(f"triton: using({r.name}, ...) is supported only where the section narrows "
                                    "the accumulator to fp16 or bf16 around fused nodes (their results stored "
                                    "into it); compile for numpy or numba")
-        fp16_nodes = ar.fused is not None and ar.fused.output == "fp16" == ar.accumulator
-        if ar.accumulator != "fp32" and not fp16_nodes:
-            raise CompileError(f"triton: accumulator {ar.accumulator} is not supported (only fp32, or fp16 written "
-                               "by fused nodes)")
+        _check_accumulator(kernel)
         if ar.output == "tf32" or ar.output in _NARROW:
             raise CompileError(f"triton: output {ar.output} is not supported (its units write fp32)")
         if ar.input in _NARROW and any(isinstance(r, _BINARY) for r in _reducers(kernel)):
@@ -73,7 +70,7 @@ class TritonBackend(Backend):
             raise CompileError("triton: product = fma_first is not supported; compile for numpy or numba")
         if kernel.op == "sum" and ar.product != "none":
             raise CompileError("triton: a sum has no products (product = none)")
-        if ar.product == "exact" and ar.input == "fp32":
+        if ar.product == "exact" and ar.input == "fp32" and ar.accumulator == "fp32":
             has_binary = any(isinstance(r, (Fold, Pairwise, TreeReduce, Lanes, VLanes, Blocks, Chunks, Segments,
                                             Table))
                              for r in _reducers(kernel))
@@ -85,12 +82,15 @@ class TritonBackend(Backend):
             _check_fused(kernel, f)
         if any(isinstance(r, FusedChain) for r in _reducers(kernel)) and f is None:
             raise CompileError("triton: the order has fused chains but the arithmetic has no fused section")
+        # (an fp64 accumulator holds products of <= 26-bit inputs exactly: rounded ones are exact)
+        exact_terms = ar.accumulator == "fp64" and ar.input != "fp64" and ar.product_format is None
         if any(isinstance(r, VLanes) for r in _reducers(kernel)) and (ar.product in ("fma", "exact")
-                                                                       or f is not None):
+                                                                       or f is not None) and not exact_terms:
             raise CompileError(f"triton: vlanes(...) with product = {ar.product}{' and fused nodes' if f else ''} is "
                                "not supported (its terms enter additions as rounded values: triton_host note "
                                "[vector lanes in plans]); compile for numpy or numba")
-        if any(isinstance(r, Pad) for r in _reducers(kernel)) and (ar.product in ("fma", "exact") or f is not None):
+        if (any(isinstance(r, Pad) for r in _reducers(kernel)) and (ar.product in ("fma", "exact") or f is not None)
+                and not exact_terms):
             raise CompileError(f"triton: pad(...) with product = {ar.product}{' and fused nodes' if f else ''} is not "
                                "supported (its terms enter additions as rounded values: triton_host note "
                                "[phantoms in plans]); compile for numpy or numba")
@@ -150,6 +150,28 @@ def _check_fused(kernel: Kernel, f) -> None:
                            "(the kernels add partial results in fp32); compile for numpy")
 
 
+def _check_accumulator(kernel: Kernel) -> None:
+    """Refuse the accumulators the kernels do not carry (triton_kernels Note [accumulators])."""
+    ar = kernel.arithmetic
+    fp16_nodes = ar.fused is not None and ar.fused.output == "fp16" == ar.accumulator
+    if ar.fused is not None and ar.accumulator != "fp32" and not fp16_nodes:
+        raise CompileError(f"triton: accumulator {ar.accumulator} with fused nodes is not supported (only fp32, "
+                           "or fp16 written by fused nodes)")
+    if ar.accumulator not in ("fp32", "fp64", "fp16", "bf16"):
+        raise CompileError(f"triton: accumulator {ar.accumulator} is not supported (fp32, fp64, fp16 or bf16)")
+    if ar.input == "fp64" and ar.accumulator != "fp64":
+        raise CompileError(f"triton: fp64 inputs are supported with an fp64 accumulator only (here "
+                           f"{ar.accumulator}); compile for numpy or numba")
+    if ar.accumulator != "fp32" and ar.input in _NARROW:
+        raise CompileError(f"triton: {ar.input} inputs are supported with an fp32 accumulator only")
+    if ar.accumulator in ("fp16", "bf16") and ar.product == "exact" and not fp16_nodes:
+        raise CompileError(f"triton: product = exact into an {ar.accumulator} accumulator is not supported; "
+                           "compile for numpy or numba")
+    if ar.product_format is not None and not (ar.product_format == "fp32" and ar.accumulator == "fp64"):
+        raise CompileError(f"triton: product_format = {ar.product_format} is supported only as fp32 products "
+                           "in an fp64 accumulator; compile for numpy or numba")
+
+
 def _numerics(kernel: Kernel) -> str:
     """The replica's Numerics(...) of the spec's arithmetic, as source."""
     ar = kernel.arithmetic
@@ -161,7 +183,8 @@ def _numerics(kernel: Kernel) -> str:
              f"aligned={('truncate', 'floor', 'rne').index(f.aligned)}, subnormal_inputs={f.subnormal_inputs}, "
              f"subnormal_outputs={f.subnormal_outputs}, interleave={f.interleave})")
     return (f"Numerics(input={ar.input!r}, accumulator={ar.accumulator!r}, output={ar.output!r}, "
-            f"product={ar.product!r}, init={ar.init!r}, fused={fused})")
+            f"product={ar.product!r}, init={ar.init!r}, fused={fused}"
+            + ("" if ar.product_format is None else f", product_format={ar.product_format!r}") + ")")
 
 
 # n at which the compiler plans the order the way the replica will (the planner's refusals
