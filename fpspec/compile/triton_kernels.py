@@ -372,7 +372,8 @@ def fp_stored(acc, STORE_EXP: tl.constexpr, STORE_MAN: tl.constexpr):
 
 
 # Note [accumulators]: the kernels' ACC constexpr is the spec's accumulator.  0: fp32 (fp32
-# values; fp64 slots where they hold exact lone products beside them).  1: fp64 (fp64 values
+# values; fp64 slots where they hold exact lone products beside them).  4: fp32 values in an
+# fp64 carrier, for fp64 terms (a region of an fp64 spec): each addition fp_add_once.  1: fp64 (fp64 values
 # and slots, IEEE fp64 adds and FMAs).  2, 3: fp16, bf16: values of the format
 # held in fp32 (fp64 slots beside lone products), every addition its exact sum rounded once
 # into the format (fp_acc_add): the fp64 sum rounded to odd, then to nearest even in the
@@ -430,6 +431,8 @@ def fp_acc_add(a, b, ACC: tl.constexpr):
         return fp_round_acc(fp_sum_odd(a.to(tl.float64), b.to(tl.float64)), 5, 10)
     elif ACC == 3:
         return fp_round_acc(fp_sum_odd(a.to(tl.float64), b.to(tl.float64)), 8, 7)
+    elif ACC == 4:
+        return fp_add_once(a, b).to(tl.float64)
     else:
         return a + b
 
@@ -443,7 +446,7 @@ def fp_finish(acc, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.conste
         acc = fp_acc_add(acc, tl.zeros_like(acc), ACC)
     if OUT_MAN == 52:
         return acc.to(tl.float64).to(tl.int64, bitcast=True)
-    elif ACC == 1:
+    elif ACC == 1 or ACC == 4:
         if OUT_MAN == 23:
             return fp_f32_bits(acc.to(tl.float32))
         else:
@@ -477,7 +480,7 @@ def fp_load_acc(ptr, offs, mask, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLO
                 ACC: tl.constexpr):
     """Terms in the accumulator's carrier, exact: fp64 for ACC 1 (fp64 inputs load as they
     are, FLOAT_IN), fp32 otherwise (fp_load_f32)."""
-    if ACC == 1:
+    if ACC == 1 or ACC == 4:
         if FLOAT_IN:
             return tl.load(ptr + offs, mask=mask, other=0.0).to(tl.float64)
         else:
@@ -1094,6 +1097,8 @@ def fp_mm_term(a, b, ACC: tl.constexpr, ROUND: tl.constexpr, PRODUCT_F32: tl.con
         p = (a.to(tl.float32)[:, None] * b.to(tl.float32)[None, :]).to(tl.float64)
     if ACC == 1:
         return p
+    elif ACC == 4:
+        return p if not ROUND else p.to(tl.float32).to(tl.float64)
     elif not ROUND:
         return p.to(tl.float32)
     elif ACC == 2:
@@ -1110,6 +1115,10 @@ def fp_mm_fma(a, b, acc, ACC: tl.constexpr):
     for ACC 2, 3 the exact fp64 product (<= 26-bit inputs) and acc summed to odd, then rounded."""
     if ACC == 1:
         return tl.fma(a[:, None], b[None, :], acc)
+    elif ACC == 0:
+        return fp_add_once(a[:, None] * b[None, :], acc.to(tl.float64))
+    elif ACC == 4:
+        return fp_add_once(a[:, None] * b[None, :], acc).to(tl.float64)
     elif ACC == 2:
         return fp_round_acc(fp_sum_odd(a[:, None] * b[None, :], acc.to(tl.float64)), 5, 10)
     else:
@@ -1123,11 +1132,11 @@ def mm_fold_acc(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                 FLOAT_IN: tl.constexpr, FMA: tl.constexpr, DIRECT: tl.constexpr, INIT: tl.constexpr,
                 OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, ACC: tl.constexpr,
                 ROUND: tl.constexpr = True, PRODUCT_F32: tl.constexpr = False, EXACT: tl.constexpr = False):
-    """mm_fold for an fp64, fp16 or bf16 accumulator (Note [accumulators]): the same segments,
+    """mm_fold for any accumulator (Note [accumulators]) and regions: the same segments,
     operands read as fp64 values.  The first product rounded to the accumulator; with FMA each
     later one fused into the partial sum (one rounding), else rounded and added.  EXACT (ACC 1,
     product = exact): the first two products' exact sum rounded to odd, as the reference
-    rounds it into fp64 (fpspec.arith.evaluate note [exact products]), then FMAs."""
+    rounds it into fp64 (fpspec.arith.evaluate note [exact products]; once into fp32), then FMAs."""
     sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
     start = tl.load(segs_ptr + sid * 6)
     count = tl.load(segs_ptr + sid * 6 + 1)
@@ -1149,7 +1158,12 @@ def mm_fold_acc(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
         k = tl.where(count > 1, k, k0)
         a1 = fp_mm_operand(a_ptr, rm * s_am + k * s_ak, mm, IN_EXP, IN_MAN, FLOAT_IN)
         b1 = fp_mm_operand(b_ptr, k * s_bk + rn * s_bn, mn, IN_EXP, IN_MAN, FLOAT_IN)
-        acc = tl.where(count > 1, fp_sum_odd(a[:, None] * b[None, :], a1[:, None] * b1[None, :]), acc)
+        both = fp_sum_odd(a[:, None] * b[None, :], a1[:, None] * b1[None, :])
+        if ACC == 0:
+            both = both.to(tl.float32)
+        elif ACC == 4:
+            both = both.to(tl.float32).to(tl.float64)
+        acc = tl.where(count > 1, both, acc)
         first = tl.where(count > 1, 2, 1)
     for i in range(first, count):
         k = tl.where((head == 0) | (i < head), start + i * stride, start + head * stride + (i - head) * tstride)
@@ -1359,6 +1373,20 @@ def fp_add_once(a, b):
 
 
 @triton.jit
+def fp_combine_mixed(va, vb, acc, WIDE: tl.constexpr):
+    """fp_combine_step with each step's own accumulator `acc` (triton_host Note [regions in
+    plans]): every form computed, the step's taken."""
+    plain = va + vb
+    a64, b64 = va.to(tl.float64), vb.to(tl.float64)
+    odd = fp_sum_odd(a64, b64)
+    r = tl.where(acc == 2, fp_round_acc(odd, 5, 10).to(va.dtype), plain)
+    r = tl.where(acc == 3, fp_round_acc(odd, 8, 7).to(va.dtype), r)
+    if WIDE:
+        r = tl.where((acc == 0) | (acc == 4), odd.to(tl.float32).to(va.dtype), r)
+    return r
+
+
+@triton.jit
 def fp_combine_step(va, vb, WIDE: tl.constexpr, ACC: tl.constexpr = 0):
     """One node of two slot values: fp32 slots add in fp32; fp64 slots (WIDE) hold exact lone
     products beside fp32 values and add with one rounding (fp_add_once).  ACC 1: fp64 adds;
@@ -1376,7 +1404,8 @@ def fp_combine_step(va, vb, WIDE: tl.constexpr, ACC: tl.constexpr = 0):
 @triton.jit
 def mm_lone(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
             s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
-            BM: tl.constexpr, BN: tl.constexpr, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr):
+            BM: tl.constexpr, BN: tl.constexpr, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr,
+            F64_IN: tl.constexpr = False):
     """Note [lone products]: the product of a segment of one leaf, exact, into its fp64 slot.
 
     A lone leaf is formed by the node that takes it (fpspec.arith.evaluate, note [regions]):
@@ -1389,20 +1418,25 @@ def mm_lone(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
-    a = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))
-    b = fp_as_f32(fp_widen(tl.load(b_ptr + k * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))
-    prod = a.to(tl.float64)[:, None] * b.to(tl.float64)[None, :]
+    if F64_IN:   # (the fp64 product: what an fp32 region of an fp64 spec rounds; Note [accumulators])
+        prod = fp_mm_operand(a_ptr, rm * s_am + k * s_ak, mm, IN_EXP, IN_MAN, True)[:, None] * \
+            fp_mm_operand(b_ptr, k * s_bk + rn * s_bn, mn, IN_EXP, IN_MAN, True)[None, :]
+    else:
+        a = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))
+        b = fp_as_f32(fp_widen(tl.load(b_ptr + k * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))
+        prod = a.to(tl.float64)[:, None] * b.to(tl.float64)[None, :]
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     tl.store(dst_ptr + offs, prod, mask=mm[:, None] & mn[None, :])
 
 
 @triton.jit
 def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr, WIDE: tl.constexpr = False,
-            ACC: tl.constexpr = 0):
-    """One level of additions: vals[dst] = vals[a] + vals[b], BS steps x BO outputs a program."""
+            ACC: tl.constexpr = 0, accs_ptr=None, MIXED: tl.constexpr = False):
+    """One level of additions: vals[dst] = vals[a] + vals[b], BS steps x BO outputs a program.
+    MIXED: each step's accumulator is accs[its mode] (triton_host Note [regions in plans])."""
     s = tl.program_id(0) * BS + tl.arange(0, BS)
     live = s < cnt
-    row = (lo + s).to(tl.int64) * 3
+    row = (lo + s).to(tl.int64) * 4
     dst = tl.load(steps_ptr + row, mask=live, other=0)
     a = tl.load(steps_ptr + row + 1, mask=live, other=0)
     b = tl.load(steps_ptr + row + 2, mask=live, other=0)
@@ -1410,12 +1444,17 @@ def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr,
     on = live[:, None] & (o < R)[None, :]
     va = tl.load(vals_ptr + a[:, None] * R + o[None, :], mask=on)
     vb = tl.load(vals_ptr + b[:, None] * R + o[None, :], mask=on)
-    tl.store(vals_ptr + dst[:, None] * R + o[None, :], fp_combine_step(va, vb, WIDE, ACC), mask=on)
+    if MIXED:
+        acc = tl.load(accs_ptr + tl.load(steps_ptr + row + 3, mask=live, other=0), mask=live, other=0)
+        res = fp_combine_mixed(va, vb, acc[:, None], WIDE)
+    else:
+        res = fp_combine_step(va, vb, WIDE, ACC)
+    tl.store(vals_ptr + dst[:, None] * R + o[None, :], res, mask=on)
 
 
 @triton.jit
 def combine_levels(vals_ptr, steps_ptr, levels_ptr, L, R, BS: tl.constexpr, BO: tl.constexpr,
-                   WIDE: tl.constexpr = False, ACC: tl.constexpr = 0):
+                   WIDE: tl.constexpr = False, ACC: tl.constexpr = 0, accs_ptr=None, MIXED: tl.constexpr = False):
     """Several small levels in one launch of one program, a barrier between levels.
 
     The top of a tree has many levels of few additions each: one launch per
@@ -1426,7 +1465,7 @@ def combine_levels(vals_ptr, steps_ptr, levels_ptr, L, R, BS: tl.constexpr, BO: 
         for s0 in range(0, cnt, BS):
             s = s0 + tl.arange(0, BS)
             live = s < cnt
-            row = (lo + s).to(tl.int64) * 3
+            row = (lo + s).to(tl.int64) * 4
             dst = tl.load(steps_ptr + row, mask=live, other=0)
             a = tl.load(steps_ptr + row + 1, mask=live, other=0)
             b = tl.load(steps_ptr + row + 2, mask=live, other=0)
@@ -1435,7 +1474,12 @@ def combine_levels(vals_ptr, steps_ptr, levels_ptr, L, R, BS: tl.constexpr, BO: 
                 on = live[:, None] & (o < R)[None, :]
                 va = tl.load(vals_ptr + a[:, None] * R + o[None, :], mask=on)
                 vb = tl.load(vals_ptr + b[:, None] * R + o[None, :], mask=on)
-                tl.store(vals_ptr + dst[:, None] * R + o[None, :], fp_combine_step(va, vb, WIDE, ACC), mask=on)
+                if MIXED:
+                    acc = tl.load(accs_ptr + tl.load(steps_ptr + row + 3, mask=live, other=0), mask=live, other=0)
+                    res = fp_combine_mixed(va, vb, acc[:, None], WIDE)
+                else:
+                    res = fp_combine_step(va, vb, WIDE, ACC)
+                tl.store(vals_ptr + dst[:, None] * R + o[None, :], res, mask=on)
         tl.debug_barrier()   # this level's results are the next level's operands
 
 

@@ -15,7 +15,7 @@ import triton
 # the argument checks of every backend's replica (embedded with their settings: backends.triton)
 from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _shape
 
-from fpspec.compile.triton_host import CHAIN, FOLD, LONE_FIRST, STORED_FORMATS, PlanError, plan
+from fpspec.compile.triton_host import CHAIN, FOLD, FOLD_IN, LONE_FIRST, STORED_FORMATS, PlanError, plan
 from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
                                            UNSET, mm_chain_native, mm_fold, mm_fold_acc, mm_lone, sum_fold, sum_lanes,
                                            sum_pairs)
@@ -49,6 +49,19 @@ DECODE_KIND = {"fp8e4m3": 1, "fp8e4m3fnuz": 2, "fp8e5m2fnuz": 2}
 # the kernels' ACC of an accumulator (triton_kernels Note [accumulators])
 ACC_CODES = {"fp32": 0, "fp64": 1, "fp16": 2, "bf16": 3}
 
+
+def acc_code(accumulator, input):
+    """The kernels' ACC of an accumulator for terms of format `input` (fp32 values of fp64
+    terms: an fp64 carrier, 4)."""
+    return 4 if accumulator == "fp32" and input == "fp64" else ACC_CODES[accumulator]
+
+
+class Mode:
+    """A `using` region's own arithmetic (triton_host Note [regions in plans])."""
+
+    def __init__(self, accumulator, product, product_format=None):
+        self.accumulator, self.product, self.product_format = accumulator, product, product_format
+
 def _device_of(t):
     """A context in which kernels launch on tensor t's GPU: Triton launches on the current CUDA
     device, and tensors on another GPU would be read there through pointers of another device."""
@@ -70,18 +83,21 @@ def _stored_format(kind):
     return FORMATS[STORED_FORMATS[kind]][:2] if kind in STORED_FORMATS else (0, 0)
 
 
-def _taken(p, fma, both=False):
-    """Which segments of plan p are one term (a fold of one) that a combine step takes as a leaf
-    (Note [lone products] at mm_lone).  fma: of two such leaves the earlier is rounded, not
+def _taken(p, fma, exact, both=False):
+    """Which segments of plan p are one term (a fold of one, in a region or not) that a combine
+    step of fma or exact products takes as a leaf (Note [lone products] at mm_lone).  fma,
+    exact: bools, or one per step.  With fma, of two such leaves the earlier is rounded, not
     taken (fpspec.arith.evaluate, note [which child is fused]).  both: only steps of two."""
     S = p.segs.shape[0]
-    one = (p.segs[:, 1] == 1) & (p.segs[:, 3] == FOLD)
+    kinds = p.segs[:, 3]
+    one = (p.segs[:, 1] == 1) & ((kinds == FOLD) | (kinds >= FOLD_IN))
+    T = p.steps.shape[0]
+    fma, exact = torch.as_tensor(fma).expand(T), torch.as_tensor(exact).expand(T)
     taken = torch.zeros(S, dtype=torch.bool)
     for x, y in ((p.steps[:, 1], p.steps[:, 2]), (p.steps[:, 2], p.steps[:, 1])):
         xs, ys = x.clamp(max=S - 1), y.clamp(max=S - 1)
-        leaf = (x < S) & one[xs]
-        if fma:
-            leaf &= ~((y < S) & one[ys] & (p.segs[xs, 0] < p.segs[ys, 0]))
+        leaf = (x < S) & one[xs] & (fma | exact)
+        leaf &= ~(fma & (y < S) & one[ys] & (p.segs[xs, 0] < p.segs[ys, 0]))
         if both:
             leaf &= (y < S) & one[ys]
         taken[x[leaf]] = True
@@ -91,10 +107,13 @@ def _taken(p, fma, both=False):
 class Numerics:
     """What the replica's kernels need of the spec's arithmetic section."""
 
-    def __init__(self, input, accumulator, output, product, init, fused=None, product_format=None):
+    def __init__(self, input, accumulator, output, product, init, fused=None, product_format=None, regions=()):
         self.input, self.accumulator, self.output = input, accumulator, output
         self.product, self.init, self.fused = product, init, fused
         self.product_format = product_format
+        # mode k >= 1 of the plans is regions[k - 1]; mode 0 the spec's own arithmetic
+        self.modes = [Mode(accumulator, product, product_format)] + list(regions)
+        self.accs = [self.acc] + [acc_code(r.accumulator, input) for r in regions]
 
     @property
     def acc(self):
@@ -196,17 +215,27 @@ class Replica:
                 raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
         # a lone product that meets a partial sum or another leaf: an exact product in an fp64
         # slot, and the combine step rounds once (Note [lone products] at mm_lone)
-        if nm.acc == 1 and p.steps.shape[0]:
+        if p.steps.shape[0] and 1 in nm.accs:
             # fp64 accumulator: products of <= 26-bit inputs are exact in their fp64 slots, but an
             # fp64 product fused into another segment's sum, or two exact products summed to odd
             # (the reference's rounding into fp64, fpspec.arith.evaluate note [exact products]),
             # are additions the combine steps do not make
-            if nm.input == "fp64" and nm.product in ("fma", "exact") and bool(_taken(p, True).any()):
+            wide = self.step_accs(p) == 1
+            fma, exact = self.step_products(p, "fma") & wide, self.step_products(p, "exact") & wide
+            if nm.input == "fp64" and bool(_taken(p, fma, exact).any()):
                 raise PlanError("an fp64 product fused into a sum of other terms (a term of its own that an "
                                 "addition takes, product = fma) is not supported by the triton kernels")
-            if nm.product == "exact" and bool(_taken(p, False, both=True).any()):
+            if bool(_taken(p, False, exact, both=True).any()):
                 raise PlanError("two exact products added in one fp64 addition of the order's tree (terms of "
                                 "their own) are not supported by the triton kernels")
+
+    def step_products(self, p, product):
+        """Whether each step of plan p (its leveled rows) adds with products `product`."""
+        return torch.tensor([m.product == product for m in self.numerics.modes])[p.steps[:, 3]]
+
+    def step_accs(self, p):
+        """The ACC of each step of plan p (its leveled rows)."""
+        return torch.tensor(self.numerics.accs)[p.steps[:, 3]]
 
     def lone_products(self, p):
         """Note [lone products]: the fold segments of one leaf that a combine step takes with
@@ -217,11 +246,18 @@ class Replica:
         if p in self.lone:
             return self.lone[p]
         nm, got = self.numerics, None
+        if p.mixed and p.steps.shape[0]:
+            # regions: every leaf an addition of fma or exact products takes (Note [regions in plans])
+            taken = _taken(p, self.step_products(p, "fma"), self.step_products(p, "exact"))
+            if bool(taken.any()):
+                got = torch.nonzero(taken).flatten()
+            self.lone[p] = got
+            return got
         # fp32: products of fp16 and fp8 values are exact in it; fp16, bf16 accumulators: every
         # product is rounded to them, and with product = fma a taken one must not be
         wide = nm.acc == 0 and nm.product in ("fma", "exact") and nm.input in ("fp32", "bf16", "tf32")
         if (wide or (nm.acc in (2, 3) and nm.product == "fma")) and p.steps.shape[0]:
-            taken = _taken(p, nm.product == "fma")
+            taken = _taken(p, nm.product == "fma", nm.product == "exact")
             if bool(taken.any()):
                 got = torch.nonzero(taken).flatten()
         self.lone[p] = got
@@ -398,8 +434,8 @@ class Replica:
             dst, s_slot, s_m, s_n = out.view(it_out), 0, out.stride(0), out.stride(1)
         else:
             lone = self.lone_products(p)
-            vals = torch.empty((p.num_slots, M, N), dtype=torch.float32 if lone is None and nm.acc != 1 else torch.float64,
-                               device=A.device)
+            narrow = lone is None and not any(a in (1, 4) for a in nm.accs)   # fp32 slots (Note [accumulators])
+            vals = torch.empty((p.num_slots, M, N), dtype=torch.float32 if narrow else torch.float64, device=A.device)
             dst, s_slot, s_m, s_n = vals, M * N, N, 1
         init = nm.init == "+0.0"
         if chosen == "native":
@@ -492,17 +528,22 @@ class Replica:
                            IN_MAN=man_in, FRAC=23 + f.extra_bits, FLOOR=NO_FLOOR if f.floor is None else f.floor, TO_ZERO=f.to_zero,
                            DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
                            STORE_EXP=store_exp, STORE_MAN=store_man)
-            if dev.fold_ids.numel() and nm.acc != 0:   # fp64, fp16, bf16 (Note [accumulators])
+            float_in = nm.input in ("fp32", "fp64", "tf32")
+            for mode, ids in ([(0, dev.fold_ids)] if nm.acc != 0 else []) + list(dev.region_folds.items()):
+                # fp64, fp16, bf16 accumulators and regions (Note [accumulators], triton_host
+                # Note [regions in plans]): each mode's folds in its arithmetic
+                if not ids.numel():
+                    continue
+                md = nm.modes[mode]
                 BM, BN = 32, 32
-                grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), dev.fold_ids.numel())
-                float_in = nm.input in ("fp32", "fp64", "tf32")
+                grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), ids.numel())
                 Aa, Ba = (A, B) if float_in else (Ab, Bb)
-                mm_fold_acc[grid](Aa, Ba, dst, segs, dev.fold_ids, *common, BM=BM, BN=BN, IN_EXP=exp_in, IN_MAN=man_in,
-                                  FLOAT_IN=float_in, FMA=nm.product in ("fma", "exact"), DIRECT=direct, INIT=init,
-                                  OUT_EXP=exp_out, OUT_MAN=man_out, ACC=nm.acc, ROUND=nm.product != "none",
-                                  PRODUCT_F32=nm.product_format == "fp32",
-                                  EXACT=nm.product == "exact", enable_fp_fusion=False)
-            elif dev.fold_ids.numel():
+                mm_fold_acc[grid](Aa, Ba, dst, segs, ids, *common, BM=BM, BN=BN, IN_EXP=exp_in, IN_MAN=man_in,
+                                  FLOAT_IN=float_in, FMA=md.product in ("fma", "exact"), DIRECT=direct, INIT=init,
+                                  OUT_EXP=exp_out, OUT_MAN=man_out, ACC=nm.accs[mode],
+                                  ROUND=md.product != "none", PRODUCT_F32=md.product_format == "fp32",
+                                  EXACT=md.product == "exact", enable_fp_fusion=False)
+            if dev.fold_ids.numel() and nm.acc == 0:
                 BM, BN = 32, 32
                 grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), dev.fold_ids.numel())
                 mm_fold[grid](Ab, Bb, dst, segs, dev.fold_ids, *common, BM=BM, BN=BN,
@@ -512,10 +553,10 @@ class Replica:
         if not direct:
             if lone is not None:
                 ids = lone.to(A.device)
-                Ab, Bb = A.view(it_in), B.view(it_in)
+                Ab, Bb = (A, B) if nm.input == "fp64" else (A.view(it_in), B.view(it_in))
                 mm_lone[(triton.cdiv(M, 32), triton.cdiv(N, 32), ids.numel())](
                     Ab, Bb, vals, segs, ids, M, N, Ab.stride(0), Ab.stride(1), Bb.stride(0), Bb.stride(1), M * N, N, 1,
-                    BM=32, BN=32, IN_EXP=exp_in, IN_MAN=man_in, enable_fp_fusion=False)
+                    BM=32, BN=32, IN_EXP=exp_in, IN_MAN=man_in, F64_IN=nm.input == "fp64", enable_fp_fusion=False)
             self._combine(p, vals, M * N)
             finish[(triton.cdiv(M * N, 1024),)](vals, out.view(it_out), p.root, M * N, BO=1024, INIT=init,
                                                 OUT_EXP=exp_out, OUT_MAN=man_out, ACC=nm.acc)
@@ -547,6 +588,8 @@ class Replica:
         """Every step of plan p on the slot values `vals` (fp64 slots: Note [lone products])."""
         dev = p.on(vals.device)
         wide = vals.dtype == torch.float64
+        mixed = dict(MIXED=getattr(p, "mixed", False),
+                     accs_ptr=torch.tensor(self.numerics.accs, dtype=torch.int32, device=vals.device))
         BO = 1 if R == 1 else min(1024, triton.next_power_of_2(R))
         BS = max(1, 1024 // BO)
         big = len(p.levels)
@@ -554,15 +597,14 @@ class Replica:
             big -= 1
         for lo, cnt in p.levels[:big]:
             combine[(triton.cdiv(cnt, BS), triton.cdiv(R, BO))](vals, dev.steps, lo, cnt, R, BS=BS, BO=BO, WIDE=wide,
-                                                                 ACC=self.numerics.acc,
+                                                                 ACC=self.numerics.acc, **mixed,
                                                                  enable_fp_fusion=False)
         if big < len(p.levels):
             tail = dev.tails.get(big)
             if tail is None:
                 tail = dev.tails[big] = torch.tensor(p.levels[big:], dtype=torch.int64, device=vals.device)
             combine_levels[(1,)](vals, dev.steps, tail, len(p.levels) - big, R, BS=BS, BO=BO, WIDE=wide,
-                                 ACC=self.numerics.acc,
-                                 enable_fp_fusion=False)
+                                 ACC=self.numerics.acc, **mixed, enable_fp_fusion=False)
 
     # ------------------------------------------------------------ sum
 
@@ -588,7 +630,7 @@ class Replica:
         out = torch.empty((), dtype=dt_out, device=x.device)
         float_in = nm.input in ("fp32", "fp64")
         xin = x if float_in else x.view(it_in)
-        carrier = torch.float64 if nm.acc == 1 else torch.float32   # Note [accumulators]
+        carrier = torch.float64 if any(a in (1, 4) for a in nm.accs) else torch.float32   # Note [accumulators]
         dev = p.on(x.device)
         init = nm.init == "+0.0"
         fmt = dict(IN_EXP=exp_in, IN_MAN=man_in, FLOAT_IN=float_in)
@@ -623,6 +665,11 @@ class Replica:
                 BS = 256
                 sum_fold[(triton.cdiv(F, BS),)](xin, vals, dev.segs, dev.fold_ids, F, p.max_count, BS=BS, **fmt,
                                                 DIRECT=direct, **res, enable_fp_fusion=False)
+            for mode, ids in dev.region_folds.items():   # triton_host Note [regions in plans]
+                BS = 256
+                sum_fold[(triton.cdiv(ids.numel(), BS),)](xin, vals, dev.segs, ids, ids.numel(), p.max_count, BS=BS,
+                                                          **fmt, DIRECT=direct, **dict(res, ACC=nm.accs[mode]),
+                                                          enable_fp_fusion=False)
             for g in dev.leaf_groups:
                 self._leaves(g, xin, vals, 0, direct, fmt, res)
         if not direct:

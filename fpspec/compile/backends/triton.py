@@ -55,11 +55,8 @@ class TritonBackend(Backend):
             if getattr(ar, key) not in _FORMATS:
                 raise CompileError(f"triton: {key} format {getattr(ar, key)} is not supported "
                                    f"(expected one of {', '.join(_FORMATS)})")
-        for r in _reducers(kernel):
-            if isinstance(r, WithArithmetic) and not _stored_format(kernel, r.name):
-                raise CompileError(f"triton: using({r.name}, ...) is supported only where the section narrows "
-                                   "the accumulator to fp16 or bf16 around fused nodes (their results stored "
-                                   "into it); compile for numpy or numba")
+        for name in _region_names(kernel):
+            _check_region(kernel, name)
         _check_accumulator(kernel)
         if ar.output == "tf32" or ar.output in _NARROW:
             raise CompileError(f"triton: output {ar.output} is not supported (its units write fp32)")
@@ -150,6 +147,37 @@ def _check_fused(kernel: Kernel, f) -> None:
                            "(the kernels add partial results in fp32); compile for numpy")
 
 
+def _region_names(kernel: Kernel) -> list[str]:
+    """The `using` sections the kernels run as regions of their own arithmetic (triton_host
+    Note [regions in plans]), in order of appearance: the replica's modes 1, 2, ..."""
+    names = []
+    for r in _reducers(kernel):
+        if isinstance(r, WithArithmetic) and not _stored_format(kernel, r.name) and r.name not in names:
+            names.append(r.name)
+    return names
+
+
+def _check_region(kernel: Kernel, name: str) -> None:
+    """Refuse, in one line, a `using` section whose arithmetic the kernels do not run."""
+    ar, region = kernel.arithmetic, kernel.named_arithmetic(name)
+    what = f"triton: using({name}, ...)"
+    if region.input != ar.input or region.fused != ar.fused or region.bias != ar.bias:
+        raise CompileError(f"{what} changes more than the accumulator and the products; compile for numpy or numba")
+    if region.fused is not None and (region.accumulator != ar.accumulator or region.product != ar.product):
+        raise CompileError(f"{what} around fused nodes is supported only where it narrows the accumulator to fp16 "
+                           "or bf16 (their results stored into it); compile for numpy or numba")
+    if region.accumulator not in ("fp32", "fp64", "fp16", "bf16"):
+        raise CompileError(f"{what}: accumulator {region.accumulator} is not supported")
+    if ar.input == "fp64" and region.accumulator not in ("fp64", "fp32"):
+        raise CompileError(f"{what}: fp64 terms into an {region.accumulator} accumulator are not supported")
+    if region.product == "fma_first":
+        raise CompileError(f"{what}: product = fma_first is not supported; compile for numpy or numba")
+    if region.accumulator in ("fp16", "bf16") and region.product == "exact":
+        raise CompileError(f"{what}: product = exact into an {region.accumulator} accumulator is not supported")
+    if region.product_format is not None and not (region.product_format == "fp32" and region.accumulator == "fp64"):
+        raise CompileError(f"{what}: product_format = {region.product_format} is not supported")
+
+
 def _check_accumulator(kernel: Kernel) -> None:
     """Refuse the accumulators the kernels do not carry (triton_kernels Note [accumulators])."""
     ar = kernel.arithmetic
@@ -176,6 +204,8 @@ def _numerics(kernel: Kernel) -> str:
     """The replica's Numerics(...) of the spec's arithmetic, as source."""
     ar = kernel.arithmetic
     f = ar.fused
+    regions = [f"Mode({a.accumulator!r}, {a.product!r}, {a.product_format!r})"
+               for a in map(kernel.named_arithmetic, _region_names(kernel))]
     fused = ("None" if f is None else
              f"Fused(width={f.w}, extra_bits={f.extra_bits}, floor={f.exponent_floor}, "
              f"to_zero={f.result == 'rz'}, zero_exponent={f.zero_exponent}, c_emin={f.c_emin}, "
@@ -184,7 +214,8 @@ def _numerics(kernel: Kernel) -> str:
              f"subnormal_outputs={f.subnormal_outputs}, interleave={f.interleave})")
     return (f"Numerics(input={ar.input!r}, accumulator={ar.accumulator!r}, output={ar.output!r}, "
             f"product={ar.product!r}, init={ar.init!r}, fused={fused}"
-            + ("" if ar.product_format is None else f", product_format={ar.product_format!r}") + ")")
+            + ("" if ar.product_format is None else f", product_format={ar.product_format!r}")
+            + ("" if not regions else f", regions=[{', '.join(regions)}]") + ")")
 
 
 # n at which the compiler plans the order the way the replica will (the planner's refusals
@@ -321,7 +352,10 @@ class _ReducerPrinter:
         return f"Call({r.name!r})"
 
     def _print_WithArithmetic(self, r: WithArithmetic) -> str:
-        return f"Stored({_stored_format(self.kernel, r.name)!r}, {self.print(r.reducer)})"
+        stored = _stored_format(self.kernel, r.name)
+        if stored is not None:
+            return f"Stored({stored!r}, {self.print(r.reducer)})"
+        return f"Region({1 + _region_names(self.kernel).index(r.name)}, {self.print(r.reducer)})"
 
 
 _IMPORTS = re.compile(r"^# -- imports: dropped in replicas\n.*?^# -- end imports\n", re.S | re.M)
