@@ -16,7 +16,7 @@ import triton
 from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _shape
 
 from fpspec.compile.triton_host import CHAIN, FOLD, FOLD_IN, LONE_FIRST, STORED_FORMATS, PlanError, plan
-from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
+from fpspec.compile.triton_kernels import (combine, combine_fused, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
                                            UNSET, mm_chain_native, mm_fold, mm_fold_acc, mm_lone, sum_fold, sum_lanes,
                                            sum_pairs)
 # -- end imports
@@ -216,15 +216,11 @@ class Replica:
         # a lone product that meets a partial sum or another leaf: an exact product in an fp64
         # slot, and the combine step rounds once (Note [lone products] at mm_lone)
         if p.steps.shape[0] and 1 in nm.accs:
-            # fp64 accumulator: products of <= 26-bit inputs are exact in their fp64 slots, but an
-            # fp64 product fused into another segment's sum, or two exact products summed to odd
-            # (the reference's rounding into fp64, fpspec.arith.evaluate note [exact products]),
-            # are additions the combine steps do not make
-            wide = self.step_accs(p) == 1
-            fma, exact = self.step_products(p, "fma") & wide, self.step_products(p, "exact") & wide
-            if nm.input == "fp64" and bool(_taken(p, fma, exact).any()):
-                raise PlanError("an fp64 product fused into a sum of other terms (a term of its own that an "
-                                "addition takes, product = fma) is not supported by the triton kernels")
+            # fp64 accumulator: products of <= 26-bit inputs are exact in their fp64 slots (an fp64
+            # product fused into another's sum: combine_fused), but two exact products summed to odd
+            # (the reference's rounding into fp64, fpspec.arith.evaluate note [exact products])
+            # is an addition the combine steps do not make
+            exact = self.step_products(p, "exact") & (self.step_accs(p) == 1)
             if bool(_taken(p, False, exact, both=True).any()):
                 raise PlanError("two exact products added in one fp64 addition of the order's tree (terms of "
                                 "their own) are not supported by the triton kernels")
@@ -236,6 +232,30 @@ class Replica:
     def step_accs(self, p):
         """The ACC of each step of plan p (its leveled rows)."""
         return torch.tensor(self.numerics.accs)[p.steps[:, 3]]
+
+    def fused_lone(self, p):
+        """Note [fp64 lone products] (triton_kernels): per step of plan p (its leveled rows), the
+        term it fuses and which operand that is, (-1, 0) where none; None: no such step."""
+        key = ("fused", p)
+        if key in self.lone:
+            return self.lone[key]
+        nm, got = self.numerics, None
+        if nm.input == "fp64" and p.steps.shape[0] and 1 in nm.accs:
+            fma = self.step_products(p, "fma") & (self.step_accs(p) == 1)
+            S = p.segs.shape[0]
+            kinds = p.segs[:, 3]
+            one = (p.segs[:, 1] == 1) & ((kinds == FOLD) | (kinds >= FOLD_IN))
+            table = torch.full((p.steps.shape[0], 2), -1, dtype=torch.int64)
+            table[:, 1] = 0
+            for side, (x, y) in enumerate(((p.steps[:, 1], p.steps[:, 2]), (p.steps[:, 2], p.steps[:, 1]))):
+                xs, ys = x.clamp(max=S - 1), y.clamp(max=S - 1)
+                leaf = fma & (x < S) & one[xs] & ~((y < S) & one[ys] & (p.segs[xs, 0] < p.segs[ys, 0]))
+                table[leaf, 0] = p.segs[xs[leaf], 0]
+                table[leaf, 1] = side
+            if bool((table[:, 0] >= 0).any()):
+                got = table
+        self.lone[key] = got
+        return got
 
     def lone_products(self, p):
         """Note [lone products]: the fold segments of one leaf that a combine step takes with
@@ -557,7 +577,7 @@ class Replica:
                 mm_lone[(triton.cdiv(M, 32), triton.cdiv(N, 32), ids.numel())](
                     Ab, Bb, vals, segs, ids, M, N, Ab.stride(0), Ab.stride(1), Bb.stride(0), Bb.stride(1), M * N, N, 1,
                     BM=32, BN=32, IN_EXP=exp_in, IN_MAN=man_in, F64_IN=nm.input == "fp64", enable_fp_fusion=False)
-            self._combine(p, vals, M * N)
+            self._combine(p, vals, M * N, (A, B, N))
             finish[(triton.cdiv(M * N, 1024),)](vals, out.view(it_out), p.root, M * N, BO=1024, INIT=init,
                                                 OUT_EXP=exp_out, OUT_MAN=man_out, ACC=nm.acc)
         return out
@@ -584,14 +604,24 @@ class Replica:
 
     SMALL_LEVEL = 4096   # additions x outputs below which a level shares one launch with the next
 
-    def _combine(self, p, vals, R):
-        """Every step of plan p on the slot values `vals` (fp64 slots: Note [lone products])."""
+    def _combine(self, p, vals, R, operands=None):
+        """Every step of plan p on the slot values `vals` (fp64 slots: Note [lone products]);
+        operands (A, B, N) of a matrix product, for fp64 terms fused into additions."""
         dev = p.on(vals.device)
         wide = vals.dtype == torch.float64
         mixed = dict(MIXED=getattr(p, "mixed", False),
                      accs_ptr=torch.tensor(self.numerics.accs, dtype=torch.int32, device=vals.device))
         BO = 1 if R == 1 else min(1024, triton.next_power_of_2(R))
         BS = max(1, 1024 // BO)
+        lone = self.fused_lone(p) if operands is not None else None
+        if lone is not None:   # triton_kernels Note [fp64 lone products]: one launch a level
+            A, B, N = operands
+            lone = lone.to(vals.device)
+            for lo, cnt in p.levels:
+                combine_fused[(triton.cdiv(cnt, BS), triton.cdiv(R, BO))](
+                    vals, dev.steps, lone, A, B, A.stride(0), A.stride(1), B.stride(0), B.stride(1), N, lo, cnt, R,
+                    BS=BS, BO=BO, **mixed, enable_fp_fusion=False)
+            return
         big = len(p.levels)
         while big and p.levels[big - 1][1] * R <= self.SMALL_LEVEL:
             big -= 1
