@@ -1026,7 +1026,7 @@ def mm_fold(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
             s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
             BM: tl.constexpr, BN: tl.constexpr, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr,
             FMA: tl.constexpr, DIRECT: tl.constexpr, INIT: tl.constexpr,
-            OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, EXACT: tl.constexpr = False):
+            OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, EXACT: tl.constexpr = False, FIRST: tl.constexpr = False):
     """A sequential fold of products over one segment (binary adds, or FMAs), for a tile.
 
     The first product is rounded; with FMA each later one is fused into the
@@ -1048,8 +1048,10 @@ def mm_fold(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     mm, mn = rm < M, rn < N
     # fpspec.arith.evaluate, note [which child is fused]: of the first two
     # leaves the later index is the fused one, also when the fold runs backwards
-    swap = FMA & (stride < 0) & (count > 1)
-    k0 = tl.where(swap, start + stride, start)
+    # (FIRST, product = fma_first: the earlier index); the other is rounded first
+    k1 = tl.where((head == 0) | (1 < head), start + stride, start + head * stride + (1 - head) * tstride)
+    swap = FMA & ((stride < 0) != FIRST) & (count > 1)
+    k0 = tl.where(swap, k1, start)
     a = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k0 * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))
     b = fp_as_f32(fp_widen(tl.load(b_ptr + k0 * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))
     acc = a[:, None] * b[None, :]
@@ -1131,7 +1133,8 @@ def mm_fold_acc(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
                 BM: tl.constexpr, BN: tl.constexpr, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr,
                 FLOAT_IN: tl.constexpr, FMA: tl.constexpr, DIRECT: tl.constexpr, INIT: tl.constexpr,
                 OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, ACC: tl.constexpr,
-                ROUND: tl.constexpr = True, PRODUCT_F32: tl.constexpr = False, EXACT: tl.constexpr = False):
+                ROUND: tl.constexpr = True, PRODUCT_F32: tl.constexpr = False, EXACT: tl.constexpr = False,
+                FIRST: tl.constexpr = False):
     """mm_fold for any accumulator (Note [accumulators]) and regions: the same segments,
     operands read as fp64 values.  The first product rounded to the accumulator; with FMA each
     later one fused into the partial sum (one rounding), else rounded and added.  EXACT (ACC 1,
@@ -1147,8 +1150,10 @@ def mm_fold_acc(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
     # fpspec.arith.evaluate, note [which child is fused]: the later index of the first two leaves
-    swap = FMA & (stride < 0) & (count > 1)
-    k0 = tl.where(swap, start + stride, start)
+    # (FIRST, product = fma_first: the earlier); the other is rounded first
+    k1 = tl.where((head == 0) | (1 < head), start + stride, start + head * stride + (1 - head) * tstride)
+    swap = FMA & ((stride < 0) != FIRST) & (count > 1)
+    k0 = tl.where(swap, k1, start)
     a = fp_mm_operand(a_ptr, rm * s_am + k0 * s_ak, mm, IN_EXP, IN_MAN, FLOAT_IN)
     b = fp_mm_operand(b_ptr, k0 * s_bk + rn * s_bn, mn, IN_EXP, IN_MAN, FLOAT_IN)
     acc = fp_mm_term(a, b, ACC, ROUND, PRODUCT_F32)

@@ -83,21 +83,23 @@ def _stored_format(kind):
     return FORMATS[STORED_FORMATS[kind]][:2] if kind in STORED_FORMATS else (0, 0)
 
 
-def _taken(p, fma, exact, both=False):
+def _taken(p, fma, exact, both=False, first=False):
     """Which segments of plan p are one term (a fold of one, in a region or not) that a combine
     step of fma or exact products takes as a leaf (Note [lone products] at mm_lone).  fma,
-    exact: bools, or one per step.  With fma, of two such leaves the earlier is rounded, not
-    taken (fpspec.arith.evaluate, note [which child is fused]).  both: only steps of two."""
+    exact, first: bools, or one per step.  With fma, of two such leaves the earlier is rounded,
+    not taken (fpspec.arith.evaluate, note [which child is fused]); with first (product =
+    fma_first, an fma) the later.  both: only steps of two."""
     S = p.segs.shape[0]
     kinds = p.segs[:, 3]
     one = (p.segs[:, 1] == 1) & ((kinds == FOLD) | (kinds >= FOLD_IN))
     T = p.steps.shape[0]
     fma, exact = torch.as_tensor(fma).expand(T), torch.as_tensor(exact).expand(T)
+    first = torch.as_tensor(first).expand(T)
     taken = torch.zeros(S, dtype=torch.bool)
     for x, y in ((p.steps[:, 1], p.steps[:, 2]), (p.steps[:, 2], p.steps[:, 1])):
         xs, ys = x.clamp(max=S - 1), y.clamp(max=S - 1)
         leaf = (x < S) & one[xs] & (fma | exact)
-        leaf &= ~(fma & (y < S) & one[ys] & (p.segs[xs, 0] < p.segs[ys, 0]))
+        leaf &= ~(fma & (y < S) & one[ys] & ((p.segs[xs, 0] < p.segs[ys, 0]) != first))
         if both:
             leaf &= (y < S) & one[ys]
         taken[x[leaf]] = True
@@ -241,7 +243,8 @@ class Replica:
             return self.lone[key]
         nm, got = self.numerics, None
         if nm.input == "fp64" and p.steps.shape[0] and 1 in nm.accs:
-            fma = self.step_products(p, "fma") & (self.step_accs(p) == 1)
+            first = self.step_products(p, "fma_first")
+            fma = (self.step_products(p, "fma") | first) & (self.step_accs(p) == 1)
             S = p.segs.shape[0]
             kinds = p.segs[:, 3]
             one = (p.segs[:, 1] == 1) & ((kinds == FOLD) | (kinds >= FOLD_IN))
@@ -249,7 +252,7 @@ class Replica:
             table[:, 1] = 0
             for side, (x, y) in enumerate(((p.steps[:, 1], p.steps[:, 2]), (p.steps[:, 2], p.steps[:, 1]))):
                 xs, ys = x.clamp(max=S - 1), y.clamp(max=S - 1)
-                leaf = fma & (x < S) & one[xs] & ~((y < S) & one[ys] & (p.segs[xs, 0] < p.segs[ys, 0]))
+                leaf = fma & (x < S) & one[xs] & ~((y < S) & one[ys] & ((p.segs[xs, 0] < p.segs[ys, 0]) != first))
                 table[leaf, 0] = p.segs[xs[leaf], 0]
                 table[leaf, 1] = side
             if bool((table[:, 0] >= 0).any()):
@@ -268,16 +271,18 @@ class Replica:
         nm, got = self.numerics, None
         if p.mixed and p.steps.shape[0]:
             # regions: every leaf an addition of fma or exact products takes (Note [regions in plans])
-            taken = _taken(p, self.step_products(p, "fma"), self.step_products(p, "exact"))
+            first = self.step_products(p, "fma_first")
+            taken = _taken(p, self.step_products(p, "fma") | first, self.step_products(p, "exact"), first=first)
             if bool(taken.any()):
                 got = torch.nonzero(taken).flatten()
             self.lone[p] = got
             return got
         # fp32: products of fp16 and fp8 values are exact in it; fp16, bf16 accumulators: every
         # product is rounded to them, and with product = fma a taken one must not be
-        wide = nm.acc == 0 and nm.product in ("fma", "exact") and nm.input in ("fp32", "bf16", "tf32")
-        if (wide or (nm.acc in (2, 3) and nm.product == "fma")) and p.steps.shape[0]:
-            taken = _taken(p, nm.product == "fma", nm.product == "exact")
+        fma = nm.product in ("fma", "fma_first")
+        wide = nm.acc == 0 and (fma or nm.product == "exact") and nm.input in ("fp32", "bf16", "tf32")
+        if (wide or (nm.acc in (2, 3) and fma)) and p.steps.shape[0]:
+            taken = _taken(p, fma, nm.product == "exact", first=nm.product == "fma_first")
             if bool(taken.any()):
                 got = torch.nonzero(taken).flatten()
         self.lone[p] = got
@@ -559,7 +564,8 @@ class Replica:
                 grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), ids.numel())
                 Aa, Ba = (A, B) if float_in else (Ab, Bb)
                 mm_fold_acc[grid](Aa, Ba, dst, segs, ids, *common, BM=BM, BN=BN, IN_EXP=exp_in, IN_MAN=man_in,
-                                  FLOAT_IN=float_in, FMA=md.product in ("fma", "exact"), DIRECT=direct, INIT=init,
+                                  FLOAT_IN=float_in, FMA=md.product in ("fma", "fma_first", "exact"), DIRECT=direct,
+                                  INIT=init, FIRST=md.product == "fma_first",
                                   OUT_EXP=exp_out, OUT_MAN=man_out, ACC=nm.accs[mode],
                                   ROUND=md.product != "none", PRODUCT_F32=md.product_format == "fp32",
                                   EXACT=md.product == "exact", enable_fp_fusion=False)
@@ -567,7 +573,8 @@ class Replica:
                 BM, BN = 32, 32
                 grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), dev.fold_ids.numel())
                 mm_fold[grid](Ab, Bb, dst, segs, dev.fold_ids, *common, BM=BM, BN=BN,
-                              IN_EXP=exp_in, IN_MAN=man_in, FMA=nm.product in ("fma", "exact"),
+                              IN_EXP=exp_in, IN_MAN=man_in, FMA=nm.product in ("fma", "fma_first", "exact"),
+                              FIRST=nm.product == "fma_first",
                               EXACT=nm.product == "exact", DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
                               enable_fp_fusion=False)
         if not direct:

@@ -63,8 +63,6 @@ class TritonBackend(Backend):
         if ar.input in _NARROW and any(isinstance(r, _BINARY) for r in _reducers(kernel)):
             raise CompileError(f"triton: fp8 inputs (and fp6, fp4; here {ar.input}) are supported in chains of "
                                "fused nodes only; compile for numpy")
-        if ar.product == "fma_first":
-            raise CompileError("triton: product = fma_first is not supported; compile for numpy or numba")
         if kernel.op == "sum" and ar.product != "none":
             raise CompileError("triton: a sum has no products (product = none)")
         if ar.product == "exact" and ar.input == "fp32" and ar.accumulator == "fp32":
@@ -81,12 +79,13 @@ class TritonBackend(Backend):
             raise CompileError("triton: the order has fused chains but the arithmetic has no fused section")
         # (an fp64 accumulator holds products of <= 26-bit inputs exactly: rounded ones are exact)
         exact_terms = ar.accumulator == "fp64" and ar.input != "fp64" and ar.product_format is None
-        if any(isinstance(r, VLanes) for r in _reducers(kernel)) and (ar.product in ("fma", "exact")
+        if any(isinstance(r, VLanes) for r in _reducers(kernel)) and (ar.product in ("fma", "fma_first", "exact")
                                                                        or f is not None) and not exact_terms:
             raise CompileError(f"triton: vlanes(...) with product = {ar.product}{' and fused nodes' if f else ''} is "
                                "not supported (its terms enter additions as rounded values: triton_host note "
                                "[vector lanes in plans]); compile for numpy or numba")
-        if (any(isinstance(r, Pad) for r in _reducers(kernel)) and (ar.product in ("fma", "exact") or f is not None)
+        if (any(isinstance(r, Pad) for r in _reducers(kernel)) and (ar.product in ("fma", "fma_first", "exact")
+                                                                    or f is not None)
                 and not exact_terms):
             raise CompileError(f"triton: pad(...) with product = {ar.product}{' and fused nodes' if f else ''} is not "
                                "supported (its terms enter additions as rounded values: triton_host note "
@@ -170,8 +169,6 @@ def _check_region(kernel: Kernel, name: str) -> None:
         raise CompileError(f"{what}: accumulator {region.accumulator} is not supported")
     if ar.input == "fp64" and region.accumulator not in ("fp64", "fp32"):
         raise CompileError(f"{what}: fp64 terms into an {region.accumulator} accumulator are not supported")
-    if region.product == "fma_first":
-        raise CompileError(f"{what}: product = fma_first is not supported; compile for numpy or numba")
     if region.accumulator in ("fp16", "bf16") and region.product == "exact":
         raise CompileError(f"{what}: product = exact into an {region.accumulator} accumulator is not supported")
     if region.product_format is not None and not (region.product_format == "fp32" and region.accumulator == "fp64"):
