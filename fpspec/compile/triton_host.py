@@ -43,11 +43,23 @@ STORED_KINDS = {"bf16": CHAIN_BF16, "fp16": CHAIN_FP16}
 STORED_FORMATS = {kind: fmt for fmt, kind in STORED_KINDS.items()}
 # Note [regions in plans]: a `using(NAME, ...)` region of its own accumulator or products
 # (Region, mode k >= 1: the replica's Numerics.regions[k - 1]) plans its folds as kind
-# FOLD_IN + k and writes k beside each of its additions (a step's third column); the driver
+# FOLD_IN + 2k and writes k beside each of its additions (a step's third column); the driver
 # launches each mode's folds with its arithmetic and the combine kernels read a step's
 # accumulator from its mode.  A region of one operand has no node: the operand is the outer
-# order's (fpspec.spec.expand marks no node of it).
+# order's (fpspec.spec.expand marks no node of it).  Kind FOLD_IN + 2k + 1 (any k, 0
+# included) is a term of its own that met only phantoms (note [phantoms in plans]): its
+# rounded product is a value, never fused into the addition that takes it.
 FOLD_IN = 16
+
+
+def value_kind(kind):
+    """The kind of a one-term fold of kind `kind` whose rounded product is a value."""
+    return FOLD_IN + 1 if kind == FOLD else kind | 1
+
+
+def lone_kinds(kinds):
+    """Which kinds are folds whose single term an addition may fuse (not values)."""
+    return (kinds == FOLD) | ((kinds >= FOLD_IN) & (kinds % 2 == 0))
 LEAF_MAX_ROWS = 32   # a leaf block's lanes are at most this long (rows of the tile, unrolled)
 LEAF_MAX_TAIL = 32   # and at most this many terms follow them (unrolled too)
 LEAF_MAX_LANES = 32
@@ -190,7 +202,7 @@ class Planner:
 
     def _fold(self):
         """The kind of a fold in the current region."""
-        return FOLD if self.mode == 0 else FOLD_IN + self.mode
+        return FOLD if self.mode == 0 else FOLD_IN + 2 * self.mode
 
     def _resolve(self, r, m):
         while True:
@@ -440,7 +452,11 @@ class Planner:
             roots = roots[:pad[0]] + [None] * pad[1] + roots[pad[0]:]
         root = self.slots(outer, roots, out) if reduce is None else reduce(roots, out)
         new = torch.tensor(out.rows, dtype=torch.int64).reshape(-1, 3)
-        return SubPlan(torch.cat(segs), torch.cat(steps + [new]), root)
+        segs = torch.cat(segs)
+        for v in out.values:   # a term that met only phantoms: a value (note [phantoms in plans])
+            if v < S and int(segs[v, 1]) == 1 and bool(lone_kinds(segs[v, 3])):
+                segs[v, 3] = value_kind(int(segs[v, 3]))
+        return SubPlan(segs, torch.cat(steps + [new]), root)
 
     # ------------------------------------------------------------ leaf blocks
 
@@ -586,10 +602,14 @@ class _Steps:
 
     def __init__(self, first, mode=0):
         self.first, self.rows, self.mode = first, [], mode
+        self.values = []   # operands that met a phantom (note [phantoms in plans])
 
     def add(self, a, b):
         if a is None or b is None:    # note [phantoms in plans]
-            return b if a is None else a
+            kept = b if a is None else a
+            if kept is not None:
+                self.values.append(kept)
+            return kept
         slot = self.first + len(self.rows) // 3
         self.rows += [a, b, self.mode]
         return slot
@@ -599,8 +619,9 @@ class _Steps:
 # operand and gives the inner order the padded list with None for each
 # phantom; an addition with a phantom is no addition (the model's rule:
 # a node loses its phantom children), so the plan is the spec's tree.
-# Each term then enters its first addition as a value (no FMA into it),
-# which is exact for sums and rounded products.
+# A term that met only phantoms was added to a zero lane, which rounded it
+# (fpspec.spec.expand note [lone products]): its segment becomes a value
+# kind (Note [regions in plans]), which no later addition fuses.
 
 # Note [vector lanes in plans]: a lane of vlanes(V, K, ...) holds vectors of V
 # consecutive terms K*V apart and then its leftovers: no one stride run.  Where
@@ -608,9 +629,9 @@ class _Steps:
 # accumulator q is one run of stride K*V (then leftover q, added last where
 # INNER is a forward fold); where V = 1 the lane is one run of stride K.
 # Otherwise every term of the lane is its own operand (as for pad) and the lane
-# order reduces those slots.  Terms there enter additions as values: exact for
-# sums and rounded products (the compiler refuses vlanes with FMA, exact
-# products or fused nodes).
+# order reduces those slots.  Terms there enter additions on their own: an
+# addition of fma or exact products fuses them (the driver's lone products);
+# the compiler refuses vlanes with fused nodes.
 
 _SINGLE = Fold()   # one term on its own (a fixed object: plans are memoized by id)
 
@@ -637,10 +658,10 @@ class Plan:
         self.stored = torch.isin(kinds, torch.tensor(tuple(STORED_FORMATS)))   # chains stored narrower
         chain = (kinds == CHAIN) | self.stored
         self.has_chain = bool(chain.any())
-        self.fold_ids = torch.nonzero(kinds == FOLD).flatten()
+        self.fold_ids = torch.nonzero(kinds == FOLD).flatten()   # (values: region_folds, mode 0)
         # mode -> the folds of a region (Note [regions in plans])
-        self.region_folds = {k - FOLD_IN: torch.nonzero(kinds == k).flatten()
-                             for k in sorted(set(kinds[kinds >= FOLD_IN].tolist()))}
+        self.region_folds = {k: torch.nonzero((kinds >= FOLD_IN) & ((kinds - FOLD_IN) // 2 == k)).flatten()
+                             for k in sorted(set(((kinds[kinds >= FOLD_IN] - FOLD_IN) // 2).tolist()))}
         self.mixed = bool(self.region_folds) or bool((self.steps[:, 3] != 0).any())
         # (width, kind) -> the chain segments of one launch
         self.chain_ids = {(w, kind): torch.nonzero((kinds == kind) & (self.segs[:, 4] == w)).flatten()

@@ -15,7 +15,7 @@ import triton
 # the argument checks of every backend's replica (embedded with their settings: backends.triton)
 from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _shape
 
-from fpspec.compile.triton_host import CHAIN, FOLD, FOLD_IN, LONE_FIRST, STORED_FORMATS, PlanError, plan
+from fpspec.compile.triton_host import CHAIN, LONE_FIRST, STORED_FORMATS, PlanError, lone_kinds, plan
 from fpspec.compile.triton_kernels import (combine, combine_fused, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
                                            UNSET, mm_chain_native, mm_fold, mm_fold_acc, mm_lone, sum_fold, sum_lanes,
                                            sum_pairs)
@@ -91,7 +91,7 @@ def _taken(p, fma, exact, both=False, first=False):
     fma_first, an fma) the later.  both: only steps of two."""
     S = p.segs.shape[0]
     kinds = p.segs[:, 3]
-    one = (p.segs[:, 1] == 1) & ((kinds == FOLD) | (kinds >= FOLD_IN))
+    one = (p.segs[:, 1] == 1) & lone_kinds(kinds)
     T = p.steps.shape[0]
     fma, exact = torch.as_tensor(fma).expand(T), torch.as_tensor(exact).expand(T)
     first = torch.as_tensor(first).expand(T)
@@ -247,7 +247,7 @@ class Replica:
             fma = (self.step_products(p, "fma") | first) & (self.step_accs(p) == 1)
             S = p.segs.shape[0]
             kinds = p.segs[:, 3]
-            one = (p.segs[:, 1] == 1) & ((kinds == FOLD) | (kinds >= FOLD_IN))
+            one = (p.segs[:, 1] == 1) & lone_kinds(kinds)
             table = torch.full((p.steps.shape[0], 2), -1, dtype=torch.int64)
             table[:, 1] = 0
             for side, (x, y) in enumerate(((p.steps[:, 1], p.steps[:, 2]), (p.steps[:, 2], p.steps[:, 1]))):

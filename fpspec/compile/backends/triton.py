@@ -77,19 +77,12 @@ class TritonBackend(Backend):
             _check_fused(kernel, f)
         if any(isinstance(r, FusedChain) for r in _reducers(kernel)) and f is None:
             raise CompileError("triton: the order has fused chains but the arithmetic has no fused section")
-        # (an fp64 accumulator holds products of <= 26-bit inputs exactly: rounded ones are exact)
-        exact_terms = ar.accumulator == "fp64" and ar.input != "fp64" and ar.product_format is None
-        if any(isinstance(r, VLanes) for r in _reducers(kernel)) and (ar.product in ("fma", "fma_first", "exact")
-                                                                       or f is not None) and not exact_terms:
-            raise CompileError(f"triton: vlanes(...) with product = {ar.product}{' and fused nodes' if f else ''} is "
-                               "not supported (its terms enter additions as rounded values: triton_host note "
-                               "[vector lanes in plans]); compile for numpy or numba")
-        if (any(isinstance(r, Pad) for r in _reducers(kernel)) and (ar.product in ("fma", "fma_first", "exact")
-                                                                    or f is not None)
-                and not exact_terms):
-            raise CompileError(f"triton: pad(...) with product = {ar.product}{' and fused nodes' if f else ''} is not "
-                               "supported (its terms enter additions as rounded values: triton_host note "
-                               "[phantoms in plans]); compile for numpy or numba")
+        if any(isinstance(r, VLanes) for r in _reducers(kernel)) and f is not None:
+            raise CompileError("triton: vlanes(...) with fused nodes is not supported (its terms enter additions "
+                               "on their own: triton_host note [vector lanes in plans]); compile for numpy or numba")
+        if any(isinstance(r, Pad) for r in _reducers(kernel)) and f is not None:
+            raise CompileError("triton: pad(...) with fused nodes is not supported (its terms enter additions on "
+                               "their own: triton_host note [phantoms in plans]); compile for numpy or numba")
         for r in _reducers(kernel):
             _ReducerPrinter(kernel).print(r)   # raises on anything the printer cannot write
         _check_plans(kernel)
