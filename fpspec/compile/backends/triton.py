@@ -180,7 +180,7 @@ def _check_accumulator(kernel: Kernel) -> None:
     if ar.input == "fp64" and ar.accumulator != "fp64":
         raise CompileError(f"triton: fp64 inputs are supported with an fp64 accumulator only (here "
                            f"{ar.accumulator}); compile for numpy or numba")
-    if ar.accumulator != "fp32" and ar.input in _NARROW:
+    if ar.accumulator != "fp32" and ar.input in _NARROW and not fp16_nodes:
         raise CompileError(f"triton: {ar.input} inputs are supported with an fp32 accumulator only")
     if ar.accumulator in ("fp16", "bf16") and ar.product == "exact" and not fp16_nodes:
         raise CompileError(f"triton: product = exact into an {ar.accumulator} accumulator is not supported; "
