@@ -1460,17 +1460,20 @@ def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr,
 @triton.jit
 def combine_fused(vals_ptr, steps_ptr, lone_ptr, a_ptr, b_ptr, s_am, s_ak, s_bk, s_bn, N, lo, cnt, R,
                   BS: tl.constexpr, BO: tl.constexpr, accs_ptr, MIXED: tl.constexpr = False):
-    """combine for an fp64 accumulator of fp64 products (Note [fp64 lone products]): a step that
-    takes a term of its own (lone[step] = (term k, 0 if it is operand a else 1); k = -1: none)
-    computes fma(A[m, k], B[k, n], other operand), one rounding, for output o = m * N + n."""
+    """combine for an fp64 accumulator (Note [fp64 lone products]): a step that takes a term of
+    its own (lone[step] = (term k, 0 if it is operand a else 1, odd); k = -1: none) computes
+    fma(A[m, k], B[k, n], other operand), one rounding, for output o = m * N + n; a step of two
+    exact products (odd = 1) their sum rounded to odd, as the reference rounds it into fp64
+    (fpspec.arith.evaluate note [exact products])."""
     s = tl.program_id(0) * BS + tl.arange(0, BS)
     live = s < cnt
     row = (lo + s).to(tl.int64) * 4
     dst = tl.load(steps_ptr + row, mask=live, other=0)
     a = tl.load(steps_ptr + row + 1, mask=live, other=0)
     b = tl.load(steps_ptr + row + 2, mask=live, other=0)
-    k = tl.load(lone_ptr + (lo + s).to(tl.int64) * 2, mask=live, other=-1)
-    side = tl.load(lone_ptr + (lo + s).to(tl.int64) * 2 + 1, mask=live, other=0)
+    k = tl.load(lone_ptr + (lo + s).to(tl.int64) * 3, mask=live, other=-1)
+    side = tl.load(lone_ptr + (lo + s).to(tl.int64) * 3 + 1, mask=live, other=0)
+    odd = tl.load(lone_ptr + (lo + s).to(tl.int64) * 3 + 2, mask=live, other=0)
     o = tl.program_id(1) * BO + tl.arange(0, BO)
     on = live[:, None] & (o < R)[None, :]
     va = tl.load(vals_ptr + a[:, None] * R + o[None, :], mask=on)
@@ -1485,6 +1488,7 @@ def combine_fused(vals_ptr, steps_ptr, lone_ptr, a_ptr, b_ptr, s_am, s_ak, s_bk,
     x = tl.load(a_ptr + (o // N)[None, :] * s_am + kk * s_ak, mask=fused, other=0.0)
     y = tl.load(b_ptr + kk * s_bk + (o % N)[None, :] * s_bn, mask=fused, other=0.0)
     res = tl.where(fused, tl.fma(x, y, tl.where((side == 0)[:, None], vb, va)), res)
+    res = tl.where((odd == 1)[:, None], fp_sum_odd(va, vb), res)
     tl.store(vals_ptr + dst[:, None] * R + o[None, :], res, mask=on)
 
 
@@ -1492,6 +1496,9 @@ def combine_fused(vals_ptr, steps_ptr, lone_ptr, a_ptr, b_ptr, s_am, s_ak, s_bk,
 # product = fma is fused into it (fpspec.arith.evaluate note [which child is fused]): for fp64
 # inputs no slot holds the exact product, so the combine step reads the term's operands and
 # makes the FMA itself (combine_fused); the term's own slot (its rounded product) goes unread.
+# With product = exact two terms of their own meeting in an fp64 addition are summed to odd
+# (the reference's one rounding of their exact sum, held in fp64); their slots hold the exact
+# products (inputs of <= 26 bits).
 
 
 @triton.jit

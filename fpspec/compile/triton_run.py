@@ -216,16 +216,8 @@ class Replica:
             if width > f.width:
                 raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
         # a lone product that meets a partial sum or another leaf: an exact product in an fp64
-        # slot, and the combine step rounds once (Note [lone products] at mm_lone)
-        if p.steps.shape[0] and 1 in nm.accs:
-            # fp64 accumulator: products of <= 26-bit inputs are exact in their fp64 slots (an fp64
-            # product fused into another's sum: combine_fused), but two exact products summed to odd
-            # (the reference's rounding into fp64, fpspec.arith.evaluate note [exact products])
-            # is an addition the combine steps do not make
-            exact = self.step_products(p, "exact") & (self.step_accs(p) == 1)
-            if bool(_taken(p, False, exact, both=True).any()):
-                raise PlanError("two exact products added in one fp64 addition of the order's tree (terms of "
-                                "their own) are not supported by the triton kernels")
+        # slot, and the combine step rounds once (Note [lone products] at mm_lone); with an fp64
+        # accumulator, combine_fused (triton_kernels Note [fp64 lone products])
 
     def step_products(self, p, product):
         """Whether each step of plan p (its leveled rows) adds with products `product`."""
@@ -237,25 +229,29 @@ class Replica:
 
     def fused_lone(self, p):
         """Note [fp64 lone products] (triton_kernels): per step of plan p (its leveled rows), the
-        term it fuses and which operand that is, (-1, 0) where none; None: no such step."""
+        term it fuses and which operand that is ((-1, 0) where none), and whether it adds two
+        exact products (rounded to odd in fp64); None: no such step."""
         key = ("fused", p)
         if key in self.lone:
             return self.lone[key]
         nm, got = self.numerics, None
-        if nm.input == "fp64" and p.steps.shape[0] and 1 in nm.accs:
+        if p.steps.shape[0] and 1 in nm.accs:
+            wide = self.step_accs(p) == 1
             first = self.step_products(p, "fma_first")
-            fma = (self.step_products(p, "fma") | first) & (self.step_accs(p) == 1)
+            fma = (self.step_products(p, "fma") | first) & wide & (nm.input == "fp64")
             S = p.segs.shape[0]
-            kinds = p.segs[:, 3]
-            one = (p.segs[:, 1] == 1) & lone_kinds(kinds)
-            table = torch.full((p.steps.shape[0], 2), -1, dtype=torch.int64)
-            table[:, 1] = 0
+            one = (p.segs[:, 1] == 1) & lone_kinds(p.segs[:, 3])
+            table = torch.full((p.steps.shape[0], 3), -1, dtype=torch.int64)
+            table[:, 1:] = 0
             for side, (x, y) in enumerate(((p.steps[:, 1], p.steps[:, 2]), (p.steps[:, 2], p.steps[:, 1]))):
                 xs, ys = x.clamp(max=S - 1), y.clamp(max=S - 1)
                 leaf = fma & (x < S) & one[xs] & ~((y < S) & one[ys] & ((p.segs[xs, 0] < p.segs[ys, 0]) != first))
                 table[leaf, 0] = p.segs[xs[leaf], 0]
                 table[leaf, 1] = side
-            if bool((table[:, 0] >= 0).any()):
+            a, b = p.steps[:, 1], p.steps[:, 2]
+            table[:, 2] = (self.step_products(p, "exact") & wide & (a < S) & one[a.clamp(max=S - 1)] & (b < S)
+                           & one[b.clamp(max=S - 1)]).long()
+            if bool((table[:, 0] >= 0).any() or table[:, 2].any()):
                 got = table
         self.lone[key] = got
         return got

@@ -90,6 +90,17 @@ def test_fp64_fma_is_one_rounding(load_replica):
         assert load_replica(build_kernel(sp, name="t.fps", source=str(sp))).dot(x, y) == 2.0 ** -60, order
 
 
+def test_two_exact_products_in_fp64_round_to_odd(load_replica):
+    """product = exact into fp64: a node of two terms rounds their exact sum once, to odd as the
+    reference holds it (fpspec.arith.evaluate note [exact products]), not to nearest."""
+    v = np.float32(1 + 2.0 ** -23)
+    x, y = np.array([v, 2.0 ** -60], np.float32), np.array([v, v], np.float32)
+    sp = spec("dot", "input = fp32 product = exact accumulator = fp64 init = none output = fp64", "pairwise")
+    want = reference(sp, "dot", (x, y))
+    assert want == 1 + 2.0 ** -22 + 2.0 ** -46 + 2.0 ** -52   # to nearest: 1 + 2^-22 + 2^-46
+    assert load_replica(build_kernel(sp, name="t.fps", source=str(sp))).dot(x, y) == want
+
+
 def test_fp32_into_fp64(load_replica):
     ar = "input = fp32 product = rounded product_format = fp32 accumulator = fp64 init = none output = fp32"
     check(load_replica, spec("gemm", ar, "lanes(4, seq, pairwise)"), "gemm", "fp32", (9,),
