@@ -41,6 +41,25 @@ CHAIN_BF16 = 5
 CHAIN_FP16 = 6
 STORED_KINDS = {"bf16": CHAIN_BF16, "fp16": CHAIN_FP16}
 STORED_FORMATS = {kind: fmt for fmt, kind in STORED_KINDS.items()}
+# Note [regions in plans]: a `using(NAME, ...)` region of its own accumulator or products
+# (Region, mode k >= 1: the replica's Numerics.regions[k - 1]) plans its folds as kind
+# FOLD_IN + 2k and writes k beside each of its additions (a step's third column); the driver
+# launches each mode's folds with its arithmetic and the combine kernels read a step's
+# accumulator from its mode.  A region of one operand has no node: the operand is the outer
+# order's (fpspec.spec.expand marks no node of it).  Kind FOLD_IN + 2k + 1 (any k, 0
+# included) is a term of its own that met only phantoms (note [phantoms in plans]): its
+# rounded product is a value, never fused into the addition that takes it.
+FOLD_IN = 16
+
+
+def value_kind(kind):
+    """The kind of a one-term fold of kind `kind` whose rounded product is a value."""
+    return FOLD_IN + 1 if kind == FOLD else kind | 1
+
+
+def lone_kinds(kinds):
+    """Which kinds are folds whose single term an addition may fuse (not values)."""
+    return (kinds == FOLD) | ((kinds >= FOLD_IN) & (kinds % 2 == 0))
 LEAF_MAX_ROWS = 32   # a leaf block's lanes are at most this long (rows of the tile, unrolled)
 LEAF_MAX_TAIL = 32   # and at most this many terms follow them (unrolled too)
 LEAF_MAX_LANES = 32
@@ -104,6 +123,11 @@ class Stored:
         self.fmt, self.inner = fmt, inner
 
 
+class Region:
+    def __init__(self, mode, inner):
+        self.mode, self.inner = mode, inner
+
+
 class Part:
     def __init__(self, length, reducer):
         self.length, self.reducer = length, reducer
@@ -133,7 +157,7 @@ class SubPlan:
     """Segments (start relative to the run's first term) and steps over local slots.
 
     segs: int64 [S, 6] (start, count, stride, kind, width, head); steps: int64
-    [T, 2] (a, b), step t writing slot S + t; root: the result's slot.  A
+    [T, 3] (a, b, mode), step t writing slot S + t; root: the result's slot.  A
     chain's head -1 (LONE_FIRST): Note [first node of one more].
     """
 
@@ -143,7 +167,7 @@ class SubPlan:
         self.segs, self.steps, self.root = segs, steps, root
 
 
-_NO_STEPS = torch.zeros((0, 2), dtype=torch.int64)
+_NO_STEPS = torch.zeros((0, 3), dtype=torch.int64)
 
 
 def _leaf_run(start, count, stride, kind, width, head=0):
@@ -174,6 +198,11 @@ class Planner:
         self.leaves = leaves   # recognise leaf blocks (the sum kernels have them; matmul's do not)
         self.fused_width = fused_width   # the spec's fused nodes' w (Note [first node of one more])
         self.memo = {}
+        self.mode = 0   # the region being planned (Note [regions in plans]); 0: the spec's arithmetic
+
+    def _fold(self):
+        """The kind of a fold in the current region."""
+        return FOLD if self.mode == 0 else FOLD_IN + 2 * self.mode
 
     def _resolve(self, r, m):
         while True:
@@ -228,7 +257,7 @@ class Planner:
 
     def run(self, r, m, stride):
         """SubPlan reducing m terms 0, stride, 2*stride, ... by reducer r."""
-        key = (id(r), m, stride)
+        key = (id(r), m, stride, self.mode)
         got = self.memo.get(key)
         if got is None:
             got = self.memo[key] = self._run(r, m, stride)
@@ -236,16 +265,28 @@ class Planner:
 
     def _run(self, r, m, stride):
         r = self._resolve(r, m)
+        if isinstance(r, Region):
+            if m == 1:
+                return _leaf_run(0, 1, stride, self._fold(), 0)
+            outer, self.mode = self.mode, r.mode
+            try:
+                sub = self.run(r.inner, m, stride)
+            finally:
+                self.mode = outer
+            if bool(((sub.segs[:, 3] != FOLD) & (sub.segs[:, 3] < FOLD_IN)).any()):
+                raise PlanError("a using(...) region of its own arithmetic holds fused nodes or leaf blocks; "
+                                "the triton kernels take folds and additions there")
+            return sub
         if m == 1:
-            return _leaf_run(0, 1, stride, FOLD, 0)
-        if self.leaves and stride == 1:
+            return _leaf_run(0, 1, stride, self._fold(), 0)
+        if self.leaves and stride == 1 and self.mode == 0:
             leaf = self._leaf(r, m)
             if leaf is not None:
                 return _leaf_run(0, m, 1, *leaf)
         if isinstance(r, Fold):
             if r.reverse:
-                return _leaf_run((m - 1) * stride, m, -stride, FOLD, 0)
-            return _leaf_run(0, m, stride, FOLD, 0)
+                return _leaf_run((m - 1) * stride, m, -stride, self._fold(), 0)
+            return _leaf_run(0, m, stride, self._fold(), 0)
         if isinstance(r, FusedChain):
             w = r.width(m, self.n)
             if w < 2:
@@ -287,7 +328,7 @@ class Planner:
             if p < m and self._folds_on(r, p // k, 1 + m - p):
                 # lane 0 and the leftovers are one
                 # fold (an FMA per term in matmul): one segment, two strides
-                lanes[0] = (_leaf_run(0, p // k + m - p, stride * k, FOLD, stride, p // k), 0)
+                lanes[0] = (_leaf_run(0, p // k + m - p, stride * k, self._fold(), stride, p // k), 0)
             elif p < m:   # the leftovers join lane 0 through `left`
                 tail = [(self.run(_SINGLE, 1, stride), (p + i) * stride) for i in range(m - p)]
                 lanes[0] = (self._outer([lanes[0]] + tail, r.left), 0)
@@ -339,7 +380,7 @@ class Planner:
     def _vector_lane(self, inner, count, left, j, v, k, stride):
         """Lane j of a vlanes: `count` vectors of v terms k * v apart, then the terms `left`;
         offsets relative to the lane's first term (j * v)."""
-        key = ("vlane", id(inner), count, v, k, stride)
+        key = ("vlane", id(inner), count, v, k, stride, self.mode)
         if not left and key in self.memo:
             return self.memo[key]
         length = count * v + len(left)
@@ -406,12 +447,16 @@ class Planner:
             roots.append(p.root + seg_base if p.root < s else p.root - s + S + step_base)
             seg_base += s
             step_base += t
-        out = _Steps(S + T)
+        out = _Steps(S + T, self.mode)
         if pad is not None:
             roots = roots[:pad[0]] + [None] * pad[1] + roots[pad[0]:]
         root = self.slots(outer, roots, out) if reduce is None else reduce(roots, out)
-        new = torch.tensor(out.rows, dtype=torch.int64).reshape(-1, 2)
-        return SubPlan(torch.cat(segs), torch.cat(steps + [new]), root)
+        new = torch.tensor(out.rows, dtype=torch.int64).reshape(-1, 3)
+        segs = torch.cat(segs)
+        for v in out.values:   # a term that met only phantoms: a value (note [phantoms in plans])
+            if v < S and int(segs[v, 1]) == 1 and bool(lone_kinds(segs[v, 3])):
+                segs[v, 3] = value_kind(int(segs[v, 3]))
+        return SubPlan(segs, torch.cat(steps + [new]), root)
 
     # ------------------------------------------------------------ leaf blocks
 
@@ -475,6 +520,14 @@ class Planner:
         if m == 0:
             raise PlanError("a reducer was applied to an empty operand list")
         r = self._resolve(r, m)
+        if isinstance(r, Region):
+            if m == 1:
+                return ops[0]
+            outer, self.mode, out.mode = self.mode, r.mode, r.mode
+            try:
+                return self.slots(r.inner, ops, out)
+            finally:
+                self.mode = out.mode = outer
         if m == 1:
             return ops[0]
         if isinstance(r, Fold):
@@ -547,14 +600,18 @@ class Planner:
 class _Steps:
     """Additions appended after the first `first` slots."""
 
-    def __init__(self, first):
-        self.first, self.rows = first, []
+    def __init__(self, first, mode=0):
+        self.first, self.rows, self.mode = first, [], mode
+        self.values = []   # operands that met a phantom (note [phantoms in plans])
 
     def add(self, a, b):
         if a is None or b is None:    # note [phantoms in plans]
-            return b if a is None else a
-        slot = self.first + len(self.rows) // 2
-        self.rows += [a, b]
+            kept = b if a is None else a
+            if kept is not None:
+                self.values.append(kept)
+            return kept
+        slot = self.first + len(self.rows) // 3
+        self.rows += [a, b, self.mode]
         return slot
 
 
@@ -562,8 +619,9 @@ class _Steps:
 # operand and gives the inner order the padded list with None for each
 # phantom; an addition with a phantom is no addition (the model's rule:
 # a node loses its phantom children), so the plan is the spec's tree.
-# Each term then enters its first addition as a value (no FMA into it),
-# which is exact for sums and rounded products.
+# A term that met only phantoms was added to a zero lane, which rounded it
+# (fpspec.spec.expand note [lone products]): its segment becomes a value
+# kind (Note [regions in plans]), which no later addition fuses.
 
 # Note [vector lanes in plans]: a lane of vlanes(V, K, ...) holds vectors of V
 # consecutive terms K*V apart and then its leftovers: no one stride run.  Where
@@ -571,9 +629,9 @@ class _Steps:
 # accumulator q is one run of stride K*V (then leftover q, added last where
 # INNER is a forward fold); where V = 1 the lane is one run of stride K.
 # Otherwise every term of the lane is its own operand (as for pad) and the lane
-# order reduces those slots.  Terms there enter additions as values: exact for
-# sums and rounded products (the compiler refuses vlanes with FMA, exact
-# products or fused nodes).
+# order reduces those slots.  Terms there enter additions on their own: an
+# addition of fma or exact products fuses them (the driver's lone products);
+# the compiler refuses vlanes with fused nodes.
 
 _SINGLE = Fold()   # one term on its own (a fixed object: plans are memoized by id)
 
@@ -600,7 +658,11 @@ class Plan:
         self.stored = torch.isin(kinds, torch.tensor(tuple(STORED_FORMATS)))   # chains stored narrower
         chain = (kinds == CHAIN) | self.stored
         self.has_chain = bool(chain.any())
-        self.fold_ids = torch.nonzero(kinds == FOLD).flatten()
+        self.fold_ids = torch.nonzero(kinds == FOLD).flatten()   # (values: region_folds, mode 0)
+        # mode -> the folds of a region (Note [regions in plans])
+        self.region_folds = {k: torch.nonzero((kinds >= FOLD_IN) & ((kinds - FOLD_IN) // 2 == k)).flatten()
+                             for k in sorted(set(((kinds[kinds >= FOLD_IN] - FOLD_IN) // 2).tolist()))}
+        self.mixed = bool(self.region_folds) or bool((self.steps[:, 3] != 0).any())
         # (width, kind) -> the chain segments of one launch
         self.chain_ids = {(w, kind): torch.nonzero((kinds == kind) & (self.segs[:, 4] == w)).flatten()
                           for w, kind in sorted(set(map(tuple, self.segs[chain][:, [4, 3]].tolist())))}
@@ -612,7 +674,7 @@ class Plan:
                             sorted(set(map(tuple, self.segs[leafy][:, 3:5].tolist())))]
         self.aligned16 = bool((self.segs[:, 0] % 16 == 0).all())
         self.height, self.upper = 0, self
-        if len(self.leaf_groups) == 1 and self.leaf_groups[0].ids.numel() == S and S > 1:
+        if len(self.leaf_groups) == 1 and self.leaf_groups[0].ids.numel() == S and S > 1 and not self.mixed:
             self.height, self.upper = _perfect_levels(self)
         self.devices = {}
 
@@ -624,6 +686,7 @@ class Plan:
             got = self.devices[key] = _DevicePlan(
                 self.segs.to(device), self.steps.to(device), self.fold_ids.to(device),
                 {w: ids.to(device) for w, ids in self.chain_ids.items()},
+                {key: ids.to(device) for key, ids in self.region_folds.items()},
                 torch.arange(self.segs.shape[0], dtype=torch.int64, device=device),
                 [g.on(device) for g in self.leaf_groups])
         return got
@@ -655,14 +718,14 @@ class _LeafGroup:
 
 
 def _levels(S, steps):
-    """Steps as (dst, a, b) rows sorted by height, and the (first row, count) of each height."""
+    """Steps as (dst, a, b, mode) rows sorted by height, and the (first row, count) of each height."""
     T = steps.shape[0]
     if not T:
-        return torch.zeros((0, 3), dtype=torch.int64), []
+        return torch.zeros((0, 4), dtype=torch.int64), []
     heights = _heights(S, steps)
     order = torch.argsort(heights, stable=True)
     dst = torch.arange(S, S + T, dtype=torch.int64)
-    rows = torch.stack([dst[order], steps[order, 0], steps[order, 1]], 1).contiguous()
+    rows = torch.stack([dst[order], steps[order, 0], steps[order, 1], steps[order, 2]], 1).contiguous()
     levels, lo = [], 0
     for c in torch.bincount(heights).tolist():
         if c:
@@ -711,7 +774,7 @@ def _perfect_levels(p):
     new = torch.full((p.num_slots,), -1, dtype=torch.int64)
     new[prev] = torch.arange(prev.numel(), dtype=torch.int64)
     new[rest[:, 0]] = prev.numel() + torch.arange(rest.shape[0], dtype=torch.int64)
-    up_steps = torch.stack([new[rest[:, 0]], new[rest[:, 1]], new[rest[:, 2]]], 1)
+    up_steps = torch.stack([new[rest[:, 0]], new[rest[:, 1]], new[rest[:, 2]], rest[:, 3]], 1)
     if bool((up_steps < 0).any()):   # a step above reads a slot below level H: not perfect after all
         return 0, p
     return H, _Upper(up_steps.contiguous(), [(lo - done, cnt) for lo, cnt in p.levels[H:]],
@@ -729,13 +792,14 @@ class _Upper:
         key = str(device)
         got = self.devices.get(key)
         if got is None:
-            got = self.devices[key] = _DevicePlan(None, self.steps.to(device), None, {}, None, [])
+            got = self.devices[key] = _DevicePlan(None, self.steps.to(device), None, {}, {}, None, [])
         return got
 
 
 class _DevicePlan:
-    def __init__(self, segs, steps, fold_ids, chain_ids, all_ids, leaf_groups):
+    def __init__(self, segs, steps, fold_ids, chain_ids, region_folds, all_ids, leaf_groups):
         self.segs, self.steps, self.fold_ids, self.chain_ids, self.all_ids = segs, steps, fold_ids, chain_ids, all_ids
+        self.region_folds = region_folds
         self.leaf_groups = leaf_groups
         self.tails = {}   # first small level -> its (lo, count) table on the device
 

@@ -371,20 +371,96 @@ def fp_stored(acc, STORE_EXP: tl.constexpr, STORE_MAN: tl.constexpr):
     return acc
 
 
+# Note [accumulators]: the kernels' ACC constexpr is the spec's accumulator.  0: fp32 (fp32
+# values; fp64 slots where they hold exact lone products beside them).  4: fp32 values in an
+# fp64 carrier, for fp64 terms (a region of an fp64 spec): each addition fp_add_once.  1: fp64 (fp64 values
+# and slots, IEEE fp64 adds and FMAs).  2, 3: fp16, bf16: values of the format
+# held in fp32 (fp64 slots beside lone products), every addition its exact sum rounded once
+# into the format (fp_acc_add): the fp64 sum rounded to odd, then to nearest even in the
+# format, which is fpspec.formats.add for the operands an accumulation holds (values of the
+# format, terms of an input format: their exact sum fits fp64, or the smaller operand is
+# below every tie of the result).
+
+
 @triton.jit
-def fp_finish(acc, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
-    """The output's bits from an fp32 accumulator value: + init, then the cast."""
+def fp_f64_to_odd_f32(s):
+    """fp64 values rounded to odd into fp32 (a value of it: its last bit set where inexact).
+
+    A later rounding to nearest into a format of at most 22 fraction bits is then the one
+    rounding of s: fp16 and bf16 results of fp64 values without double rounding.  inf and nan
+    stay; a finite value beyond fp32's range becomes inf, which is beyond fp16's and bf16's."""
+    f = s.to(tl.float32)
+    bits = f.to(tl.int32, bitcast=True)
+    finite = (bits & 0x7F800000) != 0x7F800000
+    fix = (f.to(tl.float64) != s) & finite & ((bits & 1) == 0)
+    # toward s: one unit up in magnitude where s is larger in magnitude, else down
+    bits = tl.where(fix, bits + tl.where(tl.abs(s) > tl.abs(f.to(tl.float64)), 1, -1), bits)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def fp_round_acc(s, EXP: tl.constexpr, MAN: tl.constexpr):
+    """fp64 values rounded once (nearest even, subnormals, overflow to inf) into a format of
+    EXP exponent and MAN fraction bits (MAN <= 10 here, or 23: fp32), as fp32 values."""
+    if MAN == 23:
+        return s.to(tl.float32)
+    else:
+        return fp_as_f32(fp_widen(fp_narrow(fp_f32_bits(fp_f64_to_odd_f32(s)), EXP, MAN), EXP, MAN))
+
+
+@triton.jit
+def fp_sum_odd(a, b):
+    """a + b (fp64 values) rounded to odd in fp64: TwoSum's error says which neighbour is odd.
+    A later rounding to a format of p <= 53 - 2 bits is then the one rounding of the exact sum."""
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    bits = s.to(tl.int64, bitcast=True)
+    # inexact and even: the odd neighbour toward the exact sum (s != 0 when inexact; inf and
+    # nan are left alone: their error is nan)
+    fix = (e == e) & (e != 0) & ((s - s) == 0) & ((bits & 1) == 0)
+    bits = tl.where(fix, bits + tl.where((e > 0) == (s > 0), 1, -1), bits)
+    return bits.to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def fp_acc_add(a, b, ACC: tl.constexpr):
+    """One addition of the accumulation into accumulator ACC (Note [accumulators]); a and b
+    in the accumulator's carrier (fp32; fp64 for ACC 1)."""
+    if ACC == 2:
+        return fp_round_acc(fp_sum_odd(a.to(tl.float64), b.to(tl.float64)), 5, 10)
+    elif ACC == 3:
+        return fp_round_acc(fp_sum_odd(a.to(tl.float64), b.to(tl.float64)), 8, 7)
+    elif ACC == 4:
+        return fp_add_once(a, b).to(tl.float64)
+    else:
+        return a + b
+
+
+@triton.jit
+def fp_finish(acc, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, ACC: tl.constexpr = 0):
+    """The output's bits from an accumulator value (fp32; fp64 for ACC 1): + init, then the
+    cast (one rounding)."""
     if INIT:
-        acc = acc + 0.0   # an initial +0.0: turns -0.0 into +0.0, nothing else
-    return fp_narrow(fp_f32_bits(acc), OUT_EXP, OUT_MAN)
+        # an initial +0.0: turns -0.0 into +0.0, nothing else (the values are the format's)
+        acc = fp_acc_add(acc, tl.zeros_like(acc), ACC)
+    if OUT_MAN == 52:
+        return acc.to(tl.float64).to(tl.int64, bitcast=True)
+    elif ACC == 1 or ACC == 4:
+        if OUT_MAN == 23:
+            return fp_f32_bits(acc.to(tl.float32))
+        else:
+            return fp_narrow(fp_f32_bits(fp_f64_to_odd_f32(acc)), OUT_EXP, OUT_MAN)
+    else:
+        return fp_narrow(fp_f32_bits(acc), OUT_EXP, OUT_MAN)
 
 
 @triton.jit
 def fp_store_slot(dst_ptr, offs, mask, acc, DIRECT: tl.constexpr, INIT: tl.constexpr,
-                  OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
-    """A segment's value: into its fp32 slot, or (DIRECT) finished into the output."""
+                  OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, ACC: tl.constexpr = 0):
+    """A segment's value: into its slot, or (DIRECT) finished into the output."""
     if DIRECT:
-        bits = fp_finish(acc, INIT, OUT_EXP, OUT_MAN)
+        bits = fp_finish(acc, INIT, OUT_EXP, OUT_MAN, ACC)
         tl.store(dst_ptr + offs, bits.to(dst_ptr.dtype.element_ty), mask=mask)
     else:
         tl.store(dst_ptr + offs, acc.to(dst_ptr.dtype.element_ty), mask=mask)   # (fp64 slots: exact)
@@ -397,6 +473,20 @@ def fp_load_f32(ptr, offs, mask, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLO
         return tl.load(ptr + offs, mask=mask, other=0.0)
     else:
         return fp_as_f32(fp_widen(tl.load(ptr + offs, mask=mask, other=0), IN_EXP, IN_MAN))
+
+
+@triton.jit
+def fp_load_acc(ptr, offs, mask, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLOAT_IN: tl.constexpr,
+                ACC: tl.constexpr):
+    """Terms in the accumulator's carrier, exact: fp64 for ACC 1 (fp64 inputs load as they
+    are, FLOAT_IN), fp32 otherwise (fp_load_f32)."""
+    if ACC == 1 or ACC == 4:
+        if FLOAT_IN:
+            return tl.load(ptr + offs, mask=mask, other=0.0).to(tl.float64)
+        else:
+            return fp_as_f32(fp_widen(tl.load(ptr + offs, mask=mask, other=0), IN_EXP, IN_MAN)).to(tl.float64)
+    else:
+        return fp_load_f32(ptr, offs, mask, IN_EXP, IN_MAN, FLOAT_IN)
 
 
 @triton.jit
@@ -936,7 +1026,7 @@ def mm_fold(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
             s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
             BM: tl.constexpr, BN: tl.constexpr, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr,
             FMA: tl.constexpr, DIRECT: tl.constexpr, INIT: tl.constexpr,
-            OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, EXACT: tl.constexpr = False):
+            OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, EXACT: tl.constexpr = False, FIRST: tl.constexpr = False):
     """A sequential fold of products over one segment (binary adds, or FMAs), for a tile.
 
     The first product is rounded; with FMA each later one is fused into the
@@ -958,8 +1048,10 @@ def mm_fold(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     mm, mn = rm < M, rn < N
     # fpspec.arith.evaluate, note [which child is fused]: of the first two
     # leaves the later index is the fused one, also when the fold runs backwards
-    swap = FMA & (stride < 0) & (count > 1)
-    k0 = tl.where(swap, start + stride, start)
+    # (FIRST, product = fma_first: the earlier index); the other is rounded first
+    k1 = tl.where((head == 0) | (1 < head), start + stride, start + head * stride + (1 - head) * tstride)
+    swap = FMA & ((stride < 0) != FIRST) & (count > 1)
+    k0 = tl.where(swap, k1, start)
     a = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k0 * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))
     b = fp_as_f32(fp_widen(tl.load(b_ptr + k0 * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))
     acc = a[:, None] * b[None, :]
@@ -984,6 +1076,112 @@ def mm_fold(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
             acc = acc + a[:, None] * b[None, :]
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
+
+
+@triton.jit
+def fp_mm_operand(ptr, offs, mask, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLOAT_IN: tl.constexpr):
+    """Operands as fp64 values (exact): fp32 and fp64 inputs as they are (FLOAT_IN), others from
+    their bits."""
+    if FLOAT_IN:
+        return tl.load(ptr + offs, mask=mask, other=0.0).to(tl.float64)
+    else:
+        return fp_as_f32(fp_widen(tl.load(ptr + offs, mask=mask, other=0), IN_EXP, IN_MAN)).to(tl.float64)
+
+
+@triton.jit
+def fp_mm_term(a, b, ACC: tl.constexpr, ROUND: tl.constexpr, PRODUCT_F32: tl.constexpr):
+    """A product entering the accumulation as a value of accumulator ACC (fp64 operands; fp64
+    carrier for ACC 1, else fp32): the fp64 product (exact for inputs of <= 26 bits) rounded
+    once to the accumulator; PRODUCT_F32 (product_format = fp32): to fp32 first.  ROUND False
+    (a sum's term times one): the term unrounded (its node rounds it)."""
+    p = a[:, None] * b[None, :]
+    if PRODUCT_F32:
+        p = (a.to(tl.float32)[:, None] * b.to(tl.float32)[None, :]).to(tl.float64)
+    if ACC == 1:
+        return p
+    elif ACC == 4 and not ROUND:
+        return p
+    elif ACC == 4:
+        return p.to(tl.float32).to(tl.float64)
+    elif not ROUND:
+        return p.to(tl.float32)
+    elif ACC == 2:
+        return fp_round_acc(p, 5, 10)
+    elif ACC == 3:
+        return fp_round_acc(p, 8, 7)
+    else:
+        return p.to(tl.float32)
+
+
+@triton.jit
+def fp_mm_fma(a, b, acc, ACC: tl.constexpr):
+    """round_acc(a * b + acc) once (fp64 operands; fpspec.formats.fma): an fp64 FMA for ACC 1;
+    for ACC 2, 3 the exact fp64 product (<= 26-bit inputs) and acc summed to odd, then rounded."""
+    if ACC == 1:
+        return tl.fma(a[:, None], b[None, :], acc)
+    elif ACC == 0:
+        return fp_add_once(a[:, None] * b[None, :], acc.to(tl.float64))
+    elif ACC == 4:
+        return fp_add_once(a[:, None] * b[None, :], acc).to(tl.float64)
+    elif ACC == 2:
+        return fp_round_acc(fp_sum_odd(a[:, None] * b[None, :], acc.to(tl.float64)), 5, 10)
+    else:
+        return fp_round_acc(fp_sum_odd(a[:, None] * b[None, :], acc.to(tl.float64)), 8, 7)
+
+
+@triton.jit
+def mm_fold_acc(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
+                s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
+                BM: tl.constexpr, BN: tl.constexpr, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr,
+                FLOAT_IN: tl.constexpr, FMA: tl.constexpr, DIRECT: tl.constexpr, INIT: tl.constexpr,
+                OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, ACC: tl.constexpr,
+                ROUND: tl.constexpr = True, PRODUCT_F32: tl.constexpr = False, EXACT: tl.constexpr = False,
+                FIRST: tl.constexpr = False):
+    """mm_fold for any accumulator (Note [accumulators]) and regions: the same segments,
+    operands read as fp64 values.  The first product rounded to the accumulator; with FMA each
+    later one fused into the partial sum (one rounding), else rounded and added.  EXACT (ACC 1,
+    product = exact): the first two products' exact sum rounded to odd, as the reference
+    rounds it into fp64 (fpspec.arith.evaluate note [exact products]; once into fp32), then FMAs."""
+    sid = tl.load(ids_ptr + tl.program_id(2)).to(tl.int64)
+    start = tl.load(segs_ptr + sid * 6)
+    count = tl.load(segs_ptr + sid * 6 + 1)
+    stride = tl.load(segs_ptr + sid * 6 + 2)
+    tstride = tl.load(segs_ptr + sid * 6 + 4)   # (mm_fold: lane 0 folding on into the leftovers)
+    head = tl.load(segs_ptr + sid * 6 + 5)
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mm, mn = rm < M, rn < N
+    # fpspec.arith.evaluate, note [which child is fused]: the later index of the first two leaves
+    # (FIRST, product = fma_first: the earlier); the other is rounded first
+    k1 = tl.where((head == 0) | (1 < head), start + stride, start + head * stride + (1 - head) * tstride)
+    swap = FMA & ((stride < 0) != FIRST) & (count > 1)
+    k0 = tl.where(swap, k1, start)
+    a = fp_mm_operand(a_ptr, rm * s_am + k0 * s_ak, mm, IN_EXP, IN_MAN, FLOAT_IN)
+    b = fp_mm_operand(b_ptr, k0 * s_bk + rn * s_bn, mn, IN_EXP, IN_MAN, FLOAT_IN)
+    acc = fp_mm_term(a, b, ACC, ROUND, PRODUCT_F32)
+    first = 1
+    if EXACT:
+        k = tl.where(count > 1, tl.where(swap, start, k1), k0)   # the other of the first two
+        a1 = fp_mm_operand(a_ptr, rm * s_am + k * s_ak, mm, IN_EXP, IN_MAN, FLOAT_IN)
+        b1 = fp_mm_operand(b_ptr, k * s_bk + rn * s_bn, mn, IN_EXP, IN_MAN, FLOAT_IN)
+        both = fp_sum_odd(a[:, None] * b[None, :], a1[:, None] * b1[None, :])
+        if ACC == 0:
+            both = both.to(tl.float32)
+        elif ACC == 4:
+            both = both.to(tl.float32).to(tl.float64)
+        acc = tl.where(count > 1, both, acc)
+        first = tl.where(count > 1, 2, 1)
+    for i in range(first, count):
+        k = tl.where((head == 0) | (i < head), start + i * stride, start + head * stride + (i - head) * tstride)
+        k = tl.where(swap & (i == 1), start, k)
+        a = fp_mm_operand(a_ptr, rm * s_am + k * s_ak, mm, IN_EXP, IN_MAN, FLOAT_IN)
+        b = fp_mm_operand(b_ptr, k * s_bk + rn * s_bn, mn, IN_EXP, IN_MAN, FLOAT_IN)
+        if FMA:
+            acc = fp_mm_fma(a, b, acc, ACC)
+        else:
+            acc = fp_acc_add(acc, fp_mm_term(a, b, ACC, ROUND, PRODUCT_F32), ACC)
+    offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
+    fp_store_slot(dst_ptr, offs, mm[:, None] & mn[None, :], acc, DIRECT, INIT, OUT_EXP, OUT_MAN, ACC)
 
 
 @triton.jit
@@ -1055,8 +1253,9 @@ def mm_chain_native(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
 def sum_fold(x_ptr, dst_ptr, segs_ptr, ids_ptr, F, max_count, BS: tl.constexpr,
              IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLOAT_IN: tl.constexpr,
              DIRECT: tl.constexpr, INIT: tl.constexpr,
-             OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
-    """Sequential folds of a sum's terms: the F segments ids[...], BS side by side (one lane each)."""
+             OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, ACC: tl.constexpr = 0):
+    """Sequential folds of a sum's terms: the F segments ids[...], BS side by side (one lane each);
+    ACC: the accumulator (Note [accumulators])."""
     f = tl.program_id(0) * BS + tl.arange(0, BS)
     live = f < F
     sid = tl.load(ids_ptr + f, mask=live, other=0)
@@ -1064,15 +1263,17 @@ def sum_fold(x_ptr, dst_ptr, segs_ptr, ids_ptr, F, max_count, BS: tl.constexpr,
     start = tl.load(segs_ptr + row, mask=live, other=0)
     count = tl.load(segs_ptr + row + 1, mask=live, other=0)
     stride = tl.load(segs_ptr + row + 2, mask=live, other=0)
-    acc = fp_load_f32(x_ptr, start, live, IN_EXP, IN_MAN, FLOAT_IN)
+    acc = fp_load_acc(x_ptr, start, live, IN_EXP, IN_MAN, FLOAT_IN, ACC)
     for i in range(1, max_count):
         on = live & (i < count)
-        acc = tl.where(on, acc + fp_load_f32(x_ptr, start + i * stride, on, IN_EXP, IN_MAN, FLOAT_IN), acc)
-    fp_store_slot(dst_ptr, sid, live, acc, DIRECT, INIT, OUT_EXP, OUT_MAN)
+        acc = tl.where(on, fp_acc_add(acc, fp_load_acc(x_ptr, start + i * stride, on, IN_EXP, IN_MAN, FLOAT_IN, ACC),
+                                      ACC), acc)
+    fp_store_slot(dst_ptr, sid, live, acc, DIRECT, INIT, OUT_EXP, OUT_MAN, ACC)
 
 
 @triton.jit
-def fp_pairs(v, R: tl.constexpr, C: tl.constexpr, LEVELS: tl.constexpr, HALVES: tl.constexpr):
+def fp_pairs(v, R: tl.constexpr, C: tl.constexpr, LEVELS: tl.constexpr, HALVES: tl.constexpr,
+             ACC: tl.constexpr = 0):
     """LEVELS levels of a perfect tree along the last axis of v [R, C]: returns [R, C >> LEVELS].
 
     Each level adds elements (2i, 2i+1) (a pairwise sum split in halves, on a
@@ -1085,7 +1286,7 @@ def fp_pairs(v, R: tl.constexpr, C: tl.constexpr, LEVELS: tl.constexpr, HALVES: 
         else:
             v = tl.reshape(v, (R, (C >> lvl) // 2, 2))
         a, b = tl.split(v)
-        v = a + b
+        v = fp_acc_add(a, b, ACC)
     return v
 
 
@@ -1094,7 +1295,8 @@ def sum_lanes(x_ptr, dst_ptr, ids_ptr, starts_ptr, counts_ptr, L,
               BG: tl.constexpr, K: tl.constexpr, ROWS: tl.constexpr, TAIL: tl.constexpr,
               LOG_K: tl.constexpr, TREE: tl.constexpr, GROUP_H: tl.constexpr, ALIGNED: tl.constexpr,
               IN_EXP: tl.constexpr, IN_MAN: tl.constexpr, FLOAT_IN: tl.constexpr,
-              DIRECT: tl.constexpr, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+              DIRECT: tl.constexpr, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
+              ACC: tl.constexpr = 0):
     """BG leaf blocks of a sum side by side, one row of a [BG, K] tile each (Note [leaf blocks]
     in triton_host.py): K lanes folded over ROWS rows, the tree TREE over the lanes (2:
     halves, 3: tree_reduce, 4: fold), the tail folded in.  GROUP_H > 0: then GROUP_H
@@ -1114,71 +1316,92 @@ def sum_lanes(x_ptr, dst_ptr, ids_ptr, starts_ptr, counts_ptr, L,
     lane = tl.arange(0, K)
     offs = start[:, None] + lane[None, :]
     # masks by row, the same across a row's lanes (so a row's loads can be one vector load)
-    acc = fp_load_f32(x_ptr, offs, (live & (rows > 0))[:, None], IN_EXP, IN_MAN, FLOAT_IN)
+    acc = fp_load_acc(x_ptr, offs, (live & (rows > 0))[:, None], IN_EXP, IN_MAN, FLOAT_IN, ACC)
     for i in tl.static_range(1, ROWS):
         on = (live & (rows > i))[:, None]
-        acc = tl.where(on, acc + fp_load_f32(x_ptr, offs + i * K, on, IN_EXP, IN_MAN, FLOAT_IN), acc)
+        acc = tl.where(on, fp_acc_add(acc, fp_load_acc(x_ptr, offs + i * K, on, IN_EXP, IN_MAN, FLOAT_IN, ACC), ACC),
+                       acc)
     if TREE == 4:
         # a fold over the lanes: take lane j out exactly (an integer sum of
         # one pattern and zeros; a float sum would turn -0.0 into +0.0)
-        bits = acc.to(tl.int32, bitcast=True)
-        t = tl.sum(tl.where(lane[None, :] == 0, bits, 0), axis=1).to(tl.float32, bitcast=True)
-        for j in tl.static_range(1, K):
-            t += tl.sum(tl.where(lane[None, :] == j, bits, 0), axis=1).to(tl.float32, bitcast=True)
+        if ACC == 1:
+            bits = acc.to(tl.int64, bitcast=True)
+            t = tl.sum(tl.where(lane[None, :] == 0, bits, 0), axis=1).to(tl.float64, bitcast=True)
+            for j in tl.static_range(1, K):
+                t = fp_acc_add(t, tl.sum(tl.where(lane[None, :] == j, bits, 0), axis=1).to(tl.float64, bitcast=True),
+                               ACC)
+        else:
+            bits = acc.to(tl.int32, bitcast=True)
+            t = tl.sum(tl.where(lane[None, :] == 0, bits, 0), axis=1).to(tl.float32, bitcast=True)
+            for j in tl.static_range(1, K):
+                t = fp_acc_add(t, tl.sum(tl.where(lane[None, :] == j, bits, 0), axis=1).to(tl.float32, bitcast=True),
+                               ACC)
     else:
-        t = tl.reshape(fp_pairs(acc, BG, K, LOG_K, TREE == 3), (BG,))
+        t = tl.reshape(fp_pairs(acc, BG, K, LOG_K, TREE == 3, ACC), (BG,))
     # a block shorter than K has no lanes: its fold starts at its first term
-    first = fp_load_f32(x_ptr, start, live & (rows == 0), IN_EXP, IN_MAN, FLOAT_IN)
+    first = fp_load_acc(x_ptr, start, live & (rows == 0), IN_EXP, IN_MAN, FLOAT_IN, ACC)
     res = tl.where(main > 0, t, first)
     for j in tl.static_range(TAIL):
         pos = main + j
         on = live & (pos < count) & (pos > 0)
-        res = tl.where(on, res + fp_load_f32(x_ptr, start + pos, on, IN_EXP, IN_MAN, FLOAT_IN), res)
+        res = tl.where(on, fp_acc_add(res, fp_load_acc(x_ptr, start + pos, on, IN_EXP, IN_MAN, FLOAT_IN, ACC), ACC),
+                       res)
     if GROUP_H > 0:
         OUT_N: tl.constexpr = BG >> GROUP_H
-        res = tl.reshape(fp_pairs(tl.reshape(res, (OUT_N, 1 << GROUP_H)), OUT_N, 1 << GROUP_H, GROUP_H, False),
+        res = tl.reshape(fp_pairs(tl.reshape(res, (OUT_N, 1 << GROUP_H)), OUT_N, 1 << GROUP_H, GROUP_H, False, ACC),
                          (OUT_N,))
         o = tl.program_id(0) * OUT_N + tl.arange(0, OUT_N)
-        fp_store_slot(dst_ptr, o, o < (L >> GROUP_H), res, DIRECT, INIT, OUT_EXP, OUT_MAN)
+        fp_store_slot(dst_ptr, o, o < (L >> GROUP_H), res, DIRECT, INIT, OUT_EXP, OUT_MAN, ACC)
     else:
         sid = tl.load(ids_ptr + g, mask=live, other=0)
-        fp_store_slot(dst_ptr, sid, live, res, DIRECT, INIT, OUT_EXP, OUT_MAN)
+        fp_store_slot(dst_ptr, sid, live, res, DIRECT, INIT, OUT_EXP, OUT_MAN, ACC)
 
 
 @triton.jit
 def sum_pairs(src_ptr, dst_ptr, count_out, GH: tl.constexpr, BO: tl.constexpr,
-              DIRECT: tl.constexpr, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+              DIRECT: tl.constexpr, INIT: tl.constexpr, OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr,
+              ACC: tl.constexpr = 0):
     """dst[i] = the perfect pairwise tree over src[i * 2^GH, (i + 1) * 2^GH), BO outputs a program."""
     G: tl.constexpr = 1 << GH
     o = tl.program_id(0) * BO + tl.arange(0, BO)
     live = o < count_out
     v = tl.load(src_ptr + o[:, None] * G + tl.arange(0, G)[None, :], mask=live[:, None], other=0.0)
-    res = tl.reshape(fp_pairs(v, BO, G, GH, False), (BO,))
-    fp_store_slot(dst_ptr, o, live, res, DIRECT, INIT, OUT_EXP, OUT_MAN)
+    res = tl.reshape(fp_pairs(v, BO, G, GH, False, ACC), (BO,))
+    fp_store_slot(dst_ptr, o, live, res, DIRECT, INIT, OUT_EXP, OUT_MAN, ACC)
 
 
 @triton.jit
 def fp_add_once(a, b):
     """a + b rounded once to fp32, for fp64 operands that are fp32 values or exact products of
     two inputs (at most 48 significant bits, Note [lone products]): the exact sum rounded to odd
-    in fp64 (TwoSum's error says which neighbour is odd), then to nearest fp32.  Rounding to
-    odd first is innocuous for a format of p <= 53 - 2 bits: one rounding of the exact sum."""
-    s = a + b
-    bb = s - a
-    e = (a - (s - bb)) + (b - bb)
-    bits = s.to(tl.int64, bitcast=True)
-    # inexact and even: the odd neighbour toward the exact sum (s != 0 when inexact; inf and
-    # nan are left alone: their error is nan)
-    fix = (e == e) & (e != 0) & ((s - s) == 0) & ((bits & 1) == 0)
-    bits = tl.where(fix, bits + tl.where((e > 0) == (s > 0), 1, -1), bits)
-    return bits.to(tl.float64, bitcast=True).to(tl.float32)
+    in fp64 (fp_sum_odd), then to nearest fp32."""
+    return fp_sum_odd(a, b).to(tl.float32)
 
 
 @triton.jit
-def fp_combine_step(va, vb, WIDE: tl.constexpr):
-    """One node of two slot values: fp32 slots add in fp32; fp64 slots (WIDE) hold exact lone
-    products beside fp32 values and add with one rounding (fp_add_once)."""
+def fp_combine_mixed(va, vb, acc, WIDE: tl.constexpr):
+    """fp_combine_step with each step's own accumulator `acc` (triton_host Note [regions in
+    plans]): every form computed, the step's taken."""
+    plain = va + vb
+    a64, b64 = va.to(tl.float64), vb.to(tl.float64)
+    odd = fp_sum_odd(a64, b64)
+    r = tl.where(acc == 2, fp_round_acc(odd, 5, 10).to(va.dtype), plain)
+    r = tl.where(acc == 3, fp_round_acc(odd, 8, 7).to(va.dtype), r)
     if WIDE:
+        r = tl.where((acc == 0) | (acc == 4), odd.to(tl.float32).to(va.dtype), r)
+    return r
+
+
+@triton.jit
+def fp_combine_step(va, vb, WIDE: tl.constexpr, ACC: tl.constexpr = 0):
+    """One node of two slot values: fp32 slots add in fp32; fp64 slots (WIDE) hold exact lone
+    products beside fp32 values and add with one rounding (fp_add_once).  ACC 1: fp64 adds;
+    2, 3: fp_acc_add on either slots (Note [accumulators])."""
+    if ACC == 1:
+        return va + vb
+    elif ACC != 0:
+        return fp_acc_add(va, vb, ACC).to(va.dtype)
+    elif WIDE:
         return fp_add_once(va, vb).to(tl.float64)
     else:
         return va + vb
@@ -1187,7 +1410,8 @@ def fp_combine_step(va, vb, WIDE: tl.constexpr):
 @triton.jit
 def mm_lone(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
             s_am, s_ak, s_bk, s_bn, s_dslot, s_dm, s_dn,
-            BM: tl.constexpr, BN: tl.constexpr, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr):
+            BM: tl.constexpr, BN: tl.constexpr, IN_EXP: tl.constexpr, IN_MAN: tl.constexpr,
+            F64_IN: tl.constexpr = False):
     """Note [lone products]: the product of a segment of one leaf, exact, into its fp64 slot.
 
     A lone leaf is formed by the node that takes it (fpspec.arith.evaluate, note [regions]):
@@ -1200,19 +1424,25 @@ def mm_lone(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mm, mn = rm < M, rn < N
-    a = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))
-    b = fp_as_f32(fp_widen(tl.load(b_ptr + k * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))
-    prod = a.to(tl.float64)[:, None] * b.to(tl.float64)[None, :]
+    if F64_IN:   # (the fp64 product: what an fp32 region of an fp64 spec rounds; Note [accumulators])
+        prod = fp_mm_operand(a_ptr, rm * s_am + k * s_ak, mm, IN_EXP, IN_MAN, True)[:, None] * \
+            fp_mm_operand(b_ptr, k * s_bk + rn * s_bn, mn, IN_EXP, IN_MAN, True)[None, :]
+    else:
+        a = fp_as_f32(fp_widen(tl.load(a_ptr + rm * s_am + k * s_ak, mask=mm, other=0), IN_EXP, IN_MAN))
+        b = fp_as_f32(fp_widen(tl.load(b_ptr + k * s_bk + rn * s_bn, mask=mn, other=0), IN_EXP, IN_MAN))
+        prod = a.to(tl.float64)[:, None] * b.to(tl.float64)[None, :]
     offs = sid * s_dslot + rm[:, None] * s_dm + rn[None, :] * s_dn
     tl.store(dst_ptr + offs, prod, mask=mm[:, None] & mn[None, :])
 
 
 @triton.jit
-def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr, WIDE: tl.constexpr = False):
-    """One level of additions: vals[dst] = vals[a] + vals[b], BS steps x BO outputs a program."""
+def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr, WIDE: tl.constexpr = False,
+            ACC: tl.constexpr = 0, accs_ptr=None, MIXED: tl.constexpr = False):
+    """One level of additions: vals[dst] = vals[a] + vals[b], BS steps x BO outputs a program.
+    MIXED: each step's accumulator is accs[its mode] (triton_host Note [regions in plans])."""
     s = tl.program_id(0) * BS + tl.arange(0, BS)
     live = s < cnt
-    row = (lo + s).to(tl.int64) * 3
+    row = (lo + s).to(tl.int64) * 4
     dst = tl.load(steps_ptr + row, mask=live, other=0)
     a = tl.load(steps_ptr + row + 1, mask=live, other=0)
     b = tl.load(steps_ptr + row + 2, mask=live, other=0)
@@ -1220,12 +1450,61 @@ def combine(vals_ptr, steps_ptr, lo, cnt, R, BS: tl.constexpr, BO: tl.constexpr,
     on = live[:, None] & (o < R)[None, :]
     va = tl.load(vals_ptr + a[:, None] * R + o[None, :], mask=on)
     vb = tl.load(vals_ptr + b[:, None] * R + o[None, :], mask=on)
-    tl.store(vals_ptr + dst[:, None] * R + o[None, :], fp_combine_step(va, vb, WIDE), mask=on)
+    if MIXED:
+        acc = tl.load(accs_ptr + tl.load(steps_ptr + row + 3, mask=live, other=0), mask=live, other=0)
+        res = fp_combine_mixed(va, vb, acc[:, None], WIDE)
+    else:
+        res = fp_combine_step(va, vb, WIDE, ACC)
+    tl.store(vals_ptr + dst[:, None] * R + o[None, :], res, mask=on)
+
+
+@triton.jit
+def combine_fused(vals_ptr, steps_ptr, lone_ptr, a_ptr, b_ptr, s_am, s_ak, s_bk, s_bn, N, lo, cnt, R,
+                  BS: tl.constexpr, BO: tl.constexpr, accs_ptr, MIXED: tl.constexpr = False):
+    """combine for an fp64 accumulator (Note [fp64 lone products]): a step that takes a term of
+    its own (lone[step] = (term k, 0 if it is operand a else 1, odd); k = -1: none) computes
+    fma(A[m, k], B[k, n], other operand), one rounding, for output o = m * N + n; a step of two
+    exact products (odd = 1) their sum rounded to odd, as the reference rounds it into fp64
+    (fpspec.arith.evaluate note [exact products])."""
+    s = tl.program_id(0) * BS + tl.arange(0, BS)
+    live = s < cnt
+    row = (lo + s).to(tl.int64) * 4
+    dst = tl.load(steps_ptr + row, mask=live, other=0)
+    a = tl.load(steps_ptr + row + 1, mask=live, other=0)
+    b = tl.load(steps_ptr + row + 2, mask=live, other=0)
+    k = tl.load(lone_ptr + (lo + s).to(tl.int64) * 3, mask=live, other=-1)
+    side = tl.load(lone_ptr + (lo + s).to(tl.int64) * 3 + 1, mask=live, other=0)
+    odd = tl.load(lone_ptr + (lo + s).to(tl.int64) * 3 + 2, mask=live, other=0)
+    o = tl.program_id(1) * BO + tl.arange(0, BO)
+    on = live[:, None] & (o < R)[None, :]
+    va = tl.load(vals_ptr + a[:, None] * R + o[None, :], mask=on)
+    vb = tl.load(vals_ptr + b[:, None] * R + o[None, :], mask=on)
+    if MIXED:
+        acc = tl.load(accs_ptr + tl.load(steps_ptr + row + 3, mask=live, other=0), mask=live, other=0)
+        res = fp_combine_mixed(va, vb, acc[:, None], True)
+    else:
+        res = va + vb
+    fused = on & (k >= 0)[:, None]
+    kk = tl.maximum(k, 0)[:, None]
+    x = tl.load(a_ptr + (o // N)[None, :] * s_am + kk * s_ak, mask=fused, other=0.0)
+    y = tl.load(b_ptr + kk * s_bk + (o % N)[None, :] * s_bn, mask=fused, other=0.0)
+    res = tl.where(fused, tl.fma(x, y, tl.where((side == 0)[:, None], vb, va)), res)
+    res = tl.where((odd == 1)[:, None], fp_sum_odd(va, vb), res)
+    tl.store(vals_ptr + dst[:, None] * R + o[None, :], res, mask=on)
+
+
+# Note [fp64 lone products]: a term of its own that an addition of fp64 products takes with
+# product = fma is fused into it (fpspec.arith.evaluate note [which child is fused]): for fp64
+# inputs no slot holds the exact product, so the combine step reads the term's operands and
+# makes the FMA itself (combine_fused); the term's own slot (its rounded product) goes unread.
+# With product = exact two terms of their own meeting in an fp64 addition are summed to odd
+# (the reference's one rounding of their exact sum, held in fp64); their slots hold the exact
+# products (inputs of <= 26 bits).
 
 
 @triton.jit
 def combine_levels(vals_ptr, steps_ptr, levels_ptr, L, R, BS: tl.constexpr, BO: tl.constexpr,
-                   WIDE: tl.constexpr = False):
+                   WIDE: tl.constexpr = False, ACC: tl.constexpr = 0, accs_ptr=None, MIXED: tl.constexpr = False):
     """Several small levels in one launch of one program, a barrier between levels.
 
     The top of a tree has many levels of few additions each: one launch per
@@ -1236,7 +1515,7 @@ def combine_levels(vals_ptr, steps_ptr, levels_ptr, L, R, BS: tl.constexpr, BO: 
         for s0 in range(0, cnt, BS):
             s = s0 + tl.arange(0, BS)
             live = s < cnt
-            row = (lo + s).to(tl.int64) * 3
+            row = (lo + s).to(tl.int64) * 4
             dst = tl.load(steps_ptr + row, mask=live, other=0)
             a = tl.load(steps_ptr + row + 1, mask=live, other=0)
             b = tl.load(steps_ptr + row + 2, mask=live, other=0)
@@ -1245,14 +1524,21 @@ def combine_levels(vals_ptr, steps_ptr, levels_ptr, L, R, BS: tl.constexpr, BO: 
                 on = live[:, None] & (o < R)[None, :]
                 va = tl.load(vals_ptr + a[:, None] * R + o[None, :], mask=on)
                 vb = tl.load(vals_ptr + b[:, None] * R + o[None, :], mask=on)
-                tl.store(vals_ptr + dst[:, None] * R + o[None, :], fp_combine_step(va, vb, WIDE), mask=on)
+                if MIXED:
+                    acc = tl.load(accs_ptr + tl.load(steps_ptr + row + 3, mask=live, other=0), mask=live, other=0)
+                    res = fp_combine_mixed(va, vb, acc[:, None], WIDE)
+                else:
+                    res = fp_combine_step(va, vb, WIDE, ACC)
+                tl.store(vals_ptr + dst[:, None] * R + o[None, :], res, mask=on)
         tl.debug_barrier()   # this level's results are the next level's operands
 
 
 @triton.jit
 def finish(vals_ptr, out_ptr, root, R, BO: tl.constexpr, INIT: tl.constexpr,
-           OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr):
+           OUT_EXP: tl.constexpr, OUT_MAN: tl.constexpr, ACC: tl.constexpr = 0):
     o = tl.program_id(0) * BO + tl.arange(0, BO)
     on = o < R
-    acc = tl.load(vals_ptr + root * R + o, mask=on).to(tl.float32)   # (fp64 slots hold fp32 values here)
-    fp_store_slot(out_ptr, o, on, acc, True, INIT, OUT_EXP, OUT_MAN)
+    acc = tl.load(vals_ptr + root * R + o, mask=on)
+    if ACC != 1:
+        acc = acc.to(tl.float32)   # (fp64 slots hold values of the accumulator here)
+    fp_store_slot(out_ptr, o, on, acc, True, INIT, OUT_EXP, OUT_MAN, ACC)

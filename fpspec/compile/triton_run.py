@@ -15,9 +15,10 @@ import triton
 # the argument checks of every backend's replica (embedded with their settings: backends.triton)
 from fpspec.compile.runtime.inputs_rt import _NAME, _input, _length, _operands, _shape
 
-from fpspec.compile.triton_host import CHAIN, FOLD, LONE_FIRST, STORED_FORMATS, PlanError, plan
-from fpspec.compile.triton_kernels import (combine, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
-                                           UNSET, mm_chain_native, mm_fold, mm_lone, sum_fold, sum_lanes, sum_pairs)
+from fpspec.compile.triton_host import CHAIN, LONE_FIRST, STORED_FORMATS, PlanError, lone_kinds, plan
+from fpspec.compile.triton_kernels import (combine, combine_fused, combine_levels, finish, mm_chain_emulated, mm_chain_emulated_wide,
+                                           UNSET, mm_chain_native, mm_fold, mm_fold_acc, mm_lone, sum_fold, sum_lanes,
+                                           sum_pairs)
 # -- end imports
 
 # name: (exponent bits, fraction bits, torch dtype, torch int dtype of the same width)
@@ -25,6 +26,7 @@ FORMATS = {
     "fp16": (5, 10, torch.float16, torch.int16),
     "bf16": (8, 7, torch.bfloat16, torch.int16),
     "fp32": (8, 23, torch.float32, torch.int32),
+    "fp64": (11, 52, torch.float64, torch.int64),
     # tf32 inputs travel in fp32 tensors; the replica reads their top 19 bits, as a TF32 unit does
     "tf32": (8, 23, torch.float32, torch.int32),
     # fp8 inputs (fused chains on the emulated path): bit patterns read as uint8
@@ -44,6 +46,21 @@ FORMATS = {
 FUSED_EMIN = {"fp6e2m3": 0, "fp6e3m2": -2, "fp4e2m1": 0}
 # fp_decode's FN of an input format: 1 for e4m3 (no inf), 2 for the fnuz formats, else 0 (IEEE)
 DECODE_KIND = {"fp8e4m3": 1, "fp8e4m3fnuz": 2, "fp8e5m2fnuz": 2}
+# the kernels' ACC of an accumulator (triton_kernels Note [accumulators])
+ACC_CODES = {"fp32": 0, "fp64": 1, "fp16": 2, "bf16": 3}
+
+
+def acc_code(accumulator, input):
+    """The kernels' ACC of an accumulator for terms of format `input` (fp32 values of fp64
+    terms: an fp64 carrier, 4)."""
+    return 4 if accumulator == "fp32" and input == "fp64" else ACC_CODES[accumulator]
+
+
+class Mode:
+    """A `using` region's own arithmetic (triton_host Note [regions in plans])."""
+
+    def __init__(self, accumulator, product, product_format=None):
+        self.accumulator, self.product, self.product_format = accumulator, product, product_format
 
 def _device_of(t):
     """A context in which kernels launch on tensor t's GPU: Triton launches on the current CUDA
@@ -66,12 +83,45 @@ def _stored_format(kind):
     return FORMATS[STORED_FORMATS[kind]][:2] if kind in STORED_FORMATS else (0, 0)
 
 
+def _taken(p, fma, exact, both=False, first=False):
+    """Which segments of plan p are one term (a fold of one, in a region or not) that a combine
+    step of fma or exact products takes as a leaf (Note [lone products] at mm_lone).  fma,
+    exact, first: bools, or one per step.  With fma, of two such leaves the earlier is rounded,
+    not taken (fpspec.arith.evaluate, note [which child is fused]); with first (product =
+    fma_first, an fma) the later.  both: only steps of two."""
+    S = p.segs.shape[0]
+    kinds = p.segs[:, 3]
+    one = (p.segs[:, 1] == 1) & lone_kinds(kinds)
+    T = p.steps.shape[0]
+    fma, exact = torch.as_tensor(fma).expand(T), torch.as_tensor(exact).expand(T)
+    first = torch.as_tensor(first).expand(T)
+    taken = torch.zeros(S, dtype=torch.bool)
+    for x, y in ((p.steps[:, 1], p.steps[:, 2]), (p.steps[:, 2], p.steps[:, 1])):
+        xs, ys = x.clamp(max=S - 1), y.clamp(max=S - 1)
+        leaf = (x < S) & one[xs] & (fma | exact)
+        leaf &= ~(fma & (y < S) & one[ys] & ((p.segs[xs, 0] < p.segs[ys, 0]) != first))
+        if both:
+            leaf &= (y < S) & one[ys]
+        taken[x[leaf]] = True
+    return taken
+
+
 class Numerics:
     """What the replica's kernels need of the spec's arithmetic section."""
 
-    def __init__(self, input, accumulator, output, product, init, fused=None):
+    def __init__(self, input, accumulator, output, product, init, fused=None, product_format=None, regions=()):
         self.input, self.accumulator, self.output = input, accumulator, output
         self.product, self.init, self.fused = product, init, fused
+        self.product_format = product_format
+        # mode k >= 1 of the plans is regions[k - 1]; mode 0 the spec's own arithmetic
+        self.modes = [Mode(accumulator, product, product_format)] + list(regions)
+        self.accs = [self.acc] + [acc_code(r.accumulator, input) for r in regions]
+
+    @property
+    def acc(self):
+        """The kernels' ACC (Note [accumulators]); fused nodes writing fp16 into an fp16
+        accumulator are chains only, whose values the fp32 kernels carry (ACC 0)."""
+        return 0 if self.fused is not None else ACC_CODES[self.accumulator]
 
 
 class Fused:
@@ -166,7 +216,45 @@ class Replica:
             if width > f.width:
                 raise PlanError(f"fused nodes of {width} products but the spec's fused nodes take {f.width}")
         # a lone product that meets a partial sum or another leaf: an exact product in an fp64
-        # slot, and the combine step rounds once (Note [lone products] at mm_lone)
+        # slot, and the combine step rounds once (Note [lone products] at mm_lone); with an fp64
+        # accumulator, combine_fused (triton_kernels Note [fp64 lone products])
+
+    def step_products(self, p, product):
+        """Whether each step of plan p (its leveled rows) adds with products `product`."""
+        return torch.tensor([m.product == product for m in self.numerics.modes])[p.steps[:, 3]]
+
+    def step_accs(self, p):
+        """The ACC of each step of plan p (its leveled rows)."""
+        return torch.tensor(self.numerics.accs)[p.steps[:, 3]]
+
+    def fused_lone(self, p):
+        """Note [fp64 lone products] (triton_kernels): per step of plan p (its leveled rows), the
+        term it fuses and which operand that is ((-1, 0) where none), and whether it adds two
+        exact products (rounded to odd in fp64); None: no such step."""
+        key = ("fused", p)
+        if key in self.lone:
+            return self.lone[key]
+        nm, got = self.numerics, None
+        if p.steps.shape[0] and 1 in nm.accs:
+            wide = self.step_accs(p) == 1
+            first = self.step_products(p, "fma_first")
+            fma = (self.step_products(p, "fma") | first) & wide & (nm.input == "fp64")
+            S = p.segs.shape[0]
+            one = (p.segs[:, 1] == 1) & lone_kinds(p.segs[:, 3])
+            table = torch.full((p.steps.shape[0], 3), -1, dtype=torch.int64)
+            table[:, 1:] = 0
+            for side, (x, y) in enumerate(((p.steps[:, 1], p.steps[:, 2]), (p.steps[:, 2], p.steps[:, 1]))):
+                xs, ys = x.clamp(max=S - 1), y.clamp(max=S - 1)
+                leaf = fma & (x < S) & one[xs] & ~((y < S) & one[ys] & ((p.segs[xs, 0] < p.segs[ys, 0]) != first))
+                table[leaf, 0] = p.segs[xs[leaf], 0]
+                table[leaf, 1] = side
+            a, b = p.steps[:, 1], p.steps[:, 2]
+            table[:, 2] = (self.step_products(p, "exact") & wide & (a < S) & one[a.clamp(max=S - 1)] & (b < S)
+                           & one[b.clamp(max=S - 1)]).long()
+            if bool((table[:, 0] >= 0).any() or table[:, 2].any()):
+                got = table
+        self.lone[key] = got
+        return got
 
     def lone_products(self, p):
         """Note [lone products]: the fold segments of one leaf that a combine step takes with
@@ -177,16 +265,20 @@ class Replica:
         if p in self.lone:
             return self.lone[p]
         nm, got = self.numerics, None
-        if nm.product in ("fma", "exact") and nm.input in ("fp32", "bf16", "tf32") and p.steps.shape[0]:
-            S = p.segs.shape[0]
-            one = (p.segs[:, 1] == 1) & (p.segs[:, 3] == FOLD)
-            taken = torch.zeros(S, dtype=torch.bool)
-            for x, y in ((p.steps[:, 1], p.steps[:, 2]), (p.steps[:, 2], p.steps[:, 1])):
-                xs, ys = x.clamp(max=S - 1), y.clamp(max=S - 1)
-                leaf = (x < S) & one[xs]
-                if nm.product == "fma":
-                    leaf &= ~((y < S) & one[ys] & (p.segs[xs, 0] < p.segs[ys, 0]))
-                taken[x[leaf]] = True
+        if p.mixed and p.steps.shape[0]:
+            # regions: every leaf an addition of fma or exact products takes (Note [regions in plans])
+            first = self.step_products(p, "fma_first")
+            taken = _taken(p, self.step_products(p, "fma") | first, self.step_products(p, "exact"), first=first)
+            if bool(taken.any()):
+                got = torch.nonzero(taken).flatten()
+            self.lone[p] = got
+            return got
+        # fp32: products of fp16 and fp8 values are exact in it; fp16, bf16 accumulators: every
+        # product is rounded to them, and with product = fma a taken one must not be
+        fma = nm.product in ("fma", "fma_first")
+        wide = nm.acc == 0 and (fma or nm.product == "exact") and nm.input in ("fp32", "bf16", "tf32")
+        if (wide or (nm.acc in (2, 3) and fma)) and p.steps.shape[0]:
+            taken = _taken(p, fma, nm.product == "exact", first=nm.product == "fma_first")
             if bool(taken.any()):
                 got = torch.nonzero(taken).flatten()
         self.lone[p] = got
@@ -369,8 +461,8 @@ class Replica:
             dst, s_slot, s_m, s_n = out.view(it_out), 0, out.stride(0), out.stride(1)
         else:
             lone = self.lone_products(p)
-            vals = torch.empty((p.num_slots, M, N), dtype=torch.float32 if lone is None else torch.float64,
-                               device=A.device)
+            narrow = lone is None and not any(a in (1, 4) for a in nm.accs)   # fp32 slots (Note [accumulators])
+            vals = torch.empty((p.num_slots, M, N), dtype=torch.float32 if narrow else torch.float64, device=A.device)
             dst, s_slot, s_m, s_n = vals, M * N, N, 1
         init = nm.init == "+0.0"
         if chosen == "native":
@@ -463,23 +555,40 @@ class Replica:
                            IN_MAN=man_in, FRAC=23 + f.extra_bits, FLOOR=NO_FLOOR if f.floor is None else f.floor, TO_ZERO=f.to_zero,
                            DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
                            STORE_EXP=store_exp, STORE_MAN=store_man)
-            if dev.fold_ids.numel():
+            float_in = nm.input in ("fp32", "fp64", "tf32")
+            for mode, ids in ([(0, dev.fold_ids)] if nm.acc != 0 else []) + list(dev.region_folds.items()):
+                # fp64, fp16, bf16 accumulators and regions (Note [accumulators], triton_host
+                # Note [regions in plans]): each mode's folds in its arithmetic
+                if not ids.numel():
+                    continue
+                md = nm.modes[mode]
+                BM, BN = 32, 32
+                grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), ids.numel())
+                Aa, Ba = (A, B) if float_in else (Ab, Bb)
+                mm_fold_acc[grid](Aa, Ba, dst, segs, ids, *common, BM=BM, BN=BN, IN_EXP=exp_in, IN_MAN=man_in,
+                                  FLOAT_IN=float_in, FMA=md.product in ("fma", "fma_first", "exact"), DIRECT=direct,
+                                  INIT=init, FIRST=md.product == "fma_first",
+                                  OUT_EXP=exp_out, OUT_MAN=man_out, ACC=nm.accs[mode],
+                                  ROUND=md.product != "none", PRODUCT_F32=md.product_format == "fp32",
+                                  EXACT=md.product == "exact", enable_fp_fusion=False)
+            if dev.fold_ids.numel() and nm.acc == 0:
                 BM, BN = 32, 32
                 grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), dev.fold_ids.numel())
                 mm_fold[grid](Ab, Bb, dst, segs, dev.fold_ids, *common, BM=BM, BN=BN,
-                              IN_EXP=exp_in, IN_MAN=man_in, FMA=nm.product in ("fma", "exact"),
+                              IN_EXP=exp_in, IN_MAN=man_in, FMA=nm.product in ("fma", "fma_first", "exact"),
+                              FIRST=nm.product == "fma_first",
                               EXACT=nm.product == "exact", DIRECT=direct, INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out,
                               enable_fp_fusion=False)
         if not direct:
             if lone is not None:
                 ids = lone.to(A.device)
-                Ab, Bb = A.view(it_in), B.view(it_in)
+                Ab, Bb = (A, B) if nm.input == "fp64" else (A.view(it_in), B.view(it_in))
                 mm_lone[(triton.cdiv(M, 32), triton.cdiv(N, 32), ids.numel())](
                     Ab, Bb, vals, segs, ids, M, N, Ab.stride(0), Ab.stride(1), Bb.stride(0), Bb.stride(1), M * N, N, 1,
-                    BM=32, BN=32, IN_EXP=exp_in, IN_MAN=man_in, enable_fp_fusion=False)
-            self._combine(p, vals, M * N)
+                    BM=32, BN=32, IN_EXP=exp_in, IN_MAN=man_in, F64_IN=nm.input == "fp64", enable_fp_fusion=False)
+            self._combine(p, vals, M * N, (A, B, N))
             finish[(triton.cdiv(M * N, 1024),)](vals, out.view(it_out), p.root, M * N, BO=1024, INIT=init,
-                                                OUT_EXP=exp_out, OUT_MAN=man_out)
+                                                OUT_EXP=exp_out, OUT_MAN=man_out, ACC=nm.acc)
         return out
 
     @staticmethod
@@ -504,24 +613,37 @@ class Replica:
 
     SMALL_LEVEL = 4096   # additions x outputs below which a level shares one launch with the next
 
-    def _combine(self, p, vals, R):
-        """Every step of plan p on the slot values `vals` (fp64 slots: Note [lone products])."""
+    def _combine(self, p, vals, R, operands=None):
+        """Every step of plan p on the slot values `vals` (fp64 slots: Note [lone products]);
+        operands (A, B, N) of a matrix product, for fp64 terms fused into additions."""
         dev = p.on(vals.device)
         wide = vals.dtype == torch.float64
+        mixed = dict(MIXED=getattr(p, "mixed", False),
+                     accs_ptr=torch.tensor(self.numerics.accs, dtype=torch.int32, device=vals.device))
         BO = 1 if R == 1 else min(1024, triton.next_power_of_2(R))
         BS = max(1, 1024 // BO)
+        lone = self.fused_lone(p) if operands is not None else None
+        if lone is not None:   # triton_kernels Note [fp64 lone products]: one launch a level
+            A, B, N = operands
+            lone = lone.to(vals.device)
+            for lo, cnt in p.levels:
+                combine_fused[(triton.cdiv(cnt, BS), triton.cdiv(R, BO))](
+                    vals, dev.steps, lone, A, B, A.stride(0), A.stride(1), B.stride(0), B.stride(1), N, lo, cnt, R,
+                    BS=BS, BO=BO, **mixed, enable_fp_fusion=False)
+            return
         big = len(p.levels)
         while big and p.levels[big - 1][1] * R <= self.SMALL_LEVEL:
             big -= 1
         for lo, cnt in p.levels[:big]:
             combine[(triton.cdiv(cnt, BS), triton.cdiv(R, BO))](vals, dev.steps, lo, cnt, R, BS=BS, BO=BO, WIDE=wide,
+                                                                 ACC=self.numerics.acc, **mixed,
                                                                  enable_fp_fusion=False)
         if big < len(p.levels):
             tail = dev.tails.get(big)
             if tail is None:
                 tail = dev.tails[big] = torch.tensor(p.levels[big:], dtype=torch.int64, device=vals.device)
             combine_levels[(1,)](vals, dev.steps, tail, len(p.levels) - big, R, BS=BS, BO=BO, WIDE=wide,
-                                 enable_fp_fusion=False)
+                                 ACC=self.numerics.acc, **mixed, enable_fp_fusion=False)
 
     # ------------------------------------------------------------ sum
 
@@ -545,16 +667,17 @@ class Replica:
         if p.has_chain:
             raise PlanError("fused nodes in a sum are not supported by the triton kernels")
         out = torch.empty((), dtype=dt_out, device=x.device)
-        float_in = nm.input == "fp32"
+        float_in = nm.input in ("fp32", "fp64")
         xin = x if float_in else x.view(it_in)
+        carrier = torch.float64 if any(a in (1, 4) for a in nm.accs) else torch.float32   # Note [accumulators]
         dev = p.on(x.device)
         init = nm.init == "+0.0"
         fmt = dict(IN_EXP=exp_in, IN_MAN=man_in, FLOAT_IN=float_in)
-        res = dict(INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out)
+        res = dict(INIT=init, OUT_EXP=exp_out, OUT_MAN=man_out, ACC=nm.acc)
         cfg = self.sum_config
         up = p.upper
         direct = up.num_slots == 1
-        vals = out.view(it_out).reshape(1) if direct else torch.empty(up.num_slots, dtype=torch.float32,
+        vals = out.view(it_out).reshape(1) if direct else torch.empty(up.num_slots, dtype=carrier,
                                                                       device=x.device)
         if p.height:
             # one group of leaf blocks under perfect levels (Note [perfect levels]):
@@ -563,14 +686,14 @@ class Replica:
             L = g.ids.numel()
             h = min(p.height, cfg["BG"].bit_length() - 1)
             last = h == p.height
-            dst = vals if last else torch.empty(L >> h, dtype=torch.float32, device=x.device)
+            dst = vals if last else torch.empty(L >> h, dtype=carrier, device=x.device)
             self._leaves(g, xin, dst, h, direct and last, fmt, res)
             done, cur = h, L >> h
             while done < p.height:
                 h = min(p.height - done, cfg["PAIRS_H"])
                 done += h
                 last = done == p.height
-                nxt = vals if last else torch.empty(cur >> h, dtype=torch.float32, device=x.device)
+                nxt = vals if last else torch.empty(cur >> h, dtype=carrier, device=x.device)
                 BO = max(1, 1024 >> h)
                 sum_pairs[(triton.cdiv(cur >> h, BO),)](dst, nxt, cur >> h, GH=h, BO=BO, DIRECT=direct and last,
                                                         **res, enable_fp_fusion=False)
@@ -581,6 +704,11 @@ class Replica:
                 BS = 256
                 sum_fold[(triton.cdiv(F, BS),)](xin, vals, dev.segs, dev.fold_ids, F, p.max_count, BS=BS, **fmt,
                                                 DIRECT=direct, **res, enable_fp_fusion=False)
+            for mode, ids in dev.region_folds.items():   # triton_host Note [regions in plans]
+                BS = 256
+                sum_fold[(triton.cdiv(ids.numel(), BS),)](xin, vals, dev.segs, ids, ids.numel(), p.max_count, BS=BS,
+                                                          **fmt, DIRECT=direct, **dict(res, ACC=nm.accs[mode]),
+                                                          enable_fp_fusion=False)
             for g in dev.leaf_groups:
                 self._leaves(g, xin, vals, 0, direct, fmt, res)
         if not direct:

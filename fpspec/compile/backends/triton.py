@@ -7,8 +7,10 @@ this module writes the spec's reducers as calls of the planner's classes.
 Which kernels run is decided at call time, once n is known:
 
 - emulated path: fused nodes computed with integers inside the kernel
-  (bit-exact anywhere); binary nodes as IEEE fp32 adds (FMA where the spec
-  says so, no other contraction);
+  (bit-exact anywhere); binary nodes as IEEE adds in the accumulator (fp32,
+  fp64; fp16 and bf16 rounded at every addition; each `using` part in its
+  own: triton_kernels Note [accumulators]), FMA where the spec says so, no
+  other contraction;
 - native path: chains of 16-wide fused nodes on the Tensor Cores (tl.dot),
   chosen only where the GPU's fused node is the spec's (H100/H200, fp16 or
   bf16, 2 extra bits); `path="auto"` picks it when it applies.
@@ -26,7 +28,7 @@ from fpspec.compile.numerics import stores_fused
 
 PATHS = ("auto", "native", "emulated")
 # tf32, fp8, fp6, fp4: input formats only
-_FORMATS = ("fp16", "bf16", "fp32", "tf32", "fp8e4m3", "fp8e5m2", "fp8e4m3fnuz", "fp8e5m2fnuz", "fp6e2m3",
+_FORMATS = ("fp16", "bf16", "fp32", "fp64", "tf32", "fp8e4m3", "fp8e5m2", "fp8e4m3fnuz", "fp8e5m2fnuz", "fp6e2m3",
             "fp6e3m2", "fp4e2m1")
 _NARROW = ("fp8e4m3", "fp8e5m2", "fp8e4m3fnuz", "fp8e5m2fnuz", "fp6e2m3", "fp6e3m2", "fp4e2m1")
 _ENTRY = {"sum": "sum(x) (and sums(X), every column)", "dot": "dot(x, y, path=PATH)", "gemv": "gemv(A, x, path=PATH)",
@@ -55,25 +57,17 @@ class TritonBackend(Backend):
             if getattr(ar, key) not in _FORMATS:
                 raise CompileError(f"triton: {key} format {getattr(ar, key)} is not supported "
                                    f"(expected one of {', '.join(_FORMATS)})")
-        for r in _reducers(kernel):
-            if isinstance(r, WithArithmetic) and not _stored_format(kernel, r.name):
-                raise CompileError(f"triton: using({r.name}, ...) is supported only where the section narrows "
-                                   "the accumulator to fp16 or bf16 around fused nodes (their results stored "
-                                   "into it); compile for numpy or numba")
-        fp16_nodes = ar.fused is not None and ar.fused.output == "fp16" == ar.accumulator
-        if ar.accumulator != "fp32" and not fp16_nodes:
-            raise CompileError(f"triton: accumulator {ar.accumulator} is not supported (only fp32, or fp16 written "
-                               "by fused nodes)")
+        for name in _region_names(kernel):
+            _check_region(kernel, name)
+        _check_accumulator(kernel)
         if ar.output == "tf32" or ar.output in _NARROW:
             raise CompileError(f"triton: output {ar.output} is not supported (its units write fp32)")
         if ar.input in _NARROW and any(isinstance(r, _BINARY) for r in _reducers(kernel)):
             raise CompileError(f"triton: fp8 inputs (and fp6, fp4; here {ar.input}) are supported in chains of "
                                "fused nodes only; compile for numpy")
-        if ar.product == "fma_first":
-            raise CompileError("triton: product = fma_first is not supported; compile for numpy or numba")
         if kernel.op == "sum" and ar.product != "none":
             raise CompileError("triton: a sum has no products (product = none)")
-        if ar.product == "exact" and ar.input == "fp32":
+        if ar.product == "exact" and ar.input == "fp32" and ar.accumulator == "fp32":
             has_binary = any(isinstance(r, (Fold, Pairwise, TreeReduce, Lanes, VLanes, Blocks, Chunks, Segments,
                                             Table))
                              for r in _reducers(kernel))
@@ -85,15 +79,12 @@ class TritonBackend(Backend):
             _check_fused(kernel, f)
         if any(isinstance(r, FusedChain) for r in _reducers(kernel)) and f is None:
             raise CompileError("triton: the order has fused chains but the arithmetic has no fused section")
-        if any(isinstance(r, VLanes) for r in _reducers(kernel)) and (ar.product in ("fma", "exact")
-                                                                       or f is not None):
-            raise CompileError(f"triton: vlanes(...) with product = {ar.product}{' and fused nodes' if f else ''} is "
-                               "not supported (its terms enter additions as rounded values: triton_host note "
-                               "[vector lanes in plans]); compile for numpy or numba")
-        if any(isinstance(r, Pad) for r in _reducers(kernel)) and (ar.product in ("fma", "exact") or f is not None):
-            raise CompileError(f"triton: pad(...) with product = {ar.product}{' and fused nodes' if f else ''} is not "
-                               "supported (its terms enter additions as rounded values: triton_host note "
-                               "[phantoms in plans]); compile for numpy or numba")
+        if any(isinstance(r, VLanes) for r in _reducers(kernel)) and f is not None:
+            raise CompileError("triton: vlanes(...) with fused nodes is not supported (its terms enter additions "
+                               "on their own: triton_host note [vector lanes in plans]); compile for numpy or numba")
+        if any(isinstance(r, Pad) for r in _reducers(kernel)) and f is not None:
+            raise CompileError("triton: pad(...) with fused nodes is not supported (its terms enter additions on "
+                               "their own: triton_host note [phantoms in plans]); compile for numpy or numba")
         for r in _reducers(kernel):
             _ReducerPrinter(kernel).print(r)   # raises on anything the printer cannot write
         _check_plans(kernel)
@@ -150,10 +141,63 @@ def _check_fused(kernel: Kernel, f) -> None:
                            "(the kernels add partial results in fp32); compile for numpy")
 
 
+def _region_names(kernel: Kernel) -> list[str]:
+    """The `using` sections the kernels run as regions of their own arithmetic (triton_host
+    Note [regions in plans]), in order of appearance: the replica's modes 1, 2, ..."""
+    names = []
+    for r in _reducers(kernel):
+        if isinstance(r, WithArithmetic) and not _stored_format(kernel, r.name) and r.name not in names:
+            names.append(r.name)
+    return names
+
+
+def _check_region(kernel: Kernel, name: str) -> None:
+    """Refuse, in one line, a `using` section whose arithmetic the kernels do not run."""
+    ar, region = kernel.arithmetic, kernel.named_arithmetic(name)
+    what = f"triton: using({name}, ...)"
+    if region.input != ar.input or region.fused != ar.fused or region.bias != ar.bias:
+        raise CompileError(f"{what} changes more than the accumulator and the products; compile for numpy or numba")
+    if region.fused is not None and (region.accumulator != ar.accumulator or region.product != ar.product):
+        raise CompileError(f"{what} around fused nodes is supported only where it narrows the accumulator to fp16 "
+                           "or bf16 (their results stored into it); compile for numpy or numba")
+    if region.accumulator not in ("fp32", "fp64", "fp16", "bf16"):
+        raise CompileError(f"{what}: accumulator {region.accumulator} is not supported")
+    if ar.input == "fp64" and region.accumulator not in ("fp64", "fp32"):
+        raise CompileError(f"{what}: fp64 terms into an {region.accumulator} accumulator are not supported")
+    if region.accumulator in ("fp16", "bf16") and region.product == "exact":
+        raise CompileError(f"{what}: product = exact into an {region.accumulator} accumulator is not supported")
+    if region.product_format is not None and not (region.product_format == "fp32" and region.accumulator == "fp64"):
+        raise CompileError(f"{what}: product_format = {region.product_format} is not supported")
+
+
+def _check_accumulator(kernel: Kernel) -> None:
+    """Refuse the accumulators the kernels do not carry (triton_kernels Note [accumulators])."""
+    ar = kernel.arithmetic
+    fp16_nodes = ar.fused is not None and ar.fused.output == "fp16" == ar.accumulator
+    if ar.fused is not None and ar.accumulator != "fp32" and not fp16_nodes:
+        raise CompileError(f"triton: accumulator {ar.accumulator} with fused nodes is not supported (only fp32, "
+                           "or fp16 written by fused nodes)")
+    if ar.accumulator not in ("fp32", "fp64", "fp16", "bf16"):
+        raise CompileError(f"triton: accumulator {ar.accumulator} is not supported (fp32, fp64, fp16 or bf16)")
+    if ar.input == "fp64" and ar.accumulator != "fp64":
+        raise CompileError(f"triton: fp64 inputs are supported with an fp64 accumulator only (here "
+                           f"{ar.accumulator}); compile for numpy or numba")
+    if ar.accumulator != "fp32" and ar.input in _NARROW and not fp16_nodes:
+        raise CompileError(f"triton: {ar.input} inputs are supported with an fp32 accumulator only")
+    if ar.accumulator in ("fp16", "bf16") and ar.product == "exact" and not fp16_nodes:
+        raise CompileError(f"triton: product = exact into an {ar.accumulator} accumulator is not supported; "
+                           "compile for numpy or numba")
+    if ar.product_format is not None and not (ar.product_format == "fp32" and ar.accumulator == "fp64"):
+        raise CompileError(f"triton: product_format = {ar.product_format} is supported only as fp32 products "
+                           "in an fp64 accumulator; compile for numpy or numba")
+
+
 def _numerics(kernel: Kernel) -> str:
     """The replica's Numerics(...) of the spec's arithmetic, as source."""
     ar = kernel.arithmetic
     f = ar.fused
+    regions = [f"Mode({a.accumulator!r}, {a.product!r}, {a.product_format!r})"
+               for a in map(kernel.named_arithmetic, _region_names(kernel))]
     fused = ("None" if f is None else
              f"Fused(width={f.w}, extra_bits={f.extra_bits}, floor={f.exponent_floor}, "
              f"to_zero={f.result == 'rz'}, zero_exponent={f.zero_exponent}, c_emin={f.c_emin}, "
@@ -161,7 +205,9 @@ def _numerics(kernel: Kernel) -> str:
              f"aligned={('truncate', 'floor', 'rne').index(f.aligned)}, subnormal_inputs={f.subnormal_inputs}, "
              f"subnormal_outputs={f.subnormal_outputs}, interleave={f.interleave})")
     return (f"Numerics(input={ar.input!r}, accumulator={ar.accumulator!r}, output={ar.output!r}, "
-            f"product={ar.product!r}, init={ar.init!r}, fused={fused})")
+            f"product={ar.product!r}, init={ar.init!r}, fused={fused}"
+            + ("" if ar.product_format is None else f", product_format={ar.product_format!r}")
+            + ("" if not regions else f", regions=[{', '.join(regions)}]") + ")")
 
 
 # n at which the compiler plans the order the way the replica will (the planner's refusals
@@ -298,7 +344,10 @@ class _ReducerPrinter:
         return f"Call({r.name!r})"
 
     def _print_WithArithmetic(self, r: WithArithmetic) -> str:
-        return f"Stored({_stored_format(self.kernel, r.name)!r}, {self.print(r.reducer)})"
+        stored = _stored_format(self.kernel, r.name)
+        if stored is not None:
+            return f"Stored({stored!r}, {self.print(r.reducer)})"
+        return f"Region({1 + _region_names(self.kernel).index(r.name)}, {self.print(r.reducer)})"
 
 
 _IMPORTS = re.compile(r"^# -- imports: dropped in replicas\n.*?^# -- end imports\n", re.S | re.M)
