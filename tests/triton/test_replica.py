@@ -171,8 +171,8 @@ def test_native_path_refused_off_gpu(load_replica):
 def test_unsupported_specs_raise_one_line():
     from fpspec.compile.backends.triton import BACKEND
 
-    with pytest.raises(CompileError, match="accumulator fp64"):
-        BACKEND.render(Kernel("sum", Arithmetic(input="fp32", accumulator="fp64", output="fp32"), Fold()))
+    with pytest.raises(CompileError, match="fp64 inputs are supported with an fp64 accumulator only"):
+        BACKEND.render(Kernel("sum", Arithmetic(input="fp64", accumulator="fp32", output="fp32"), Fold()))
     with pytest.raises(CompileError, match="no fused section"):
         BACKEND.render(Kernel("gemm", FP32_FMA, CHAIN16))
     with pytest.raises(CompileError, match="path must be one of"):

@@ -7,8 +7,10 @@ this module writes the spec's reducers as calls of the planner's classes.
 Which kernels run is decided at call time, once n is known:
 
 - emulated path: fused nodes computed with integers inside the kernel
-  (bit-exact anywhere); binary nodes as IEEE fp32 adds (FMA where the spec
-  says so, no other contraction);
+  (bit-exact anywhere); binary nodes as IEEE adds in the accumulator (fp32,
+  fp64; fp16 and bf16 rounded at every addition; each `using` part in its
+  own: triton_kernels Note [accumulators]), FMA where the spec says so, no
+  other contraction;
 - native path: chains of 16-wide fused nodes on the Tensor Cores (tl.dot),
   chosen only where the GPU's fused node is the spec's (H100/H200, fp16 or
   bf16, 2 extra bits); `path="auto"` picks it when it applies.
