@@ -62,3 +62,21 @@ def test_init_is_added_in_the_main_accumulator_around_a_whole_order_part(tmp_pat
                       (compile_spec(s, target="numpy"), "dot", (x, y))], tmp_path)
     for got, what in zip(outs, ("triton", "numpy")):
         assert_fresh_bits(got, want, what)
+
+
+def test_a_reversed_fold_of_exact_products_adds_its_first_two_once(tmp_path):
+    # product = exact into fp64 (the main arithmetic) and into an fp32 part: rev over two terms
+    # is round(p1 + p0) once; the fold counted its first term twice (2 * p0 = 0.025...)
+    text = """op dot
+n in 1..8
+arithmetic {{ input = fp16 product = exact accumulator = fp64 init = none output = fp16 }}
+arithmetic part0 {{ accumulator = fp32 product = exact }}
+order {order}
+"""
+    x, y = np.array([-0.05001831, -0.02955627], np.float16), np.array([-0.25, -0.25], np.float16)
+    specs = [spec(text.format(order=order)) for order in ("rev", "using(part0, rev)")]
+    want = reference_outputs(specs[0], "dot", (x, y))
+    assert want.tolist() == [np.float16(np.float64(x[0]) * -0.25 + np.float64(x[1]) * -0.25)]
+    outs = run_fresh([(compile_spec(s, target="triton"), "dot", (x, y), "float16") for s in specs], tmp_path)
+    for s, got in zip(specs, outs):
+        assert_fresh_bits(got, reference_outputs(s, "dot", (x, y)), str(s.order))
