@@ -1099,8 +1099,10 @@ def fp_mm_term(a, b, ACC: tl.constexpr, ROUND: tl.constexpr, PRODUCT_F32: tl.con
         p = (a.to(tl.float32)[:, None] * b.to(tl.float32)[None, :]).to(tl.float64)
     if ACC == 1:
         return p
+    elif ACC == 4 and not ROUND:
+        return p
     elif ACC == 4:
-        return p if not ROUND else p.to(tl.float32).to(tl.float64)
+        return p.to(tl.float32).to(tl.float64)
     elif not ROUND:
         return p.to(tl.float32)
     elif ACC == 2:

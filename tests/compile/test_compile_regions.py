@@ -124,13 +124,17 @@ def test_a_part_wider_than_around_it_is_refused():
                                 "one rounding of the exact sum cannot be expressed")
 
 
-def test_triton_refuses_named_arithmetic_in_one_line():
+def test_triton_runs_named_arithmetic():
+    """fp32 part, fp64 around, on the Triton replica (the interpreter): the model's bits."""
     pytest.importorskip("triton")
-    with pytest.raises(CompileError) as e:
-        compile_spec(parse(SPEC.format(main="fp64", part="fp32")), "triton")
-    assert str(e.value) == ("triton: using(part, ...) is supported only where the section narrows the "
-                            "accumulator to fp16 or bf16 around fused nodes (their results stored into it); "
-                            "compile for numpy or numba")
+    spec = parse(SPEC.format(main="fp64", part="fp32"))
+    mod = load_replica(compile_spec(spec, "triton"), "narrow_triton")
+    rng = np.random.default_rng(1)
+    for n in (1, 5, 9):
+        tree, main, regions = expand_arith(spec, n)
+        for _ in range(2):
+            x, y = rng.uniform(-1, 1, (2, n)).astype(np.float32)
+            assert_same_bits(mod.dot(x, y), np.float32(evaluate(tree, x, y, main, regions)), f"n = {n}")
 
 
 def test_a_narrow_part_in_a_wide_loop_matches_the_model():

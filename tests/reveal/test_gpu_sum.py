@@ -233,17 +233,15 @@ def test_vlanes_deals_vectors_and_the_tail():
     assert format_tree(expand(spec, 3)) == "((0 2) 1)"
 
 
-def test_vlanes_with_fma_is_refused_by_the_triton_backend_in_one_line():
-    """(a sum's vlanes compiles for Triton: tests/triton/test_vlanes.py)"""
+def test_vlanes_with_fma_compiles_for_the_triton_backend():
+    """(its replica's bits: tests/triton/test_vlanes.py)"""
     pytest.importorskip("triton")
     from fpspec.compile import compile_spec
-    from fpspec.compile.ir import CompileError
     from fpspec.spec import parse
 
     spec = parse("op dot\nn in 1..\narithmetic { input = fp32 product = fma accumulator = fp32 init = +0.0 "
                  "output = fp32 }\norder vlanes(4, 8, seq, gpu_tree)")
-    with pytest.raises(CompileError, match=r"^triton: vlanes\(\.\.\.\) .* compile for numpy or numba$"):
-        compile_spec(spec, "triton")
+    assert "VLanes(lambda m, n: 4, lambda m, n: 8, Fold(reverse=False)" in compile_spec(spec, "triton")
 
 
 @settings(max_examples=40, deadline=None)

@@ -1,6 +1,7 @@
 """vlanes(V, K, INNER, OUTER) in Triton replicas: bits equal to the NumPy replica's and to the
-spec's reference evaluation (CPU interpreter), at n below V*K and with n % V leftovers; refused
-in one line where its terms would have to enter as fused products.  The replicas are written
+spec's reference evaluation (CPU interpreter), at n below V*K and with n % V leftovers (FMA
+products too: a term of its own is fused by the addition that takes it); refused in one line
+with fused nodes.  The replicas are written
 to files and run in one fresh interpreter (tests/fresh_replicas.py), as a user runs them."""
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ SUM_ORDERS = ["vlanes(4, 2, lanes(4, seq, seq, seq), gpu_tree)",
               "vlanes(4, (if n > 40: 3 else: 2), lanes(4, seq, pairwise), rev)",
               "vlanes(3, 5, split(1, rev, seq), vlanes(2, 2, seq, seq))"]
 GEMV = HEAD.format(op="gemv", fmt="fp16", product="rounded") + "order tail(3, vlanes(1, 4, rev, pairwise), seq)\n"
+DOT_FMA = HEAD.format(op="dot", fmt="fp32", product="fma") + "order vlanes(4, 2, seq, seq)\n"
 
 
 def _cases():
@@ -38,6 +40,9 @@ def _cases():
         a = (rng.standard_normal((2, n)) * 8).astype(np.float16)
         x = (rng.standard_normal(n) * 8).astype(np.float16)
         cases.append((f"gemv n={n}", GEMV, "gemv", (a, x), "float16"))
+    for n in (11, 13):
+        x, y = (rng.standard_normal((2, n)) * 2.0 ** rng.integers(-12, 12, (2, n))).astype(np.float32)
+        cases.append((f"dot fma n={n}", DOT_FMA, "dot", (x, y), "float32"))
     return cases
 
 
@@ -65,8 +70,11 @@ def test_triton_bits_equal_numpy_and_the_reference(fresh, label):
     assert_fresh_bits(got_triton, want, f"triton {label}")
 
 
-def test_fma_products_are_refused_in_one_line():
-    spec = parse(HEAD.format(op="dot", fmt="fp32", product="fma") + "order vlanes(4, 2, seq, seq)\n")
-    with pytest.raises(CompileError, match=r"^triton: vlanes\(\.\.\.\) with product = fma is not supported") as e:
+def test_fused_nodes_are_refused_in_one_line():
+    fused = ("fused { w = 16 extra_bits = 2 aligned = truncate result = rz c_aligned = true exponent_floor = none "
+             "subnormal_inputs = true subnormal_outputs = true }")
+    spec = parse("op gemm\nn in 1..80\narithmetic { input = fp16 product = exact accumulator = fp32 init = none "
+                 f"output = fp16 {fused} }}\norder vlanes(4, 2, chain(2), seq)\n")
+    with pytest.raises(CompileError, match=r"^triton: vlanes\(\.\.\.\) with fused nodes is not supported") as e:
         compile_spec(spec, "triton")
     assert "\n" not in str(e.value)
