@@ -1161,8 +1161,7 @@ def mm_fold_acc(a_ptr, b_ptr, dst_ptr, segs_ptr, ids_ptr, M, N,
     acc = fp_mm_term(a, b, ACC, ROUND, PRODUCT_F32)
     first = 1
     if EXACT:
-        # the other of the first two (k0 is the second where a reversed fold swapped them)
-        k = tl.where(count > 1, tl.where(swap, start, k1), k0)
+        k = tl.where(count > 1, tl.where(swap, start, k1), k0)   # the other of the first two
         a1 = fp_mm_operand(a_ptr, rm * s_am + k * s_ak, mm, IN_EXP, IN_MAN, FLOAT_IN)
         b1 = fp_mm_operand(b_ptr, k * s_bk + rn * s_bn, mn, IN_EXP, IN_MAN, FLOAT_IN)
         both = fp_sum_odd(a[:, None] * b[None, :], a1[:, None] * b1[None, :])
