@@ -61,6 +61,9 @@ def _cases():
     add("fp32 exact pair into fp64", text("dot", "input = fp32 product = exact accumulator = fp64 init = none "
                                                  "output = fp64", "pairwise"), "dot", "fp32",
         (np.array([v, 2.0 ** -60], np.float32), np.array([v, v], np.float32)), 1 + 2.0 ** -22 + 2.0 ** -46 + 2.0 ** -52)
+    add("fp16 exact into fp64, reverse", text("gemv", "input = fp16 product = exact accumulator = fp64 init = none "
+                                                    "output = fp16", "tail(2, rev, rev)"), "gemv", "fp16",
+        generated("gemv", "fp16", 9, "cancellation"))
     add("fp32 into fp64 gemm", text("gemm", "input = fp32 product = rounded product_format = fp32 accumulator = fp64 "
                                             "init = none output = fp32", "lanes(4, seq, pairwise)"), "gemm", "fp32",
         generated("gemm", "fp32", 9, "wide_exponent"))
