@@ -126,6 +126,13 @@ def named_arithmetics_of(spec: A.Spec) -> tuple:
     return tuple((k, a) for k, a in arithmetics(spec).items() if k is not None) if spec.header.arithmetics else ()
 
 
+def _hoistable(main: Arithmetic, region: Arithmetic) -> bool:
+    """Whether a part around every node may be the kernel's own arithmetic: init = +0.0 and a
+    bias after the tree are added in the main accumulator (fpspec.arith.evaluate note [init
+    and output]), which a part of another accumulator would replace."""
+    return region.accumulator == main.accumulator or (main.init == "none" and main.bias != "after")
+
+
 def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
                  source: str | None = None) -> Kernel | ir.Positional:
     """The kernel of a parsed spec; `n` specializes it to one length.  A spec whose
@@ -157,7 +164,7 @@ def build_kernel(spec: A.Spec, n: int | None = None, name: str | None = None,
     top = spec.order
     # at n = 1 the root part makes no node, and the main arithmetic forms the lone leaf
     # (docs/fps.md, `using`): a range holding n = 1 keeps the part as a region
-    while isinstance(top, A.Using) and lo > 1:
+    while isinstance(top, A.Using) and lo > 1 and _hoistable(arithmetic, dict(named)[top.name]):
         # every node in one region: that is the kernel's own arithmetic (an arm of an `if`
         # on the output position, e.g.), which every backend takes
         arithmetic = dict(named)[top.name]

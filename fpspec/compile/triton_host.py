@@ -202,7 +202,7 @@ class Planner:
 
     def _fold(self):
         """The kind of a fold in the current region."""
-        return FOLD if self.mode == 0 else FOLD_IN + 2 * self.mode
+        return _fold_of(self.mode)
 
     def _resolve(self, r, m):
         while True:
@@ -453,9 +453,7 @@ class Planner:
         root = self.slots(outer, roots, out) if reduce is None else reduce(roots, out)
         new = torch.tensor(out.rows, dtype=torch.int64).reshape(-1, 3)
         segs = torch.cat(segs)
-        for v in out.values:   # a term that met only phantoms: a value (note [phantoms in plans])
-            if v < S and int(segs[v, 1]) == 1 and bool(lone_kinds(segs[v, 3])):
-                segs[v, 3] = value_kind(int(segs[v, 3]))
+        _formed_by_taker(segs, new, out.values)
         return SubPlan(segs, torch.cat(steps + [new]), root)
 
     # ------------------------------------------------------------ leaf blocks
@@ -597,18 +595,47 @@ class Planner:
         raise PlanError(f"{type(r).__name__} over partial sums is not supported by the triton kernels")
 
 
+def _fold_of(mode):
+    """The kind of a fold in region `mode` (0: the spec's arithmetic)."""
+    return FOLD if mode == 0 else FOLD_IN + 2 * mode
+
+
+def _formed_by_taker(segs, rows, values):
+    """Note [terms formed by their taker]: each one-term segment that an addition of `rows`
+    (a, b, mode) takes, or that met only phantoms there (`values`: (slot, mode)), becomes a fold
+    of that addition's region (a value kind for the latter)."""
+    S = segs.shape[0]
+    values = torch.tensor(values, dtype=torch.int64).reshape(-1, 2)
+    for x, mode, value in ((rows[:, 0], rows[:, 2], 0), (rows[:, 1], rows[:, 2], 0),
+                           (values[:, 0], values[:, 1], 1)):
+        x, mode = x[x < S], mode[x < S]
+        one = (segs[x, 1] == 1) & lone_kinds(segs[x, 3])
+        x, mode = x[one], mode[one]
+        # (value_kind of _fold_of(mode) for values)
+        segs[x, 3] = FOLD_IN + 2 * mode + 1 if value else torch.where(mode == 0, FOLD, FOLD_IN + 2 * mode)
+
+
+# Note [terms formed by their taker]: the model forms a term (its product, rounded as the
+# arithmetic says) in the arithmetic of the node that takes it (fpspec.arith.evaluate note
+# [regions]), not in the region its one-term run was planned in: blocks(1, seq, using(part0,
+# seq)) adds fp16-rounded products where part0's accumulator is fp16, and a term alone beside
+# phantoms is rounded in the arithmetic of the node that lost them (fpspec.spec.expand note
+# [lone products]).  So a one-term fold takes the region of the addition that takes it.
+
+
 class _Steps:
     """Additions appended after the first `first` slots."""
 
     def __init__(self, first, mode=0):
         self.first, self.rows, self.mode = first, [], mode
-        self.values = []   # operands that met a phantom (note [phantoms in plans])
+        # (slot, mode) of operands that met a phantom (note [phantoms in plans])
+        self.values = []
 
     def add(self, a, b):
         if a is None or b is None:    # note [phantoms in plans]
             kept = b if a is None else a
             if kept is not None:
-                self.values.append(kept)
+                self.values.append((kept, self.mode))
             return kept
         slot = self.first + len(self.rows) // 3
         self.rows += [a, b, self.mode]
