@@ -124,3 +124,24 @@ def test_a_value_meeting_only_phantoms_keeps_its_value_in_a_part(fresh_phantoms,
     got = reference_outputs(spec, function, args)
     assert got.tolist() == want
     assert_fresh_bits(fresh_phantoms[text, target], got, target)
+
+
+# seed 512 spec 254: exact bf16 products folded into fp32 (each addition one rounding of product + sum):
+# the numpy replica named a rounding helper it did not embed, and failed at its first call
+EXACT_BF16_DOT = """op dot
+n in 3
+arithmetic { input = bf16 product = exact accumulator = fp32 init = none output = fp32 }
+order seq
+"""
+# (1 + 2^-7)^2 = 1 + 2^-6 + 2^-14 is exact in fp32; plus 2^-30 it rounds once, to 1 + 2^-6 + 2^-14
+X_EXACT = np.array([1 + 2.0 ** -7, 2.0 ** -15, 2.0 ** -15], np.float32)
+Y_EXACT = np.array([1 + 2.0 ** -7, 2.0 ** -15, 2.0 ** -15], np.float32)
+
+
+@pytest.mark.parametrize("target", ["numpy"])    # numba refuses exact products that can overflow fp32
+def test_exact_products_into_a_wider_sum_run_in_a_fresh_interpreter(tmp_path, target):
+    spec = spec_of(EXACT_BF16_DOT)
+    want = reference_outputs(spec, "dot", (X_EXACT, Y_EXACT))
+    assert want.tolist() == [1 + 2.0 ** -6 + 2.0 ** -14]
+    got, = run_fresh([(compile_spec(spec, target=target), "dot", (X_EXACT, Y_EXACT))], tmp_path)
+    assert_fresh_bits(got, want, target)

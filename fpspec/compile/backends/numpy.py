@@ -45,8 +45,9 @@ class NumpyBackend(Backend):
         regions = region_plans(kernel, program)
         plans = [p] + [rp for _, rp in regions]
         if regions or any(q.fma or q.exact_sum or q.exact_products for q in plans):
+            # `_add_leaf_fma` (fma, and exact products entering a sum) rounds through the `_near` form:
+            # note [round to odd where it matters] in fpspec.compile.runtime.numpy_rt
             names.insert(names.index("_vals"), "_round_odd_sum")
-        if any(q.fma for q in plans):     # note [round to odd where it matters] in fpspec.compile.runtime.numpy_rt
             names.insert(names.index("_vals"), "_round_odd_sum_near")
         fma64 = fma == "_add_leaf_fma64" and any(q.fma for q in plans)
         fused_src = fused_model(kernel) if program.uses_fused else ""
