@@ -41,7 +41,9 @@ def reduce_list(kernel: Kernel, r: Reducer, ops: list, n: int) -> Tree:
             return reduce_list(kernel, r.inner, ops, n)
         from fpspec.spec.expand import drop_phantoms   # phantoms are negative leaves, as in expand
 
-        return drop_phantoms(reduce_list(kernel, r.inner, list(ops[:rest]) + list(range(-c, 0)) + list(ops[rest:]), n))
+        t = drop_phantoms(reduce_list(kernel, r.inner, list(ops[:rest]) + list(range(-c, 0)) + list(ops[rest:]), n))
+        # a pad inside an outer pad can get only the outer's phantoms: it stays a phantom (as in expand)
+        return ops[0] if t is None else t
     if m == 1:
         return ops[0]
     if isinstance(r, Fold):

@@ -145,3 +145,27 @@ def test_exact_products_into_a_wider_sum_run_in_a_fresh_interpreter(tmp_path, ta
     assert want.tolist() == [1 + 2.0 ** -6 + 2.0 ** -14]
     got, = run_fresh([(compile_spec(spec, target=target), "dot", (X_EXACT, Y_EXACT))], tmp_path)
     assert_fresh_bits(got, want, target)
+
+
+# seed 513 spec 2434: at n = 5 the inner pad of `split(1, seq, r0)` gets only the outer pad's phantom:
+# it must stay a phantom (as the expansion keeps it), not a missing child; compile raised TypeError
+NESTED_PADS = """op dot
+n in 5
+arithmetic { input = bf16 product = exact accumulator = fp32 init = none output = bf16 }
+let r0 = pad(2, seq)
+order lanes(1, seq, pad(2, split(1, seq, r0)))
+"""
+X_PADS = np.array([1.0, 2.0 ** -9, 2.0 ** -9, 2.0 ** -9, 2.0 ** -9], np.float32)
+
+
+def test_a_pad_given_only_an_outer_pads_phantoms_stays_a_phantom(tmp_path):
+    from fpspec.compile.build import build_kernel
+    from fpspec.compile.trees import tree_of
+
+    spec = spec_of(NESTED_PADS)
+    assert format_tree(tree_of(build_kernel(spec), 5)) == format_tree(expand_arith(spec, 5)[0]) == "((((0 1) 2) 3) 4)"
+    ones = np.ones(5, np.float32)
+    want = reference_outputs(spec, "dot", (X_PADS, ones))
+    assert want.tolist() == [1.0 + 2.0 ** -7]     # the bf16 output of 1 + 4 * 2^-9
+    got, = run_fresh([(compile_spec(spec, target="numpy"), "dot", (X_PADS, ones))], tmp_path)
+    assert_fresh_bits(got, want, "numpy")
