@@ -3,6 +3,7 @@
 init = +0.0 (added in the main accumulator, not the part's), bit for bit against the
 reference (fpspec.arith.evaluate) in a fresh interpreter."""
 import numpy as np
+import pytest
 from fresh_replicas import assert_fresh_bits, reference_outputs, run_fresh
 
 from fpspec.compile import compile_spec
@@ -80,3 +81,18 @@ order {order}
     outs = run_fresh([(compile_spec(s, target="triton"), "dot", (x, y), "float16") for s in specs], tmp_path)
     for s, got in zip(specs, outs):
         assert_fresh_bits(got, reference_outputs(s, "dot", (x, y)), str(s.order))
+
+
+@pytest.mark.parametrize("text", [
+    # seed 513 spec 478: fp64 values ~1e308 in an fp32 part; the model rounds the term left beside the
+    # pad's phantom into fp32 (+inf) and gives nan, the kernels kept it in fp64 and gave -inf
+    "op sum\nn in 8\narithmetic { input = fp64 product = none accumulator = fp64 init = +0.0 output = fp64 }\n"
+    "arithmetic part0 { accumulator = fp32 }\norder using(part0, pad(3, chunks(max(1, n // 2), rev, seq)))\n",
+    "op sum\nn in 8\narithmetic { input = fp32 product = none accumulator = fp16 init = +0.0 output = fp32 }\n"
+    "order pad(3, blocks(3, rev, seq))\n"], ids=["fp64_in_fp32_part", "fp32_in_fp16"])
+def test_a_reversed_fold_under_pad_into_a_narrower_accumulator_is_refused(text):
+    from fpspec.compile.ir import CompileError
+
+    with pytest.raises(CompileError, match=r"^triton: a reversed fold under pad\(\.\.\.\) with accumulator fp(32|16) "
+                                           r"narrower than the input fp(64|32) is not supported"):
+        compile_spec(parse(text), target="triton")

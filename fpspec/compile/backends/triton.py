@@ -74,6 +74,7 @@ class TritonBackend(Backend):
             if has_binary:
                 raise CompileError("triton: exact fp32 products entering binary additions are not supported "
                                    "(write product = fma or rounded)")
+        _check_reversed_pads(kernel)
         f = ar.fused
         if f is not None:
             _check_fused(kernel, f)
@@ -265,6 +266,30 @@ def _guard_constants(kernel: Kernel) -> set[int]:
         elif dataclasses.is_dataclass(e):
             stack.extend(getattr(e, f.name) for f in dataclasses.fields(e))
     return found
+
+
+# (fraction bits, exponent bits): an accumulator holds an input's values exactly when it has both
+_BITS = {"fp64": (52, 11), "fp32": (23, 8), "tf32": (10, 8), "fp16": (10, 5), "bf16": (7, 8)}
+
+
+def _check_reversed_pads(kernel: Kernel) -> None:
+    """A reversed fold over a group that holds phantoms (pad) leaves a term alone beside them,
+    which the model rounds into the accumulator of the node that lost them (fpspec.spec.expand
+    note [lone products]); the kernels keep it unrounded there, so an accumulator narrower than
+    the input would give other bits (an fp64 sum in an fp32 part: +inf against the model's nan)."""
+    reducers = list(_reducers(kernel))
+    if not (any(isinstance(r, Pad) for r in reducers) and any(isinstance(r, Fold) and r.reverse for r in reducers)):
+        return
+    ar = kernel.arithmetic
+    accs = [ar.accumulator] + [kernel.named_arithmetic(r.name).accumulator or ar.accumulator
+                               for r in reducers if isinstance(r, WithArithmetic)]
+    need = _BITS.get(ar.input)
+    for acc in accs:
+        have = _BITS.get(acc)
+        if need is None or have is None or have[0] < need[0] or have[1] < need[1]:
+            raise CompileError(f"triton: a reversed fold under pad(...) with accumulator {acc} narrower than the "
+                               f"input {ar.input} is not supported (a term alone beside phantoms is rounded into "
+                               "it); compile for numpy or numba")
 
 
 def _stored_format(kernel: Kernel, name: str) -> str | None:
