@@ -61,7 +61,7 @@ class Plan:
 # A backend that lacks these functions refuses such a kernel in one line.
 
 
-def _fits(inp, acc) -> bool:
+def holds_every_value(inp, acc) -> bool:
     """Every `inp` value is an `acc` value: significand, largest and smallest."""
     return (inp.precision <= acc.precision and inp.emax <= acc.emax
             and inp.emin - inp.precision >= acc.emin - acc.precision)
@@ -112,7 +112,7 @@ def plan(kernel: Kernel) -> Plan:
                            "cannot be expressed (one rounding of an fp64 fma into a narrower format)")
     if a.fused is not None and get_format(a.fused.output).precision < p_acc:
         raise CompileError(f"fused nodes write {a.fused.output}, narrower than the {a.accumulator} accumulator")
-    exact_sum = term == "sum" and not _fits(get_format(a.input), get_format(a.accumulator))
+    exact_sum = term == "sum" and not holds_every_value(get_format(a.input), get_format(a.accumulator))
     # (in fused kernels too where a binary node may take a leaf: `order seq`, or a block of one leaf)
     exact_products = (term == "product" and a.product == "exact"
                       and not _products_fit(get_format(a.input), get_format(a.accumulator))

@@ -127,7 +127,7 @@ def test_a_value_meeting_only_phantoms_keeps_its_value_in_a_part(fresh_phantoms,
 
 
 # seed 512 spec 254: exact bf16 products folded into fp32 (each addition one rounding of product + sum):
-# the numpy replica named a rounding helper it did not embed, and failed at its first call
+# the numpy replica called a rounding function it did not embed, and failed at its first call
 EXACT_BF16_DOT = """op dot
 n in 3
 arithmetic { input = bf16 product = exact accumulator = fp32 init = none output = fp32 }

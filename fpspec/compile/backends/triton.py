@@ -24,7 +24,8 @@ import re
 from fpspec.compile.backends import Backend, header, py_cond, py_int, render_template
 from fpspec.compile.ir import (Blocks, Call, Chunks, CompileError, Const, Fold, FusedChain, Guard, Kernel, Lanes, Pad,
                                Pairwise, Segments, Table, TreeReduce, VLanes, WithArithmetic, walk)
-from fpspec.compile.numerics import stores_fused
+from fpspec.compile.numerics import holds_every_value, stores_fused
+from fpspec.formats import get_format
 
 PATHS = ("auto", "native", "emulated")
 # tf32, fp8, fp6, fp4: input formats only
@@ -268,10 +269,6 @@ def _guard_constants(kernel: Kernel) -> set[int]:
     return found
 
 
-# (fraction bits, exponent bits): an accumulator holds an input's values exactly when it has both
-_BITS = {"fp64": (52, 11), "fp32": (23, 8), "tf32": (10, 8), "fp16": (10, 5), "bf16": (7, 8)}
-
-
 def _check_reversed_pads(kernel: Kernel) -> None:
     """A reversed fold over a group that holds phantoms (pad) leaves a term alone beside them,
     which the model rounds into the accumulator of the node that lost them (fpspec.spec.expand
@@ -283,10 +280,8 @@ def _check_reversed_pads(kernel: Kernel) -> None:
     ar = kernel.arithmetic
     accs = [ar.accumulator] + [kernel.named_arithmetic(r.name).accumulator or ar.accumulator
                                for r in reducers if isinstance(r, WithArithmetic)]
-    need = _BITS.get(ar.input)
     for acc in accs:
-        have = _BITS.get(acc)
-        if need is None or have is None or have[0] < need[0] or have[1] < need[1]:
+        if not holds_every_value(get_format(ar.input), get_format(acc)):
             raise CompileError(f"triton: a reversed fold under pad(...) with accumulator {acc} narrower than the "
                                f"input {ar.input} is not supported (a term alone beside phantoms is rounded into "
                                "it); compile for numpy or numba")
